@@ -1,0 +1,113 @@
+package chain
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Class is the failure class of one provider attempt (DESIGN.md §4). It is the
+// only input to what happens after a failure: retry, count, cool down or move on.
+type Class int
+
+// The failure classes. ClassNone marks a successful attempt; ClassCooldown marks
+// a provider that was skipped without a call because it is cooling.
+const (
+	ClassNone Class = iota
+	ClassServer
+	ClassTimeout
+	ClassRateLimit
+	ClassNetwork
+	ClassAuth
+	ClassRequest
+	ClassInvalidOutput
+	ClassCanceled
+	ClassCooldown
+)
+
+var classNames = [...]string{
+	ClassNone:          "",
+	ClassServer:        "server",
+	ClassTimeout:       "timeout",
+	ClassRateLimit:     "rate_limit",
+	ClassNetwork:       "network",
+	ClassAuth:          "auth",
+	ClassRequest:       "request",
+	ClassInvalidOutput: "invalid_output",
+	ClassCanceled:      "canceled",
+	ClassCooldown:      "cooldown",
+}
+
+// String returns the class name used on the wire and in the KV bucket.
+func (c Class) String() string {
+	if c < 0 || int(c) >= len(classNames) {
+		return fmt.Sprintf("class(%d)", int(c))
+	}
+	return classNames[c]
+}
+
+// MarshalText encodes the class by name, so results and KV values stay readable.
+func (c Class) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText decodes a class name written by MarshalText.
+func (c *Class) UnmarshalText(b []byte) error {
+	for i, name := range classNames {
+		if name == string(b) {
+			*c = Class(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("chain: unknown failure class %q", b)
+}
+
+// Retryable reports whether a failure of this class is retried on the same
+// provider within one pass.
+func (c Class) Retryable() bool {
+	switch c {
+	case ClassServer, ClassTimeout, ClassRateLimit, ClassNetwork:
+		return true
+	}
+	return false
+}
+
+// Counts reports whether a failure of this class counts toward the provider's
+// cooldown threshold. A request or output problem is not an outage.
+func (c Class) Counts() bool {
+	switch c {
+	case ClassServer, ClassTimeout, ClassRateLimit, ClassNetwork, ClassAuth:
+		return true
+	}
+	return false
+}
+
+// Classify maps a non-2xx HTTP status to its failure class.
+func Classify(status int) Class {
+	switch {
+	case status == http.StatusRequestTimeout:
+		return ClassTimeout
+	case status == http.StatusTooManyRequests:
+		return ClassRateLimit
+	case status == http.StatusUnauthorized, status == http.StatusPaymentRequired,
+		status == http.StatusForbidden, status == http.StatusNotFound:
+		return ClassAuth
+	case status >= 400 && status < 500:
+		return ClassRequest
+	default:
+		// 5xx, 529 (overloaded) and anything a provider should never send.
+		return ClassServer
+	}
+}
+
+// EncodeMsgpack writes the class as a msgpack string; without it msgpack
+// would use MarshalText and write binary, which other languages read as bytes.
+func (c Class) EncodeMsgpack(enc *msgpack.Encoder) error { return enc.EncodeString(c.String()) }
+
+// DecodeMsgpack reads a class written by EncodeMsgpack.
+func (c *Class) DecodeMsgpack(dec *msgpack.Decoder) error {
+	s, err := dec.DecodeString()
+	if err != nil {
+		return err
+	}
+	return c.UnmarshalText([]byte(s))
+}

@@ -1,0 +1,26 @@
+// Package chain is detour's fallback engine: it walks an ordered list of
+// providers for one request and returns the first valid answer, annotated with
+// every attempt that led to it.
+//
+// Order of evaluation, for each provider of the chain in turn:
+//
+//  1. A provider that State reports as cooling is skipped (attempt class
+//     "cooldown"); no call is made and no network round trip is needed.
+//  2. Otherwise it is called with a per-attempt timeout. A failure is mapped to
+//     a Class once, by Classify/classifyError, and the class alone decides what
+//     happens next (see Class.Retryable and Class.Counts).
+//  3. Retryable failures are retried up to MaxRetries times with exponential
+//     backoff and full jitter, waiting at least any Retry-After the provider
+//     sent. Before every retry the state is read again: once the provider is
+//     cooling, no further call goes to it, not even the retry this request
+//     had planned.
+//  4. A 2xx answer is validated (non-empty, not truncated) before it wins; an
+//     invalid answer moves on to the next provider without counting as an
+//     outage.
+//  5. A rules template at the end answers whatever outages left unanswered,
+//     but never a request that every called provider rejected as malformed
+//     (a poison request): that one is reported by ExhaustedError.Poison.
+//
+// chain never imports NATS: it declares the narrow State interface it needs,
+// and package kvstate implements it on a JetStream KV bucket.
+package chain

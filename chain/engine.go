@@ -1,0 +1,254 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// ErrExhausted is returned (inside an *ExhaustedError) when no provider of the
+// chain answered the request.
+var ErrExhausted = errors.New("chain: no provider answered")
+
+// ExhaustedError says why no provider answered, so the caller can decide
+// between waiting (NAK with delay) and dead-lettering.
+type ExhaustedError struct {
+	// AllCooling is set when every provider was skipped for cooldown and none
+	// was called.
+	AllCooling bool
+	// Poison is set when every provider that was called rejected the request
+	// itself (class request): retrying cannot help.
+	Poison bool
+	// ReopenAt is the earliest end of a cooldown among the providers skipped
+	// or tripped by this request; zero when none is cooling.
+	ReopenAt time.Time
+	// Last is the last failure seen, if any provider was called.
+	Last error
+}
+
+func (e *ExhaustedError) Error() string {
+	switch {
+	case e.Poison:
+		return fmt.Sprintf("%v: every provider rejected the request: %v", ErrExhausted, e.Last)
+	case e.AllCooling:
+		return fmt.Sprintf("%v: every provider is cooling until %s", ErrExhausted, e.ReopenAt.UTC().Format(time.RFC3339))
+	case e.Last != nil:
+		return fmt.Sprintf("%v: %v", ErrExhausted, e.Last)
+	}
+	return ErrExhausted.Error()
+}
+
+// Is makes errors.Is(err, ErrExhausted) hold.
+func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
+
+// Chain is an ordered list of providers sharing one State.
+type Chain struct {
+	Name  string
+	Steps []Step
+	State State
+	// Logger receives auth failures (error level) and state write problems;
+	// nil discards.
+	Logger *slog.Logger
+	// Now and Rand are injected so tests control time and jitter; nil means
+	// time.Now and math/rand/v2.
+	Now  func() time.Time
+	Rand func() float64
+}
+
+// Run walks the chain for one request. It returns the winning Result, or a
+// Result holding the attempts together with an *ExhaustedError, or the
+// context's error wrapped when ctx ended (shutdown) before an answer.
+func (c *Chain) Run(ctx context.Context, req Request) (Result, error) {
+	start := c.now()
+	res := Result{ID: req.ID, Status: StatusFailed}
+	var (
+		reopen           time.Time
+		called, rejected int
+		last             error
+	)
+	for pos, step := range c.Steps {
+		p := step.Provider
+		if _, template := p.(*Rules); template && called > 0 && called == rejected {
+			break // a poison request gets no template answer
+		}
+		if until, cooling := c.State.Cooling(p.Name(), c.now()); cooling {
+			res.Attempts = append(res.Attempts, Attempt{
+				Provider: p.Name(), Model: p.Model(), Outcome: OutcomeSkipped, Class: ClassCooldown,
+				Error: "cooling until " + until.UTC().Format(time.RFC3339),
+			})
+			reopen = earliest(reopen, until)
+			continue
+		}
+		called++
+		resp, failure := c.pass(ctx, step, req, &res)
+		if failure == nil {
+			res.Status = StatusOK
+			res.Content = resp.Content
+			res.Model = resp.Model
+			if res.Model == "" {
+				res.Model = p.Model()
+			}
+			res.Provider = p.Name()
+			res.Position = pos
+			res.Degraded = pos > 0
+			res.Usage = resp.Usage
+			res.LatencyMs = c.now().Sub(start).Milliseconds()
+			return res, nil
+		}
+		if failure.Class == ClassCanceled {
+			res.LatencyMs = c.now().Sub(start).Milliseconds()
+			return res, fmt.Errorf("chain %s: %w", c.Name, context.Cause(ctx))
+		}
+		if failure.Class == ClassRequest {
+			rejected++
+		}
+		last = failure
+		if until, cooling := c.State.Cooling(p.Name(), c.now()); cooling {
+			reopen = earliest(reopen, until)
+		}
+	}
+	res.LatencyMs = c.now().Sub(start).Milliseconds()
+	ex := &ExhaustedError{
+		AllCooling: called == 0,
+		Poison:     called > 0 && called == rejected,
+		ReopenAt:   reopen,
+		Last:       last,
+	}
+	res.Error = ex.Error()
+	return res, ex
+}
+
+// pass makes up to 1+MaxRetries attempts on one provider and returns its answer,
+// or the failure that ended the pass.
+func (c *Chain) pass(ctx context.Context, step Step, req Request, res *Result) (Response, *CallError) {
+	p, pol := step.Provider, step.Policy
+	for retry := 0; ; retry++ {
+		started := c.now()
+		resp, err := c.call(ctx, step, req)
+		attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds()}
+		if err == nil {
+			if problem := validate(resp); problem != nil {
+				attempt.Outcome, attempt.Class, attempt.Error = OutcomeFailed, ClassInvalidOutput, problem.Error()
+				res.Attempts = append(res.Attempts, attempt)
+				return resp, &CallError{Class: ClassInvalidOutput, Err: problem}
+			}
+			res.Attempts = append(res.Attempts, attempt)
+			if err := c.State.RecordSuccess(ctx, p.Name()); err != nil {
+				c.logger().Warn("recording provider success", "provider", p.Name(), "err", err)
+			}
+			return resp, nil
+		}
+		failure := asCallError(err, ctx)
+		attempt.Outcome, attempt.Class, attempt.StatusCode = OutcomeFailed, failure.Class, failure.StatusCode
+		attempt.RetryAfterMs, attempt.Error = failure.RetryAfter.Milliseconds(), failure.Error()
+		res.Attempts = append(res.Attempts, attempt)
+		if failure.Class == ClassCanceled {
+			return resp, failure
+		}
+		coolNow := c.record(ctx, step, failure)
+		if coolNow || !failure.Class.Retryable() || retry >= pol.MaxRetries {
+			return resp, failure
+		}
+		wait := Backoff(retry, pol.BackoffBase, pol.BackoffMax, c.rand)
+		wait = max(wait, failure.RetryAfter)
+		if _, cooling := c.State.Cooling(p.Name(), c.now()); cooling {
+			return resp, failure // this request's own failures (or another worker's) tripped it
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return resp, &CallError{Class: ClassCanceled, Err: err}
+		}
+		if _, cooling := c.State.Cooling(p.Name(), c.now()); cooling {
+			return resp, failure
+		}
+	}
+}
+
+// record feeds a counted failure to the state and reports whether it asked
+// for a cooldown at once (auth, long Retry-After), which ends the pass.
+func (c *Chain) record(ctx context.Context, step Step, failure *CallError) (coolNow bool) {
+	if !failure.Class.Counts() {
+		return false
+	}
+	name, pol := step.Provider.Name(), step.Policy
+	f := Failure{Class: failure.Class, Error: failure.Error(), At: c.now(), Policy: pol.Cooldown}
+	switch {
+	case failure.Class == ClassAuth:
+		f.CooldownFor = pol.Cooldown.AuthCooldown
+		c.logger().Error("provider refused our credentials or model", "provider", name, "err", failure)
+	case failure.Class == ClassRateLimit && failure.RetryAfter > pol.MaxRetryWait:
+		f.CooldownFor = failure.RetryAfter.Round(time.Second)
+		if f.CooldownFor < failure.RetryAfter {
+			f.CooldownFor += time.Second
+		}
+	}
+	if err := c.State.RecordFailure(ctx, name, f); err != nil {
+		c.logger().Warn("recording provider failure", "provider", name, "err", err)
+	}
+	return f.CooldownFor > 0
+}
+
+func (c *Chain) call(ctx context.Context, step Step, req Request) (Response, error) {
+	if step.Policy.Timeout <= 0 {
+		return step.Provider.Call(ctx, req)
+	}
+	attemptCtx, cancel := context.WithTimeout(ctx, step.Policy.Timeout)
+	defer cancel()
+	return step.Provider.Call(attemptCtx, req)
+}
+
+// validate rejects a 2xx answer that must not win: empty or cut short.
+func validate(resp Response) error {
+	switch {
+	case resp.Truncated:
+		return errors.New("answer truncated: the provider stopped for length")
+	case isBlank(resp.Content):
+		return errors.New("answer is empty")
+	}
+	return nil
+}
+
+func (c *Chain) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Chain) rand() float64 {
+	if c.Rand != nil {
+		return c.Rand()
+	}
+	return rand.Float64()
+}
+
+func (c *Chain) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,24 @@
+package chain
+
+import "time"
+
+// Policy is how the chain treats one provider (the chain file's per-provider
+// knobs). The zero value makes one attempt with no timeout and no cooldowns.
+type Policy struct {
+	// Timeout bounds one attempt; zero means no bound.
+	Timeout time.Duration
+	// MaxRetries is the number of extra attempts within one pass.
+	MaxRetries int
+	// BackoffBase and BackoffMax bound the jittered wait between retries.
+	BackoffBase, BackoffMax time.Duration
+	// MaxRetryWait is the longest Retry-After worth sleeping for; a longer one
+	// opens a cooldown of that length instead.
+	MaxRetryWait time.Duration
+	Cooldown     CooldownPolicy
+}
+
+// Step is one provider of a chain with its policy.
+type Step struct {
+	Provider Provider
+	Policy   Policy
+}

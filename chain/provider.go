@@ -1,0 +1,99 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Provider answers one request with one attempt. It never retries on its own:
+// retries, backoff and cooldowns belong to the chain.
+type Provider interface {
+	// Name is the provider's name in the chain file and its KV key token.
+	Name() string
+	// Model is the configured model, reported when the answer names none.
+	Model() string
+	// Call makes one attempt. A failure is returned as a *CallError.
+	Call(ctx context.Context, req Request) (Response, error)
+}
+
+// Message is one turn of the conversation.
+type Message struct {
+	Role    string `msgpack:"role" json:"role"`
+	Content string `msgpack:"content" json:"content"`
+}
+
+// Request is what a provider is asked.
+type Request struct {
+	ID          string
+	Messages    []Message
+	MaxTokens   int
+	Temperature *float64
+}
+
+// Usage counts tokens as the provider reported them.
+type Usage struct {
+	PromptTokens     int `msgpack:"prompt_tokens" json:"prompt_tokens"`
+	CompletionTokens int `msgpack:"completion_tokens" json:"completion_tokens"`
+}
+
+// Response is a provider's 2xx answer, before validation.
+type Response struct {
+	Content string
+	Model   string
+	// Truncated is set when the provider stopped for length, so the answer is
+	// incomplete even though the call succeeded.
+	Truncated bool
+	Usage     Usage
+}
+
+// CallError is a failed attempt with everything the chain needs to decide what
+// to do next.
+type CallError struct {
+	Class      Class
+	StatusCode int
+	// RetryAfter is the wait the provider asked for (429, 503), zero if none.
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *CallError) Error() string {
+	if e.StatusCode != 0 {
+		return fmt.Sprintf("%s (HTTP %d): %v", e.Class, e.StatusCode, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.Class, e.Err)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+// asCallError turns any error from Provider.Call into a *CallError, classifying
+// transport errors and deadlines that an adapter returned as they were.
+func asCallError(err error, parent context.Context) *CallError {
+	var ce *CallError
+	if errors.As(err, &ce) {
+		if parent.Err() != nil {
+			return &CallError{Class: ClassCanceled, Err: err}
+		}
+		return ce
+	}
+	return &CallError{Class: classifyError(err, parent), Err: err}
+}
+
+// classifyError maps an error that carries no HTTP status. The parent context
+// tells shutdown (canceled) apart from the attempt's own deadline (timeout).
+func classifyError(err error, parent context.Context) Class {
+	switch {
+	case parent.Err() != nil:
+		return ClassCanceled
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return ClassTimeout
+	default:
+		return ClassNetwork
+	}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}

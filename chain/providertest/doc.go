@@ -1,0 +1,20 @@
+// Package providertest is a fake LLM provider over real HTTP, in the spirit of
+// net/http/httptest: tests point detour's openai and anthropic adapters at it,
+// and the processor's -demo mode uses it as its local providers, so it needs
+// no *testing.T.
+//
+// A Server speaks one Flavor on its completion endpoint (OpenAI's
+// POST {URL}/chat/completions or Anthropic's POST {URL}/messages) and answers
+// each request as its Script says. Scripts are small functions built from
+// the helpers here and composed: Sequence, FailFirst, Flaky and Until choose
+// which script answers request n, and the leaves (OK, Answer, Status,
+// RateLimited, Hang, Empty, Truncated, Malformed, JSON, Slow) say what the
+// answer is. Every failure the chain classifies can be produced: 5xx and 529,
+// 429 with Retry-After in seconds or as an HTTP-date, 4xx, a hang until the
+// client's timeout, and 2xx answers that are empty, truncated or not JSON.
+//
+// The server counts what it receives (Requests, InFlight) and keeps a copy of
+// every decoded request (Received), headers included, so tests can assert
+// that a cooling provider was not called and that adapters send what the
+// real APIs expect.
+package providertest

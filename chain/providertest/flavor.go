@@ -1,0 +1,218 @@
+package providertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Flavor is the wire dialect a Server speaks.
+type Flavor int
+
+const (
+	// OpenAI is the OpenAI-compatible chat completions API:
+	// POST {URL}/chat/completions.
+	OpenAI Flavor = iota
+	// Anthropic is the Anthropic Messages API: POST {URL}/messages.
+	Anthropic
+)
+
+// String gives the name a chain file uses for this provider type.
+func (f Flavor) String() string {
+	switch f {
+	case OpenAI:
+		return "openai"
+	case Anthropic:
+		return "anthropic"
+	default:
+		return fmt.Sprintf("Flavor(%d)", int(f))
+	}
+}
+
+// completionPath is the one endpoint a flavour answers; everything else is 404.
+func (f Flavor) completionPath() string {
+	if f == Anthropic {
+		return "/v1/messages"
+	}
+	return "/v1/chat/completions"
+}
+
+// finishReason spells a stop reason the way this flavour does, so that scripts
+// can say "length" or "max_tokens" without knowing which server runs them.
+func (f Flavor) finishReason(reason string) string {
+	switch reason {
+	case "", "stop", "end_turn":
+		if f == Anthropic {
+			return "end_turn"
+		}
+		return "stop"
+	case "length", "max_tokens":
+		if f == Anthropic {
+			return "max_tokens"
+		}
+		return "length"
+	default:
+		return reason
+	}
+}
+
+// successBody is the flavour's 2xx answer carrying content.
+func (f Flavor) successBody(n int, model, content, finish string, in, out int) []byte {
+	var v any
+	if f == Anthropic {
+		v = anthropicResponse{
+			ID:         fmt.Sprintf("msg_fake%06d", n),
+			Type:       "message",
+			Role:       "assistant",
+			Model:      model,
+			Content:    []anthropicBlock{{Type: "text", Text: content}},
+			StopReason: f.finishReason(finish),
+			Usage:      anthropicUsage{InputTokens: in, OutputTokens: out},
+		}
+	} else {
+		v = openAIResponse{
+			ID:      fmt.Sprintf("chatcmpl-fake%06d", n),
+			Object:  "chat.completion",
+			Created: time.Now().Unix(),
+			Model:   model,
+			Choices: []openAIChoice{{
+				Message:      openAIMessage{Role: "assistant", Content: content},
+				FinishReason: f.finishReason(finish),
+			}},
+			Usage: openAIUsage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out},
+		}
+	}
+	b, _ := json.Marshal(v) // plain structs of strings and ints cannot fail
+	return b
+}
+
+// errorBody is the flavour's error document for a non-2xx status, with the
+// type (and for OpenAI the code) that the real service sends for it, so that
+// adapters are tested against the bodies they will meet.
+func (f Flavor) errorBody(status int, message string) []byte {
+	if message == "" {
+		message = fmt.Sprintf("providertest: scripted %d %s", status, statusText(status))
+	}
+	var v any
+	if f == Anthropic {
+		v = anthropicError{Type: "error", Error: anthropicErrorDetail{Type: anthropicErrorType(status), Message: message}}
+	} else {
+		typ, code := openAIErrorType(status)
+		v = openAIError{Error: openAIErrorDetail{Message: message, Type: typ, Code: code}}
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func statusText(status int) string {
+	if status == 529 {
+		return "Overloaded" // Anthropic's own status, unknown to net/http
+	}
+	return http.StatusText(status)
+}
+
+func anthropicErrorType(status int) string {
+	switch {
+	case status == 529:
+		return "overloaded_error"
+	case status >= 500:
+		return "api_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	default:
+		return "invalid_request_error"
+	}
+}
+
+// openAIErrorType returns the error type and code; code is nil (JSON null)
+// where OpenAI sends none.
+func openAIErrorType(status int) (string, any) {
+	switch {
+	case status >= 500:
+		return "server_error", nil
+	case status == http.StatusTooManyRequests:
+		return "requests", "rate_limit_exceeded"
+	case status == http.StatusUnauthorized:
+		return "invalid_request_error", "invalid_api_key"
+	case status == http.StatusForbidden:
+		return "permission_error", nil
+	case status == http.StatusNotFound:
+		return "invalid_request_error", "model_not_found"
+	default:
+		return "invalid_request_error", nil
+	}
+}
+
+type openAIResponse struct {
+	ID      string         `json:"id"`
+	Object  string         `json:"object"`
+	Created int64          `json:"created"`
+	Model   string         `json:"model"`
+	Choices []openAIChoice `json:"choices"`
+	Usage   openAIUsage    `json:"usage"`
+}
+
+type openAIChoice struct {
+	Index        int           `json:"index"`
+	Message      openAIMessage `json:"message"`
+	FinishReason string        `json:"finish_reason"`
+}
+
+type openAIMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type openAIUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+type openAIError struct {
+	Error openAIErrorDetail `json:"error"`
+}
+
+type openAIErrorDetail struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   any    `json:"param"`
+	Code    any    `json:"code"`
+}
+
+type anthropicResponse struct {
+	ID         string           `json:"id"`
+	Type       string           `json:"type"`
+	Role       string           `json:"role"`
+	Model      string           `json:"model"`
+	Content    []anthropicBlock `json:"content"`
+	StopReason string           `json:"stop_reason"`
+	Usage      anthropicUsage   `json:"usage"`
+}
+
+type anthropicBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type anthropicUsage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+type anthropicError struct {
+	Type  string               `json:"type"`
+	Error anthropicErrorDetail `json:"error"`
+}
+
+type anthropicErrorDetail struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}

@@ -1,0 +1,204 @@
+package providertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Reply is what the server does with one request. The zero Reply is a 200
+// with an empty answer.
+type Reply struct {
+	// Status is the HTTP status; 0 means 200. A status of 300 or more gets
+	// the flavour's error body.
+	Status int
+	// Content is the assistant text of a 2xx answer; "" gives an empty answer.
+	Content string
+	// FinishReason is the stop reason; "" means a normal stop. "length" and
+	// "max_tokens" are the same reason, as are "stop" and "end_turn": the
+	// server spells it in its flavour. Other values are sent verbatim.
+	FinishReason string
+	// Header holds extra response headers, such as Retry-After; a
+	// Content-Type here replaces the default application/json.
+	Header http.Header
+	// Delay is a wait before answering; it ends early when the client goes
+	// away or the server closes.
+	Delay time.Duration
+	// Hang never answers: the handler waits until the client goes away or the
+	// server closes (then the connection is dropped, as a dying server would).
+	Hang bool
+	// RawBody, when set, is written verbatim instead of the flavour's JSON,
+	// with Status: malformed bodies, or non-standard error bodies such as
+	// {"error":"text"}.
+	RawBody string
+	// ErrorMessage is the message of a non-2xx body; a default naming the
+	// status is used when it is empty.
+	ErrorMessage string
+}
+
+// Script decides the Reply to each request. n is the 1-based number of this
+// request on the server (SetScript does not reset it). Scripts run
+// concurrently, so they must be safe for that; the builders here are pure
+// functions of n, the request and the clock.
+type Script func(n int, req Request) Reply
+
+// OK answers every request with "<model> answers: <last user message>", so a
+// test can see which model and prompt reached the server.
+func OK() Script {
+	return func(_ int, req Request) Reply {
+		return Reply{Content: req.Model + " answers: " + lastUser(req.Messages)}
+	}
+}
+
+// Answer answers every request with content.
+func Answer(content string) Script {
+	return func(int, Request) Reply { return Reply{Content: content} }
+}
+
+// Status answers every request with code and the flavour's error body for it
+// (for Anthropic 529 is overloaded_error, 5xx api_error, 429
+// rate_limit_error, and so on).
+func Status(code int) Script {
+	return func(int, Request) Reply { return Reply{Status: code} }
+}
+
+// RateLimited answers 429 with a Retry-After header of retryAfter, either
+// delay-seconds ("30") or an HTTP-date (time.Time.UTC().Format(http.TimeFormat)).
+func RateLimited(retryAfter string) Script {
+	return func(int, Request) Reply {
+		// A fresh header per reply: a caller may change the one it gets.
+		return Reply{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {retryAfter}}}
+	}
+}
+
+// Slow waits d before giving then's reply (nil then means OK).
+func Slow(d time.Duration, then Script) Script {
+	then = orOK(then)
+	return func(n int, req Request) Reply {
+		r := then(n, req)
+		r.Delay += d
+		return r
+	}
+}
+
+// Hang never answers: the call ends only by the client's own timeout or
+// cancellation, or by Server.Close.
+func Hang() Script {
+	return func(int, Request) Reply { return Reply{Hang: true} }
+}
+
+// Empty answers 200 with empty content, an invalid_output for the chain.
+func Empty() Script { return Answer("") }
+
+// Truncated answers 200 with partial content and finish reason "length"
+// (OpenAI) or "max_tokens" (Anthropic).
+func Truncated() Script {
+	return func(int, Request) Reply {
+		return Reply{Content: "The answer stops in the mid", FinishReason: "length"}
+	}
+}
+
+// Malformed answers 200 with a body cut off in the middle, which no JSON
+// decoder accepts.
+func Malformed() Script {
+	return func(int, Request) Reply {
+		return Reply{RawBody: `{"id":"broken","choices":[{"message":{"content":"cut off`}
+	}
+}
+
+// Flaky sends a failRatio share of requests to fail (nil means Status(500))
+// and the rest to ok (nil means OK). Which requests fail depends only on seed
+// and the request number, so a run is reproducible even with concurrent
+// clients.
+func Flaky(failRatio float64, seed int64, fail Script, ok Script) Script {
+	fail, ok = orStatus500(fail), orOK(ok)
+	return func(n int, req Request) Reply {
+		if unitFloat(seed, n) < failRatio {
+			return fail(n, req)
+		}
+		return ok(n, req)
+	}
+}
+
+// FailFirst gives requests 1..count fail's reply (nil means Status(500)) and
+// later ones then's (nil means OK).
+func FailFirst(count int, fail Script, then Script) Script {
+	fail, then = orStatus500(fail), orOK(then)
+	return func(n int, req Request) Reply {
+		if n <= count {
+			return fail(n, req)
+		}
+		return then(n, req)
+	}
+}
+
+// Sequence gives request i the reply of scripts[i-1]; the last script answers
+// every request after that. No scripts means OK.
+func Sequence(scripts ...Script) Script {
+	if len(scripts) == 0 {
+		return OK()
+	}
+	return func(n int, req Request) Reply {
+		i := min(max(n, 1), len(scripts)) - 1
+		return orOK(scripts[i])(n, req)
+	}
+}
+
+// Until uses before (nil means Status(500)) while the wall clock is before t
+// and after (nil means OK) from then on: "down for its first minute" is
+// Until(time.Now().Add(time.Minute), Status(503), OK()).
+func Until(t time.Time, before Script, after Script) Script {
+	before, after = orStatus500(before), orOK(after)
+	return func(n int, req Request) Reply {
+		if time.Now().Before(t) {
+			return before(n, req)
+		}
+		return after(n, req)
+	}
+}
+
+// JSON answers 200 with the JSON encoding of v as content, for tests of
+// response_schema validation. It panics if v cannot be encoded, as that is a
+// mistake in the test, found when the script is built.
+func JSON(v any) Script {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("providertest.JSON: %v", err))
+	}
+	return Answer(string(b))
+}
+
+func orOK(s Script) Script {
+	if s == nil {
+		return OK()
+	}
+	return s
+}
+
+func orStatus500(s Script) Script {
+	if s == nil {
+		return Status(http.StatusInternalServerError)
+	}
+	return s
+}
+
+func lastUser(msgs []Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+// unitFloat maps (seed, n) to [0, 1) with the splitmix64 finaliser: a pure
+// function, so Flaky needs no shared generator whose draws would depend on
+// the order in which concurrent requests arrive.
+func unitFloat(seed int64, n int) float64 {
+	z := uint64(seed) + uint64(n)*0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11) / (1 << 53)
+}

@@ -1,0 +1,196 @@
+package providertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxBody bounds a request body; real services refuse far smaller ones.
+const maxBody = 8 << 20
+
+// errClosed ends a wait because Server.Close was called.
+var errClosed = errors.New("providertest: server closed")
+
+// Server is a fake LLM provider listening on 127.0.0.1. It needs no
+// *testing.T, so the service's -demo mode can run it too.
+type Server struct {
+	// URL is the base URL to put in a chain file: the server's root URL
+	// followed by "/v1".
+	URL string
+
+	flavor   Flavor
+	srv      *httptest.Server
+	script   atomic.Pointer[Script]
+	requests atomic.Int64
+	inFlight atomic.Int64
+
+	mu       sync.Mutex
+	received []Request
+
+	// done is closed by Close so that handlers waiting in Hang or Delay
+	// return; httptest.Server.Close waits for active handlers and would
+	// otherwise block forever.
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// New starts a server of the given flavour at once, on a random port of
+// 127.0.0.1, answering with script (nil means OK). Close it when done.
+func New(flavor Flavor, script Script) *Server {
+	s := &Server{flavor: flavor, done: make(chan struct{})}
+	s.SetScript(script)
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	s.URL = s.srv.URL + "/v1"
+	return s
+}
+
+// Close drops every request still waiting (Hang or Delay), so their clients
+// see the connection close, then stops the server. It is safe to call more
+// than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.srv.Close()
+	})
+}
+
+// SetScript replaces the script for the requests that arrive from now on;
+// it is safe while serving. The request number n is not reset. nil means OK.
+func (s *Server) SetScript(script Script) {
+	script = orOK(script)
+	s.script.Store(&script)
+}
+
+// Requests is the number of POSTs received on the completion endpoint,
+// counted on arrival (before any Delay, and including ones refused with 400).
+func (s *Server) Requests() int { return int(s.requests.Load()) }
+
+// InFlight is the number of completion requests being handled right now,
+// including those hanging or delayed.
+func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
+
+// Received returns copies of every request whose body decoded, in order of
+// arrival. The server keeps them for its whole life, so a long demo run holds
+// them all in memory.
+func (s *Server) Received() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.received))
+	for i, r := range s.received {
+		out[i] = r.clone()
+	}
+	return out
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != s.flavor.completionPath() {
+		s.writeError(w, http.StatusNotFound, fmt.Sprintf("providertest: no %s endpoint at %s", s.flavor, r.URL.Path))
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		s.writeError(w, http.StatusMethodNotAllowed, "providertest: use POST")
+		return
+	}
+	n := int(s.requests.Add(1))
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+
+	// Reading the whole body also lets net/http notice a client that goes
+	// away, which ends r.Context() for Hang and Delay.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		s.writeError(w, http.StatusBadRequest, "providertest: reading body: "+err.Error())
+		return
+	}
+	req, err := decodeRequest(body, r.Header)
+	if err != nil {
+		s.writeError(w, http.StatusBadRequest, "providertest: "+err.Error())
+		return
+	}
+	s.mu.Lock()
+	s.received = append(s.received, req.clone())
+	s.mu.Unlock()
+	if err := validate(s.flavor, req); err != nil {
+		s.writeError(w, http.StatusBadRequest, "providertest: "+err.Error())
+		return
+	}
+
+	reply := (*s.script.Load())(n, req)
+	wait := reply.Delay
+	if reply.Hang {
+		wait = -1
+	}
+	if err := s.wait(r.Context(), wait); err != nil {
+		if errors.Is(err, errClosed) {
+			// Drop the connection without an answer, as a dying server
+			// would; net/http recovers this panic silently.
+			panic(http.ErrAbortHandler)
+		}
+		return // the client went away: nobody to answer
+	}
+	s.write(w, n, req, reply)
+}
+
+// wait blocks for d, or until ctx ends or the server closes; d < 0 waits for
+// those alone.
+func (s *Server) wait(ctx context.Context, d time.Duration) error {
+	if d == 0 {
+		return nil
+	}
+	var fired <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		fired = t.C
+	}
+	select {
+	case <-fired:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		return errClosed
+	}
+}
+
+func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
+	status := reply.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	for k, vs := range reply.Header {
+		h[http.CanonicalHeaderKey(k)] = slices.Clone(vs)
+	}
+	var body []byte
+	switch {
+	case reply.RawBody != "":
+		body = []byte(reply.RawBody)
+	case status >= 300:
+		body = s.flavor.errorBody(status, reply.ErrorMessage)
+	default:
+		prompt := tokens(req.System)
+		for _, m := range req.Messages {
+			prompt += tokens(m.Content)
+		}
+		body = s.flavor.successBody(n, req.Model, reply.Content, reply.FinishReason, prompt, tokens(reply.Content))
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // a client that left cannot be told
+}
+
+func (s *Server) writeError(w http.ResponseWriter, status int, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(s.flavor.errorBody(status, message))
+}

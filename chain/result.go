@@ -1,0 +1,52 @@
+package chain
+
+// Outcome says how one attempt ended.
+type Outcome string
+
+// Attempt outcomes.
+const (
+	OutcomeOK      Outcome = "ok"
+	OutcomeFailed  Outcome = "failed"
+	OutcomeSkipped Outcome = "skipped"
+)
+
+// Status is the result's overall status.
+type Status string
+
+// Result statuses.
+const (
+	StatusOK     Status = "ok"
+	StatusFailed Status = "failed"
+)
+
+// Attempt records one call to, or skip of, a provider.
+type Attempt struct {
+	Provider     string  `msgpack:"provider" json:"provider"`
+	Model        string  `msgpack:"model" json:"model"`
+	Outcome      Outcome `msgpack:"outcome" json:"outcome"`
+	Class        Class   `msgpack:"class,omitempty" json:"class,omitempty"`
+	StatusCode   int     `msgpack:"status_code,omitempty" json:"status_code,omitempty"`
+	RetryAfterMs int64   `msgpack:"retry_after_ms,omitempty" json:"retry_after_ms,omitempty"`
+	LatencyMs    int64   `msgpack:"latency_ms" json:"latency_ms"`
+	Error        string  `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+// Result is the annotated answer to one request (DESIGN.md §3). The chain
+// fills in what it knows; the stream adds the request's id, queue time,
+// delivery count and metadata before publishing it.
+type Result struct {
+	ID         string            `msgpack:"id" json:"id"`
+	Status     Status            `msgpack:"status" json:"status"`
+	Content    string            `msgpack:"content" json:"content"`
+	Model      string            `msgpack:"model" json:"model"`
+	Provider   string            `msgpack:"provider" json:"provider"`
+	Position   int               `msgpack:"position" json:"position"`
+	Degraded   bool              `msgpack:"degraded" json:"degraded"`
+	Attempts   []Attempt         `msgpack:"attempts" json:"attempts"`
+	Usage      Usage             `msgpack:"usage" json:"usage"`
+	LatencyMs  int64             `msgpack:"latency_ms" json:"latency_ms"`
+	QueuedMs   int64             `msgpack:"queued_ms" json:"queued_ms"`
+	Deliveries uint64            `msgpack:"deliveries" json:"deliveries"`
+	Error      string            `msgpack:"error,omitempty" json:"error,omitempty"`
+	Metadata   map[string]string `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+}

@@ -1,0 +1,52 @@
+package chain
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Backoff returns the wait before retry number attempt (0 for the first retry):
+// a uniformly random duration between zero and base·2^attempt capped at max
+// ("full jitter"), so that many workers retrying the same outage spread out.
+// rnd returns a float in [0, 1).
+func Backoff(attempt int, base, max time.Duration, rnd func() float64) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	ceiling := float64(base) * math.Pow(2, float64(attempt))
+	if ceiling > float64(max) || math.IsInf(ceiling, 0) {
+		ceiling = float64(max)
+	}
+	return time.Duration(rnd() * ceiling)
+}
+
+// ParseRetryAfter reads a Retry-After header value, either delay-seconds or an
+// HTTP-date. ok is false when the value is absent or unreadable; a date in the
+// past gives zero.
+func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(value, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		const maxSecs = int64(math.MaxInt64 / int64(time.Second))
+		if secs > maxSecs {
+			secs = maxSecs
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(value)
+	if err != nil {
+		return 0, false
+	}
+	if d := t.Sub(now); d > 0 {
+		return d, true
+	}
+	return 0, true
+}

@@ -1,0 +1,176 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// File is a parsed, defaulted and validated chain file.
+type File struct {
+	// Providers in file order; names are unique.
+	Providers []Provider
+	// Chains maps a chain name to provider names in fallback order.
+	Chains map[string][]string
+}
+
+// ProviderType says which API a provider speaks.
+type ProviderType string
+
+// Provider types of the chain file's "type" key.
+const (
+	// TypeOpenAI is any OpenAI-compatible chat completions endpoint.
+	TypeOpenAI ProviderType = "openai"
+	// TypeAnthropic is the Anthropic messages API.
+	TypeAnthropic ProviderType = "anthropic"
+	// TypeRules answers from fixed templates; it is the last resort of a chain.
+	TypeRules ProviderType = "rules"
+)
+
+// Valid reports whether t is one of the known provider types.
+func (t ProviderType) Valid() bool {
+	return t == TypeOpenAI || t == TypeAnthropic || t == TypeRules
+}
+
+// Default provider settings, applied when the chain file leaves a key out.
+const (
+	DefaultTimeout          = 30 * time.Second
+	DefaultMaxRetries       = 1
+	DefaultBackoffBase      = 500 * time.Millisecond
+	DefaultBackoffMax       = 10 * time.Second
+	DefaultMaxRetryWait     = 10 * time.Second
+	DefaultFailureThreshold = 3
+	DefaultCooldown         = 10 * time.Minute
+	DefaultMaxCooldown      = time.Hour
+	DefaultTripWindow       = time.Hour
+	DefaultAuthCooldown     = time.Hour
+	DefaultOpenAIBaseURL    = "https://api.openai.com/v1"
+	DefaultAnthropicBaseURL = "https://api.anthropic.com/v1"
+)
+
+// Provider is one entry of the chain file with defaults applied. Printing it
+// (fmt, slog) never shows APIKey.
+type Provider struct {
+	Name    string       // [A-Za-z0-9_-]+; also its KV key token
+	Type    ProviderType // openai, anthropic or rules
+	BaseURL string       // API root without trailing slash; empty for rules
+	Model   string       // model sent to the API; empty for rules
+
+	// APIKeyEnv names the environment variable holding the key; APIKey is
+	// its value, resolved at parse time. APIKey is empty when APIKeyEnv is.
+	APIKeyEnv string
+	APIKey    string `json:"-" yaml:"-"`
+
+	Timeout      time.Duration // per attempt
+	MaxRetries   int           // extra attempts within one pass; 0 means one attempt
+	BackoffBase  time.Duration // first retry delay before jitter
+	BackoffMax   time.Duration // cap of the exponential backoff
+	MaxRetryWait time.Duration // a longer Retry-After opens a cooldown instead of sleeping
+
+	FailureThreshold int           // consecutive failures that open a cooldown; 0 disables cooldowns
+	Cooldown         time.Duration // first cooldown, whole seconds
+	MaxCooldown      time.Duration // cap of the doubling cooldown, whole seconds
+	TripWindow       time.Duration // trips within this window double the cooldown
+	AuthCooldown     time.Duration // cooldown opened at once by an auth failure, whole seconds
+
+	Rules        []Rule // rules providers: tried in order, first match answers
+	DefaultReply string // rules providers: the answer when no rule matches
+}
+
+// Rule is one template of a rules provider: when the prompt contains any of
+// Match, the provider answers Reply.
+type Rule struct {
+	Match []string `yaml:"match"`
+	Reply string   `yaml:"reply"`
+}
+
+// String describes the provider without its API key.
+func (p Provider) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s", p.Name, p.Type)
+	if p.Model != "" {
+		fmt.Fprintf(&b, " %s", p.Model)
+	}
+	if p.BaseURL != "" {
+		fmt.Fprintf(&b, " at %s", p.BaseURL)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// Format makes every fmt verb, not only %v and %s, print String (and %#v a
+// Go-like form), so a stray %d or %+v cannot dump the API key field.
+func (p Provider) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		fmt.Fprintf(f, "config.Provider{Name:%q, Type:%q, Model:%q, BaseURL:%q, APIKeyEnv:%q}",
+			p.Name, p.Type, p.Model, p.BaseURL, p.APIKeyEnv)
+		return
+	}
+	_, _ = f.Write([]byte(p.String()))
+}
+
+// LogValue logs the provider's identity; the API key is left out.
+func (p Provider) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("name", p.Name), slog.String("type", string(p.Type))}
+	if p.Model != "" {
+		attrs = append(attrs, slog.String("model", p.Model))
+	}
+	if p.BaseURL != "" {
+		attrs = append(attrs, slog.String("base_url", p.BaseURL))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// Load reads and parses the chain file at path, resolving API keys from the
+// process environment. Errors mention the path.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read chain file: %w", err)
+	}
+	f, err := Parse(data, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("chain file %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse decodes a chain file strictly (unknown keys are errors), applies
+// defaults, resolves each api_key_env through lookupEnv (nil means
+// os.LookupEnv) and validates the result, reporting every problem at once.
+func Parse(data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	raw, err := decode(data)
+	if err != nil {
+		return nil, err
+	}
+	f := raw.build(lookupEnv)
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Provider returns the provider called name.
+func (f *File) Provider(name string) (Provider, bool) {
+	i := slices.IndexFunc(f.Providers, func(p Provider) bool { return p.Name == name })
+	if i < 0 {
+		return Provider{}, false
+	}
+	return f.Providers[i], true
+}
+
+// ChainNames returns the chain names in sorted order.
+func (f *File) ChainNames() []string {
+	names := make([]string, 0, len(f.Chains))
+	for name := range f.Chains {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}

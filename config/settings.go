@@ -1,0 +1,232 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Log formats accepted by DETOUR_LOG_FORMAT.
+const (
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+)
+
+// Settings are the DETOUR_* environment variables. The default tags are the
+// documented defaults; [LoadSettings] fills and validates them.
+//
+// Each tag spells the full variable name and Process runs with an empty
+// prefix on purpose: with a prefix, envconfig also falls back to the bare
+// name (WORKERS, LISTEN, CONFIG, LOG_LEVEL...) when the prefixed one is unset,
+// so unrelated variables of the host would silently configure detour.
+type Settings struct {
+	NATSURL     string `envconfig:"DETOUR_NATS_URL" desc:"NATS server URL(s), comma-separated; empty starts an embedded server on DETOUR_LISTEN"`
+	NATSCreds   string `envconfig:"DETOUR_NATS_CREDS" desc:"path of a NATS credentials (.creds) file"`
+	NATSTLSCA   string `envconfig:"DETOUR_NATS_TLS_CA" desc:"path of a CA certificate (PEM) that signs the NATS server certificate"`
+	NATSTLSCert string `envconfig:"DETOUR_NATS_TLS_CERT" desc:"path of a client certificate (PEM) for NATS; needs DETOUR_NATS_TLS_KEY"`
+	NATSTLSKey  string `envconfig:"DETOUR_NATS_TLS_KEY" desc:"path of the client certificate's private key (PEM); needs DETOUR_NATS_TLS_CERT"`
+
+	Listen  string `envconfig:"DETOUR_LISTEN" default:"127.0.0.1:4222" desc:"host:port of the embedded NATS server (used when DETOUR_NATS_URL is empty)"`
+	DataDir string `envconfig:"DETOUR_DATA_DIR" default:"./detour-data" desc:"JetStream storage directory of the embedded server"`
+	Config  string `envconfig:"DETOUR_CONFIG" default:"detour.yaml" desc:"path of the YAML chain file"`
+
+	Workers       int           `envconfig:"DETOUR_WORKERS" default:"64" desc:"requests processed at once by this processor"`
+	Replicas      int           `envconfig:"DETOUR_REPLICAS" default:"1" desc:"replicas of every stream and the KV bucket (1-5)"`
+	AckWait       time.Duration `envconfig:"DETOUR_ACK_WAIT" default:"30s" desc:"time a delivery may stay unacknowledged before redelivery (at least 1s)"`
+	MaxAckPending int           `envconfig:"DETOUR_MAX_ACK_PENDING" default:"1000" desc:"unacknowledged deliveries allowed per chain consumer"`
+	RequestTTL    time.Duration `envconfig:"DETOUR_REQUEST_TTL" default:"24h" desc:"max age of a queued request, and the deadline of a request that sets none"`
+	ResultTTL     time.Duration `envconfig:"DETOUR_RESULT_TTL" default:"24h" desc:"how long results are kept in DETOUR_RESULTS"`
+	ReplyPrefixes []string      `envconfig:"DETOUR_REPLY_PREFIXES" default:"detour.results.,_INBOX." desc:"subject prefixes a request's reply_to may use; each ends in '.'"`
+	MaxPayload    int           `envconfig:"DETOUR_MAX_PAYLOAD" default:"1048576" desc:"largest request body in bytes; larger ones are dead-lettered as too_large"`
+
+	MetricsAddr     string        `envconfig:"DETOUR_METRICS_ADDR" default:"127.0.0.1:9464" desc:"host:port serving /metrics, /healthz and /readyz; empty disables"`
+	LogLevel        string        `envconfig:"DETOUR_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	LogFormat       string        `envconfig:"DETOUR_LOG_FORMAT" default:"text" desc:"text or json"`
+	ShutdownTimeout time.Duration `envconfig:"DETOUR_SHUTDOWN_TIMEOUT" default:"30s" desc:"time in-flight requests get to finish after a stop signal"`
+}
+
+// LoadSettings reads the DETOUR_* environment variables, applies defaults
+// and validates the result.
+func LoadSettings() (Settings, error) {
+	var s Settings
+	if err := envconfig.Process("", &s); err != nil {
+		return Settings{}, err
+	}
+	// Forgive the spelling an operator would not think twice about:
+	// "INFO", "JSON", "detour.results., _INBOX.".
+	s.LogLevel = strings.ToLower(strings.TrimSpace(s.LogLevel))
+	s.LogFormat = strings.ToLower(strings.TrimSpace(s.LogFormat))
+	for i, p := range s.ReplyPrefixes {
+		s.ReplyPrefixes[i] = strings.TrimSpace(p)
+	}
+	if err := s.Validate(); err != nil {
+		return Settings{}, err
+	}
+	return s, nil
+}
+
+// reservedSubjects are the prefixes detour consumes or stores dead letters
+// under: a reply prefix overlapping one would let a request make the
+// processor feed its own queues.
+var reservedSubjects = []string{"detour.requests.", "detour.deadletter."}
+
+var subjectPrefixRE = regexp.MustCompile(`^[^\s*>.]+(\.[^\s*>.]+)*\.$`)
+
+// Validate checks every setting and returns all problems joined; each names
+// its variable, for example "DETOUR_WORKERS: must be at least 1".
+func (s Settings) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+
+	if err := checkHostPort(s.Listen); err != nil {
+		bad("DETOUR_LISTEN", "%v", err)
+	}
+	if s.MetricsAddr != "" {
+		if err := checkHostPort(s.MetricsAddr); err != nil {
+			bad("DETOUR_METRICS_ADDR", "%v", err)
+		}
+	}
+	if (s.NATSTLSCert == "") != (s.NATSTLSKey == "") {
+		bad("DETOUR_NATS_TLS_CERT", "must be set together with DETOUR_NATS_TLS_KEY")
+	}
+	if s.DataDir == "" {
+		bad("DETOUR_DATA_DIR", "must not be empty")
+	}
+	if s.Config == "" {
+		bad("DETOUR_CONFIG", "must not be empty")
+	}
+	if s.Workers < 1 {
+		bad("DETOUR_WORKERS", "must be at least 1")
+	}
+	if s.Replicas < 1 || s.Replicas > 5 {
+		bad("DETOUR_REPLICAS", "must be between 1 and 5")
+	}
+	if s.AckWait < time.Second {
+		bad("DETOUR_ACK_WAIT", "must be at least 1s")
+	}
+	if s.MaxAckPending < 1 {
+		bad("DETOUR_MAX_ACK_PENDING", "must be at least 1")
+	}
+	if s.RequestTTL <= 0 {
+		bad("DETOUR_REQUEST_TTL", "must be positive")
+	}
+	if s.ResultTTL <= 0 {
+		bad("DETOUR_RESULT_TTL", "must be positive")
+	}
+	if s.MaxPayload <= 0 {
+		bad("DETOUR_MAX_PAYLOAD", "must be positive")
+	}
+	if s.ShutdownTimeout <= 0 {
+		bad("DETOUR_SHUTDOWN_TIMEOUT", "must be positive")
+	}
+	if len(s.ReplyPrefixes) == 0 {
+		bad("DETOUR_REPLY_PREFIXES", "must list at least one prefix")
+	}
+	for i, p := range s.ReplyPrefixes {
+		if err := checkReplyPrefix(p); err != nil {
+			bad("DETOUR_REPLY_PREFIXES", "prefix %d %q: %v", i+1, p, err)
+		}
+	}
+	if _, ok := logLevels[s.LogLevel]; !ok {
+		bad("DETOUR_LOG_LEVEL", "must be one of debug, info, warn, error (got %q)", s.LogLevel)
+	}
+	if s.LogFormat != LogFormatText && s.LogFormat != LogFormatJSON {
+		bad("DETOUR_LOG_FORMAT", "must be %s or %s (got %q)", LogFormatText, LogFormatJSON, s.LogFormat)
+	}
+	return errors.Join(errs...)
+}
+
+func checkReplyPrefix(p string) error {
+	switch {
+	case p == "":
+		return errors.New("must not be empty")
+	case !strings.HasSuffix(p, "."):
+		return errors.New("must end in '.'")
+	case strings.HasPrefix(p, "$"):
+		return errors.New("must not start with '$' (NATS system and API subjects)")
+	case !subjectPrefixRE.MatchString(p):
+		return errors.New("must be dot-separated subject tokens without spaces or wildcards")
+	}
+	for _, r := range reservedSubjects {
+		if strings.HasPrefix(p, r) || strings.HasPrefix(r, p) {
+			return fmt.Errorf("must not overlap %s>", r)
+		}
+	}
+	return nil
+}
+
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("must be host:port (got %q)", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port must be a number from 0 to 65535 (got %q)", port)
+	}
+	return nil
+}
+
+var logLevels = map[string]slog.Level{
+	"debug": slog.LevelDebug,
+	"info":  slog.LevelInfo,
+	"warn":  slog.LevelWarn,
+	"error": slog.LevelError,
+}
+
+// SlogLevel returns DETOUR_LOG_LEVEL as a slog level; a value Validate would
+// reject maps to info.
+func (s Settings) SlogLevel() slog.Level {
+	if l, ok := logLevels[strings.ToLower(s.LogLevel)]; ok {
+		return l
+	}
+	return slog.LevelInfo
+}
+
+// ClientURL is where client commands connect: DETOUR_NATS_URL, or when it is
+// empty the embedded server at DETOUR_LISTEN. A wildcard listen host
+// (":4222", "0.0.0.0:4222") is reached through loopback.
+func (s Settings) ClientURL() string {
+	if s.NATSURL != "" {
+		return s.NATSURL
+	}
+	host, port, err := net.SplitHostPort(s.Listen)
+	if err != nil {
+		return "nats://" + s.Listen
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return "nats://" + net.JoinHostPort(host, port)
+}
+
+// usageFormat is envconfig's table without the REQUIRED column: no detour
+// setting is required.
+const usageFormat = `Environment variables:
+
+VARIABLE	TYPE	DEFAULT	DESCRIPTION
+{{range .}}{{usage_key .}}	{{usage_type .}}	{{usage_default .}}	{{usage_description .}}
+{{end}}`
+
+// PrintUsage writes a table of every DETOUR_* variable with its type, default
+// and description to w (for "processor -help").
+func PrintUsage(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 1, 0, 2, ' ', 0)
+	if err := envconfig.Usagef("", &Settings{}, tw, usageFormat); err != nil {
+		return err
+	}
+	return tw.Flush()
+}

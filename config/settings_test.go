@@ -1,0 +1,266 @@
+package config
+
+import (
+	"bytes"
+	"log/slog"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// envKeys lists the variable names from the struct tags, so the tests follow
+// the struct instead of repeating it.
+func envKeys(t *testing.T) []string {
+	t.Helper()
+	var keys []string
+	typ := reflect.TypeFor[Settings]()
+	for i := range typ.NumField() {
+		keys = append(keys, typ.Field(i).Tag.Get("envconfig"))
+	}
+	return keys
+}
+
+// clearEnv unsets every DETOUR_* variable (restored after the test) so the
+// host's environment cannot leak into a test.
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, k := range envKeys(t) {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+}
+
+func defaultSettings() Settings {
+	return Settings{
+		Listen:          "127.0.0.1:4222",
+		DataDir:         "./detour-data",
+		Config:          "detour.yaml",
+		Workers:         64,
+		Replicas:        1,
+		AckWait:         30 * time.Second,
+		MaxAckPending:   1000,
+		RequestTTL:      24 * time.Hour,
+		ResultTTL:       24 * time.Hour,
+		ReplyPrefixes:   []string{"detour.results.", "_INBOX."},
+		MaxPayload:      1048576,
+		MetricsAddr:     "127.0.0.1:9464",
+		LogLevel:        "info",
+		LogFormat:       "text",
+		ShutdownTimeout: 30 * time.Second,
+	}
+}
+
+func TestSettingsTags(t *testing.T) {
+	typ := reflect.TypeFor[Settings]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if k := f.Tag.Get("envconfig"); !strings.HasPrefix(k, "DETOUR_") {
+			t.Errorf("%s: envconfig tag %q does not start with DETOUR_", f.Name, k)
+		}
+		if f.Tag.Get("desc") == "" {
+			t.Errorf("%s: no desc tag", f.Name)
+		}
+	}
+}
+
+func TestLoadSettingsDefaults(t *testing.T) {
+	clearEnv(t)
+	s, err := LoadSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := defaultSettings(); !reflect.DeepEqual(s, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
+	}
+}
+
+func TestLoadSettingsOverrides(t *testing.T) {
+	tests := []struct {
+		env   map[string]string
+		check func(Settings) bool
+	}{
+		{map[string]string{"DETOUR_NATS_URL": "nats://a:4222,nats://b:4222"}, func(s Settings) bool { return s.NATSURL == "nats://a:4222,nats://b:4222" }},
+		{map[string]string{"DETOUR_NATS_CREDS": "/x.creds"}, func(s Settings) bool { return s.NATSCreds == "/x.creds" }},
+		{map[string]string{"DETOUR_NATS_TLS_CA": "ca.pem"}, func(s Settings) bool { return s.NATSTLSCA == "ca.pem" }},
+		{map[string]string{"DETOUR_NATS_TLS_CERT": "c.pem", "DETOUR_NATS_TLS_KEY": "k.pem"}, func(s Settings) bool { return s.NATSTLSCert == "c.pem" && s.NATSTLSKey == "k.pem" }},
+		{map[string]string{"DETOUR_LISTEN": "0.0.0.0:5222"}, func(s Settings) bool { return s.Listen == "0.0.0.0:5222" }},
+		{map[string]string{"DETOUR_DATA_DIR": "/var/lib/detour"}, func(s Settings) bool { return s.DataDir == "/var/lib/detour" }},
+		{map[string]string{"DETOUR_CONFIG": "/etc/detour.yaml"}, func(s Settings) bool { return s.Config == "/etc/detour.yaml" }},
+		{map[string]string{"DETOUR_WORKERS": "8"}, func(s Settings) bool { return s.Workers == 8 }},
+		{map[string]string{"DETOUR_REPLICAS": "3"}, func(s Settings) bool { return s.Replicas == 3 }},
+		{map[string]string{"DETOUR_ACK_WAIT": "1m"}, func(s Settings) bool { return s.AckWait == time.Minute }},
+		{map[string]string{"DETOUR_MAX_ACK_PENDING": "5"}, func(s Settings) bool { return s.MaxAckPending == 5 }},
+		{map[string]string{"DETOUR_REQUEST_TTL": "2h"}, func(s Settings) bool { return s.RequestTTL == 2*time.Hour }},
+		{map[string]string{"DETOUR_RESULT_TTL": "90m"}, func(s Settings) bool { return s.ResultTTL == 90*time.Minute }},
+		{map[string]string{"DETOUR_REPLY_PREFIXES": "app.replies., _INBOX."}, func(s Settings) bool {
+			return slices.Equal(s.ReplyPrefixes, []string{"app.replies.", "_INBOX."})
+		}},
+		{map[string]string{"DETOUR_MAX_PAYLOAD": "2048"}, func(s Settings) bool { return s.MaxPayload == 2048 }},
+		{map[string]string{"DETOUR_METRICS_ADDR": ""}, func(s Settings) bool { return s.MetricsAddr == "" }},
+		{map[string]string{"DETOUR_LOG_LEVEL": "DEBUG"}, func(s Settings) bool { return s.LogLevel == "debug" }},
+		{map[string]string{"DETOUR_LOG_FORMAT": "json"}, func(s Settings) bool { return s.LogFormat == LogFormatJSON }},
+		{map[string]string{"DETOUR_SHUTDOWN_TIMEOUT": "5s"}, func(s Settings) bool { return s.ShutdownTimeout == 5*time.Second }},
+		// Bare names must not leak in (envconfig's fallback when a prefix is used).
+		{map[string]string{"WORKERS": "7", "LOG_LEVEL": "bogus", "CONFIG": "x"}, func(s Settings) bool {
+			return s.Workers == 64 && s.LogLevel == "info" && s.Config == "detour.yaml"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(slices.Sorted(maps.Keys(tt.env)), ","), func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			s, err := LoadSettings()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(s) {
+				t.Errorf("got %+v", s)
+			}
+		})
+	}
+}
+
+func TestLoadSettingsErrorsNameVariable(t *testing.T) {
+	for key, value := range map[string]string{
+		"DETOUR_WORKERS":   "many",
+		"DETOUR_ACK_WAIT":  "30",
+		"DETOUR_REPLICAS":  "9",
+		"DETOUR_LOG_LEVEL": "loud",
+	} {
+		t.Run(key, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(key, value)
+			_, err := LoadSettings()
+			if err == nil || !strings.Contains(err.Error(), key) {
+				t.Errorf("LoadSettings() error = %v, want one naming %s", err, key)
+			}
+		})
+	}
+}
+
+func TestSettingsValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*Settings)
+		want   string // "" means valid
+	}{
+		{"defaults", func(*Settings) {}, ""},
+		{"workers 0", func(s *Settings) { s.Workers = 0 }, "DETOUR_WORKERS: must be at least 1"},
+		{"replicas 0", func(s *Settings) { s.Replicas = 0 }, "DETOUR_REPLICAS: must be between 1 and 5"},
+		{"replicas 6", func(s *Settings) { s.Replicas = 6 }, "DETOUR_REPLICAS: must be between 1 and 5"},
+		{"replicas 5", func(s *Settings) { s.Replicas = 5 }, ""},
+		{"ack wait short", func(s *Settings) { s.AckWait = 999 * time.Millisecond }, "DETOUR_ACK_WAIT: must be at least 1s"},
+		{"ack wait 1s", func(s *Settings) { s.AckWait = time.Second }, ""},
+		{"max ack pending", func(s *Settings) { s.MaxAckPending = 0 }, "DETOUR_MAX_ACK_PENDING: must be at least 1"},
+		{"request ttl", func(s *Settings) { s.RequestTTL = 0 }, "DETOUR_REQUEST_TTL: must be positive"},
+		{"result ttl", func(s *Settings) { s.ResultTTL = -time.Second }, "DETOUR_RESULT_TTL: must be positive"},
+		{"max payload", func(s *Settings) { s.MaxPayload = 0 }, "DETOUR_MAX_PAYLOAD: must be positive"},
+		{"shutdown", func(s *Settings) { s.ShutdownTimeout = 0 }, "DETOUR_SHUTDOWN_TIMEOUT: must be positive"},
+		{"no prefixes", func(s *Settings) { s.ReplyPrefixes = nil }, "DETOUR_REPLY_PREFIXES: must list at least one prefix"},
+		{"empty prefix", func(s *Settings) { s.ReplyPrefixes = []string{"a.", ""} }, `DETOUR_REPLY_PREFIXES: prefix 2 "": must not be empty`},
+		{"prefix without dot", func(s *Settings) { s.ReplyPrefixes = []string{"replies"} }, "must end in '.'"},
+		{"prefix $JS", func(s *Settings) { s.ReplyPrefixes = []string{"$JS.API."} }, "DETOUR_REPLY_PREFIXES: prefix 1 \"$JS.API.\": must not start with '$'"},
+		{"prefix wildcard", func(s *Settings) { s.ReplyPrefixes = []string{"a.*."} }, "DETOUR_REPLY_PREFIXES"},
+		{"prefix loops", func(s *Settings) { s.ReplyPrefixes = []string{"detour."} }, "must not overlap detour.requests.>"},
+		{"prefix deadletter", func(s *Settings) { s.ReplyPrefixes = []string{"detour.deadletter.x."} }, "must not overlap detour.deadletter.>"},
+		{"log level", func(s *Settings) { s.LogLevel = "trace" }, "DETOUR_LOG_LEVEL: must be one of debug, info, warn, error"},
+		{"log format", func(s *Settings) { s.LogFormat = "xml" }, "DETOUR_LOG_FORMAT: must be text or json"},
+		{"listen", func(s *Settings) { s.Listen = "4222" }, "DETOUR_LISTEN: must be host:port"},
+		{"listen port", func(s *Settings) { s.Listen = "localhost:http" }, "DETOUR_LISTEN: port must be a number"},
+		{"metrics", func(s *Settings) { s.MetricsAddr = "nope" }, "DETOUR_METRICS_ADDR: must be host:port"},
+		{"metrics disabled", func(s *Settings) { s.MetricsAddr = "" }, ""},
+		{"tls half", func(s *Settings) { s.NATSTLSCert = "c.pem" }, "DETOUR_NATS_TLS_CERT: must be set together with DETOUR_NATS_TLS_KEY"},
+		{"data dir", func(s *Settings) { s.DataDir = "" }, "DETOUR_DATA_DIR: must not be empty"},
+		{"config", func(s *Settings) { s.Config = "" }, "DETOUR_CONFIG: must not be empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := defaultSettings()
+			tt.modify(&s)
+			err := s.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Validate() = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSettingsValidateReportsAll(t *testing.T) {
+	s := defaultSettings()
+	s.Workers, s.Replicas, s.LogFormat = 0, 0, "xml"
+	err := s.Validate()
+	for _, key := range []string{"DETOUR_WORKERS", "DETOUR_REPLICAS", "DETOUR_LOG_FORMAT"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("Validate() = %v, want it to name %s", err, key)
+		}
+	}
+}
+
+func TestSlogLevel(t *testing.T) {
+	for level, want := range map[string]slog.Level{
+		"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn,
+		"error": slog.LevelError, "WARN": slog.LevelWarn, "": slog.LevelInfo, "bogus": slog.LevelInfo,
+	} {
+		if got := (Settings{LogLevel: level}).SlogLevel(); got != want {
+			t.Errorf("SlogLevel(%q) = %v, want %v", level, got, want)
+		}
+	}
+}
+
+func TestClientURL(t *testing.T) {
+	tests := []struct{ url, listen, want string }{
+		{"nats://remote:4222", "127.0.0.1:4222", "nats://remote:4222"},
+		{"", "127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"", ":5222", "nats://127.0.0.1:5222"},
+		{"", "0.0.0.0:5222", "nats://127.0.0.1:5222"},
+		{"", "[::]:5222", "nats://[::1]:5222"},
+		{"", "[::1]:5222", "nats://[::1]:5222"},
+		{"", "nats.local:4222", "nats://nats.local:4222"},
+	}
+	for _, tt := range tests {
+		s := Settings{NATSURL: tt.url, Listen: tt.listen}
+		if got := s.ClientURL(); got != tt.want {
+			t.Errorf("ClientURL(%q, %q) = %q, want %q", tt.url, tt.listen, got, tt.want)
+		}
+	}
+}
+
+func TestPrintUsage(t *testing.T) {
+	var buf bytes.Buffer
+	if err := PrintUsage(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	typ := reflect.TypeFor[Settings]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		line := lineWith(out, f.Tag.Get("envconfig")+" ")
+		if line == "" {
+			t.Errorf("usage does not list %s:\n%s", f.Tag.Get("envconfig"), out)
+			continue
+		}
+		for _, part := range []string{f.Tag.Get("default"), f.Tag.Get("desc")} {
+			if !strings.Contains(line, part) {
+				t.Errorf("usage line %q lacks %q", line, part)
+			}
+		}
+	}
+}
+
+func lineWith(text, prefix string) string {
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	return ""
+}

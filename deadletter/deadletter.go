@@ -1,0 +1,111 @@
+package deadletter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/chain"
+)
+
+// Reason says why a request was dead-lettered.
+type Reason string
+
+// The dead-letter reasons of DESIGN.md §6.
+const (
+	ReasonBadRequest      Reason = "bad_request"
+	ReasonBadReplySubject Reason = "bad_reply_subject"
+	ReasonTooLarge        Reason = "too_large"
+	ReasonExpired         Reason = "expired"
+	ReasonPoison          Reason = "poison"
+)
+
+// Header names added to a dead letter.
+const (
+	HeaderReason     = "Detour-DLQ-Reason"
+	HeaderError      = "Detour-DLQ-Error"
+	HeaderSourceSeq  = "Detour-DLQ-Source-Seq"
+	HeaderDeliveries = "Detour-DLQ-Deliveries"
+	HeaderTime       = "Detour-DLQ-Time"
+	HeaderAttempts   = "Detour-DLQ-Attempts"
+	// HeaderOriginalMsgID keeps the request's Nats-Msg-Id. The dead letter
+	// itself gets a Nats-Msg-Id of its own (chain and source sequence), so a
+	// request dead-lettered again after a replay is not dropped as a
+	// duplicate, while a retried publish of the same dead letter is.
+	HeaderOriginalMsgID = "Detour-DLQ-Original-Msg-Id"
+)
+
+// SubjectPrefix is the subject prefix of dead letters.
+const SubjectPrefix = "detour.deadletter."
+
+// Letter is one request to dead-letter.
+type Letter struct {
+	Chain      string
+	Reason     Reason
+	Err        error
+	SourceSeq  uint64
+	Deliveries uint64
+	Attempts   []chain.Attempt
+	Data       []byte
+	Header     nats.Header
+}
+
+// Publisher writes dead letters.
+type Publisher struct {
+	js  jetstream.JetStream
+	now func() time.Time
+}
+
+// NewPublisher returns a Publisher on js.
+func NewPublisher(js jetstream.JetStream) *Publisher {
+	return &Publisher{js: js, now: time.Now}
+}
+
+// Publish stores a dead letter and returns once the stream has acknowledged
+// it; only then may the request be terminated.
+func (p *Publisher) Publish(ctx context.Context, l Letter) error {
+	msg := nats.NewMsg(SubjectPrefix + l.Chain)
+	msg.Data = l.Data
+	for k, vs := range l.Header {
+		msg.Header[k] = append([]string(nil), vs...)
+	}
+	if orig := msg.Header.Get(nats.MsgIdHdr); orig != "" {
+		msg.Header.Set(HeaderOriginalMsgID, orig)
+	}
+	msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("dlq-%s-%d-%d", l.Chain, l.SourceSeq, l.Deliveries))
+	msg.Header.Set(HeaderReason, string(l.Reason))
+	if l.Err != nil {
+		msg.Header.Set(HeaderError, oneLine(l.Err.Error()))
+	}
+	msg.Header.Set(HeaderSourceSeq, strconv.FormatUint(l.SourceSeq, 10))
+	msg.Header.Set(HeaderDeliveries, strconv.FormatUint(l.Deliveries, 10))
+	msg.Header.Set(HeaderTime, p.now().UTC().Format(time.RFC3339))
+	if len(l.Attempts) > 0 {
+		attempts, err := json.Marshal(l.Attempts)
+		if err != nil {
+			return fmt.Errorf("deadletter: encoding attempts: %w", err)
+		}
+		msg.Header.Set(HeaderAttempts, string(attempts))
+	}
+	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("deadletter: publishing to %s: %w", msg.Subject, err)
+	}
+	return nil
+}
+
+// oneLine keeps a header value on one line; NATS headers cannot hold newlines.
+func oneLine(s string) string {
+	out := []rune{}
+	for _, r := range s {
+		if r == '\n' || r == '\r' {
+			r = ' '
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}

@@ -1,0 +1,63 @@
+package natstest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Start runs a JetStream-enabled server on a random loopback port for the
+// duration of the test.
+func Start(t testing.TB) *server.Server {
+	t.Helper()
+	return StartWith(t, &server.Options{})
+}
+
+// StartWith runs a server with opts, filling in JetStream, a temp store, a
+// random port and no signal handlers.
+func StartWith(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.JetStream = true
+	if opts.StoreDir == "" {
+		opts.StoreDir = t.TempDir()
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.Port == 0 {
+		opts.Port = -1
+	}
+	opts.NoSigs = true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("natstest: new server: %v", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("natstest: server did not become ready")
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
+}
+
+// Connect opens a client connection to s, closed in cleanup.
+func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatalf("natstest: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	return nc, js
+}

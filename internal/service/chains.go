@@ -1,0 +1,61 @@
+package service
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/samber/lo"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/config"
+)
+
+// BuildChains turns the chain file into runnable chains sharing state.
+func BuildChains(file *config.File, state chain.State, client *http.Client, logger *slog.Logger) (map[string]*chain.Chain, error) {
+	providers := make(map[string]chain.Step, len(file.Providers))
+	for _, p := range file.Providers {
+		provider, err := NewProvider(p, client)
+		if err != nil {
+			return nil, err
+		}
+		providers[p.Name] = chain.Step{Provider: provider, Policy: PolicyOf(p)}
+	}
+	chains := make(map[string]*chain.Chain, len(file.Chains))
+	for name, members := range file.Chains {
+		steps := lo.Map(members, func(m string, _ int) chain.Step { return providers[m] })
+		chains[name] = &chain.Chain{Name: name, Steps: steps, State: state, Logger: logger.With("chain", name)}
+	}
+	return chains, nil
+}
+
+// NewProvider builds the adapter for one provider of the chain file.
+func NewProvider(p config.Provider, client *http.Client) (chain.Provider, error) {
+	switch p.Type {
+	case config.TypeOpenAI:
+		return chain.NewOpenAI(p.Name, p.BaseURL, p.Model, p.APIKey, client), nil
+	case config.TypeRules:
+		rules := lo.Map(p.Rules, func(r config.Rule, _ int) chain.Rule { return chain.Rule{Match: r.Match, Reply: r.Reply} })
+		return chain.NewRules(p.Name, rules, p.DefaultReply), nil
+	default:
+		return nil, fmt.Errorf("provider %q: type %q is not supported yet", p.Name, p.Type)
+	}
+}
+
+// PolicyOf maps a provider's chain-file knobs to the chain's policy.
+func PolicyOf(p config.Provider) chain.Policy {
+	return chain.Policy{
+		Timeout:      p.Timeout,
+		MaxRetries:   p.MaxRetries,
+		BackoffBase:  p.BackoffBase,
+		BackoffMax:   p.BackoffMax,
+		MaxRetryWait: p.MaxRetryWait,
+		Cooldown: chain.CooldownPolicy{
+			FailureThreshold: p.FailureThreshold,
+			Cooldown:         p.Cooldown,
+			MaxCooldown:      p.MaxCooldown,
+			TripWindow:       p.TripWindow,
+			AuthCooldown:     p.AuthCooldown,
+		},
+	}
+}

@@ -1,0 +1,103 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/samber/lo"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/kvstate"
+	"github.com/detourhq/detour/stream"
+)
+
+// Options assemble a processor.
+type Options struct {
+	Settings config.Settings
+	File     *config.File
+	// Conn is the NATS connection to use; the caller owns it.
+	Conn   *nats.Conn
+	Logger *slog.Logger
+	// HTTPClient calls providers; nil uses chain.DefaultHTTPClient.
+	HTTPClient *http.Client
+}
+
+// Processor is one assembled, not yet running, processor.
+type Processor struct {
+	opts    Options
+	js      jetstream.JetStream
+	store   *kvstate.Store
+	handler *stream.Processor
+	chains  []string
+}
+
+// New creates the topology, loads the provider-state mirror and builds the
+// chains. The mirror's watcher runs until ctx ends.
+func New(ctx context.Context, opts Options) (*Processor, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := opts.Settings
+	js, err := jetstream.New(opts.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("service: jetstream: %w", err)
+	}
+	names := opts.File.ChainNames()
+	err = stream.EnsureTopology(ctx, js, stream.Topology{
+		Chains: names, Replicas: s.Replicas, AckWait: s.AckWait, MaxAckPending: s.MaxAckPending,
+		RequestTTL: s.RequestTTL, ResultTTL: s.ResultTTL,
+	})
+	if err != nil {
+		return nil, err
+	}
+	kv, err := kvstate.OpenBucket(ctx, js, s.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	store := kvstate.New(kv, kvstate.Options{ID: processorID(), Logger: opts.Logger})
+	if err := store.Start(ctx); err != nil {
+		return nil, err
+	}
+	chains, err := BuildChains(opts.File, store, opts.HTTPClient, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	runners := lo.MapValues(chains, func(c *chain.Chain, _ string) stream.Runner { return c })
+	handler, err := stream.NewProcessor(ctx, opts.Conn, js, stream.ProcessorConfig{
+		Chains: runners, ReplyPrefixes: s.ReplyPrefixes, MaxPayload: s.MaxPayload,
+		RequestTTL: s.RequestTTL, AckWait: s.AckWait, Logger: opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Processor{opts: opts, js: js, store: store, handler: handler, chains: names}, nil
+}
+
+// Store is the processor's provider-state mirror.
+func (p *Processor) Store() *kvstate.Store { return p.store }
+
+// Run consumes every chain until ctx ends, then shuts down gracefully.
+func (p *Processor) Run(ctx context.Context) error {
+	p.opts.Logger.Info("processing", "chains", p.chains, "workers", p.opts.Settings.Workers)
+	return stream.Consume(ctx, p.js, p.handler, stream.ConsumerConfig{
+		Chains: p.chains, Workers: p.opts.Settings.Workers,
+		ShutdownTimeout: p.opts.Settings.ShutdownTimeout, Logger: p.opts.Logger,
+	})
+}
+
+// processorID names this process in the cooldowns it opens.
+func processorID() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), nuid.Next()[:6])
+}

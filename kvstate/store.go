@@ -1,0 +1,331 @@
+package kvstate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/chain"
+)
+
+// Bucket is the KV bucket that holds provider state.
+const Bucket = "detour_providers"
+
+// markerTTL is how long the bucket keeps the marker of an expired key; it is
+// what lets watchers see cooldowns end.
+const markerTTL = 5 * time.Minute
+
+// maxCASRetries bounds compare-and-set retries under contention.
+const maxCASRetries = 16
+
+// OpenBucket creates or updates the provider bucket idempotently.
+func OpenBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         Bucket,
+		Description:    "detour provider health and cooldowns",
+		History:        1,
+		LimitMarkerTTL: markerTTL,
+		Replicas:       max(replicas, 1),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kvstate: opening bucket %s: %w", Bucket, err)
+	}
+	return kv, nil
+}
+
+// Options tune a Store. The zero value is usable.
+type Options struct {
+	// ID names this processor in the cooldowns it opens (the "by" field).
+	ID string
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+type healthEntry struct {
+	Health
+	rev uint64
+}
+
+type cooldownEntry struct {
+	Cooldown
+	rev uint64
+}
+
+// Store is a processor's view of the bucket: a mirror fed by a watcher plus
+// the writes of state transitions. It implements chain.State.
+type Store struct {
+	kv   jetstream.KeyValue
+	opts Options
+
+	mu        sync.RWMutex
+	health    map[string]healthEntry
+	cooldowns map[string]cooldownEntry
+}
+
+var _ chain.State = (*Store)(nil)
+
+// New returns a Store on kv; call Start before using it.
+func New(kv jetstream.KeyValue, opts Options) *Store {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Store{kv: kv, opts: opts, health: map[string]healthEntry{}, cooldowns: map[string]cooldownEntry{}}
+}
+
+// Start loads the bucket into the mirror and returns once it holds every
+// current value. The watcher goroutine it starts keeps the mirror current and
+// ends when ctx ends.
+func (s *Store) Start(ctx context.Context) error {
+	w, err := s.kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("kvstate: watching %s: %w", Bucket, err)
+	}
+	for e := range w.Updates() {
+		if e == nil { // end of the initial values
+			go s.follow(ctx, w)
+			return nil
+		}
+		s.apply(e)
+	}
+	return fmt.Errorf("kvstate: watcher of %s closed before the initial values: %w", Bucket, context.Cause(ctx))
+}
+
+func (s *Store) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e != nil {
+				s.apply(e)
+			}
+		}
+	}
+}
+
+// apply folds one bucket entry into the mirror, ignoring entries older than
+// what the mirror holds (the processor's own writes may arrive first).
+func (s *Store) apply(e jetstream.KeyValueEntry) {
+	provider, kind, ok := strings.Cut(e.Key(), ".")
+	if !ok {
+		return
+	}
+	removed := e.Operation() != jetstream.KeyValuePut
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch kind {
+	case SuffixHealth:
+		if cur, ok := s.health[provider]; ok && cur.rev >= e.Revision() {
+			return
+		}
+		if removed {
+			delete(s.health, provider)
+			return
+		}
+		var h Health
+		if err := json.Unmarshal(e.Value(), &h); err != nil {
+			s.opts.Logger.Warn("ignoring unreadable health value", "key", e.Key(), "err", err)
+			return
+		}
+		s.health[provider] = healthEntry{Health: h, rev: e.Revision()}
+	case SuffixCooldown:
+		if cur, ok := s.cooldowns[provider]; ok && cur.rev >= e.Revision() {
+			return
+		}
+		if removed {
+			delete(s.cooldowns, provider)
+			return
+		}
+		var c Cooldown
+		if err := json.Unmarshal(e.Value(), &c); err != nil {
+			s.opts.Logger.Warn("ignoring unreadable cooldown value", "key", e.Key(), "err", err)
+			return
+		}
+		s.cooldowns[provider] = cooldownEntry{Cooldown: c, rev: e.Revision()}
+	}
+}
+
+// Cooling reports whether provider has a cooldown that has not ended at now.
+// It reads the mirror only. The stored until is checked as well as the key's
+// presence, so a cooldown ends on time even if the expiry marker is late.
+func (s *Store) Cooling(provider string, now time.Time) (time.Time, bool) {
+	s.mu.RLock()
+	c, ok := s.cooldowns[provider]
+	s.mu.RUnlock()
+	if !ok || !now.Before(c.Until) {
+		return time.Time{}, false
+	}
+	return c.Until, true
+}
+
+// EarliestReopen returns the earliest end of the running cooldowns among
+// providers, or the zero time when none of them is cooling.
+func (s *Store) EarliestReopen(providers []string) time.Time {
+	now := s.opts.Now()
+	var earliest time.Time
+	for _, p := range providers {
+		if until, ok := s.Cooling(p, now); ok && (earliest.IsZero() || until.Before(earliest)) {
+			earliest = until
+		}
+	}
+	return earliest
+}
+
+// Health returns the mirrored health of provider.
+func (s *Store) Health(provider string) (Health, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	h, ok := s.health[provider]
+	return h.Health, ok
+}
+
+// Cooldown returns the mirrored cooldown of provider, if a key is present.
+func (s *Store) Cooldown(provider string) (Cooldown, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, ok := s.cooldowns[provider]
+	return c.Cooldown, ok
+}
+
+// RecordFailure counts a failure with compare-and-set and opens a cooldown
+// when it trips the provider.
+func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Failure) error {
+	if f.At.IsZero() {
+		f.At = s.opts.Now()
+	}
+	var trip time.Duration
+	var next Health
+	err := s.updateHealth(ctx, provider, func(h Health) (Health, bool) {
+		_, cooling := s.Cooling(provider, f.At)
+		next, trip = afterFailure(h, f, cooling)
+		return next, true
+	})
+	if err != nil || trip == 0 {
+		return err
+	}
+	return s.openCooldown(ctx, provider, Cooldown{
+		Until:     utc(f.At.Add(trip)),
+		Class:     f.Class,
+		Reason:    truncate(f.Error),
+		Trip:      next.Trips,
+		DurationS: int64(trip / time.Second),
+		By:        s.opts.ID,
+	}, trip)
+}
+
+// RecordSuccess resets the failure count after failures; with nothing to
+// reset it writes nothing, so healthy traffic costs no KV writes.
+func (s *Store) RecordSuccess(ctx context.Context, provider string) error {
+	if h, ok := s.Health(provider); !ok || h.ConsecutiveFailures == 0 {
+		return nil
+	}
+	return s.updateHealth(ctx, provider, func(h Health) (Health, bool) {
+		if h.ConsecutiveFailures == 0 {
+			return h, false
+		}
+		h.ConsecutiveFailures = 0
+		h.LastSuccess = utc(s.opts.Now())
+		return h, true
+	})
+}
+
+// updateHealth applies change to the provider's health with compare-and-set,
+// rereading the value from the server after a conflict.
+func (s *Store) updateHealth(ctx context.Context, provider string, change func(Health) (Health, bool)) error {
+	key := HealthKey(provider)
+	s.mu.RLock()
+	cur := s.health[provider]
+	s.mu.RUnlock()
+	for range maxCASRetries {
+		next, write := change(cur.Health)
+		if !write {
+			return nil
+		}
+		data, err := json.Marshal(next)
+		if err != nil {
+			return fmt.Errorf("kvstate: encoding %s: %w", key, err)
+		}
+		var rev uint64
+		if cur.rev == 0 {
+			rev, err = s.kv.Create(ctx, key, data)
+		} else {
+			rev, err = s.kv.Update(ctx, key, data, cur.rev)
+		}
+		if err == nil {
+			s.remember(provider, healthEntry{Health: next, rev: rev})
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("kvstate: writing %s: %w", key, err)
+		}
+		if cur, err = s.fetchHealth(ctx, provider); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("kvstate: writing %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
+}
+
+func (s *Store) fetchHealth(ctx context.Context, provider string) (healthEntry, error) {
+	e, err := s.kv.Get(ctx, HealthKey(provider))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return healthEntry{}, nil
+	case err != nil:
+		return healthEntry{}, fmt.Errorf("kvstate: reading %s: %w", HealthKey(provider), err)
+	}
+	var h Health
+	if err := json.Unmarshal(e.Value(), &h); err != nil {
+		// An unreadable value is overwritten rather than blocking every write.
+		s.opts.Logger.Warn("overwriting unreadable health value", "key", e.Key(), "err", err)
+	}
+	return healthEntry{Health: h, rev: e.Revision()}, nil
+}
+
+func (s *Store) remember(provider string, h healthEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.health[provider]; !ok || cur.rev < h.rev {
+		s.health[provider] = h
+	}
+}
+
+// openCooldown creates the cooldown key with its TTL. A key that already
+// exists is a cooldown another worker opened: it is left alone, so a new trip
+// never shortens a running cooldown.
+func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, ttl time.Duration) error {
+	key := CooldownKey(provider)
+	data, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("kvstate: encoding %s: %w", key, err)
+	}
+	rev, err := s.kv.Create(ctx, key, data, jetstream.KeyTTL(ttl))
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kvstate: opening %s: %w", key, err)
+	}
+	s.mu.Lock()
+	if cur, ok := s.cooldowns[provider]; !ok || cur.rev < rev {
+		s.cooldowns[provider] = cooldownEntry{Cooldown: c, rev: rev}
+	}
+	s.mu.Unlock()
+	s.opts.Logger.Warn("provider cooling down", "provider", provider, "until", c.Until, "class", c.Class, "trip", c.Trip, "by", c.By)
+	return nil
+}

@@ -1,0 +1,306 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/deadletter"
+)
+
+// Retry delays after real failures: exponential by delivery count.
+const (
+	retryDelayBase = time.Second
+	retryDelayMax  = time.Minute
+	// reopenJitter spreads the requests that wait for the same reopen.
+	reopenJitter = 250 * time.Millisecond
+)
+
+// Runner runs one request through a chain; *chain.Chain implements it.
+type Runner interface {
+	Run(ctx context.Context, req chain.Request) (chain.Result, error)
+}
+
+// ProcessorConfig holds what a Processor needs besides its connections.
+type ProcessorConfig struct {
+	// Chains maps a chain name to its runner.
+	Chains        map[string]Runner
+	ReplyPrefixes []string
+	MaxPayload    int
+	RequestTTL    time.Duration
+	AckWait       time.Duration
+	Logger        *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Processor takes deliveries through their life (DESIGN.md §6).
+type Processor struct {
+	cfg     ProcessorConfig
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	dlq     *deadletter.Publisher
+	results jetstream.Stream
+}
+
+// NewProcessor returns a Processor; the topology must already exist.
+func NewProcessor(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg ProcessorConfig) (*Processor, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	results, err := js.Stream(ctx, ResultsStream)
+	if err != nil {
+		return nil, fmt.Errorf("stream: opening %s: %w", ResultsStream, err)
+	}
+	return &Processor{cfg: cfg, nc: nc, js: js, dlq: deadletter.NewPublisher(js), results: results}, nil
+}
+
+// Handle processes one delivery of chainName and settles it: ack, NAK (with
+// or without delay) or term after a dead letter. It never panics on input.
+func (p *Processor) Handle(ctx context.Context, chainName string, msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		p.cfg.Logger.Error("delivery without JetStream metadata", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	d := delivery{p: p, chain: chainName, msg: msg, meta: meta, started: p.cfg.Now()}
+	d.handle(ctx)
+}
+
+// delivery is one message being processed.
+type delivery struct {
+	p       *Processor
+	chain   string
+	msg     jetstream.Msg
+	meta    *jetstream.MsgMetadata
+	started time.Time
+	req     Decoded
+}
+
+func (d *delivery) log() *slog.Logger {
+	return d.p.cfg.Logger.With("chain", d.chain, "seq", d.meta.Sequence.Stream, "id", d.req.ID)
+}
+
+func (d *delivery) handle(ctx context.Context) {
+	data := d.msg.Data()
+	if len(data) > d.p.cfg.MaxPayload {
+		d.deadLetter(ctx, deadletter.ReasonTooLarge, fmt.Errorf("payload of %d bytes exceeds DETOUR_MAX_PAYLOAD %d", len(data), d.p.cfg.MaxPayload), nil)
+		return
+	}
+	req, err := DecodeRequest(data, d.msg.Headers(), d.meta.Sequence.Stream, d.p.cfg.ReplyPrefixes)
+	d.req = req
+	if err != nil {
+		reason := deadletter.ReasonBadRequest
+		if errors.Is(err, ErrBadReplySubject) {
+			reason = deadletter.ReasonBadReplySubject
+		}
+		d.deadLetter(ctx, reason, err, nil)
+		return
+	}
+	runner, ok := d.p.cfg.Chains[d.chain]
+	if !ok {
+		d.deadLetter(ctx, deadletter.ReasonBadRequest, fmt.Errorf("no chain named %q is configured", d.chain), nil)
+		return
+	}
+	deadline := d.deadline()
+	if !d.started.Before(deadline) {
+		d.expire(ctx, nil)
+		return
+	}
+	if d.meta.NumDelivered > 1 && d.answered(ctx) {
+		_ = d.msg.Ack()
+		return
+	}
+	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
+	defer cancelRun()
+	stopBeat := d.heartbeat(runCtx)
+	res, err := runner.Run(runCtx, chain.Request{ID: req.ID, Messages: req.Messages, MaxTokens: req.MaxTokens, Temperature: req.Temperature})
+	stopBeat()
+	d.annotate(&res)
+	var exhausted *chain.ExhaustedError
+	switch {
+	case err == nil:
+		d.answer(ctx, res)
+	case errors.As(err, &exhausted) && exhausted.Poison:
+		d.fail(ctx, deadletter.ReasonPoison, res, err)
+	case errors.As(err, &exhausted):
+		d.retryLater(ctx, res, exhausted)
+	case ctx.Err() != nil:
+		// Shutdown: hand the request to another processor at once.
+		_ = d.msg.Nak()
+	default: // the request's own deadline ended the run
+		d.expire(ctx, res.Attempts)
+	}
+}
+
+// deadline is the request's deadline, or its publish time plus the TTL.
+func (d *delivery) deadline() time.Time {
+	if !d.req.DeadlineAt.IsZero() {
+		return d.req.DeadlineAt
+	}
+	return d.meta.Timestamp.Add(d.p.cfg.RequestTTL)
+}
+
+// answered reports whether a result for this request is already stored, so
+// a redelivery after a crash or a lost ack calls no provider again.
+func (d *delivery) answered(ctx context.Context) bool {
+	_, err := d.p.results.GetLastMsgForSubject(ctx, ResultSubject(d.req.ID))
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		d.log().Warn("checking for an earlier result", "err", err)
+	}
+	return err == nil
+}
+
+// heartbeat tells the server the delivery is still being worked on every
+// AckWait/3, so a slow provider call is not redelivered to another worker.
+// The goroutine it starts ends when the returned stop is called.
+func (d *delivery) heartbeat(ctx context.Context) (stop func()) {
+	every := d.p.cfg.AckWait / 3
+	if every <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = d.msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func (d *delivery) annotate(res *chain.Result) {
+	res.ID = d.req.ID
+	res.QueuedMs = max(d.started.Sub(d.meta.Timestamp).Milliseconds(), 0)
+	res.Deliveries = d.meta.NumDelivered
+	res.Metadata = d.req.Metadata
+}
+
+func (d *delivery) answer(ctx context.Context, res chain.Result) {
+	if err := d.publishResult(ctx, res); err != nil {
+		d.log().Error("publishing result; will retry", "err", err)
+		_ = d.msg.NakWithDelay(retryDelayBase)
+		return
+	}
+	_ = d.msg.Ack()
+}
+
+// retryLater NAKs with a delay: the earliest reopen when every provider was
+// cooling, else a backoff by delivery count that never ends before the
+// earliest reopen. A delay never runs past the deadline, so the next delivery
+// expires the request on time.
+func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.ExhaustedError) {
+	now := d.p.cfg.Now()
+	var delay time.Duration
+	if !ex.AllCooling {
+		n := min(max(d.meta.NumDelivered, 1)-1, 16)
+		delay = min(retryDelayBase<<n, retryDelayMax)
+	}
+	if !ex.ReopenAt.IsZero() {
+		delay = max(delay, ex.ReopenAt.Sub(now)+time.Duration(rand.Int64N(int64(reopenJitter))))
+	}
+	delay = max(delay, 10*time.Millisecond)
+	if left := d.deadline().Sub(now); delay > left {
+		delay = max(left, 0)
+	}
+	d.log().Info("no provider answered; retrying later", "delay", delay, "all_cooling", ex.AllCooling, "deliveries", d.meta.NumDelivered)
+	_ = d.msg.NakWithDelay(delay)
+}
+
+// expire dead-letters a request whose deadline passed and publishes a failed
+// result so that a waiting requester learns of it.
+func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
+	res := chain.Result{Status: chain.StatusFailed, Attempts: attempts, Error: "deadline passed before any provider answered"}
+	d.annotate(&res)
+	d.fail(ctx, deadletter.ReasonExpired, res, errors.New(res.Error))
+}
+
+// fail publishes a failed result, then dead-letters the request.
+func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain.Result, cause error) {
+	res.Status = chain.StatusFailed
+	res.Error = cause.Error()
+	if err := d.publishResult(ctx, res); err != nil {
+		d.log().Error("publishing failed result", "err", err)
+	}
+	d.deadLetter(ctx, reason, cause, res.Attempts)
+}
+
+// deadLetter stores the request in the dead-letter stream, then terminates
+// it. If the dead letter cannot be stored the request is NAK'd instead, so it
+// is never lost.
+func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt) {
+	err := d.p.dlq.Publish(ctx, deadletter.Letter{
+		Chain: d.chain, Reason: reason, Err: cause,
+		SourceSeq: d.meta.Sequence.Stream, Deliveries: d.meta.NumDelivered,
+		Attempts: attempts, Data: d.msg.Data(), Header: d.msg.Headers(),
+	})
+	if err != nil {
+		d.log().Error("dead-lettering failed; will retry", "reason", reason, "err", err)
+		_ = d.msg.NakWithDelay(retryDelayBase)
+		return
+	}
+	d.log().Warn("dead-lettered", "reason", reason, "err", cause)
+	_ = d.msg.Term()
+}
+
+// publishResult stores the result under detour.results.<id> and, when the
+// request named another reply subject, publishes it there too.
+func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
+	data, err := EncodeResult(res, d.req.Encoding)
+	if err != nil {
+		return fmt.Errorf("encoding result: %w", err)
+	}
+	stored := d.resultMsg(ResultSubject(d.req.ID), data, res)
+	if _, err := d.p.js.PublishMsg(ctx, stored); err != nil {
+		return fmt.Errorf("storing result: %w", err)
+	}
+	if d.req.ReplyTo == "" || d.req.ReplyTo == stored.Subject {
+		return nil
+	}
+	reply := d.resultMsg(d.req.ReplyTo, data, res)
+	if IsResultSubject(reply.Subject) {
+		// The results stream captures this copy too: give it an id of its
+		// own, or deduplication would drop it as the stored result.
+		reply.Header.Set(HeaderMsgID, d.req.ID+":reply")
+	}
+	if err := d.p.nc.PublishMsg(reply); err != nil {
+		return fmt.Errorf("publishing to reply subject: %w", err)
+	}
+	return nil
+}
+
+func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = data
+	m.Header.Set(HeaderMsgID, d.req.ID)
+	m.Header.Set(HeaderRequestID, d.req.ID)
+	m.Header.Set(HeaderModel, res.Model)
+	m.Header.Set(HeaderProvider, res.Provider)
+	m.Header.Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
+	m.Header.Set(HeaderStatus, string(res.Status))
+	m.Header.Set(HeaderContentType, d.req.Encoding.ContentType())
+	return m
+}
