@@ -1,0 +1,130 @@
+// Command processor runs detour: it consumes requests from JetStream and
+// answers them through a fallback chain of LLM providers.
+//
+//	processor [run] [-demo] [-config FILE]
+//
+// Settings come from DETOUR_* environment variables; -help lists them all.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/demo"
+	"github.com/detourhq/detour/internal/service"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: processor [run] [-demo] [-config FILE]")
+	fmt.Fprintln(w, "\nflags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprintln(w)
+	_ = config.PrintUsage(w)
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "run" {
+		args = args[1:]
+	}
+	fs := flag.NewFlagSet("processor", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	demoMode := fs.Bool("demo", false, "embedded NATS with local fake providers (primary down for its first minute) and a rules fallback")
+	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG, detour.yaml)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout, fs)
+			return 0
+		}
+		fmt.Fprintf(stderr, "processor: %v\n", err)
+		usage(stderr, fs)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "processor: unknown command %q\n", fs.Arg(0))
+		usage(stderr, fs)
+		return 2
+	}
+	settings, err := config.LoadSettings()
+	if err != nil {
+		fmt.Fprintf(stderr, "processor: settings: %v\n", err)
+		return 2
+	}
+	logger := newLogger(settings, stderr)
+	if err := serve(settings, *demoMode, *configPath, logger); err != nil {
+		logger.Error("processor stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(s config.Settings, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: s.SlogLevel()}
+	if s.LogFormat == config.LogFormatJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(settings config.Settings, demoMode bool, configPath string, logger *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var file *config.File
+	dataDir := settings.DataDir
+	if demoMode {
+		d, err := demo.Start(time.Now())
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		file = d.File
+		// A fresh store every time, so each demo starts from a clean slate.
+		if dataDir, err = os.MkdirTemp("", "detour-demo-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dataDir)
+		if settings.NATSURL != "" {
+			logger.Warn("demo mode ignores DETOUR_NATS_URL and runs an embedded server")
+			settings.NATSURL = ""
+		}
+		logger.Info("demo: primary is down for its first minute, then healthy", "primary", d.Primary.URL, "backup", d.Backup.URL)
+	} else {
+		path := configPath
+		if path == "" {
+			path = settings.Config
+		}
+		var err error
+		if file, err = config.Load(path); err != nil {
+			return err
+		}
+	}
+
+	conn, err := service.Dial(settings, dataDir, "detour-processor", logger)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	p, err := service.New(ctx, service.Options{Settings: settings, File: file, Conn: conn.Conn, Logger: logger})
+	if err != nil {
+		return err
+	}
+	if demoMode {
+		go func() { _ = demo.Trickle(ctx, conn.Conn, 2*time.Second, logger) }()
+		logger.Info("demo: try `go run ./cmd/publisher \"hello\"` in another terminal")
+	}
+	return p.Run(ctx)
+}
