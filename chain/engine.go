@@ -75,16 +75,24 @@ func (c *Chain) Run(ctx context.Context, req Request) (Result, error) {
 		if _, template := p.(*Rules); template && called > 0 && called == rejected {
 			break // a poison request gets no template answer
 		}
-		if until, cooling := c.State.Cooling(p.Name(), c.now()); cooling {
+		adm := c.State.Admit(ctx, p.Name(), c.now(), step.Policy.Timeout+time.Second)
+		if !adm.Allowed {
 			res.Attempts = append(res.Attempts, Attempt{
 				Provider: p.Name(), Model: p.Model(), Outcome: OutcomeSkipped, Class: ClassCooldown,
-				Error: "cooling until " + until.UTC().Format(time.RFC3339),
+				Error: "cooling until " + adm.Until.UTC().Format(time.RFC3339),
 			})
-			reopen = earliest(reopen, until)
+			reopen = earliest(reopen, adm.Until)
 			continue
 		}
 		called++
 		resp, failure := c.pass(ctx, step, req, &res)
+		if adm.Probe {
+			// The outcome is recorded (success closed the circuit, failure
+			// opened the next cooldown): let the next expiry be probed.
+			if err := c.State.ReleaseProbe(context.WithoutCancel(ctx), p.Name()); err != nil {
+				c.logger().Warn("releasing probe lease", "provider", p.Name(), "err", err)
+			}
+		}
 		if failure == nil {
 			res.Status = StatusOK
 			res.Content = resp.Content
@@ -151,6 +159,11 @@ func (c *Chain) pass(ctx context.Context, step Step, req Request, res *Result) (
 		}
 		coolNow := c.record(ctx, step, failure)
 		if coolNow || !failure.Class.Retryable() || retry >= pol.MaxRetries {
+			return resp, failure
+		}
+		if failure.RetryAfter > pol.MaxRetryWait {
+			// Not worth sleeping for (a 503 asking for an hour): move on. A 429
+			// has already ended the pass above by opening a cooldown.
 			return resp, failure
 		}
 		wait := Backoff(retry, pol.BackoffBase, pol.BackoffMax, c.rand)

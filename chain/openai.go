@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // maxResponseBytes bounds how much of a provider's answer is read, so a
@@ -121,13 +122,17 @@ func httpFailure(status int, header http.Header, body []byte, apiKey string) *Ca
 	retryAfter, _ := ParseRetryAfter(header.Get("Retry-After"), time.Now())
 	msg := errorMessage(body)
 	if apiKey != "" {
+		// Redact before cutting short: a cut through the key would leave a
+		// prefix of it that no longer matches.
 		msg = strings.ReplaceAll(msg, apiKey, "[redacted]")
 	}
+	msg = truncate(msg)
 	return &CallError{Class: Classify(status), StatusCode: status, RetryAfter: retryAfter, Err: errors.New(msg)}
 }
 
 // errorMessage pulls a readable message out of the error bodies providers
-// send: {"error":{"message":..}}, {"error":"text"}, or anything else, cut short.
+// send: {"error":{"message":..}}, {"error":"text"}, or anything else. The
+// caller redacts and then cuts it short.
 func errorMessage(body []byte) string {
 	var shaped struct {
 		Error json.RawMessage `json:"error"`
@@ -135,17 +140,17 @@ func errorMessage(body []byte) string {
 	if json.Unmarshal(body, &shaped) == nil && len(shaped.Error) > 0 {
 		var text string
 		if json.Unmarshal(shaped.Error, &text) == nil {
-			return truncate(text)
+			return text
 		}
 		var obj struct {
 			Message string `json:"message"`
 		}
 		if json.Unmarshal(shaped.Error, &obj) == nil && obj.Message != "" {
-			return truncate(obj.Message)
+			return obj.Message
 		}
 	}
 	if s := strings.TrimSpace(string(body)); s != "" {
-		return truncate(s)
+		return s
 	}
 	return "no error body"
 }
@@ -153,7 +158,12 @@ func errorMessage(body []byte) string {
 func truncate(s string) string {
 	const limit = 300
 	if len(s) > limit {
-		return s[:limit] + "…"
+		// Cut on a rune boundary so the text stays valid UTF-8.
+		cut := limit
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return s[:cut] + "…"
 	}
 	return s
 }

@@ -9,6 +9,13 @@ import (
 // feeds. It is implemented by package kvstate on a JetStream KV bucket; reads
 // come from a local mirror and must not block on the network.
 type State interface {
+	// Admit decides whether a pass may call provider at now: not while it
+	// cools, and in half-open only the one worker that wins the probe lease
+	// (held at most lease). Reads the mirror; only a probe attempt writes.
+	Admit(ctx context.Context, provider string, now time.Time, lease time.Duration) Admission
+	// ReleaseProbe gives back a probe lease that Admit granted, after the
+	// probe's outcome has been recorded.
+	ReleaseProbe(ctx context.Context, provider string) error
 	// Cooling reports whether provider is in a cooldown at now, and when the
 	// cooldown ends.
 	Cooling(provider string, now time.Time) (until time.Time, cooling bool)
@@ -41,4 +48,16 @@ type Failure struct {
 	// once (auth failures, a Retry-After longer than max_retry_wait).
 	CooldownFor time.Duration
 	Policy      CooldownPolicy
+}
+
+// Admission is the state's answer to "may this worker call the provider now?".
+type Admission struct {
+	// Allowed is set when the call may go ahead.
+	Allowed bool
+	// Probe is set when this call is the one half-open probe across all
+	// processors; the chain releases it with ReleaseProbe after recording
+	// the outcome.
+	Probe bool
+	// Until, when not allowed, is when the provider may be tried again.
+	Until time.Time
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +24,10 @@ const Bucket = "detour_providers"
 // what lets watchers see cooldowns end.
 const markerTTL = 5 * time.Minute
 
-// maxCASRetries bounds compare-and-set retries under contention.
+// maxCASRetries bounds compare-and-set retries under contention. Each
+// conflict means another processor's write went through, so with writes
+// serialised within a processor and a jittered pause between retries, this
+// is only reached by many processors hammering one provider at once.
 const maxCASRetries = 16
 
 // OpenBucket creates or updates the provider bucket idempotently.
@@ -69,6 +73,14 @@ type Store struct {
 	mu        sync.RWMutex
 	health    map[string]healthEntry
 	cooldowns map[string]cooldownEntry
+	probes    map[string]probeEntry
+	// held maps a provider to the revision of the probe lease this store
+	// created and has not released.
+	held map[string]uint64
+
+	// writing holds a one-slot channel per provider that serialises this
+	// store's health writes (see writeSlot).
+	writing sync.Map
 }
 
 var _ chain.State = (*Store)(nil)
@@ -81,7 +93,8 @@ func New(kv jetstream.KeyValue, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Store{kv: kv, opts: opts, health: map[string]healthEntry{}, cooldowns: map[string]cooldownEntry{}}
+	return &Store{kv: kv, opts: opts, health: map[string]healthEntry{}, cooldowns: map[string]cooldownEntry{},
+		probes: map[string]probeEntry{}, held: map[string]uint64{}}
 }
 
 // Start loads the bucket into the mirror and returns once it holds every
@@ -158,6 +171,20 @@ func (s *Store) apply(e jetstream.KeyValueEntry) {
 			return
 		}
 		s.cooldowns[provider] = cooldownEntry{Cooldown: c, rev: e.Revision()}
+	case SuffixProbe:
+		if cur, ok := s.probes[provider]; ok && cur.rev >= e.Revision() {
+			return
+		}
+		if removed {
+			delete(s.probes, provider)
+			return
+		}
+		var p Probe
+		if err := json.Unmarshal(e.Value(), &p); err != nil {
+			s.opts.Logger.Warn("ignoring unreadable probe value", "key", e.Key(), "err", err)
+			return
+		}
+		s.probes[provider] = probeEntry{Probe: p, rev: e.Revision()}
 	}
 }
 
@@ -249,10 +276,15 @@ func (s *Store) RecordSuccess(ctx context.Context, provider string) error {
 // rereading the value from the server after a conflict.
 func (s *Store) updateHealth(ctx context.Context, provider string, change func(Health) (Health, bool)) error {
 	key := HealthKey(provider)
+	release, err := s.writeSlot(ctx, provider)
+	if err != nil {
+		return err
+	}
+	defer release()
 	s.mu.RLock()
 	cur := s.health[provider]
 	s.mu.RUnlock()
-	for range maxCASRetries {
+	for attempt := range maxCASRetries {
 		next, write := change(cur.Health)
 		if !write {
 			return nil
@@ -274,11 +306,47 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("kvstate: writing %s: %w", key, err)
 		}
+		if err := casPause(ctx, attempt); err != nil {
+			return fmt.Errorf("kvstate: writing %s: %w", key, err)
+		}
 		if cur, err = s.fetchHealth(ctx, provider); err != nil {
 			return err
 		}
 	}
 	return fmt.Errorf("kvstate: writing %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
+}
+
+// writeSlot serialises this store's health writes for one provider. Without
+// it, an outage that fails all of a processor's in-flight calls at once sets
+// its workers racing for the same revision, and those that keep losing run
+// out of retries and drop their failure from the count.
+func (s *Store) writeSlot(ctx context.Context, provider string) (release func(), err error) {
+	v, ok := s.writing.Load(provider)
+	if !ok {
+		v, _ = s.writing.LoadOrStore(provider, make(chan struct{}, 1))
+	}
+	slot := v.(chan struct{})
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("kvstate: writing %s: %w", HealthKey(provider), context.Cause(ctx))
+	}
+}
+
+// casPause waits before compare-and-set retry n (from 0), a random time up
+// to 1ms·2^n (at most 100ms), so that a processor that lost does not retry
+// in lockstep with the winner's next write (which needs no re-read).
+func casPause(ctx context.Context, n int) error {
+	limit := min(time.Millisecond<<min(n, 7), 100*time.Millisecond)
+	t := time.NewTimer(rand.N(limit))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 func (s *Store) fetchHealth(ctx context.Context, provider string) (healthEntry, error) {

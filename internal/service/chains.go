@@ -34,6 +34,8 @@ func NewProvider(p config.Provider, client *http.Client) (chain.Provider, error)
 	switch p.Type {
 	case config.TypeOpenAI:
 		return chain.NewOpenAI(p.Name, p.BaseURL, p.Model, p.APIKey, client), nil
+	case config.TypeAnthropic:
+		return chain.NewAnthropic(p.Name, p.BaseURL, p.Model, p.APIKey, client), nil
 	case config.TypeRules:
 		rules := lo.Map(p.Rules, func(r config.Rule, _ int) chain.Rule { return chain.Rule{Match: r.Match, Reply: r.Reply} })
 		return chain.NewRules(p.Name, rules, p.DefaultReply), nil

@@ -12,43 +12,52 @@ import (
 // outageChain is the chain file of the outage scenario: dead always fails,
 // five attempts a pass, backup answers.
 func outageChain(deadURL, backupURL string, threshold int) string {
+	return outageChainOf(providertest.OpenAI, deadURL, backupURL, threshold)
+}
+
+// outageChainOf is outageChain with providers of the given flavour.
+func outageChainOf(flavor providertest.Flavor, deadURL, backupURL string, threshold int) string {
 	return fmt.Sprintf(`
 providers:
   - name: dead
-    type: openai
-    base_url: %s
+    type: %[1]s
+    base_url: %[2]s
     model: dead-model
     max_retries: 4
     backoff_base: 1ms
     backoff_max: 5ms
-    failure_threshold: %d
+    failure_threshold: %[3]d
     cooldown: 60s
   - name: backup
-    type: openai
-    base_url: %s
+    type: %[1]s
+    base_url: %[4]s
     model: backup-model
 chains:
   default: [dead, backup]
-`, deadURL, threshold, backupURL)
+`, flavor, deadURL, threshold, backupURL)
 }
 
 // TestOutageIsRememberedAcrossRequests is acceptance 1 of the core issue:
 // a dead provider costs threshold calls, not five per request.
+// It runs for both adapters, each against its own fake.
 func TestOutageIsRememberedAcrossRequests(t *testing.T) {
 	for _, tc := range []struct {
+		flavor    providertest.Flavor
 		threshold int
 		wantCalls int
 	}{
-		{threshold: 3, wantCalls: 3},
-		{threshold: 0, wantCalls: 50},
+		{providertest.OpenAI, 3, 3},
+		{providertest.OpenAI, 0, 50},
+		{providertest.Anthropic, 3, 3},
+		{providertest.Anthropic, 0, 50},
 	} {
-		t.Run(fmt.Sprintf("threshold=%d", tc.threshold), func(t *testing.T) {
-			dead := providertest.New(providertest.OpenAI, providertest.Status(500))
+		t.Run(fmt.Sprintf("%s/threshold=%d", tc.flavor, tc.threshold), func(t *testing.T) {
+			dead := providertest.New(tc.flavor, providertest.Status(500))
 			defer dead.Close()
-			backup := providertest.New(providertest.OpenAI, providertest.OK())
+			backup := providertest.New(tc.flavor, providertest.OK())
 			defer backup.Close()
 			h := newHarness(t)
-			h.startProcessor(parseChainFile(t, outageChain(dead.URL, backup.URL, tc.threshold)), testSettings())
+			h.startProcessor(parseChainFile(t, outageChainOf(tc.flavor, dead.URL, backup.URL, tc.threshold)), testSettings())
 
 			for i := range 10 {
 				id := fmt.Sprintf("req-%d", i)

@@ -1,0 +1,111 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// AnthropicVersion is the Messages API version the adapter speaks.
+const AnthropicVersion = "2023-06-01"
+
+// anthropicDefaultMaxTokens fills max_tokens, which the Messages API requires,
+// when the request sets none.
+const anthropicDefaultMaxTokens = 1024
+
+// Anthropic calls the Anthropic Messages API (POST {base}/messages) with plain
+// net/http; it makes exactly one attempt per Call.
+type Anthropic struct {
+	name, baseURL, model, apiKey string
+	client                       *http.Client
+}
+
+// NewAnthropic returns an adapter for baseURL (for example
+// https://api.anthropic.com/v1). A nil client uses DefaultHTTPClient.
+func NewAnthropic(name, baseURL, model, apiKey string, client *http.Client) *Anthropic {
+	if client == nil {
+		client = DefaultHTTPClient
+	}
+	return &Anthropic{name: name, baseURL: strings.TrimRight(baseURL, "/"), model: model, apiKey: apiKey, client: client}
+}
+
+// Name returns the provider's name.
+func (a *Anthropic) Name() string { return a.name }
+
+// Model returns the configured model.
+func (a *Anthropic) Model() string { return a.model }
+
+type anthropicRequest struct {
+	Model       string    `json:"model"`
+	MaxTokens   int       `json:"max_tokens"`
+	System      string    `json:"system,omitempty"`
+	Messages    []Message `json:"messages"`
+	Temperature *float64  `json:"temperature,omitempty"`
+}
+
+type anthropicResponse struct {
+	Model   string `json:"model"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	StopReason string `json:"stop_reason"`
+	Usage      struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+// Call sends one message request. System messages are joined into the
+// top-level system prompt, which is where the Messages API takes them.
+func (a *Anthropic) Call(ctx context.Context, req Request) (Response, error) {
+	body := anthropicRequest{Model: a.model, MaxTokens: req.MaxTokens, Temperature: req.Temperature}
+	if body.MaxTokens == 0 {
+		body.MaxTokens = anthropicDefaultMaxTokens
+	}
+	var system []string
+	for _, m := range req.Messages {
+		if m.Role == "system" {
+			system = append(system, m.Content)
+			continue
+		}
+		body.Messages = append(body.Messages, m)
+	}
+	body.System = strings.Join(system, "\n\n")
+	data, err := json.Marshal(body)
+	if err != nil {
+		return Response{}, &CallError{Class: ClassRequest, Err: err}
+	}
+	header := http.Header{
+		"Content-Type":      {"application/json"},
+		"Anthropic-Version": {AnthropicVersion},
+	}
+	if a.apiKey != "" {
+		header.Set("X-Api-Key", a.apiKey)
+	}
+	status, respHeader, respBody, err := post(ctx, a.client, a.baseURL+"/messages", header, data)
+	if err != nil {
+		return Response{}, redact(err, a.apiKey)
+	}
+	if status/100 != 2 {
+		return Response{}, httpFailure(status, respHeader, respBody, a.apiKey)
+	}
+	var out anthropicResponse
+	if err := json.Unmarshal(respBody, &out); err != nil {
+		return Response{}, &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", err)}
+	}
+	var text strings.Builder
+	for _, block := range out.Content {
+		if block.Type == "text" {
+			text.WriteString(block.Text)
+		}
+	}
+	return Response{
+		Content:   text.String(),
+		Model:     out.Model,
+		Truncated: out.StopReason == "max_tokens",
+		Usage:     Usage{PromptTokens: out.Usage.InputTokens, CompletionTokens: out.Usage.OutputTokens},
+	}, nil
+}

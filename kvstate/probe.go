@@ -1,0 +1,136 @@
+package kvstate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/chain"
+)
+
+// SuffixProbe names the half-open lease key: <provider>.probe.
+const SuffixProbe = "probe"
+
+// ProbeKey returns the bucket key of a provider's probe lease.
+func ProbeKey(provider string) string { return provider + "." + SuffixProbe }
+
+// Probe is the value of <provider>.probe: who holds the half-open lease and
+// until when (the key's TTL ends it if the holder dies).
+type Probe struct {
+	Until time.Time `json:"until"`
+	By    string    `json:"by"`
+}
+
+type probeEntry struct {
+	Probe
+	rev uint64
+}
+
+// CircuitState is a provider's circuit as every processor sees it.
+type CircuitState int
+
+// The circuit states.
+const (
+	// StateClosed: calls go through.
+	StateClosed CircuitState = iota
+	// StateOpen: a cooldown is running; no call goes to the provider.
+	StateOpen
+	// StateHalfOpen: the cooldown ended but the provider has not succeeded
+	// since; one probe at a time may call it.
+	StateHalfOpen
+)
+
+// String returns closed, open or half-open.
+func (s CircuitState) String() string {
+	switch s {
+	case StateOpen:
+		return "open"
+	case StateHalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
+// State returns the circuit state of provider at now, from the mirror.
+func (s *Store) State(provider string, now time.Time) CircuitState {
+	if _, cooling := s.Cooling(provider, now); cooling {
+		return StateOpen
+	}
+	if h, ok := s.Health(provider); ok && halfOpen(h) {
+		return StateHalfOpen
+	}
+	return StateClosed
+}
+
+// halfOpen reports whether the provider tripped and has not succeeded since.
+func halfOpen(h Health) bool {
+	return !h.LastTrip.IsZero() && h.LastSuccess.Before(h.LastTrip)
+}
+
+// Admit decides whether a call may go to provider now. A closed provider is
+// admitted; an open one is not. A half-open one is admitted only to the
+// worker that creates its probe lease (KV Create with a TTL of lease, so a
+// crashed prober cannot hold it for ever); everyone else keeps skipping it.
+func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease time.Duration) chain.Admission {
+	if until, cooling := s.Cooling(provider, now); cooling {
+		return chain.Admission{Until: until}
+	}
+	if h, ok := s.Health(provider); !ok || !halfOpen(h) {
+		return chain.Admission{Allowed: true}
+	}
+	lease = wholeSeconds(lease)
+	p := Probe{Until: utc(now.Add(lease)), By: s.opts.ID}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return chain.Admission{Until: p.Until}
+	}
+	rev, err := s.kv.Create(ctx, ProbeKey(provider), data, jetstream.KeyTTL(lease))
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			s.opts.Logger.Warn("taking the probe lease", "provider", provider, "err", err)
+		}
+		until := p.Until
+		if held, ok := s.probe(provider); ok && held.Until.After(now) {
+			until = held.Until
+		}
+		return chain.Admission{Until: until}
+	}
+	s.mu.Lock()
+	s.held[provider] = rev
+	if cur, ok := s.probes[provider]; !ok || cur.rev < rev {
+		s.probes[provider] = probeEntry{Probe: p, rev: rev}
+	}
+	s.mu.Unlock()
+	s.opts.Logger.Info("probing provider after its cooldown", "provider", provider)
+	return chain.Admission{Allowed: true, Probe: true}
+}
+
+// ReleaseProbe gives up the probe lease this store holds for provider, once
+// the probe's outcome is recorded, so the next expiry can be probed at once.
+// It deletes only its own revision: a lease someone else took after ours
+// expired is left alone.
+func (s *Store) ReleaseProbe(ctx context.Context, provider string) error {
+	s.mu.Lock()
+	rev, ok := s.held[provider]
+	delete(s.held, provider)
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	err := s.kv.Delete(ctx, ProbeKey(provider), jetstream.LastRevision(rev))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("kvstate: releasing %s: %w", ProbeKey(provider), err)
+	}
+	return nil
+}
+
+func (s *Store) probe(provider string) (Probe, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.probes[provider]
+	return p.Probe, ok
+}
