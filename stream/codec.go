@@ -110,7 +110,7 @@ func DecodeRequest(data []byte, header nats.Header, seq uint64, replyPrefixes []
 	if enc == JSON {
 		err = json.Unmarshal(data, &d.Request)
 	} else {
-		err = msgpack.Unmarshal(data, &d.Request)
+		err = unmarshalMsgpack(data, &d.Request)
 	}
 	if err != nil {
 		return d, fmt.Errorf("%w: body is not a valid %s request: %v", ErrBadRequest, enc.ContentType(), err)
@@ -220,7 +220,7 @@ func DecodeResult(data []byte, header nats.Header) (chain.Result, error) {
 	if enc == JSON {
 		err = json.Unmarshal(data, &res)
 	} else {
-		err = msgpack.Unmarshal(data, &res)
+		err = unmarshalMsgpack(data, &res)
 	}
 	return res, err
 }

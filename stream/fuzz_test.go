@@ -1,0 +1,141 @@
+package stream_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/stream"
+)
+
+// FuzzDecodeRequest feeds outside input to the request decoder. Whatever the
+// body and headers, it must not panic or allocate without bound, and what it
+// accepts must be safe to use as subjects.
+func FuzzDecodeRequest(f *testing.F) {
+	valid := fullRequest()
+	jsonBody, err := json.Marshal(valid)
+	if err != nil {
+		f.Fatal(err)
+	}
+	mpBody, err := msgpack.Marshal(valid)
+	if err != nil {
+		f.Fatal(err)
+	}
+	minimal, err := msgpack.Marshal(stream.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if minimal[0] != 0x81 {
+		f.Fatalf("minimal request should be a one-entry msgpack map, starts with %#x", minimal[0])
+	}
+	// {"messages": <array32 of 2^32-1 elements>} with no elements following.
+	hugeMessages := append([]byte{0x81, 0xa8}, "messages"...)
+	hugeMessages = append(hugeMessages, 0xdd, 0xff, 0xff, 0xff, 0xff)
+	// A valid request whose response_schema holds a huge array and a huge map.
+	hugeSchema := append([]byte{0x82}, minimal[1:]...)
+	hugeSchema = append(hugeSchema, 0xaf)
+	hugeSchema = append(hugeSchema, "response_schema"...)
+	hugeSchema = append(hugeSchema, 0x82, 0xa1, 'a', 0xdd, 0xff, 0xff, 0xff, 0xff, 0xa1, 'b', 0xdf, 0xff, 0xff, 0xff, 0xff)
+	// A huge string length and a huge metadata map.
+	hugeString := append([]byte{0x81, 0xa2}, "id"...)
+	hugeString = append(hugeString, 0xdb, 0xff, 0xff, 0xff, 0xff, 'x')
+	hugeMap := append([]byte{0x81, 0xa8}, "metadata"...)
+	hugeMap = append(hugeMap, 0xdf, 0xff, 0xff, 0xff, 0xff)
+
+	seeds := []struct {
+		body        []byte
+		withCT, isJ bool
+		msgID       string
+		replyTo     string
+		seq         uint64
+	}{
+		{body: jsonBody},
+		{body: jsonBody, withCT: true, isJ: true},
+		{body: mpBody},
+		{body: mpBody, withCT: true},
+		{body: minimal, msgID: "m-1", replyTo: "_INBOX.x.1", seq: 3},
+		{body: minimal, msgID: "a.b"},
+		{body: minimal, replyTo: "$JS.API.STREAM.DELETE.X"},
+		{body: jsonBody, withCT: true},
+		{body: mpBody, withCT: true, isJ: true},
+		{body: []byte("\xc1 garbage \x00\xff")},
+		{body: []byte("{not json")},
+		{body: nil},
+		{body: []byte(`{"messages":[{"role":"user"}],"response_schema":` + strings.Repeat(`{"a":`, 20000) + `1` + strings.Repeat(`}`, 20000) + `}`)},
+		{body: []byte(`{"messages":[{"role":"user"}],"response_schema":{"a":` + strings.Repeat(`[`, 5000) + strings.Repeat(`]`, 5000) + `}}`)},
+		{body: []byte(strings.Repeat("\x91", 30000))},
+		{body: hugeMessages},
+		{body: hugeMessages, withCT: true},
+		{body: hugeSchema},
+		{body: hugeString},
+		{body: hugeMap},
+		{body: []byte{0xdd, 0xff, 0xff, 0xff, 0xff}},
+		{body: []byte{0xdf, 0xff, 0xff, 0xff, 0xff}},
+	}
+	for _, s := range seeds {
+		f.Add(s.body, s.withCT, s.isJ, s.msgID, s.replyTo, s.seq)
+	}
+	// A deeply nested msgpack schema: {"messages":[...],"response_schema":{"a":[[[[...]]]]}}.
+	deep := append([]byte{0x82}, minimal[1:]...)
+	deep = append(deep, 0xaf)
+	deep = append(deep, "response_schema"...)
+	deep = append(deep, 0x81, 0xa1, 'a')
+	deep = append(deep, []byte(strings.Repeat("\x91", 50000))...)
+	deep = append(deep, 0xc0)
+	f.Add(deep, false, false, "", "", uint64(0))
+
+	f.Fuzz(func(t *testing.T, body []byte, withCT, isJSON bool, msgID, replyTo string, seq uint64) {
+		header := nats.Header{}
+		if withCT {
+			if isJSON {
+				header.Set(stream.HeaderContentType, "application/json")
+			} else {
+				header.Set(stream.HeaderContentType, "application/msgpack")
+			}
+		}
+		if msgID != "" {
+			header.Set(stream.HeaderMsgID, msgID)
+		}
+		if replyTo != "" {
+			header.Set(stream.HeaderReplyTo, replyTo)
+		}
+		d, err := stream.DecodeRequest(body, header, seq, prefixes)
+		if err != nil {
+			if !errors.Is(err, stream.ErrBadRequest) && !errors.Is(err, stream.ErrBadReplySubject) {
+				t.Fatalf("error %v wraps neither ErrBadRequest nor ErrBadReplySubject", err)
+			}
+			return
+		}
+		if err := stream.ValidateID(d.ID); err != nil {
+			t.Fatalf("accepted id %q: %v", d.ID, err)
+		}
+		if len(d.Messages) == 0 {
+			t.Fatal("accepted a request without messages")
+		}
+		for i, m := range d.Messages {
+			if m.Role == "" {
+				t.Fatalf("accepted messages[%d] without a role", i)
+			}
+		}
+		if err := stream.ValidateReplySubject(d.ReplyTo, prefixes); err != nil {
+			t.Fatalf("accepted reply subject %q: %v", d.ReplyTo, err)
+		}
+		if d.Deadline != "" && d.DeadlineAt.IsZero() {
+			t.Fatalf("deadline %q accepted but not parsed", d.Deadline)
+		}
+		if withCT {
+			want := stream.MsgPack
+			if isJSON {
+				want = stream.JSON
+			}
+			if d.Encoding != want {
+				t.Fatalf("encoding %v, Content-Type said %v", d.Encoding, want)
+			}
+		}
+	})
+}

@@ -1,0 +1,191 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/stream"
+)
+
+func streamConfig(t *testing.T, js jetstream.JetStream, name string) jetstream.StreamConfig {
+	t.Helper()
+	s, err := js.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatalf("stream %s: %v", name, err)
+	}
+	return s.CachedInfo().Config
+}
+
+func consumerConfig(t *testing.T, js jetstream.JetStream, name string) jetstream.ConsumerConfig {
+	t.Helper()
+	c, err := js.Consumer(context.Background(), stream.RequestsStream, name)
+	if err != nil {
+		t.Fatalf("consumer %s: %v", name, err)
+	}
+	return c.CachedInfo().Config
+}
+
+// checkTopology compares what the server holds with DESIGN.md §2.
+func checkTopology(t *testing.T, js jetstream.JetStream, topo stream.Topology) {
+	t.Helper()
+	req := streamConfig(t, js, stream.RequestsStream)
+	var wantSubjects []string
+	for _, c := range topo.Chains {
+		wantSubjects = append(wantSubjects, "detour.requests."+c)
+	}
+	if got := slices.Sorted(slices.Values(req.Subjects)); !slices.Equal(got, slices.Sorted(slices.Values(wantSubjects))) {
+		t.Errorf("%s subjects = %v, want %v", stream.RequestsStream, req.Subjects, wantSubjects)
+	}
+	if req.Retention != jetstream.WorkQueuePolicy {
+		t.Errorf("%s retention = %v, want WorkQueue", stream.RequestsStream, req.Retention)
+	}
+	if req.MaxAge != topo.RequestTTL {
+		t.Errorf("%s MaxAge = %v, want %v", stream.RequestsStream, req.MaxAge, topo.RequestTTL)
+	}
+	if req.Duplicates != 2*time.Minute {
+		t.Errorf("%s Duplicates = %v, want 2m", stream.RequestsStream, req.Duplicates)
+	}
+
+	res := streamConfig(t, js, stream.ResultsStream)
+	if !slices.Equal(res.Subjects, []string{"detour.results.>"}) {
+		t.Errorf("%s subjects = %v", stream.ResultsStream, res.Subjects)
+	}
+	if res.Retention != jetstream.LimitsPolicy || res.MaxAge != topo.ResultTTL || res.Duplicates != 2*time.Minute {
+		t.Errorf("%s retention %v, MaxAge %v, Duplicates %v; want Limits, %v, 2m", stream.ResultsStream, res.Retention, res.MaxAge, res.Duplicates, topo.ResultTTL)
+	}
+
+	dl := streamConfig(t, js, stream.DeadLetterStream)
+	if !slices.Equal(dl.Subjects, []string{"detour.deadletter.>"}) {
+		t.Errorf("%s subjects = %v", stream.DeadLetterStream, dl.Subjects)
+	}
+	if dl.Retention != jetstream.LimitsPolicy || dl.MaxAge != 7*24*time.Hour {
+		t.Errorf("%s retention %v, MaxAge %v; want Limits, 168h", stream.DeadLetterStream, dl.Retention, dl.MaxAge)
+	}
+
+	for _, c := range topo.Chains {
+		cc := consumerConfig(t, js, "detour-"+c)
+		if cc.Durable != "detour-"+c {
+			t.Errorf("consumer of %s: durable %q", c, cc.Durable)
+		}
+		if cc.FilterSubject != "detour.requests."+c {
+			t.Errorf("detour-%s filter = %q", c, cc.FilterSubject)
+		}
+		if cc.AckPolicy != jetstream.AckExplicitPolicy {
+			t.Errorf("detour-%s AckPolicy = %v, want explicit", c, cc.AckPolicy)
+		}
+		if cc.MaxDeliver != -1 {
+			t.Errorf("detour-%s MaxDeliver = %d, want -1", c, cc.MaxDeliver)
+		}
+		if len(cc.BackOff) != 0 {
+			t.Errorf("detour-%s BackOff = %v, want none", c, cc.BackOff)
+		}
+		if cc.AckWait != topo.AckWait {
+			t.Errorf("detour-%s AckWait = %v, want %v", c, cc.AckWait, topo.AckWait)
+		}
+		if cc.MaxAckPending != topo.MaxAckPending {
+			t.Errorf("detour-%s MaxAckPending = %d, want %d", c, cc.MaxAckPending, topo.MaxAckPending)
+		}
+	}
+}
+
+func TestEnsureTopology(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	topo := stream.Topology{
+		Chains:        []string{"default", "cheap"},
+		Replicas:      1,
+		AckWait:       7 * time.Second,
+		MaxAckPending: 17,
+		RequestTTL:    time.Hour,
+		ResultTTL:     24 * time.Hour,
+	}
+	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+		t.Fatalf("first EnsureTopology: %v", err)
+	}
+	checkTopology(t, js, topo)
+
+	// A publish to a configured chain is stored and deduplicated by Nats-Msg-Id.
+	for i, wantDup := range []bool{false, true} {
+		ack, err := js.Publish(ctx, stream.RequestSubject("default"), []byte(`{}`), jetstream.WithMsgID("dup-1"))
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if ack.Stream != stream.RequestsStream || ack.Duplicate != wantDup {
+			t.Errorf("publish %d: stream %q duplicate %v, want %q %v", i, ack.Stream, ack.Duplicate, stream.RequestsStream, wantDup)
+		}
+	}
+
+	t.Run("idempotent", func(t *testing.T) {
+		if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+			t.Fatalf("second EnsureTopology: %v", err)
+		}
+		checkTopology(t, js, topo)
+		info, err := js.Stream(ctx, stream.RequestsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := info.CachedInfo().State.Msgs; n != 1 {
+			t.Errorf("%s holds %d messages after a second run, want 1 (kept)", stream.RequestsStream, n)
+		}
+	})
+
+	t.Run("adds a chain and applies new settings", func(t *testing.T) {
+		grown := topo
+		grown.Chains = []string{"default", "cheap", "extra"}
+		grown.AckWait = 11 * time.Second
+		grown.MaxAckPending = 23
+		if err := stream.EnsureTopology(ctx, js, grown); err != nil {
+			t.Fatalf("EnsureTopology with a new chain: %v", err)
+		}
+		checkTopology(t, js, grown)
+		if _, err := js.Publish(ctx, stream.RequestSubject("extra"), []byte(`{}`)); err != nil {
+			t.Errorf("publish to the new chain: %v", err)
+		}
+	})
+
+	t.Run("unknown chain fails at once", func(t *testing.T) {
+		start := time.Now()
+		_, err := js.Publish(ctx, "detour.requests.unknown", []byte(`{}`))
+		if !errors.Is(err, jetstream.ErrNoStreamResponse) {
+			t.Fatalf("publish to an unknown chain: err = %v, want ErrNoStreamResponse", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("publish to an unknown chain took %v, want an immediate failure", took)
+		}
+	})
+}
+
+func TestEnsureTopologyShortTTLs(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A TTL shorter than the duplicate window must not make the server
+	// refuse the streams (it requires Duplicates <= MaxAge).
+	topo := stream.Topology{
+		Chains:        []string{"default"},
+		AckWait:       time.Second,
+		MaxAckPending: 1,
+		RequestTTL:    30 * time.Second,
+		ResultTTL:     time.Minute,
+	}
+	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+		t.Fatalf("EnsureTopology: %v", err)
+	}
+	if d := streamConfig(t, js, stream.RequestsStream).Duplicates; d != 30*time.Second {
+		t.Errorf("%s Duplicates = %v, want the TTL 30s", stream.RequestsStream, d)
+	}
+	if d := streamConfig(t, js, stream.ResultsStream).Duplicates; d != time.Minute {
+		t.Errorf("%s Duplicates = %v, want the TTL 1m", stream.ResultsStream, d)
+	}
+	if r := streamConfig(t, js, stream.RequestsStream).Replicas; r != 1 {
+		t.Errorf("Replicas = %d, want 1 when unset", r)
+	}
+}
