@@ -31,7 +31,9 @@ func afterFailure(h Health, f chain.Failure, cooling bool) (Health, time.Duratio
 	if d <= 0 {
 		d = escalate(p, h.Trips)
 	}
-	return h, wholeSeconds(d)
+	d = wholeSeconds(d)
+	h.LastTripS = int64(d / time.Second)
+	return h, d
 }
 
 // tripRunning reports whether the cooldown of the last trip recorded in h is
@@ -42,7 +44,11 @@ func tripRunning(h Health, p chain.CooldownPolicy, at time.Time) bool {
 	if h.LastTrip.IsZero() || h.Trips == 0 {
 		return false
 	}
-	return at.Before(h.LastTrip.Add(wholeSeconds(escalate(p, h.Trips))))
+	d := time.Duration(h.LastTripS) * time.Second
+	if d <= 0 { // a value written before last_trip_s was stored
+		d = wholeSeconds(escalate(p, h.Trips))
+	}
+	return at.Before(h.LastTrip.Add(d))
 }
 
 // escalate returns cooldown × 2^(trips−1), capped at max_cooldown.

@@ -18,6 +18,10 @@ type Health struct {
 	// escalation of the next cooldown.
 	Trips    int       `json:"trips"`
 	LastTrip time.Time `json:"last_trip,omitzero"`
+	// LastTripS is the length in whole seconds of the cooldown the last trip
+	// opened. It can differ from the escalated length (an auth cooldown, a
+	// long Retry-After), and tripRunning needs the real one.
+	LastTripS int64 `json:"last_trip_s,omitempty"`
 }
 
 // Cooldown is the value of <provider>.cooldown. The key's TTL, not this value,

@@ -1,0 +1,328 @@
+package kvstate
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/detourhq/detour/chain"
+)
+
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func policy(threshold int, cooldown, maxCooldown, window time.Duration) chain.CooldownPolicy {
+	return chain.CooldownPolicy{
+		FailureThreshold: threshold,
+		Cooldown:         cooldown,
+		MaxCooldown:      maxCooldown,
+		TripWindow:       window,
+		AuthCooldown:     time.Hour,
+	}
+}
+
+func failureAt(p chain.CooldownPolicy, at time.Time) chain.Failure {
+	return chain.Failure{Class: chain.ClassServer, Error: "503 Service Unavailable", At: at, Policy: p}
+}
+
+func TestAfterFailureThreshold(t *testing.T) {
+	p := policy(3, 10*time.Second, 40*time.Second, time.Hour)
+	var h Health
+	for i := 1; i <= 3; i++ {
+		var d time.Duration
+		h, d = afterFailure(h, failureAt(p, t0.Add(time.Duration(i)*time.Millisecond)), false)
+		if h.ConsecutiveFailures != i {
+			t.Fatalf("failure %d: consecutive_failures = %d", i, h.ConsecutiveFailures)
+		}
+		if i < 3 {
+			if d != 0 || h.Trips != 0 || !h.LastTrip.IsZero() {
+				t.Fatalf("failure %d below threshold opened %v (trips %d)", i, d, h.Trips)
+			}
+			continue
+		}
+		if d != 10*time.Second {
+			t.Fatalf("failure %d: cooldown = %v, want 10s", i, d)
+		}
+		if h.Trips != 1 || !h.LastTrip.Equal(t0.Add(3*time.Millisecond)) {
+			t.Fatalf("failure %d: trips %d last_trip %v", i, h.Trips, h.LastTrip)
+		}
+	}
+	if h.LastClass != chain.ClassServer || h.LastError != "503 Service Unavailable" || !h.LastFailure.Equal(t0.Add(3*time.Millisecond)) {
+		t.Errorf("last failure not recorded: %+v", h)
+	}
+}
+
+func TestAfterFailureThresholdZeroNeverOpens(t *testing.T) {
+	p := policy(0, 10*time.Second, time.Minute, time.Hour)
+	var h Health
+	for i := range 50 {
+		f := failureAt(p, t0.Add(time.Duration(i)*time.Minute))
+		if i%2 == 1 {
+			f.Class, f.CooldownFor = chain.ClassAuth, time.Hour
+		}
+		var d time.Duration
+		h, d = afterFailure(h, f, false)
+		if d != 0 {
+			t.Fatalf("failure %d opened %v with threshold 0", i, d)
+		}
+	}
+	if h.ConsecutiveFailures != 50 || h.Trips != 0 {
+		t.Errorf("health = %+v, want 50 failures and no trips", h)
+	}
+}
+
+func TestAfterFailureCooldownFor(t *testing.T) {
+	tests := []struct {
+		for_ time.Duration
+		want time.Duration
+	}{
+		{time.Hour, time.Hour},
+		{90 * time.Second, 90 * time.Second},
+		{1200 * time.Millisecond, 2 * time.Second},
+		{1500 * time.Millisecond, 2 * time.Second},
+		{300 * time.Millisecond, time.Second},
+		{time.Nanosecond, time.Second},
+	}
+	p := policy(5, 10*time.Minute, time.Hour, time.Hour)
+	for _, tt := range tests {
+		f := failureAt(p, t0)
+		f.Class, f.CooldownFor = chain.ClassRateLimit, tt.for_
+		h, d := afterFailure(Health{}, f, false)
+		if d != tt.want {
+			t.Errorf("CooldownFor %v: cooldown = %v, want %v", tt.for_, d, tt.want)
+		}
+		if h.ConsecutiveFailures != 1 || h.Trips != 1 || !h.LastTrip.Equal(t0) {
+			t.Errorf("CooldownFor %v: health = %+v, want the first failure to trip", tt.for_, h)
+		}
+	}
+}
+
+func TestAfterFailureEscalation(t *testing.T) {
+	p := policy(1, time.Second, 4*time.Second, time.Hour)
+	var h Health
+	at := t0
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second} {
+		var d time.Duration
+		h, d = afterFailure(h, failureAt(p, at), false)
+		if d != want {
+			t.Fatalf("trip %d: cooldown = %v, want %v", i+1, d, want)
+		}
+		if h.Trips != i+1 || h.LastTripS != int64(want/time.Second) {
+			t.Fatalf("trip %d: trips = %d, last_trip_s = %d", i+1, h.Trips, h.LastTripS)
+		}
+		at = at.Add(d) // the next failure comes as the cooldown ends
+	}
+}
+
+func TestAfterFailureEscalationNeedsThreshold(t *testing.T) {
+	// After a cooldown ends, the next trip still needs consecutive failures
+	// at the threshold; without a success in between the count is already
+	// there, so the first failure after the cooldown trips again.
+	p := policy(3, time.Second, 8*time.Second, time.Hour)
+	h := Health{ConsecutiveFailures: 2}
+	h, d := afterFailure(h, failureAt(p, t0), false)
+	if d != time.Second {
+		t.Fatalf("first trip = %v, want 1s", d)
+	}
+	h.ConsecutiveFailures = 0 // a success reset the count; trips are kept
+	for i := range 2 {
+		if h, d = afterFailure(h, failureAt(p, t0.Add(2*time.Second+time.Duration(i)*time.Millisecond)), false); d != 0 {
+			t.Fatalf("failure %d after a success opened %v", i+1, d)
+		}
+	}
+	if h, d = afterFailure(h, failureAt(p, t0.Add(3*time.Second)), false); d != 2*time.Second || h.Trips != 2 {
+		t.Fatalf("third failure: cooldown %v trips %d, want 2s and 2", d, h.Trips)
+	}
+}
+
+func TestAfterFailureTripDecay(t *testing.T) {
+	p := policy(1, time.Second, time.Minute, 10*time.Second)
+	var h Health
+	at := t0
+	var d time.Duration
+	for range 3 {
+		h, d = afterFailure(h, failureAt(p, at), false)
+		at = at.Add(d)
+	}
+	if h.Trips != 3 || d != 4*time.Second {
+		t.Fatalf("after 3 trips: trips %d last cooldown %v", h.Trips, d)
+	}
+	last := h.LastTrip
+
+	// Within the window (counted from the last trip) escalation continues.
+	h2, d := afterFailure(h, failureAt(p, last.Add(10*time.Second)), false)
+	if h2.Trips != 4 || d != 8*time.Second {
+		t.Errorf("failure at the window's end: trips %d cooldown %v, want 4 and 8s", h2.Trips, d)
+	}
+	// After a quiet window the trips start again from one.
+	h3, d := afterFailure(h, failureAt(p, last.Add(10*time.Second+time.Millisecond)), false)
+	if h3.Trips != 1 || d != time.Second {
+		t.Errorf("failure after the window: trips %d cooldown %v, want 1 and 1s", h3.Trips, d)
+	}
+}
+
+func TestAfterFailureWhileTripRunning(t *testing.T) {
+	p := policy(1, 10*time.Second, time.Minute, time.Hour)
+	tripped, d := afterFailure(Health{}, failureAt(p, t0), false)
+	if d != 10*time.Second || tripped.Trips != 1 {
+		t.Fatalf("first trip: %v trips %d", d, tripped.Trips)
+	}
+	tests := []struct {
+		name    string
+		h       Health
+		at      time.Time
+		cooling bool
+		auth    bool
+	}{
+		{name: "per health, just after", h: tripped, at: t0.Add(time.Millisecond)},
+		{name: "per health, last instant", h: tripped, at: t0.Add(10*time.Second - time.Millisecond)},
+		{name: "per health, auth asks at once", h: tripped, at: t0.Add(time.Second), auth: true},
+		{name: "mirror cooling, health shows nothing", h: Health{ConsecutiveFailures: 5}, at: t0, cooling: true},
+		{name: "mirror cooling after the health's trip ended", h: tripped, at: t0.Add(time.Minute), cooling: true},
+		{name: "mirror cooling, auth asks at once", h: Health{}, at: t0, cooling: true, auth: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := failureAt(p, tt.at)
+			if tt.auth {
+				f.Class, f.CooldownFor = chain.ClassAuth, time.Hour
+			}
+			h, d := afterFailure(tt.h, f, tt.cooling)
+			if d != 0 {
+				t.Errorf("opened %v while a trip is running", d)
+			}
+			if h.Trips != tt.h.Trips || !h.LastTrip.Equal(tt.h.LastTrip) {
+				t.Errorf("trips %d last_trip %v, want unchanged %d %v", h.Trips, h.LastTrip, tt.h.Trips, tt.h.LastTrip)
+			}
+			if h.ConsecutiveFailures != tt.h.ConsecutiveFailures+1 {
+				t.Errorf("consecutive_failures = %d, want %d (still counted)", h.ConsecutiveFailures, tt.h.ConsecutiveFailures+1)
+			}
+		})
+	}
+	// Once the trip's cooldown has ended, the next failure trips again.
+	if h, d := afterFailure(tripped, failureAt(p, t0.Add(10*time.Second)), false); d != 20*time.Second || h.Trips != 2 {
+		t.Errorf("failure as the cooldown ends: %v trips %d, want 20s and 2", d, h.Trips)
+	}
+}
+
+// TestAfterFailureAfterShortCooldownFor: a cooldown opened for a Retry-After
+// shorter than the policy's cooldown runs for that Retry-After only; once it
+// has ended, failures must be able to open the next cooldown.
+func TestAfterFailureAfterShortCooldownFor(t *testing.T) {
+	p := policy(1, 10*time.Minute, time.Hour, time.Hour)
+	f := failureAt(p, t0)
+	f.Class, f.CooldownFor = chain.ClassRateLimit, 30*time.Second
+	h, d := afterFailure(Health{}, f, false)
+	if d != 30*time.Second {
+		t.Fatalf("Retry-After trip = %v, want 30s", d)
+	}
+	// Still running 29s later.
+	if _, d := afterFailure(h, failureAt(p, t0.Add(29*time.Second)), false); d != 0 {
+		t.Errorf("failure within the 30s cooldown opened %v", d)
+	}
+	// Ended after 30s: the probe's failure opens the next, longer cooldown.
+	h2, d := afterFailure(h, failureAt(p, t0.Add(31*time.Second)), false)
+	if d != 20*time.Minute || h2.Trips != 2 {
+		t.Errorf("failure after the 30s cooldown ended: %v trips %d, want 20m and 2", d, h2.Trips)
+	}
+	// The same holds for an auth cooldown shorter than the escalated one.
+	p.AuthCooldown = time.Minute
+	f = failureAt(p, t0)
+	f.Class, f.CooldownFor = chain.ClassAuth, p.AuthCooldown
+	h, _ = afterFailure(Health{}, f, false)
+	f.At = t0.Add(2 * time.Minute)
+	if _, d := afterFailure(h, f, false); d != time.Minute {
+		t.Errorf("auth failure after the 1m auth cooldown ended opened %v, want 1m", d)
+	}
+}
+
+func TestAfterFailureStoresUTCMillis(t *testing.T) {
+	p := policy(1, time.Second, time.Second, time.Hour)
+	zone := time.FixedZone("X", 5*3600)
+	at := time.Date(2030, 1, 2, 8, 4, 5, 123456789, zone)
+	h, _ := afterFailure(Health{}, failureAt(p, at), false)
+	want := time.Date(2030, 1, 2, 3, 4, 5, 123000000, time.UTC)
+	if !h.LastFailure.Equal(want) || h.LastFailure.Location() != time.UTC || !h.LastTrip.Equal(want) {
+		t.Errorf("last_failure %v last_trip %v, want %v in UTC", h.LastFailure, h.LastTrip, want)
+	}
+	f := failureAt(p, at)
+	f.Error = strings.Repeat("e", 1000)
+	h, _ = afterFailure(Health{}, f, false)
+	if len(h.LastError) > 310 || !strings.HasSuffix(h.LastError, "…") {
+		t.Errorf("last_error not truncated: %d bytes", len(h.LastError))
+	}
+}
+
+func TestEscalate(t *testing.T) {
+	tests := []struct {
+		cooldown, max time.Duration
+		trips         int
+		want          time.Duration
+	}{
+		{time.Second, 4 * time.Second, 0, time.Second},
+		{time.Second, 4 * time.Second, 1, time.Second},
+		{time.Second, 4 * time.Second, 2, 2 * time.Second},
+		{time.Second, 4 * time.Second, 3, 4 * time.Second},
+		{time.Second, 4 * time.Second, 4, 4 * time.Second},
+		{time.Second, 4 * time.Second, 1000, 4 * time.Second},
+		{10 * time.Minute, time.Hour, 3, 40 * time.Minute},
+		{10 * time.Minute, time.Hour, 4, time.Hour},
+		{3 * time.Second, 10 * time.Second, 3, 10 * time.Second},
+		{10 * time.Minute, 5 * time.Minute, 1, 5 * time.Minute},
+		{time.Second, 0, 4, 8 * time.Second},
+	}
+	for _, tt := range tests {
+		p := policy(1, tt.cooldown, tt.max, time.Hour)
+		if got := escalate(p, tt.trips); got != tt.want {
+			t.Errorf("escalate(cooldown %v, max %v, trips %d) = %v, want %v", tt.cooldown, tt.max, tt.trips, got, tt.want)
+		}
+	}
+}
+
+func TestWholeSeconds(t *testing.T) {
+	tests := []struct{ in, want time.Duration }{
+		{-5 * time.Second, time.Second},
+		{0, time.Second},
+		{time.Nanosecond, time.Second},
+		{999 * time.Millisecond, time.Second},
+		{time.Second, time.Second},
+		{time.Second + time.Nanosecond, 2 * time.Second},
+		{1400 * time.Millisecond, 2 * time.Second},
+		{1500 * time.Millisecond, 2 * time.Second},
+		{1999 * time.Millisecond, 2 * time.Second},
+		{10 * time.Minute, 10 * time.Minute},
+		{time.Hour + time.Millisecond, time.Hour + time.Second},
+	}
+	for _, tt := range tests {
+		if got := wholeSeconds(tt.in); got != tt.want {
+			t.Errorf("wholeSeconds(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestTripRunning(t *testing.T) {
+	p := policy(3, time.Second, 4*time.Second, time.Hour)
+	tests := []struct {
+		name string
+		h    Health
+		at   time.Time
+		want bool
+	}{
+		{name: "never tripped", h: Health{ConsecutiveFailures: 10}, at: t0, want: false},
+		{name: "no trips counted", h: Health{LastTrip: t0}, at: t0, want: false},
+		{name: "first trip running", h: Health{Trips: 1, LastTrip: t0}, at: t0.Add(999 * time.Millisecond), want: true},
+		{name: "first trip ended", h: Health{Trips: 1, LastTrip: t0}, at: t0.Add(time.Second), want: false},
+		{name: "third trip running", h: Health{Trips: 3, LastTrip: t0}, at: t0.Add(3 * time.Second), want: true},
+		{name: "third trip ended", h: Health{Trips: 3, LastTrip: t0}, at: t0.Add(4 * time.Second), want: false},
+		{name: "capped trip ended", h: Health{Trips: 9, LastTrip: t0}, at: t0.Add(4 * time.Second), want: false},
+		{name: "before the trip", h: Health{Trips: 1, LastTrip: t0}, at: t0.Add(-time.Second), want: true},
+		{name: "recorded length longer than escalated", h: Health{Trips: 1, LastTrip: t0, LastTripS: 3600}, at: t0.Add(59 * time.Minute), want: true},
+		{name: "recorded length shorter than escalated", h: Health{Trips: 3, LastTrip: t0, LastTripS: 1}, at: t0.Add(time.Second), want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tripRunning(tt.h, p, tt.at); got != tt.want {
+				t.Errorf("tripRunning = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
