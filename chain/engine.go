@@ -139,7 +139,7 @@ func (c *Chain) pass(ctx context.Context, step Step, req Request, res *Result) (
 		resp, err := c.call(ctx, step, req)
 		attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds()}
 		if err == nil {
-			if problem := validate(resp); problem != nil {
+			if problem := validate(resp, req.Schema); problem != nil {
 				attempt.Outcome, attempt.Class, attempt.Error = OutcomeFailed, ClassInvalidOutput, problem.Error()
 				res.Attempts = append(res.Attempts, attempt)
 				return resp, &CallError{Class: ClassInvalidOutput, Err: problem}
@@ -213,13 +213,16 @@ func (c *Chain) call(ctx context.Context, step Step, req Request) (Response, err
 	return step.Provider.Call(attemptCtx, req)
 }
 
-// validate rejects a 2xx answer that must not win: empty or cut short.
-func validate(resp Response) error {
+// validate rejects a 2xx answer that must not win: empty, cut short, or not
+// satisfying the request's schema.
+func validate(resp Response, schema *Schema) error {
 	switch {
 	case resp.Truncated:
 		return errors.New("answer truncated: the provider stopped for length")
 	case isBlank(resp.Content):
 		return errors.New("answer is empty")
+	case schema != nil:
+		return schema.Validate(resp.Content)
 	}
 	return nil
 }

@@ -30,6 +30,8 @@ type Request struct {
 	Messages    []Message
 	MaxTokens   int
 	Temperature *float64
+	// Schema, when set, must be satisfied by the answer's content.
+	Schema *Schema
 }
 
 // Usage counts tokens as the provider reported them.

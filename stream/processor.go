@@ -110,6 +110,13 @@ func (d *delivery) handle(ctx context.Context) {
 		d.deadLetter(ctx, reason, err, nil)
 		return
 	}
+	var schema *chain.Schema
+	if req.ResponseSchema != nil {
+		if schema, err = chain.CompileSchema(req.ResponseSchema); err != nil {
+			d.deadLetter(ctx, deadletter.ReasonBadRequest, fmt.Errorf("%w: %v", ErrBadRequest, err), nil)
+			return
+		}
+	}
 	runner, ok := d.p.cfg.Chains[d.chain]
 	if !ok {
 		d.deadLetter(ctx, deadletter.ReasonBadRequest, fmt.Errorf("no chain named %q is configured", d.chain), nil)
@@ -127,7 +134,9 @@ func (d *delivery) handle(ctx context.Context) {
 	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
 	defer cancelRun()
 	stopBeat := d.heartbeat(runCtx)
-	res, err := runner.Run(runCtx, chain.Request{ID: req.ID, Messages: req.Messages, MaxTokens: req.MaxTokens, Temperature: req.Temperature})
+	res, err := runner.Run(runCtx, chain.Request{
+		ID: req.ID, Messages: req.Messages, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Schema: schema,
+	})
 	stopBeat()
 	d.annotate(&res)
 	var exhausted *chain.ExhaustedError

@@ -11,8 +11,12 @@ import (
 	"github.com/detourhq/detour/config"
 )
 
-// BuildChains turns the chain file into runnable chains sharing state.
+// BuildChains turns the chain file into runnable chains sharing state. A nil
+// logger discards.
 func BuildChains(file *config.File, state chain.State, client *http.Client, logger *slog.Logger) (map[string]*chain.Chain, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	providers := make(map[string]chain.Step, len(file.Providers))
 	for _, p := range file.Providers {
 		provider, err := NewProvider(p, client)

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -92,5 +93,54 @@ chains:
 	}
 	if gap := arrivals[1].Sub(arrivals[0]); gap < time.Second {
 		t.Fatalf("retried after %v, want at least 1s", gap)
+	}
+}
+
+// TestLongRetryAfterCoolsInsteadOfSleeping is acceptance 3 of the
+// failure-semantics issue: a 429 asking for 120 s with max_retry_wait 10s
+// opens a 120 s cooldown at once, and the provider gets no second call.
+func TestLongRetryAfterCoolsInsteadOfSleeping(t *testing.T) {
+	limited := providertest.New(providertest.OpenAI, providertest.RateLimited("120"))
+	defer limited.Close()
+	backup := providertest.New(providertest.OpenAI, providertest.OK())
+	defer backup.Close()
+	h := newHarness(t)
+	h.startProcessor(parseChainFile(t, fmt.Sprintf(`
+providers:
+  - {name: limited, type: openai, base_url: %s, model: m1, max_retries: 3, max_retry_wait: 10s}
+  - {name: backup, type: openai, base_url: %s, model: m2}
+chains:
+  default: [limited, backup]
+`, limited.URL, backup.URL)), testSettings())
+
+	for i := range 3 {
+		id := fmt.Sprintf("r%d", i)
+		h.publish("default", request(id, "hello"))
+		if res, _ := h.waitResult(id, 10*time.Second); res.Provider != "backup" {
+			t.Fatalf("%s answered by %q, want backup", id, res.Provider)
+		}
+	}
+	if got := limited.Requests(); got != 1 {
+		t.Fatalf("limited received %d requests, want 1", got)
+	}
+	ctx := context.Background()
+	kvStream, err := h.js.Stream(ctx, "KV_"+kvstate.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := kvStream.GetLastMsgForSubject(ctx, "$KV."+kvstate.Bucket+"."+kvstate.CooldownKey("limited"))
+	if err != nil {
+		t.Fatalf("no cooldown key: %v", err)
+	}
+	ttl, err := time.ParseDuration(raw.Header.Get("Nats-TTL"))
+	if err != nil || ttl != 120*time.Second {
+		t.Fatalf("cooldown TTL header %q, want 120s", raw.Header.Get("Nats-TTL"))
+	}
+	var c kvstate.Cooldown
+	if err := json.Unmarshal(raw.Data, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.DurationS != 120 || c.Class != chain.ClassRateLimit {
+		t.Fatalf("cooldown %+v, want 120 s of rate_limit", c)
 	}
 }

@@ -1,0 +1,108 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/stream"
+)
+
+// TestRejectedRequestsArePoisonNotOutages is acceptance 2 of the
+// failure-semantics issue: 1,000 requests that all draw 400 from the first
+// provider open no cooldown, and the ones every provider rejects are
+// dead-lettered as poison after one pass each, without a template answer.
+func TestRejectedRequestsArePoisonNotOutages(t *testing.T) {
+	picky := providertest.New(providertest.OpenAI, providertest.Status(400))
+	defer picky.Close()
+	backup := providertest.New(providertest.OpenAI, func(n int, req providertest.Request) providertest.Reply {
+		if strings.Contains(req.Messages[len(req.Messages)-1].Content, "reject") {
+			return providertest.Status(422)(n, req)
+		}
+		return providertest.OK()(n, req)
+	})
+	defer backup.Close()
+	h := newHarness(t)
+	settings := testSettings()
+	settings.Workers = 32
+	p := h.startProcessor(parseChainFile(t, fmt.Sprintf(`
+providers:
+  - {name: picky, type: openai, base_url: %s, model: m1, failure_threshold: 1, max_retries: 3}
+  - {name: backup, type: openai, base_url: %s, model: m2, failure_threshold: 1, max_retries: 3}
+  - {name: template, type: rules, default_reply: "template answer"}
+chains:
+  default: [picky, backup, template]
+`, picky.URL, backup.URL)), settings)
+
+	const total, rejected = 1000, 100
+	for i := range total {
+		prompt := "hello"
+		if i%(total/rejected) == 0 {
+			prompt = "please reject me"
+		}
+		h.publish("default", request(fmt.Sprintf("r%d", i), prompt))
+	}
+	ctx := context.Background()
+	results, err := h.js.Stream(ctx, stream.ResultsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "a result for every request", func() bool {
+		info, err := results.Info(ctx)
+		return err == nil && info.State.Msgs == total
+	})
+	eventually(t, 10*time.Second, "the poison dead letters", func() bool { return len(h.deadLetters()) == rejected })
+
+	for _, dl := range h.deadLetters() {
+		if r := dl.Header.Get(deadletter.HeaderReason); r != string(deadletter.ReasonPoison) {
+			t.Fatalf("dead letter reason %q, want poison", r)
+		}
+		if d := dl.Header.Get(deadletter.HeaderDeliveries); d != "1" {
+			t.Fatalf("poison dead-lettered after %s deliveries, want 1", d)
+		}
+		if !strings.Contains(dl.Header.Get(deadletter.HeaderAttempts), `"class":"request"`) {
+			t.Fatalf("dead letter attempts %q do not show the rejections", dl.Header.Get(deadletter.HeaderAttempts))
+		}
+	}
+	var ok, failed int
+	cons, err := results.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(total, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		res, err := stream.DecodeResult(m.Data(), m.Headers())
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case res.Status == chain.StatusOK && res.Provider == "backup":
+			ok++
+		case res.Status == chain.StatusFailed && res.Provider == "":
+			failed++
+		default:
+			t.Fatalf("unexpected result %+v", res)
+		}
+	}
+	if ok != total-rejected || failed != rejected {
+		t.Fatalf("%d answered by backup and %d failed, want %d and %d", ok, failed, total-rejected, rejected)
+	}
+	if got := picky.Requests(); got != total {
+		t.Fatalf("picky received %d requests, want %d: one call each, never retried or skipped", got, total)
+	}
+	for _, name := range []string{"picky", "backup"} {
+		if _, cooled := p.Store().Cooldown(name); cooled {
+			t.Fatalf("%s was put in cooldown by request errors", name)
+		}
+	}
+}

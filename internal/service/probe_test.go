@@ -1,0 +1,193 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/kvstate"
+	"github.com/detourhq/detour/stream"
+)
+
+// cooldownOpened is one cooldown key seen by a test watcher, with the dead
+// provider's request count at that moment.
+type cooldownOpened struct {
+	cooldown kvstate.Cooldown
+	calls    int
+}
+
+// watchCooldowns reports every cooldown opened for provider until ctx ends.
+func watchCooldowns(t *testing.T, ctx context.Context, js jetstream.JetStream, provider string, calls func() int) <-chan cooldownOpened {
+	t.Helper()
+	kv, err := js.KeyValue(ctx, kvstate.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kv.Watch(ctx, kvstate.CooldownKey(provider), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan cooldownOpened, 64)
+	go func() {
+		defer w.Stop()
+		for e := range w.Updates() {
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var c kvstate.Cooldown
+			if json.Unmarshal(e.Value(), &c) == nil {
+				out <- cooldownOpened{cooldown: c, calls: calls()}
+			}
+		}
+	}()
+	return out
+}
+
+// steadyLoad publishes a request to the default chain every interval until
+// ctx ends, counting them.
+func steadyLoad(ctx context.Context, nc *nats.Conn, every time.Duration) *atomic.Int64 {
+	var sent atomic.Int64
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			n := sent.Add(1)
+			body, _ := json.Marshal(request(fmt.Sprintf("load-%d", n), "hello"))
+			_ = nc.Publish(stream.RequestSubject("default"), body)
+		}
+	}()
+	return &sent
+}
+
+func nextCooldown(t *testing.T, events <-chan cooldownOpened, timeout time.Duration) cooldownOpened {
+	t.Helper()
+	select {
+	case e := <-events:
+		return e
+	case <-time.After(timeout):
+		t.Fatalf("no cooldown opened within %s", timeout)
+		return cooldownOpened{}
+	}
+}
+
+// TestCooldownsEscalate is acceptance 4 of the failure-semantics issue: with
+// cooldown 1s and max_cooldown 4s, successive trips of a provider that stays
+// down give 1 s, 2 s, 4 s, 4 s.
+func TestCooldownsEscalate(t *testing.T) {
+	dead := providertest.New(providertest.OpenAI, providertest.Status(500))
+	defer dead.Close()
+	backup := providertest.New(providertest.OpenAI, providertest.OK())
+	defer backup.Close()
+	h := newHarness(t)
+	h.startProcessor(parseChainFile(t, fmt.Sprintf(`
+providers:
+  - {name: dead, type: openai, base_url: %s, model: m1, max_retries: 0, failure_threshold: 1, cooldown: 1s, max_cooldown: 4s}
+  - {name: backup, type: openai, base_url: %s, model: m2}
+chains:
+  default: [dead, backup]
+`, dead.URL, backup.URL)), testSettings())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := watchCooldowns(t, ctx, h.js, "dead", dead.Requests)
+	steadyLoad(ctx, h.nc, 50*time.Millisecond)
+
+	var got []int64
+	for trip := 1; trip <= 4; trip++ {
+		e := nextCooldown(t, events, 15*time.Second)
+		if e.cooldown.Trip != trip {
+			t.Fatalf("cooldown %+v, want trip %d", e.cooldown, trip)
+		}
+		got = append(got, e.cooldown.DurationS)
+	}
+	if fmt.Sprint(got) != "[1 2 4 4]" {
+		t.Fatalf("cooldowns of %v seconds, want [1 2 4 4]", got)
+	}
+}
+
+// TestOneProbeAcrossProcessors is acceptance 5 of the failure-semantics
+// issue: three processors with eight workers each under steady load send
+// exactly one request (the probe) to a dead provider across each cooldown
+// expiry, then a longer cooldown opens; once the provider recovers, the
+// probe's success closes the circuit and traffic returns.
+func TestOneProbeAcrossProcessors(t *testing.T) {
+	dead := providertest.New(providertest.OpenAI, providertest.Status(503))
+	defer dead.Close()
+	backup := providertest.New(providertest.OpenAI, providertest.OK())
+	defer backup.Close()
+	h := newHarness(t)
+	file := parseChainFile(t, fmt.Sprintf(`
+providers:
+  - {name: dead, type: openai, base_url: %s, model: m-dead, timeout: 2s, max_retries: 0, failure_threshold: 1, cooldown: 2s, max_cooldown: 4s}
+  - {name: backup, type: openai, base_url: %s, model: m-backup}
+chains:
+  default: [dead, backup]
+`, dead.URL, backup.URL))
+	var procs []*testProcessor
+	for range 3 {
+		p := h.buildProcessor(file, testSettings()) // 8 workers each
+		p.run()
+		procs = append(procs, p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := watchCooldowns(t, ctx, h.js, "dead", dead.Requests)
+
+	// The first trip comes from one request alone, so no other call is in
+	// flight when it opens.
+	h.publish("default", request("first", "hello"))
+	first := nextCooldown(t, events, 10*time.Second)
+	if first.calls != 1 {
+		t.Fatalf("first trip after %d calls, want 1", first.calls)
+	}
+	steadyLoad(ctx, h.nc, 20*time.Millisecond)
+
+	prev := first
+	for trip := 2; trip <= 3; trip++ {
+		e := nextCooldown(t, events, 15*time.Second)
+		if probes := e.calls - prev.calls; probes != 1 {
+			t.Fatalf("across expiry %d the dead provider received %d requests, want exactly 1 (the probe)", trip-1, probes)
+		}
+		if e.cooldown.Trip != trip || e.cooldown.DurationS <= prev.cooldown.DurationS && prev.cooldown.DurationS < 4 {
+			t.Fatalf("cooldown %+v after %+v: want trip %d and a longer cooldown", e.cooldown, prev.cooldown, trip)
+		}
+		prev = e
+	}
+
+	// The provider recovers during the third cooldown: the next probe
+	// succeeds, closes the circuit everywhere, and traffic returns to it.
+	dead.SetScript(providertest.OK())
+	eventually(t, 15*time.Second, "the circuit to close on every processor", func() bool {
+		for _, p := range procs {
+			if p.Store().State("dead", time.Now()) != kvstate.StateClosed {
+				return false
+			}
+		}
+		return true
+	})
+	closedAt := dead.Requests()
+	eventually(t, 10*time.Second, "traffic to return to the recovered provider", func() bool {
+		return dead.Requests() >= closedAt+20
+	})
+	select {
+	case e := <-events:
+		t.Fatalf("a cooldown opened after recovery: %+v", e.cooldown)
+	default:
+	}
+	h.publish("default", request("after", "hello"))
+	if res, _ := h.waitResult("after", 10*time.Second); res.Provider != "dead" || res.Degraded || res.Status != chain.StatusOK {
+		t.Fatalf("after recovery: %+v, want a first-choice answer from the recovered provider", res)
+	}
+}
