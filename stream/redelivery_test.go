@@ -1,0 +1,119 @@
+package stream_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/stream"
+)
+
+// countingRunner answers every request and counts the calls.
+type countingRunner struct{ calls atomic.Int32 }
+
+func (r *countingRunner) Run(_ context.Context, req chain.Request) (chain.Result, error) {
+	r.calls.Add(1)
+	return chain.Result{ID: req.ID, Status: chain.StatusOK, Content: "fresh", Provider: "p", Model: "m"}, nil
+}
+
+// TestRedeliveryOfAnsweredRequestCallsNothing checks step 3 of a delivery's
+// life: when a request is delivered again after its result was stored (a
+// crash or a lost ack), it is acked without running the chain and without a
+// second result.
+func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	err := stream.EnsureTopology(ctx, js, stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
+		RequestTTL: time.Hour, ResultTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := &countingRunner{}
+	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
+		Chains: map[string]stream.Runner{"default": runner}, ReplyPrefixes: []string{"detour.results."},
+		MaxPayload: 1 << 20, RequestTTL: time.Hour, AckWait: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(stream.Request{ID: "once", Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+	if _, err := js.Publish(ctx, stream.RequestSubject("default"), body); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, stream.RequestsStream, stream.ConsumerName("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func() jetstream.Msg {
+		t.Helper()
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			return m
+		}
+		t.Fatal("no delivery")
+		return nil
+	}
+
+	// First delivery: a processor stored the result and died before acking.
+	first := fetch()
+	stored := nats.NewMsg(stream.ResultSubject("once"))
+	stored.Data = []byte(`{"id":"once","status":"ok","content":"from the first processor"}`)
+	stored.Header.Set(stream.HeaderMsgID, "once")
+	if _, err := js.PublishMsg(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Nak(); err != nil { // the server delivers again
+		t.Fatal(err)
+	}
+	second := fetch()
+	if meta, _ := second.Metadata(); meta.NumDelivered != 2 {
+		t.Fatalf("second delivery has NumDelivered %d", meta.NumDelivered)
+	}
+	p.Handle(ctx, "default", second)
+	if runner.calls.Load() != 0 {
+		t.Fatalf("the redelivery ran the chain (%d calls)", runner.calls.Load())
+	}
+	info, err := js.Stream(ctx, stream.ResultsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := info.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if si.State.Msgs != 1 {
+		t.Fatalf("%d results stored, want 1", si.State.Msgs)
+	}
+	// The redelivery was acked: the work queue is empty.
+	eventually(t, func() bool {
+		rs, err := js.Stream(ctx, stream.RequestsStream)
+		if err != nil {
+			return false
+		}
+		ri, err := rs.Info(ctx)
+		return err == nil && ri.State.Msgs == 0
+	})
+}
+
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
