@@ -25,11 +25,6 @@ type Probe struct {
 	By    string    `json:"by"`
 }
 
-type probeEntry struct {
-	Probe
-	rev uint64
-}
-
 // CircuitState is a provider's circuit as every processor sees it.
 type CircuitState int
 
@@ -101,9 +96,7 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 	}
 	s.mu.Lock()
 	s.held[provider] = rev
-	if cur, ok := s.probes[provider]; !ok || cur.rev < rev {
-		s.probes[provider] = probeEntry{Probe: p, rev: rev}
-	}
+	s.probes.set(provider, p, rev)
 	s.mu.Unlock()
 	s.opts.Logger.Info("probing provider after its cooldown", "provider", provider)
 	return chain.Admission{Allowed: true, Probe: true}
@@ -132,5 +125,5 @@ func (s *Store) probe(provider string) (Probe, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.probes[provider]
-	return p.Probe, ok
+	return p.value, ok
 }

@@ -54,16 +54,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-type healthEntry struct {
-	Health
-	rev uint64
-}
-
-type cooldownEntry struct {
-	Cooldown
-	rev uint64
-}
-
 // Store is a processor's view of the bucket: a mirror fed by a watcher plus
 // the writes of state transitions. It implements chain.State.
 type Store struct {
@@ -71,9 +61,9 @@ type Store struct {
 	opts Options
 
 	mu        sync.RWMutex
-	health    map[string]healthEntry
-	cooldowns map[string]cooldownEntry
-	probes    map[string]probeEntry
+	health    mirrorMap[Health]
+	cooldowns mirrorMap[Cooldown]
+	probes    mirrorMap[Probe]
 	// held maps a provider to the revision of the probe lease this store
 	// created and has not released.
 	held map[string]uint64
@@ -93,8 +83,8 @@ func New(kv jetstream.KeyValue, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Store{kv: kv, opts: opts, health: map[string]healthEntry{}, cooldowns: map[string]cooldownEntry{},
-		probes: map[string]probeEntry{}, held: map[string]uint64{}}
+	return &Store{kv: kv, opts: opts, health: mirrorMap[Health]{}, cooldowns: mirrorMap[Cooldown]{},
+		probes: mirrorMap[Probe]{}, held: map[string]uint64{}}
 }
 
 // Start loads the bucket into the mirror and returns once it holds every
@@ -139,52 +129,19 @@ func (s *Store) apply(e jetstream.KeyValueEntry) {
 	if !ok {
 		return
 	}
-	removed := e.Operation() != jetstream.KeyValuePut
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var err error
 	switch kind {
 	case SuffixHealth:
-		if cur, ok := s.health[provider]; ok && cur.rev >= e.Revision() {
-			return
-		}
-		if removed {
-			delete(s.health, provider)
-			return
-		}
-		var h Health
-		if err := json.Unmarshal(e.Value(), &h); err != nil {
-			s.opts.Logger.Warn("ignoring unreadable health value", "key", e.Key(), "err", err)
-			return
-		}
-		s.health[provider] = healthEntry{Health: h, rev: e.Revision()}
+		err = s.health.apply(provider, e)
 	case SuffixCooldown:
-		if cur, ok := s.cooldowns[provider]; ok && cur.rev >= e.Revision() {
-			return
-		}
-		if removed {
-			delete(s.cooldowns, provider)
-			return
-		}
-		var c Cooldown
-		if err := json.Unmarshal(e.Value(), &c); err != nil {
-			s.opts.Logger.Warn("ignoring unreadable cooldown value", "key", e.Key(), "err", err)
-			return
-		}
-		s.cooldowns[provider] = cooldownEntry{Cooldown: c, rev: e.Revision()}
+		err = s.cooldowns.apply(provider, e)
 	case SuffixProbe:
-		if cur, ok := s.probes[provider]; ok && cur.rev >= e.Revision() {
-			return
-		}
-		if removed {
-			delete(s.probes, provider)
-			return
-		}
-		var p Probe
-		if err := json.Unmarshal(e.Value(), &p); err != nil {
-			s.opts.Logger.Warn("ignoring unreadable probe value", "key", e.Key(), "err", err)
-			return
-		}
-		s.probes[provider] = probeEntry{Probe: p, rev: e.Revision()}
+		err = s.probes.apply(provider, e)
+	}
+	if err != nil {
+		s.opts.Logger.Warn("ignoring unreadable value", "key", e.Key(), "err", err)
 	}
 }
 
@@ -195,10 +152,10 @@ func (s *Store) Cooling(provider string, now time.Time) (time.Time, bool) {
 	s.mu.RLock()
 	c, ok := s.cooldowns[provider]
 	s.mu.RUnlock()
-	if !ok || !now.Before(c.Until) {
+	if !ok || !now.Before(c.value.Until) {
 		return time.Time{}, false
 	}
-	return c.Until, true
+	return c.value.Until, true
 }
 
 // EarliestReopen returns the earliest end of the running cooldowns among
@@ -219,7 +176,7 @@ func (s *Store) Health(provider string) (Health, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	h, ok := s.health[provider]
-	return h.Health, ok
+	return h.value, ok
 }
 
 // Cooldown returns the mirrored cooldown of provider, if a key is present.
@@ -227,7 +184,7 @@ func (s *Store) Cooldown(provider string) (Cooldown, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	c, ok := s.cooldowns[provider]
-	return c.Cooldown, ok
+	return c.value, ok
 }
 
 // RecordFailure counts a failure with compare-and-set and opens a cooldown
@@ -285,7 +242,7 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 	cur := s.health[provider]
 	s.mu.RUnlock()
 	for attempt := range maxCASRetries {
-		next, write := change(cur.Health)
+		next, write := change(cur.value)
 		if !write {
 			return nil
 		}
@@ -300,7 +257,7 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 			rev, err = s.kv.Update(ctx, key, data, cur.rev)
 		}
 		if err == nil {
-			s.remember(provider, healthEntry{Health: next, rev: rev})
+			s.remember(provider, next, rev)
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
@@ -349,28 +306,26 @@ func casPause(ctx context.Context, n int) error {
 	}
 }
 
-func (s *Store) fetchHealth(ctx context.Context, provider string) (healthEntry, error) {
+func (s *Store) fetchHealth(ctx context.Context, provider string) (versioned[Health], error) {
 	e, err := s.kv.Get(ctx, HealthKey(provider))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		return healthEntry{}, nil
+		return versioned[Health]{}, nil
 	case err != nil:
-		return healthEntry{}, fmt.Errorf("kvstate: reading %s: %w", HealthKey(provider), err)
+		return versioned[Health]{}, fmt.Errorf("kvstate: reading %s: %w", HealthKey(provider), err)
 	}
 	var h Health
 	if err := json.Unmarshal(e.Value(), &h); err != nil {
 		// An unreadable value is overwritten rather than blocking every write.
 		s.opts.Logger.Warn("overwriting unreadable health value", "key", e.Key(), "err", err)
 	}
-	return healthEntry{Health: h, rev: e.Revision()}, nil
+	return versioned[Health]{value: h, rev: e.Revision()}, nil
 }
 
-func (s *Store) remember(provider string, h healthEntry) {
+func (s *Store) remember(provider string, h Health, rev uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.health[provider]; !ok || cur.rev < h.rev {
-		s.health[provider] = h
-	}
+	s.health.set(provider, h, rev)
 }
 
 // openCooldown creates the cooldown key with its TTL. A key that already
@@ -390,9 +345,7 @@ func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, t
 		return fmt.Errorf("kvstate: opening %s: %w", key, err)
 	}
 	s.mu.Lock()
-	if cur, ok := s.cooldowns[provider]; !ok || cur.rev < rev {
-		s.cooldowns[provider] = cooldownEntry{Cooldown: c, rev: rev}
-	}
+	s.cooldowns.set(provider, c, rev)
 	s.mu.Unlock()
 	s.opts.Logger.Warn("provider cooling down", "provider", provider, "until", c.Until, "class", c.Class, "trip", c.Trip, "by", c.By)
 	return nil
