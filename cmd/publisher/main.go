@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/client"
@@ -60,7 +62,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		TLSCA: settings.NATSTLSCA, TLSCert: settings.NATSTLSCert, TLSKey: settings.NATSTLSKey,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %v\n(is a processor running? try `go run ./cmd/processor -demo`)\n", err)
+		fmt.Fprintf(stderr, "publisher: %v\n", err)
+		if errors.Is(err, nats.ErrNoServers) {
+			fmt.Fprintln(stderr, "is a processor running? try `go run ./cmd/processor -demo`")
+		}
 		return 1
 	}
 	defer nc.Close()

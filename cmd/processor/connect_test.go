@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/client"
+	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/stream"
+)
+
+// rulesChain is a chain file that needs no provider outside the process.
+const rulesChain = `providers:
+  - name: template
+    type: rules
+    default_reply: "answered by the rules"
+chains:
+  default: [template]
+`
+
+// TestProcessorOnASecuredServer is the "Nothing lost" issue's external NATS
+// with credentials and TLS, with the real binary: the right settings serve
+// requests and stop cleanly on SIGTERM; a wrong one fails start-up quickly,
+// non-zero, with the reason on stderr and no secret.
+func TestProcessorOnASecuredServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the processor")
+	}
+	bin := buildCommand(t, "processor")
+	chainFile := filepath.Join(t.TempDir(), "detour.yaml")
+	if err := os.WriteFile(chainFile, []byte(rulesChain), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("creds", func(t *testing.T) {
+		srv, op := natstest.StartOperator(t)
+		url := srv.ClientURL()
+		wrong := op.WrongCreds(t)
+		secrets := credsSecrets(t, wrong)
+
+		t.Run("wrong", func(t *testing.T) {
+			out := failsToStart(t, bin, securedEnv(t, chainFile, "DETOUR_NATS_URL="+url, "DETOUR_NATS_CREDS="+wrong))
+			mustSay(t, out, "authorization violation", "rejected the credentials in "+wrong)
+			for _, s := range secrets {
+				if strings.Contains(out, s) {
+					t.Errorf("stderr holds a secret of the creds file:\n%s", out)
+				}
+			}
+		})
+		t.Run("missing file", func(t *testing.T) {
+			missing := filepath.Join(t.TempDir(), "detour.creds")
+			out := failsToStart(t, bin, securedEnv(t, chainFile, "DETOUR_NATS_URL="+url, "DETOUR_NATS_CREDS="+missing))
+			mustSay(t, out, "cannot read the credentials file", missing)
+		})
+		t.Run("none", func(t *testing.T) {
+			out := failsToStart(t, bin, securedEnv(t, chainFile, "DETOUR_NATS_URL="+url))
+			mustSay(t, out, "authorization violation", "requires credentials")
+		})
+		t.Run("right", func(t *testing.T) {
+			env := securedEnv(t, chainFile, "DETOUR_NATS_URL="+url, "DETOUR_NATS_CREDS="+op.Creds(t, "processor"))
+			servesAndStops(t, bin, env, url, stream.ConnectOptions{Name: "test", Creds: op.Creds(t, "publisher")})
+		})
+	})
+
+	t.Run("tls", func(t *testing.T) {
+		files := natstest.NewTLSFiles(t)
+		other := natstest.NewTLSFiles(t)
+		srv := natstest.StartTLS(t, files, true)
+		url := srv.ClientURL()
+
+		t.Run("no client certificate", func(t *testing.T) {
+			out := failsToStart(t, bin, securedEnv(t, chainFile, "DETOUR_NATS_URL="+url, "DETOUR_NATS_TLS_CA="+files.CA))
+			mustSay(t, out, "a TLS client certificate and none was given")
+		})
+		t.Run("wrong CA", func(t *testing.T) {
+			out := failsToStart(t, bin, securedEnv(t, chainFile, "DETOUR_NATS_URL="+url, "DETOUR_NATS_TLS_CA="+other.CA,
+				"DETOUR_NATS_TLS_CERT="+files.ClientCert, "DETOUR_NATS_TLS_KEY="+files.ClientKey))
+			mustSay(t, out, "not signed by the CA in "+other.CA, "certificate signed by unknown authority")
+		})
+		t.Run("right", func(t *testing.T) {
+			env := securedEnv(t, chainFile, "DETOUR_NATS_URL="+url, "DETOUR_NATS_TLS_CA="+files.CA,
+				"DETOUR_NATS_TLS_CERT="+files.ClientCert, "DETOUR_NATS_TLS_KEY="+files.ClientKey)
+			servesAndStops(t, bin, env, url, stream.ConnectOptions{
+				Name: "test", TLSCA: files.CA, TLSCert: files.ClientCert, TLSKey: files.ClientKey,
+			})
+		})
+	})
+}
+
+// failsToStart runs the processor and returns its output once it has exited
+// non-zero, failing the test if it keeps running for 15s or exits 0.
+func failsToStart(t *testing.T, bin string, env []string) string {
+	t.Helper()
+	p := startBinary(t, bin, env)
+	start := time.Now()
+	code, exited := p.wait(15 * time.Second)
+	if !exited {
+		t.Fatalf("processor still running after 15s; output:\n%s", p.output())
+	}
+	if code == 0 {
+		t.Fatalf("processor exited 0; output:\n%s", p.output())
+	}
+	t.Logf("exit %d after %s: %s", code, time.Since(start).Round(time.Millisecond), strings.TrimSpace(p.output()))
+	return p.output()
+}
+
+// servesAndStops runs the processor, has a client connected with opts
+// publish a request, waits for its result in DETOUR_RESULTS, then stops the
+// processor with SIGTERM and expects exit code 0.
+func servesAndStops(t *testing.T, bin string, env []string, url string, opts stream.ConnectOptions) {
+	t.Helper()
+	p := startBinary(t, bin, env)
+	nc, err := stream.Connect(url, opts)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	defer nc.Close()
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// The processor creates the streams once connected; until then the
+	// publish finds no stream.
+	id := nuid.Next()
+	req := stream.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hello"}}}
+	for {
+		if _, err = c.Run(ctx, "default", []stream.Request{req}, false); err == nil {
+			break
+		}
+		if _, exited := p.wait(300 * time.Millisecond); exited || ctx.Err() != nil {
+			t.Fatalf("publishing: %v\nprocessor output:\n%s", err, p.output())
+		}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res chain.Result
+	for {
+		res, err = resultInStream(ctx, js, id)
+		if err == nil {
+			break
+		}
+		if _, exited := p.wait(200 * time.Millisecond); exited || ctx.Err() != nil {
+			t.Fatalf("no result for %s in %s: %v\nprocessor output:\n%s", id, stream.ResultsStream, err, p.output())
+		}
+	}
+	if res.Status != chain.StatusOK || !strings.Contains(res.Content, "answered by the rules") {
+		t.Errorf("result %+v, want ok from the rules", res)
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, exited := p.wait(30 * time.Second)
+	if !exited {
+		t.Fatalf("processor did not stop on SIGTERM; output:\n%s", p.output())
+	}
+	if code != 0 {
+		t.Fatalf("processor exited %d after SIGTERM; output:\n%s", code, p.output())
+	}
+}
+
+// resultInStream reads the result of request id from DETOUR_RESULTS.
+func resultInStream(ctx context.Context, js jetstream.JetStream, id string) (chain.Result, error) {
+	s, err := js.Stream(ctx, stream.ResultsStream)
+	if err != nil {
+		return chain.Result{}, err
+	}
+	msg, err := s.GetLastMsgForSubject(ctx, stream.ResultSubject(id))
+	if err != nil {
+		return chain.Result{}, err
+	}
+	return stream.DecodeResult(msg.Data, msg.Header)
+}
+
+// buildCommand builds ./cmd/<name> into a temp dir of t and returns the
+// binary's path.
+func buildCommand(t *testing.T, name string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", out, "../"+name)
+	if msg, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", name, err, msg)
+	}
+	return out
+}
+
+// securedEnv is the test's environment without any DETOUR_* variable of
+// the host, plus the chain file, no metrics listener, a short shutdown
+// timeout, and extra.
+func securedEnv(t *testing.T, chainFile string, extra ...string) []string {
+	t.Helper()
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DETOUR_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, append([]string{
+		"DETOUR_CONFIG=" + chainFile, "DETOUR_METRICS_ADDR=", "DETOUR_DATA_DIR=" + t.TempDir(),
+		"DETOUR_SHUTDOWN_TIMEOUT=5s",
+	}, extra...)...)
+}
+
+// binaryRun is a running binary whose combined output is collected.
+type binaryRun struct {
+	cmd    *exec.Cmd
+	out    lockedBuffer
+	exited chan struct{}
+	err    error // set before exited closes
+}
+
+func startBinary(t *testing.T, bin string, env []string) *binaryRun {
+	t.Helper()
+	p := &binaryRun{cmd: exec.Command(bin), exited: make(chan struct{})}
+	p.cmd.Env, p.cmd.Dir = env, t.TempDir()
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// This goroutine ends when the process does; cleanup kills a process a
+	// failed test left running.
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+// wait waits up to d for the process to exit and returns its exit code.
+func (p *binaryRun) wait(d time.Duration) (code int, exited bool) {
+	select {
+	case <-p.exited:
+	case <-time.After(d):
+		return 0, false
+	}
+	var exitErr *exec.ExitError
+	if errors.As(p.err, &exitErr) {
+		return exitErr.ExitCode(), true
+	}
+	if p.err != nil {
+		return -1, true
+	}
+	return 0, true
+}
+
+func (p *binaryRun) output() string { return p.out.String() }
+
+// lockedBuffer is a bytes.Buffer the test may read while exec's copying
+// goroutine writes to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// mustSay fails the test unless out contains every phrase, ignoring case
+// (the server's words arrive as "Authorization Violation").
+func mustSay(t *testing.T, out string, phrases ...string) {
+	t.Helper()
+	for _, p := range phrases {
+		if !strings.Contains(strings.ToLower(out), strings.ToLower(p)) {
+			t.Errorf("output does not say %q:\n%s", p, out)
+		}
+	}
+}
+
+// credsSecrets are the JWT and seed of a .creds file: the line after each
+// BEGIN marker.
+func credsSecrets(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secrets []string
+	lines := strings.Split(string(data), "\n")
+	for i, line := range lines[:len(lines)-1] {
+		if strings.HasPrefix(line, "-----BEGIN") {
+			secrets = append(secrets, strings.TrimSpace(lines[i+1]))
+		}
+	}
+	if len(secrets) != 2 {
+		t.Fatalf("found %d secrets in %s, want a JWT and a seed", len(secrets), path)
+	}
+	return secrets
+}
