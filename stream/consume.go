@@ -11,6 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// pullHeartbeat is how often the server must show life on a pull; missing
+// two makes the client pull again.
+const pullHeartbeat = 2 * time.Second
+
 // Handler settles one delivery; *Processor implements it.
 type Handler interface {
 	Handle(ctx context.Context, chainName string, msg jetstream.Msg)
@@ -53,6 +57,12 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 			return fmt.Errorf("stream: consumer %s: %w", ConsumerName(name), err)
 		}
 		cc, err := cons.Consume(func(msg jetstream.Msg) {
+			// Checked first: select picks at random among ready cases, so a
+			// free slot would otherwise start new work after the stop.
+			if ctx.Err() != nil {
+				_ = msg.Nak()
+				return
+			}
 			select {
 			case <-ctx.Done():
 				_ = msg.Nak() // stopping: another processor takes it at once
@@ -69,6 +79,10 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 			// Buffered messages' AckWait already runs, so buffer about as
 			// many as can be worked on.
 			jetstream.PullMaxMessages(workers),
+			// The default 30 s pull expiry means a 15 s heartbeat: after the
+			// consumer's leader dies the loop would sit idle that long before
+			// pulling again. A short heartbeat resumes soon after the election.
+			jetstream.PullHeartbeat(pullHeartbeat),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 				cfg.Logger.Debug("consume", "chain", name, "err", err)
 			}),

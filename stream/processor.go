@@ -127,9 +127,19 @@ func (d *delivery) handle(ctx context.Context) {
 		d.expire(ctx, nil)
 		return
 	}
-	if d.meta.NumDelivered > 1 && d.answered(ctx) {
-		_ = d.msg.Ack()
-		return
+	if d.meta.NumDelivered > 1 {
+		answered, err := d.answered(ctx)
+		if err != nil {
+			// Not knowing is not "no": calling a provider again could pay
+			// twice for one request. Look again shortly (a leader election).
+			d.log().Warn("checking for an earlier result; will retry", "err", err)
+			_ = d.msg.NakWithDelay(retryDelayBase)
+			return
+		}
+		if answered {
+			_ = d.msg.Ack()
+			return
+		}
 	}
 	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
 	defer cancelRun()
@@ -165,12 +175,16 @@ func (d *delivery) deadline() time.Time {
 
 // answered reports whether a result for this request is already stored, so
 // a redelivery after a crash or a lost ack calls no provider again.
-func (d *delivery) answered(ctx context.Context) bool {
+func (d *delivery) answered(ctx context.Context) (bool, error) {
 	_, err := d.p.results.GetLastMsgForSubject(ctx, ResultSubject(d.req.ID))
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		d.log().Warn("checking for an earlier result", "err", err)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	default:
+		return false, err
 	}
-	return err == nil
 }
 
 // heartbeat tells the server the delivery is still being worked on every
@@ -208,13 +222,50 @@ func (d *delivery) annotate(res *chain.Result) {
 	res.Metadata = d.req.Metadata
 }
 
+// answer stores and publishes the result, then acks. The answer is already
+// paid for, so a failed store (a leader election, a slow server) is retried
+// here before giving the request back; the result's Nats-Msg-Id makes a
+// retry that did land harmless.
 func (d *delivery) answer(ctx context.Context, res chain.Result) {
-	if err := d.publishResult(ctx, res); err != nil {
-		d.log().Error("publishing result; will retry", "err", err)
-		_ = d.msg.NakWithDelay(retryDelayBase)
-		return
+	wait := publishRetryBase
+	for attempt := 1; ; attempt++ {
+		err := d.publishResult(ctx, res)
+		if err == nil {
+			_ = d.msg.Ack()
+			return
+		}
+		if attempt == publishAttempts || ctx.Err() != nil {
+			d.log().Error("publishing result; giving the request back", "err", err)
+			_ = d.msg.NakWithDelay(retryDelayBase)
+			return
+		}
+		d.log().Warn("publishing result; retrying", "attempt", attempt, "err", err)
+		_ = d.msg.InProgress()
+		if sleepCtx(ctx, wait) != nil {
+			_ = d.msg.Nak()
+			return
+		}
+		wait *= 2
 	}
-	_ = d.msg.Ack()
+}
+
+// Publishing a result is tried publishAttempts times, waiting from
+// publishRetryBase and doubling, before the request is given back.
+const (
+	publishAttempts  = 5
+	publishRetryBase = 250 * time.Millisecond
+)
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // retryLater NAKs with a delay: the earliest reopen when every provider was

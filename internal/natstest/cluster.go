@@ -1,0 +1,215 @@
+package natstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ClusterName is the route cluster name of StartCluster's servers.
+const ClusterName = "detour-test"
+
+// clusterReadyTimeout bounds how long StartCluster and StreamLeader wait for
+// the cluster to elect; an election after a node loss takes seconds.
+const clusterReadyTimeout = 20 * time.Second
+
+// StartCluster runs n JetStream servers routed into one cluster (ServerName
+// "n0", "n1", …, each with its own store) and returns once the meta group has
+// a leader, every server has caught up with it and a client's JetStream
+// request is answered. Cleanup shuts all of them down.
+func StartCluster(t testing.TB, n int) []*server.Server {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("natstest: cluster of %d servers", n)
+	}
+	// Every server lists every route, itself included (its own is ignored):
+	// JetStream sizes its meta group from the configured routes, so the
+	// route ports must be known before any server starts.
+	ports := freePorts(t, n)
+	routes := make([]string, n)
+	for i, p := range ports {
+		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
+	}
+	servers := make([]*server.Server, n)
+	for i := range n {
+		servers[i] = StartWith(t, &server.Options{
+			ServerName: fmt.Sprintf("n%d", i),
+			Cluster:    server.ClusterOpts{Name: ClusterName, Host: "127.0.0.1", Port: ports[i]},
+			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
+		})
+	}
+	if err := waitClusterReady(servers, clusterReadyTimeout); err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return servers
+}
+
+// freePorts reserves n distinct loopback ports and releases them for the
+// servers to bind. Another process could take one in between; on a test
+// machine that is rare enough to accept.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("natstest: reserving a port: %v", err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
+}
+
+// waitClusterReady waits for a meta leader that sees every server as a peer,
+// every server current with it, and a JetStream API answer through a client.
+func waitClusterReady(servers []*server.Server, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := clusterReady(servers)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster not ready after %s: %w", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func clusterReady(servers []*server.Server) error {
+	var leader *server.Server
+	for _, s := range servers {
+		if s.JetStreamIsLeader() {
+			leader = s
+		}
+	}
+	if leader == nil {
+		return errors.New("no JetStream meta leader")
+	}
+	if peers := leader.JetStreamClusterPeers(); len(peers) != len(servers) {
+		return fmt.Errorf("meta leader %s sees %d of %d peers", leader.Name(), len(peers), len(servers))
+	}
+	for _, s := range servers {
+		if !s.JetStreamIsCurrent() {
+			return fmt.Errorf("server %s not current with the meta leader", s.Name())
+		}
+	}
+	nc, err := nats.Connect(ClusterURLs(servers))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("account info: %w", err)
+	}
+	return nil
+}
+
+// ClusterURLs is the comma-separated client URL list of the servers that are
+// running, the form nats.Connect takes to fail over between them.
+func ClusterURLs(servers []*server.Server) string {
+	var urls []string
+	for _, s := range servers {
+		if s.Running() {
+			urls = append(urls, s.ClientURL())
+		}
+	}
+	return strings.Join(urls, ",")
+}
+
+// ServerNamed returns the server whose ServerName is name, or nil.
+func ServerNamed(servers []*server.Server, name string) *server.Server {
+	for _, s := range servers {
+		if s.Name() == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// StreamLeader returns the running server that leads stream (in the default
+// account), as the stream's info names it, waiting for an election if there
+// is none at the moment.
+func StreamLeader(t testing.TB, servers []*server.Server, stream string) *server.Server {
+	t.Helper()
+	return leaderOf(t, servers, "stream "+stream, func(ctx context.Context, js jetstream.JetStream) (*jetstream.ClusterInfo, error) {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return nil, err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return info.Cluster, nil
+	})
+}
+
+// ConsumerLeader is StreamLeader for a durable consumer of stream.
+func ConsumerLeader(t testing.TB, servers []*server.Server, stream, consumer string) *server.Server {
+	t.Helper()
+	return leaderOf(t, servers, "consumer "+stream+" > "+consumer, func(ctx context.Context, js jetstream.JetStream) (*jetstream.ClusterInfo, error) {
+		c, err := js.Consumer(ctx, stream, consumer)
+		if err != nil {
+			return nil, err
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return info.Cluster, nil
+	})
+}
+
+func leaderOf(t testing.TB, servers []*server.Server, what string, cluster func(context.Context, jetstream.JetStream) (*jetstream.ClusterInfo, error)) *server.Server {
+	t.Helper()
+	nc, err := nats.Connect(ClusterURLs(servers))
+	if err != nil {
+		t.Fatalf("natstest: connect: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	deadline := time.Now().Add(clusterReadyTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ci, err := cluster(ctx, js)
+		cancel()
+		if err == nil && ci != nil && ci.Leader != "" {
+			if s := ServerNamed(servers, ci.Leader); s != nil && s.Running() {
+				return s
+			}
+			err = fmt.Errorf("leader %q is not a running server of the cluster", ci.Leader)
+		} else if err == nil {
+			err = errors.New("no leader")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("natstest: leader of %s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop shuts s down and waits until it has stopped, as a node loss. The
+// cleanup of StartCluster may shut it down again; that is harmless.
+func Stop(s *server.Server) {
+	s.Shutdown()
+	s.WaitForShutdown()
+}
