@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,8 +41,24 @@ const (
 	HeaderOriginalMsgID = "Detour-DLQ-Original-Msg-Id"
 )
 
+// HeaderReplayOf marks a request republished from a dead letter with that
+// dead letter's sequence. It is not a Detour-DLQ-* header, so it stays on a
+// replayed request that is dead-lettered again and shows where it came from.
+const HeaderReplayOf = "Detour-Replay-Of"
+
+// headerDLQPrefix starts every header this package adds to a dead letter.
+const headerDLQPrefix = "Detour-DLQ-"
+
 // SubjectPrefix is the subject prefix of dead letters.
 const SubjectPrefix = "detour.deadletter."
+
+// StreamName is the stream that stores dead letters (DESIGN.md §2). Package
+// stream, which creates it, imports this one, so the name is repeated there.
+const StreamName = "DETOUR_DEADLETTER"
+
+// requestsPrefix is where a replay republishes a chain's request; it equals
+// stream.RequestsPrefix.
+const requestsPrefix = "detour.requests."
 
 // Letter is one request to dead-letter.
 type Letter struct {
@@ -72,6 +89,9 @@ func (p *Publisher) Publish(ctx context.Context, l Letter) error {
 	msg := nats.NewMsg(SubjectPrefix + l.Chain)
 	msg.Data = l.Data
 	for k, vs := range l.Header {
+		if isPublishDirective(k) {
+			continue
+		}
 		msg.Header[k] = append([]string(nil), vs...)
 	}
 	if orig := msg.Header.Get(nats.MsgIdHdr); orig != "" {
@@ -96,6 +116,17 @@ func (p *Publisher) Publish(ctx context.Context, l Letter) error {
 		return fmt.Errorf("deadletter: publishing to %s: %w", msg.Subject, err)
 	}
 	return nil
+}
+
+// isPublishDirective reports whether a header is an instruction to JetStream
+// for one publish (an expected stream or last sequence, a rollup, a message
+// TTL) rather than part of the message. Such a header was meant for the
+// request's own publish: copied onto the dead letter or a replay it would
+// make that publish fail (wrong expected stream) or act on another stream,
+// so it is left out.
+func isPublishDirective(key string) bool {
+	k := strings.ToLower(key)
+	return strings.HasPrefix(k, "nats-expected-") || k == "nats-rollup" || k == "nats-ttl"
 }
 
 // oneLine keeps a header value on one line; NATS headers cannot hold newlines.

@@ -176,15 +176,26 @@ func (d *delivery) deadline() time.Time {
 // answered reports whether a result for this request is already stored, so
 // a redelivery after a crash or a lost ack calls no provider again.
 func (d *delivery) answered(ctx context.Context) (bool, error) {
-	_, err := d.p.results.GetLastMsgForSubject(ctx, ResultSubject(d.req.ID))
+	m, err := d.p.results.GetLastMsgForSubject(ctx, ResultSubject(d.req.ID))
 	switch {
 	case err == nil:
-		return true, nil
+		// A result stored before this request was published answered an
+		// earlier request with the same id (say, the failed result of a dead
+		// letter that was since replayed): it does not answer this one.
+		return !m.Time.Before(d.meta.Timestamp), nil
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return false, nil
 	default:
 		return false, err
 	}
+}
+
+// supersedes reports whether the stored result for this id predates this
+// request message, so a result dropped as a duplicate answered another
+// request (a replay, or a client reusing an id) and must be stored anew.
+func (d *delivery) supersedes(ctx context.Context) bool {
+	answered, err := d.answered(ctx)
+	return err == nil && !answered
 }
 
 // heartbeat tells the server the delivery is still being worked on every
@@ -334,8 +345,17 @@ func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
 		return fmt.Errorf("encoding result: %w", err)
 	}
 	stored := d.resultMsg(ResultSubject(d.req.ID), data, res)
-	if _, err := d.p.js.PublishMsg(ctx, stored); err != nil {
+	ack, err := d.p.js.PublishMsg(ctx, stored)
+	if err != nil {
 		return fmt.Errorf("storing result: %w", err)
+	}
+	if ack.Duplicate && d.supersedes(ctx) {
+		// The id's earlier result is still in the duplicate window: store
+		// this one under an id of its own, unique to this request message.
+		stored.Header.Set(HeaderMsgID, fmt.Sprintf("%s:%d", d.req.ID, d.meta.Sequence.Stream))
+		if _, err := d.p.js.PublishMsg(ctx, stored); err != nil {
+			return fmt.Errorf("storing result: %w", err)
+		}
 	}
 	if d.req.ReplyTo == "" || d.req.ReplyTo == stored.Subject {
 		return nil

@@ -37,6 +37,9 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "dlq" {
+		return runDLQ(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "run" {
 		args = args[1:]
 	}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/stream"
+)
+
+const dlqUsage = `usage: processor dlq list [-reason R] [-chain C] [-json]
+       processor dlq show [-json] SEQ
+       processor dlq replay [-reason R] [-chain C] [-deadline D] [-json] (SEQ... | -all)
+       processor dlq purge [-reason R] [-chain C] [SEQ...]
+
+Dead letters live in the stream DETOUR_DEADLETTER and are named by their
+sequence (SEQ). Reasons: bad_request, bad_reply_subject, too_large, expired,
+poison.
+
+  list    one row per dead letter: SEQ TIME CHAIN REASON ID ERROR
+  show    one dead letter's headers and body
+  replay  republish requests to detour.requests.<chain> and remove their
+          dead letters once queued; -all (or -reason/-chain) selects every
+          matching one. A request whose own deadline has passed is refused
+          unless -deadline gives a new one (a duration from now, or RFC 3339).
+  purge   remove the named dead letters, or all matching the filters (all
+          of them without filters), and print how many were removed
+
+Connects like every client command: DETOUR_NATS_URL, else the embedded
+server on DETOUR_LISTEN.
+`
+
+// runDLQ runs `processor dlq ...`; the work is done by deadletter.Store.
+func runDLQ(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, dlqUsage)
+		return 2
+	}
+	cmd, args := args[0], args[1:]
+	var run func(context.Context) error
+	fs := flag.NewFlagSet("processor dlq "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c := &dlqCommand{stdout: stdout, stderr: stderr}
+	reason := func() { fs.StringVar(&c.reason, "reason", "", "only dead letters of this reason") }
+	chainFlag := func() { fs.StringVar(&c.chain, "chain", "", "only dead letters of this chain") }
+	switch cmd {
+	case "list", "ls":
+		reason()
+		chainFlag()
+		fs.BoolVar(&c.json, "json", false, "one JSON object per line")
+		run = c.list
+	case "show":
+		fs.BoolVar(&c.json, "json", false, "print the dead letter as JSON (body base64-encoded)")
+		run = c.show
+	case "replay":
+		reason()
+		chainFlag()
+		fs.BoolVar(&c.all, "all", false, "replay every dead letter the filters select")
+		fs.StringVar(&c.deadline, "deadline", "", "new deadline: a duration from now (30m) or an RFC 3339 time")
+		fs.BoolVar(&c.json, "json", false, "one JSON object per replayed dead letter")
+		run = c.replay
+	case "purge":
+		reason()
+		chainFlag()
+		run = c.purge
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, dlqUsage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "processor dlq: unknown command %q\n%s", cmd, dlqUsage)
+		return 2
+	}
+	positional, err := dlqParse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, dlqUsage)
+		return 0
+	}
+	if err == nil {
+		err = c.setArgs(cmd, positional)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "processor dlq %s: %v\n%s", cmd, err, dlqUsage)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	store, closeConn, err := dlqConnect()
+	if err != nil {
+		fmt.Fprintf(stderr, "processor dlq: %v\n", err)
+		return 1
+	}
+	defer closeConn()
+	c.store = store
+	if err := run(ctx); err != nil {
+		fmt.Fprintf(stderr, "processor dlq %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+// dlqCommand holds one dlq command's flags and arguments.
+type dlqCommand struct {
+	stdout, stderr io.Writer
+	store          *deadletter.Store
+
+	reason, chain, deadline string
+	json, all               bool
+	filter                  deadletter.Filter
+	seqs                    []uint64
+}
+
+// setArgs checks flags and positional arguments against the command.
+func (c *dlqCommand) setArgs(cmd string, positional []string) error {
+	c.filter = deadletter.Filter{Chain: c.chain}
+	if c.reason != "" {
+		r, err := deadletter.ParseReason(c.reason)
+		if err != nil {
+			return err
+		}
+		c.filter.Reason = r
+	}
+	for _, a := range positional {
+		seq, err := strconv.ParseUint(a, 10, 64)
+		if err != nil || seq == 0 {
+			return fmt.Errorf("%q is not a dead-letter sequence", a)
+		}
+		c.seqs = append(c.seqs, seq)
+	}
+	filtered := c.filter != (deadletter.Filter{})
+	switch cmd {
+	case "list", "ls":
+		if len(c.seqs) > 0 {
+			return errors.New("list takes no sequences (use show SEQ)")
+		}
+	case "show":
+		if len(c.seqs) != 1 {
+			return errors.New("show takes one sequence")
+		}
+	case "replay":
+		switch {
+		case len(c.seqs) > 0 && (c.all || filtered):
+			return errors.New("name sequences or select with -all/-reason/-chain, not both")
+		case len(c.seqs) == 0 && !c.all && !filtered:
+			return errors.New("name the sequences to replay, or -all")
+		}
+	case "purge":
+		if len(c.seqs) > 0 && filtered {
+			return errors.New("name sequences or filter with -reason/-chain, not both")
+		}
+	}
+	return nil
+}
+
+// dlqParse parses flags that may come before, between or after the
+// positional arguments ("replay 12 13 -deadline 1h").
+func dlqParse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// dlqConnect connects like the other client commands.
+func dlqConnect() (*deadletter.Store, func(), error) {
+	settings, err := config.LoadSettings()
+	if err != nil {
+		return nil, nil, fmt.Errorf("settings: %w", err)
+	}
+	nc, err := stream.Connect(settings.ClientURL(), stream.ConnectOptions{
+		Name: "detour-dlq", Creds: settings.NATSCreds,
+		TLSCA: settings.NATSTLSCA, TLSCert: settings.NATSTLSCert, TLSKey: settings.NATSTLSKey,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w\n(is a processor running? try `go run ./cmd/processor -demo`)", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return deadletter.NewStore(js), nc.Close, nil
+}
+
+func (c *dlqCommand) list(ctx context.Context) error {
+	entries, err := c.store.List(ctx, c.filter)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		for _, e := range entries {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(entries) == 0 {
+		fmt.Fprintln(c.stdout, "no dead letters")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tCHAIN\tREASON\tID\tERROR")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Format(time.RFC3339), e.Chain, e.Reason,
+			dlqCell(e.RequestID, 40), dlqCell(e.Error, 80))
+	}
+	return tw.Flush()
+}
+
+// dlqCell shortens a table cell to n runes and keeps tabs out of it.
+func dlqCell(s string, n int) string {
+	if s == "" {
+		return "-"
+	}
+	s = strings.ReplaceAll(s, "\t", " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func (c *dlqCommand) show(ctx context.Context) error {
+	m, err := c.store.Get(ctx, c.seqs[0])
+	if err != nil {
+		return err
+	}
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			deadletter.Message
+			Body []byte `json:"body"`
+		}{m, m.Data})
+	}
+	w := c.stdout
+	fmt.Fprintf(w, "dead letter %d: chain %s, reason %s, id %s, stored %s\n", m.Seq, m.Chain, m.Reason, m.RequestID, m.Time.Format(time.RFC3339))
+	fmt.Fprintln(w, "\nheaders:")
+	for _, k := range slices.Sorted(maps.Keys(m.Header)) {
+		for _, v := range m.Header[k] {
+			fmt.Fprintf(w, "  %s: %s\n", k, v)
+		}
+	}
+	format, body := deadletter.RenderBody(m.Data, m.Header)
+	fmt.Fprintf(w, "\nbody (%d bytes, %s):\n%s\n", len(m.Data), format, strings.TrimSuffix(body, "\n"))
+	return nil
+}
+
+func (c *dlqCommand) replay(ctx context.Context) error {
+	var opts deadletter.ReplayOptions
+	if c.deadline != "" {
+		d, err := dlqDeadline(c.deadline, time.Now())
+		if err != nil {
+			return err
+		}
+		opts.Deadline = d
+	}
+	var done []deadletter.Replayed
+	var err error
+	if len(c.seqs) > 0 {
+		var errs []error
+		for _, seq := range c.seqs {
+			r, err := c.store.Replay(ctx, seq, opts)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			done = append(done, r)
+		}
+		err = errors.Join(errs...)
+	} else {
+		done, err = c.store.ReplayAll(ctx, c.filter, opts)
+	}
+	enc := json.NewEncoder(c.stdout)
+	for _, r := range done {
+		if c.json {
+			_ = enc.Encode(r)
+			continue
+		}
+		note := ""
+		if r.AlreadyQueued {
+			note = " (already queued by an earlier replay)"
+		}
+		fmt.Fprintf(c.stdout, "replayed %d: id %s to %s as sequence %d%s\n", r.Seq, r.RequestID, r.Subject, r.StreamSeq, note)
+	}
+	if !c.json {
+		fmt.Fprintf(c.stdout, "replayed %d dead letter(s)\n", len(done))
+	}
+	if err != nil && errors.Is(err, deadletter.ErrDeadlinePassed) && c.deadline == "" {
+		err = fmt.Errorf("%w\n(replay with -deadline 1h to give such requests a new deadline)", err)
+	}
+	return err
+}
+
+// dlqDeadline reads -deadline: a duration from now or an RFC 3339 time.
+func dlqDeadline(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("-deadline %s must be in the future", s)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("-deadline %q is neither a duration (30m) nor an RFC 3339 time", s)
+	}
+	if !t.After(now) {
+		return time.Time{}, fmt.Errorf("-deadline %s is not in the future", s)
+	}
+	return t, nil
+}
+
+func (c *dlqCommand) purge(ctx context.Context) error {
+	if len(c.seqs) == 0 {
+		n, err := c.store.Purge(ctx, c.filter)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "purged %d dead letter(s)\n", n)
+		return nil
+	}
+	var errs []error
+	n := 0
+	for _, seq := range c.seqs {
+		if err := c.store.Delete(ctx, seq); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	fmt.Fprintf(c.stdout, "purged %d dead letter(s)\n", n)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/stream"
+)
+
+// TestDLQCommand runs `processor dlq` against a real server: list (table,
+// filter, JSON), show, replay with a new deadline, purge, and usage errors.
+func TestDLQCommand(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	err := stream.EnsureTopology(ctx, js, stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second,
+		MaxAckPending: 10, RequestTTL: time.Hour, ResultTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
+	pub := deadletter.NewPublisher(js)
+	sourceSeq := uint64(0)
+	letter := func(reason deadletter.Reason, body string, cause string) string {
+		t.Helper()
+		sourceSeq++
+		if err := pub.Publish(ctx, deadletter.Letter{Chain: "default", Reason: reason, Err: errors.New(cause), SourceSeq: sourceSeq, Deliveries: 1,
+			Data: []byte(body), Header: nats.Header{"Content-Type": {"application/json"}}}); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := js.Stream(ctx, stream.DeadLetterStream)
+		info, _ := s.Info(ctx)
+		return strconv.FormatUint(info.State.LastSeq, 10)
+	}
+	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	expired := letter(deadletter.ReasonExpired, `{"id":"late-1","deadline":"`+past+`","messages":[{"role":"user","content":"hi"}]}`, "deadline passed")
+	letter(deadletter.ReasonPoison, `{"id":"rej-1","messages":[{"role":"user","content":"hi"}]}`, "HTTP 400")
+	letter(deadletter.ReasonPoison, `{"id":"rej-2","messages":[{"role":"user","content":"hi"}]}`, "HTTP 422")
+
+	dlq := func(wantCode int, args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(append([]string{"dlq"}, args...), &out, &errOut); code != wantCode {
+			t.Fatalf("dlq %v exited %d, want %d\nstdout: %s\nstderr: %s", args, code, wantCode, out.String(), errOut.String())
+		}
+		return out.String() + errOut.String()
+	}
+
+	out := dlq(0, "list")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || strings.Join(strings.Fields(lines[0]), " ") != "SEQ TIME CHAIN REASON ID ERROR" {
+		t.Fatalf("list:\n%s", out)
+	}
+	if f := strings.Fields(lines[1]); f[0] != expired || f[2] != "default" || f[3] != "expired" || f[4] != "late-1" || f[5] != "deadline" {
+		t.Fatalf("list row %q", lines[1])
+	}
+
+	out = dlq(0, "list", "-reason", "poison", "-json")
+	var ids []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e deadletter.Entry
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("list -json line %q: %v", l, err)
+		}
+		ids = append(ids, e.RequestID)
+	}
+	if strings.Join(ids, ",") != "rej-1,rej-2" {
+		t.Fatalf("list -reason poison -json ids %v:\n%s", ids, out)
+	}
+
+	out = dlq(0, "show", expired)
+	for _, want := range []string{"reason expired", "Detour-DLQ-Reason: expired", "Detour-DLQ-Error: deadline passed", "body (", "json):", `  "id": "late-1",`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("show lacks %q:\n%s", want, out)
+		}
+	}
+
+	out = dlq(1, "replay", expired)
+	if !strings.Contains(out, "deadline has passed") || !strings.Contains(out, "-deadline") {
+		t.Fatalf("replay of an expired request without -deadline:\n%s", out)
+	}
+	out = dlq(0, "replay", expired, "-deadline", "1h")
+	if !strings.Contains(out, "replayed "+expired+": id late-1 to detour.requests.default") {
+		t.Fatalf("replay:\n%s", out)
+	}
+	dlq(1, "show", expired) // gone
+
+	dlq(2, "replay")                      // nothing selected
+	dlq(2, "replay", "-all", "3")         // both
+	dlq(2, "list", "-reason", "nonsense") // unknown reason
+	dlq(2, "frobnicate")
+
+	if out = dlq(0, "purge", "-reason", "poison", "-chain", "default"); !strings.Contains(out, "purged 2 dead letter(s)") {
+		t.Fatalf("purge: %s", out)
+	}
+	if out = dlq(0, "list"); !strings.Contains(out, "no dead letters") {
+		t.Fatalf("list after purge: %s", out)
+	}
+}
+
+func TestDLQDeadlineFlag(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	if got, err := dlqDeadline("90m", now); err != nil || !got.Equal(now.Add(90*time.Minute)) {
+		t.Fatalf("90m: %v %v", got, err)
+	}
+	if got, err := dlqDeadline("2030-01-02T00:00:00Z", now); err != nil || got.Day() != 2 {
+		t.Fatalf("RFC 3339: %v %v", got, err)
+	}
+	for _, bad := range []string{"-1h", "0s", "2029-01-01T00:00:00Z", "tomorrow"} {
+		if _, err := dlqDeadline(bad, now); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,323 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrNotFound is returned for a dead-letter sequence that the stream does
+// not hold (never stored, replayed, purged or aged out).
+var ErrNotFound = errors.New("deadletter: no such dead letter")
+
+// Reasons lists every dead-letter reason, in the order of DESIGN.md §6.
+func Reasons() []Reason {
+	return []Reason{ReasonBadRequest, ReasonBadReplySubject, ReasonTooLarge, ReasonExpired, ReasonPoison}
+}
+
+// ParseReason checks that s names a dead-letter reason.
+func ParseReason(s string) (Reason, error) {
+	if r := Reason(s); slices.Contains(Reasons(), r) {
+		return r, nil
+	}
+	names := make([]string, 0, len(Reasons()))
+	for _, r := range Reasons() {
+		names = append(names, string(r))
+	}
+	return "", fmt.Errorf("deadletter: unknown reason %q (want one of %s)", s, strings.Join(names, ", "))
+}
+
+// Filter selects dead letters; the zero Filter selects all of them.
+type Filter struct {
+	// Chain, when set, selects the dead letters of one chain.
+	Chain string
+	// Reason, when set, selects the dead letters of one reason.
+	Reason Reason
+}
+
+func (f Filter) validate() error {
+	if f.Chain != "" && strings.ContainsAny(f.Chain, ".*> \t\r\n") {
+		return fmt.Errorf("deadletter: chain %q must be one subject token", f.Chain)
+	}
+	if f.Reason != "" {
+		if _, err := ParseReason(string(f.Reason)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f Filter) subject() string {
+	if f.Chain != "" {
+		return SubjectPrefix + f.Chain
+	}
+	return SubjectPrefix + ">"
+}
+
+func (f Filter) match(e Entry) bool {
+	return (f.Chain == "" || e.Chain == f.Chain) && (f.Reason == "" || e.Reason == f.Reason)
+}
+
+// Entry sums up one stored dead letter for a listing.
+type Entry struct {
+	// Seq is the dead letter's sequence in DETOUR_DEADLETTER; it names the
+	// dead letter in Get, Replay and Delete.
+	Seq uint64 `json:"seq"`
+	// Time is when the dead letter was stored.
+	Time   time.Time `json:"time"`
+	Chain  string    `json:"chain"`
+	Reason Reason    `json:"reason"`
+	// RequestID is the id the processor gave the request: the body's "id",
+	// else the original Nats-Msg-Id, else the request's stream sequence. It
+	// is read best effort: a body that does not decode has no "id".
+	RequestID  string `json:"id"`
+	Error      string `json:"error,omitempty"`
+	Deliveries uint64 `json:"deliveries"`
+	// SourceSeq is the request's sequence in DETOUR_REQUESTS.
+	SourceSeq uint64 `json:"source_seq"`
+	// Size is the length of the request body in bytes.
+	Size int `json:"size"`
+}
+
+// Message is one stored dead letter in full: the request's body and headers
+// as stored, Detour-DLQ-* headers included.
+type Message struct {
+	Entry
+	Header nats.Header `json:"header"`
+	Data   []byte      `json:"-"`
+}
+
+func newMessage(seq uint64, stored time.Time, subject string, header nats.Header, data []byte) Message {
+	e := Entry{
+		Seq:    seq,
+		Time:   stored.UTC(),
+		Chain:  strings.TrimPrefix(subject, SubjectPrefix),
+		Reason: Reason(header.Get(HeaderReason)),
+		Error:  header.Get(HeaderError),
+		Size:   len(data),
+	}
+	e.Deliveries, _ = strconv.ParseUint(header.Get(HeaderDeliveries), 10, 64)
+	e.SourceSeq, _ = strconv.ParseUint(header.Get(HeaderSourceSeq), 10, 64)
+	e.RequestID = requestID(readFields(data, header).ID, header.Get(HeaderOriginalMsgID), e.SourceSeq)
+	return Message{Entry: e, Header: header, Data: data}
+}
+
+// requestID applies the processor's rule (DESIGN.md §3): the body's id, else
+// the Nats-Msg-Id header, else the stream sequence.
+func requestID(bodyID, msgID string, sourceSeq uint64) string {
+	switch {
+	case bodyID != "":
+		return bodyID
+	case msgID != "":
+		return msgID
+	case sourceSeq != 0:
+		return strconv.FormatUint(sourceSeq, 10)
+	}
+	return ""
+}
+
+// Store reads, replays and removes the dead letters in DETOUR_DEADLETTER.
+// It is what `processor dlq` runs on.
+type Store struct {
+	js  jetstream.JetStream
+	now func() time.Time
+}
+
+// NewStore returns a Store on js. The stream must exist: a processor creates
+// it when it starts.
+func NewStore(js jetstream.JetStream) *Store {
+	return &Store{js: js, now: time.Now}
+}
+
+func (s *Store) stream(ctx context.Context) (jetstream.Stream, error) {
+	str, err := s.js.Stream(ctx, StreamName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("deadletter: stream %s not found (has a processor run on this server?): %w", StreamName, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: opening %s: %w", StreamName, err)
+	}
+	return str, nil
+}
+
+// List returns the dead letters f selects, oldest first.
+func (s *Store) List(ctx context.Context, f Filter) ([]Entry, error) {
+	var out []Entry
+	err := s.each(ctx, f, func(m Message) error {
+		out = append(out, m.Entry)
+		return nil
+	})
+	return out, err
+}
+
+// Get returns the dead letter with sequence seq, or an error wrapping
+// ErrNotFound.
+func (s *Store) Get(ctx context.Context, seq uint64) (Message, error) {
+	str, err := s.stream(ctx)
+	if err != nil {
+		return Message{}, err
+	}
+	raw, err := str.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Message{}, fmt.Errorf("%w: %d", ErrNotFound, seq)
+	}
+	if err != nil {
+		return Message{}, fmt.Errorf("deadletter: reading dead letter %d: %w", seq, err)
+	}
+	return newMessage(raw.Sequence, raw.Time, raw.Subject, raw.Header, raw.Data), nil
+}
+
+// Delete removes the dead letter with sequence seq, or returns an error
+// wrapping ErrNotFound.
+func (s *Store) Delete(ctx context.Context, seq uint64) error {
+	str, err := s.stream(ctx)
+	if err != nil {
+		return err
+	}
+	return deleteMsg(ctx, str, seq)
+}
+
+func deleteMsg(ctx context.Context, str jetstream.Stream, seq uint64) error {
+	err := str.DeleteMsg(ctx, seq)
+	if err != nil {
+		// The server reports a missing message as a generic deletion
+		// failure (10057): ask whether it is there.
+		if _, getErr := str.GetMsg(ctx, seq); errors.Is(getErr, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("%w: %d", ErrNotFound, seq)
+		}
+		return fmt.Errorf("deadletter: removing dead letter %d: %w", seq, err)
+	}
+	return nil
+}
+
+// Purge removes the dead letters f selects and returns how many it removed.
+// It removes only dead letters stored before it started: one stored while it
+// runs is kept.
+func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
+	if err := f.validate(); err != nil {
+		return 0, err
+	}
+	str, err := s.stream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if f.Reason == "" {
+		// The whole stream or one chain's subject: one purge request, up
+		// to the last sequence counted.
+		n, last, err := count(ctx, str, f)
+		if err != nil || n == 0 {
+			return 0, err
+		}
+		opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSequence(last + 1)}
+		if f.Chain != "" {
+			opts = append(opts, jetstream.WithPurgeSubject(f.subject()))
+		}
+		if err := str.Purge(ctx, opts...); err != nil {
+			return 0, fmt.Errorf("deadletter: purging %s: %w", StreamName, err)
+		}
+		return int(n), nil
+	}
+	// A reason is a header, which the server cannot filter on: remove the
+	// matching dead letters one by one.
+	var seqs []uint64
+	err = s.each(ctx, f, func(m Message) error {
+		seqs = append(seqs, m.Seq)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, seq := range seqs {
+		err := deleteMsg(ctx, str, seq)
+		switch {
+		case errors.Is(err, ErrNotFound): // removed meanwhile by someone else
+		case err != nil:
+			return removed, err
+		default:
+			removed++
+		}
+	}
+	return removed, nil
+}
+
+// count returns how many dead letters are stored under f's subject, and the
+// stream's last sequence.
+func count(ctx context.Context, str jetstream.Stream, f Filter) (n, last uint64, err error) {
+	info, err := str.Info(ctx, jetstream.WithSubjectFilter(f.subject()))
+	if err != nil {
+		return 0, 0, fmt.Errorf("deadletter: reading %s info: %w", StreamName, err)
+	}
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, info.State.LastSeq, nil
+}
+
+// idleTimeout ends a listing when the server sends nothing for this long
+// although it said more messages were pending: they were removed meanwhile.
+const idleTimeout = 5 * time.Second
+
+// each calls fn with every dead letter f selects, oldest first, reading the
+// stream through an ordered consumer (one flow, not a request per message).
+func (s *Store) each(ctx context.Context, f Filter, fn func(Message) error) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	str, err := s.stream(ctx)
+	if err != nil {
+		return err
+	}
+	n, last, err := count(ctx, str, f)
+	if err != nil || n == 0 {
+		return err
+	}
+	cons, err := str.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.subject()}})
+	if err != nil {
+		return fmt.Errorf("deadletter: reading %s: %w", StreamName, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return fmt.Errorf("deadletter: reading %s: %w", StreamName, err)
+	}
+	defer it.Stop()
+	for {
+		msg, err := nextMsg(ctx, it)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				return nil // the rest was removed while we read
+			}
+			return fmt.Errorf("deadletter: reading %s: %w", StreamName, err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("deadletter: reading %s: %w", StreamName, err)
+		}
+		seq := meta.Sequence.Stream
+		if seq > last {
+			return nil // stored after the listing began
+		}
+		m := newMessage(seq, meta.Timestamp, msg.Subject(), msg.Headers(), msg.Data())
+		if f.match(m.Entry) {
+			if err := fn(m); err != nil {
+				return err
+			}
+		}
+		if meta.NumPending == 0 || seq == last {
+			return nil
+		}
+	}
+}
+
+func nextMsg(ctx context.Context, it jetstream.MessagesContext) (jetstream.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, idleTimeout)
+	defer cancel()
+	return it.Next(jetstream.NextContext(ctx))
+}
