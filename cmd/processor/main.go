@@ -29,6 +29,7 @@ func main() {
 
 func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: processor [run] [-demo] [-config FILE]")
+	fmt.Fprintln(w, "       processor dlq list|show SEQ|replay [SEQ…|-all] [-reason R] [-deadline D]|purge [-reason R]")
 	fmt.Fprintln(w, "\nflags:")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
