@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/stream"
+)
+
+// TestShutdownHandsBackWithoutWaitingForAckWait is the graceful-shutdown
+// half of "Nothing lost, nothing done twice", with real processes:
+// processors A and B share a steady load that exceeds what they can do, so
+// both hold buffered deliveries besides the ones they are working on, and A
+// gets SIGTERM in the middle of it.
+//
+//   - A exits with status 0 within DETOUR_SHUTDOWN_TIMEOUT (10s) + 5s.
+//   - Every request is answered exactly once: one ok result per id, and the
+//     provider receives exactly one call per request (A finishes what it was
+//     calling; what it had only buffered never reached the provider).
+//   - Nothing A held waits for AckWait. DETOUR_ACK_WAIT is 30s, longer than
+//     the whole test, so any delivery of A that was neither finished nor
+//     handed back would not be answered before the test gives up (25 s after
+//     A's exit), and an ack A failed to flush would leave the consumer with
+//     ack-pending deliveries; both fail the test.
+//   - Hand-backs are immediate: a request answered on a second delivery was
+//     one A NAK'd at shutdown (no other redelivery can happen within 30s).
+//     The server gives redeliveries priority, so B starts it once the work
+//     already queued ahead of it is done: at most B's in-flight and
+//     buffered deliveries plus A's other hand-backs, 3 × workers deliveries,
+//     that is 3 call times. So each such request must start within
+//     3 × 300ms + 1s of the SIGTERM. Its start is read from the result:
+//     publish time + queued_ms. This separates a NAK without delay from an
+//     AckWait redelivery (≥ 30s) or any NakWithDelay longer than a second.
+//   - B keeps its pace: the last result is stored within the time B needs for
+//     what was left at A's exit (at its full rate, plus 25% and 2s), so the
+//     hand-over stalls nothing either.
+func TestShutdownHandsBackWithoutWaitingForAckWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the processor and runs it as OS processes")
+	}
+	const (
+		n               = 300
+		workers         = 8
+		callTime        = 300 * time.Millisecond
+		publishEvery    = 12500 * time.Microsecond // 80/s; A and B together answer 53/s
+		shutdownTimeout = 10 * time.Second
+		ackWait         = 30 * time.Second
+		modelA          = "model-a"
+		modelB          = "model-b"
+	)
+	bin := buildProcessor(t)
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	fake := providertest.New(providertest.OpenAI, providertest.Slow(callTime, providertest.OK()))
+	t.Cleanup(fake.Close)
+	settings := []string{
+		fmt.Sprintf("DETOUR_WORKERS=%d", workers),
+		fmt.Sprintf("DETOUR_ACK_WAIT=%s", ackWait),
+		fmt.Sprintf("DETOUR_SHUTDOWN_TIMEOUT=%s", shutdownTimeout),
+		"DETOUR_LOG_LEVEL=debug",
+	}
+	a := startProcess(t, bin, "A", processorEnv(t, srv.ClientURL(), writeChainFile(t, fake.URL, modelA), settings...))
+	b := startProcess(t, bin, "B", processorEnv(t, srv.ClientURL(), writeChainFile(t, fake.URL, modelB), settings...))
+	waitConsuming(t, a, b)
+
+	// The steady load runs in its own goroutine, which ends by itself
+	// after n requests or at the first error; the test waits for it below.
+	published := make([]time.Time, n)
+	pubErr := make(chan error, 1)
+	var pubDone sync.WaitGroup
+	pubDone.Add(1)
+	go func() {
+		defer pubDone.Done()
+		tick := time.NewTicker(publishEvery)
+		defer tick.Stop()
+		for i := range n {
+			at, err := publishRequest(context.Background(), js, requestID(i))
+			if err != nil {
+				pubErr <- err
+				return
+			}
+			published[i] = at
+			<-tick.C
+		}
+		close(pubErr)
+	}()
+	t.Cleanup(pubDone.Wait)
+
+	// SIGTERM once both processors are busy and a backlog waits beyond
+	// their buffers: then A surely holds deliveries it has not started.
+	cons, err := js.Consumer(context.Background(), stream.RequestsStream, stream.ConsumerName(testChain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "a backlog beyond both processors' buffers", func() bool {
+		ci, err := cons.Info(context.Background())
+		return err == nil && fake.Requests() >= 4*workers && ci.NumPending >= 2*workers
+	}, a, b)
+	callsAtTerm, inFlightAtTerm := fake.Requests(), fake.InFlight()
+	term := time.Now()
+	a.signal(t, syscall.SIGTERM)
+	if err := a.wait(t, shutdownTimeout+5*time.Second); err != nil {
+		t.Fatalf("processor A exited with %v after SIGTERM, want status 0", err)
+	}
+	exit := a.at
+	answeredAtExit := storedResults(t, js)
+	t.Logf("SIGTERM to A after %d provider calls, %d in flight; A exited 0 after %v with %d results stored",
+		callsAtTerm, inFlightAtTerm, exit.Sub(term).Round(time.Millisecond), answeredAtExit)
+	if strings.Contains(a.out.String(), "shutdown timeout") {
+		t.Errorf("A hit its shutdown timeout although every call takes %v", callTime)
+	}
+
+	// Stay below AckWait counted from the SIGTERM: a delivery of A left to
+	// time out is then never answered here.
+	waitAllResults(t, js, n, ackWait-5*time.Second, b)
+	if err, ok := <-pubErr; ok {
+		t.Fatal(err)
+	}
+	waitRequestsSettled(t, js, 3*time.Second)
+	b.stop(t, shutdownTimeout+5*time.Second)
+
+	byID := checkExactlyOneOKResult(t, js, n)
+	calls := callsByModel(t, fake)
+	handBackBound := 3*callTime + time.Second
+	var answeredByA, handedBack int
+	var lastStored time.Time
+	var handBackDelays []time.Duration
+	for i := range n {
+		id := requestID(i)
+		res, c := byID[id], calls[id]
+		if c[modelA]+c[modelB] != 1 {
+			t.Errorf("%s: provider calls %v, want exactly one", id, c)
+		}
+		if c[res.Model] != 1 {
+			t.Errorf("%s: answered by %q but provider calls were %v", id, res.Model, c)
+		}
+		if res.stored.After(lastStored) {
+			lastStored = res.stored
+		}
+		if res.Model == modelA {
+			answeredByA++
+		}
+		if res.Deliveries < 2 {
+			continue
+		}
+		handedBack++
+		if res.Model != modelB || c[modelA] != 0 {
+			t.Errorf("%s: delivery %d answered by %q with calls %v; only B can answer what A handed back, and A must not have called for it",
+				id, res.Deliveries, res.Model, c)
+		}
+		started := published[i].Add(time.Duration(res.QueuedMs) * time.Millisecond)
+		delay := started.Sub(term)
+		handBackDelays = append(handBackDelays, delay)
+		if delay > handBackBound {
+			t.Errorf("%s: handed back by A, started by B %v after the SIGTERM, want within %v", id, delay.Round(time.Millisecond), handBackBound)
+		}
+	}
+	slices.Sort(handBackDelays)
+	remaining := n - answeredAtExit
+	tailBound := time.Duration(float64(remaining)/workers*float64(callTime)*1.25) + 2*time.Second
+	tail := lastStored.Sub(exit)
+	t.Logf("A answered %d, B %d; %d handed back by A, started by B %v after the SIGTERM (bound %v)",
+		answeredByA, n-answeredByA, handedBack, delaySummary(handBackDelays), handBackBound)
+	t.Logf("after A's exit: %d requests left, last result %v later (bound %v); %d provider calls for %d requests",
+		remaining, tail.Round(time.Millisecond), tailBound.Round(time.Millisecond), fake.Requests(), n)
+	if handedBack == 0 {
+		t.Errorf("A handed nothing back although it was stopped under a backlog; the test proves nothing")
+	}
+	if tail > tailBound {
+		t.Errorf("the last result came %v after A's exit, want within %v for %d requests at B's rate", tail, tailBound, remaining)
+	}
+	if fake.Requests() != n {
+		t.Errorf("provider received %d calls for %d requests", fake.Requests(), n)
+	}
+}
+
+// delaySummary prints the smallest, median and largest of sorted delays.
+func delaySummary(d []time.Duration) string {
+	if len(d) == 0 {
+		return "(none)"
+	}
+	r := func(x time.Duration) time.Duration { return x.Round(time.Millisecond) }
+	return fmt.Sprintf("min %v, median %v, max %v", r(d[0]), r(d[len(d)/2]), r(d[len(d)-1]))
+}
