@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -105,17 +100,17 @@ func TestProcessorOnASecuredServer(t *testing.T) {
 // non-zero, failing the test if it keeps running for 15s or exits 0.
 func failsToStart(t *testing.T, bin string, env []string) string {
 	t.Helper()
-	p := startBinary(t, bin, env)
+	p := startProcess(t, bin, "secured", env)
 	start := time.Now()
-	code, exited := p.wait(15 * time.Second)
+	code, exited := p.exitCode(15 * time.Second)
 	if !exited {
-		t.Fatalf("processor still running after 15s; output:\n%s", p.output())
+		t.Fatalf("processor still running after 15s; output:\n%s", p.out.String())
 	}
 	if code == 0 {
-		t.Fatalf("processor exited 0; output:\n%s", p.output())
+		t.Fatalf("processor exited 0; output:\n%s", p.out.String())
 	}
-	t.Logf("exit %d after %s: %s", code, time.Since(start).Round(time.Millisecond), strings.TrimSpace(p.output()))
-	return p.output()
+	t.Logf("exit %d after %s: %s", code, time.Since(start).Round(time.Millisecond), strings.TrimSpace(p.out.String()))
+	return p.out.String()
 }
 
 // servesAndStops runs the processor, has a client connected with opts
@@ -123,7 +118,7 @@ func failsToStart(t *testing.T, bin string, env []string) string {
 // processor with SIGTERM and expects exit code 0.
 func servesAndStops(t *testing.T, bin string, env []string, url string, opts stream.ConnectOptions) {
 	t.Helper()
-	p := startBinary(t, bin, env)
+	p := startProcess(t, bin, "secured", env)
 	nc, err := stream.Connect(url, opts)
 	if err != nil {
 		t.Fatalf("client: %v", err)
@@ -144,8 +139,8 @@ func servesAndStops(t *testing.T, bin string, env []string, url string, opts str
 		if _, err = c.Run(ctx, "default", []stream.Request{req}, false); err == nil {
 			break
 		}
-		if _, exited := p.wait(300 * time.Millisecond); exited || ctx.Err() != nil {
-			t.Fatalf("publishing: %v\nprocessor output:\n%s", err, p.output())
+		if _, exited := p.exitCode(300 * time.Millisecond); exited || ctx.Err() != nil {
+			t.Fatalf("publishing: %v\nprocessor output:\n%s", err, p.out.String())
 		}
 	}
 	js, err := jetstream.New(nc)
@@ -158,8 +153,8 @@ func servesAndStops(t *testing.T, bin string, env []string, url string, opts str
 		if err == nil {
 			break
 		}
-		if _, exited := p.wait(200 * time.Millisecond); exited || ctx.Err() != nil {
-			t.Fatalf("no result for %s in %s: %v\nprocessor output:\n%s", id, stream.ResultsStream, err, p.output())
+		if _, exited := p.exitCode(200 * time.Millisecond); exited || ctx.Err() != nil {
+			t.Fatalf("no result for %s in %s: %v\nprocessor output:\n%s", id, stream.ResultsStream, err, p.out.String())
 		}
 	}
 	if res.Status != chain.StatusOK || !strings.Contains(res.Content, "answered by the rules") {
@@ -169,12 +164,12 @@ func servesAndStops(t *testing.T, bin string, env []string, url string, opts str
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	code, exited := p.wait(30 * time.Second)
+	code, exited := p.exitCode(30 * time.Second)
 	if !exited {
-		t.Fatalf("processor did not stop on SIGTERM; output:\n%s", p.output())
+		t.Fatalf("processor did not stop on SIGTERM; output:\n%s", p.out.String())
 	}
 	if code != 0 {
-		t.Fatalf("processor exited %d after SIGTERM; output:\n%s", code, p.output())
+		t.Fatalf("processor exited %d after SIGTERM; output:\n%s", code, p.out.String())
 	}
 }
 
@@ -191,100 +186,12 @@ func resultInStream(ctx context.Context, js jetstream.JetStream, id string) (cha
 	return stream.DecodeResult(msg.Data, msg.Header)
 }
 
-// buildCommand builds ./cmd/<name> into a temp dir of t and returns the
-// binary's path.
-func buildCommand(t *testing.T, name string) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), name)
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", out, "../"+name)
-	if msg, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", name, err, msg)
-	}
-	return out
-}
-
-// securedEnv is the test's environment without any DETOUR_* variable of
-// the host, plus the chain file, no metrics listener, a short shutdown
-// timeout, and extra.
+// securedEnv is a processor's environment with no DETOUR_* variable of the
+// host, the chain file, a short shutdown timeout, and extra (which names the
+// server and its credentials).
 func securedEnv(t *testing.T, chainFile string, extra ...string) []string {
 	t.Helper()
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DETOUR_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, append([]string{
-		"DETOUR_CONFIG=" + chainFile, "DETOUR_METRICS_ADDR=", "DETOUR_DATA_DIR=" + t.TempDir(),
-		"DETOUR_SHUTDOWN_TIMEOUT=5s",
-	}, extra...)...)
-}
-
-// binaryRun is a running binary whose combined output is collected.
-type binaryRun struct {
-	cmd    *exec.Cmd
-	out    lockedBuffer
-	exited chan struct{}
-	err    error // set before exited closes
-}
-
-func startBinary(t *testing.T, bin string, env []string) *binaryRun {
-	t.Helper()
-	p := &binaryRun{cmd: exec.Command(bin), exited: make(chan struct{})}
-	p.cmd.Env, p.cmd.Dir = env, t.TempDir()
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// This goroutine ends when the process does; cleanup kills a process a
-	// failed test left running.
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	})
-	return p
-}
-
-// wait waits up to d for the process to exit and returns its exit code.
-func (p *binaryRun) wait(d time.Duration) (code int, exited bool) {
-	select {
-	case <-p.exited:
-	case <-time.After(d):
-		return 0, false
-	}
-	var exitErr *exec.ExitError
-	if errors.As(p.err, &exitErr) {
-		return exitErr.ExitCode(), true
-	}
-	if p.err != nil {
-		return -1, true
-	}
-	return 0, true
-}
-
-func (p *binaryRun) output() string { return p.out.String() }
-
-// lockedBuffer is a bytes.Buffer the test may read while exec's copying
-// goroutine writes to it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return processorEnv(t, "", chainFile, append([]string{"DETOUR_SHUTDOWN_TIMEOUT=5s"}, extra...)...)
 }
 
 // mustSay fails the test unless out contains every phrase, ignoring case

@@ -6,9 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,18 +20,11 @@ func TestDemoAnswersThePublisher(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs both binaries")
 	}
-	bin := t.TempDir()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	for _, cmd := range []string{"processor", "publisher"} {
-		build := exec.Command(goTool, "build", "-o", filepath.Join(bin, cmd), "../"+cmd)
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", cmd, err, out)
-		}
-	}
+	processorBin, publisherBin := buildCommand(t, "processor"), buildCommand(t, "publisher")
 	env := append(os.Environ(), "DETOUR_LISTEN="+freeAddr(t), "DETOUR_METRICS_ADDR=", "DETOUR_DATA_DIR="+t.TempDir())
 
 	var procOut bytes.Buffer
-	proc := exec.Command(filepath.Join(bin, "processor"), "-demo")
+	proc := exec.Command(processorBin, "-demo")
 	proc.Env, proc.Dir, proc.Stdout, proc.Stderr = env, t.TempDir(), &procOut, &procOut
 	if err := proc.Start(); err != nil {
 		t.Fatal(err)
@@ -59,7 +50,7 @@ func TestDemoAnswersThePublisher(t *testing.T) {
 	var out []byte
 	var err error
 	for ctx.Err() == nil {
-		pub := exec.CommandContext(ctx, filepath.Join(bin, "publisher"), "-timeout", "20s", "hello")
+		pub := exec.CommandContext(ctx, publisherBin, "-timeout", "20s", "hello")
 		pub.Env = env
 		if out, err = pub.CombinedOutput(); err == nil {
 			break

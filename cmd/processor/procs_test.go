@@ -35,10 +35,17 @@ const testChain = "default"
 // path.
 func buildProcessor(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "processor")
+	return buildCommand(t, "processor")
+}
+
+// buildCommand builds ./cmd/<name> into a temp dir of t and returns the
+// binary's path. The build cache makes every build after the first cheap.
+func buildCommand(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build processor: %v\n%s", err, out)
+	if out, err := exec.Command(goTool, "build", "-o", bin, "../"+name).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", name, err, out)
 	}
 	return bin
 }
@@ -165,6 +172,24 @@ func (p *process) wait(t *testing.T, timeout time.Duration) error {
 		t.Fatalf("processor %s still running after %s", p.name, timeout)
 		return nil
 	}
+}
+
+// exitCode waits up to d for the process to exit and returns its exit code;
+// exited is false if it is still running.
+func (p *process) exitCode(d time.Duration) (code int, exited bool) {
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		return 0, false
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(p.err, &exitErr):
+		return exitErr.ExitCode(), true
+	case p.err != nil:
+		return -1, true
+	}
+	return 0, true
 }
 
 // stop sends SIGTERM and expects a clean exit within timeout.
