@@ -11,10 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// pullHeartbeat is how often the server must show life on a pull; missing
-// two makes the client pull again.
-const pullHeartbeat = 2 * time.Second
-
 // Handler settles one delivery; *Processor implements it.
 type Handler interface {
 	Handle(ctx context.Context, chainName string, msg jetstream.Msg)
@@ -31,10 +27,23 @@ type ConsumerConfig struct {
 	Logger          *slog.Logger
 }
 
-// Consume pulls every chain's consumer and hands deliveries to h on a pool of
-// Workers goroutines. It blocks until ctx ends, then stops pulling, NAKs what
-// was buffered, lets in-flight deliveries finish for up to ShutdownTimeout and
-// cancels the rest (their handlers NAK them), and returns when all are settled.
+const (
+	// pullWait bounds a pull that waits for work. It is also how long a stop
+	// may wait for an idle pull to end, and how soon pulling resumes after
+	// the consumer's leader changes.
+	pullWait = time.Second
+	// pullRetry is the pause after a failed pull (no leader, consumer gone).
+	pullRetry = 500 * time.Millisecond
+)
+
+// Consume pulls every chain's consumer and hands deliveries to h, at most
+// Workers at a time. It pulls only as many deliveries as there are free
+// workers: a delivery that waited in a client-side buffer would have its
+// AckWait run out unseen, be redelivered to another processor, and be paid
+// for twice. It blocks until ctx ends, then stops pulling (a delivery that
+// arrives after that is NAK'd without delay), lets in-flight deliveries finish
+// for up to ShutdownTimeout, cancels the rest (their handlers NAK them), and
+// returns when all are settled.
 func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg ConsumerConfig) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -43,65 +52,26 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 	// Handlers get a context that outlives ctx by the shutdown timeout.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	slots := make(chan struct{}, workers)
-	var inFlight sync.WaitGroup
-	var running []jetstream.ConsumeContext
-	defer func() {
-		for _, cc := range running {
-			cc.Stop()
-		}
-	}()
-	for _, name := range cfg.Chains {
+	p := &puller{ctx: ctx, workCtx: workCtx, h: h, log: cfg.Logger, slots: make(chan struct{}, workers)}
+	consumers := make([]jetstream.Consumer, len(cfg.Chains))
+	for i, name := range cfg.Chains {
 		cons, err := js.Consumer(ctx, RequestsStream, ConsumerName(name))
 		if err != nil {
 			return fmt.Errorf("stream: consumer %s: %w", ConsumerName(name), err)
 		}
-		cc, err := cons.Consume(func(msg jetstream.Msg) {
-			// Checked first: select picks at random among ready cases, so a
-			// free slot would otherwise start new work after the stop.
-			if ctx.Err() != nil {
-				_ = msg.Nak()
-				return
-			}
-			select {
-			case <-ctx.Done():
-				_ = msg.Nak() // stopping: another processor takes it at once
-				return
-			case slots <- struct{}{}:
-			}
-			inFlight.Add(1)
-			go func() {
-				defer inFlight.Done()
-				defer func() { <-slots }()
-				h.Handle(workCtx, name, msg)
-			}()
-		},
-			// Buffered messages' AckWait already runs, so buffer about as
-			// many as can be worked on.
-			jetstream.PullMaxMessages(workers),
-			// The default 30 s pull expiry means a 15 s heartbeat: after the
-			// consumer's leader dies the loop would sit idle that long before
-			// pulling again. A short heartbeat resumes soon after the election.
-			jetstream.PullHeartbeat(pullHeartbeat),
-			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-				cfg.Logger.Debug("consume", "chain", name, "err", err)
-			}),
-		)
-		if err != nil {
-			return fmt.Errorf("stream: consuming %s: %w", ConsumerName(name), err)
-		}
-		running = append(running, cc)
+		consumers[i] = cons
 	}
-	<-ctx.Done()
-	for _, cc := range running {
-		cc.Drain() // buffered deliveries still reach the callback, which NAKs them
+	var pulling sync.WaitGroup
+	for i, name := range cfg.Chains {
+		pulling.Add(1)
+		go func() {
+			defer pulling.Done()
+			p.run(name, consumers[i])
+		}()
 	}
-	for _, cc := range running {
-		<-cc.Closed()
-	}
-	running = nil
+	pulling.Wait() // returns once ctx has ended and every pull is drained
 	settled := make(chan struct{})
-	go func() { inFlight.Wait(); close(settled) }()
+	go func() { p.inFlight.Wait(); close(settled) }()
 	select {
 	case <-settled:
 	case <-time.After(cfg.ShutdownTimeout):
@@ -110,4 +80,109 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 		<-settled
 	}
 	return nil
+}
+
+// puller runs one pull loop per chain over a shared pool of worker slots.
+type puller struct {
+	ctx, workCtx context.Context
+	h            Handler
+	log          *slog.Logger
+	slots        chan struct{} // one token per busy worker
+	inFlight     sync.WaitGroup
+}
+
+// run pulls one chain until ctx ends. While work is waiting it fetches as
+// many deliveries as there are free workers, at once; while the chain is idle
+// it waits for one delivery holding a single worker, so an idle chain never
+// starves a busy one.
+func (p *puller) run(chainName string, cons jetstream.Consumer) {
+	for p.ctx.Err() == nil {
+		reserved := p.reserve()
+		if reserved == 0 {
+			return
+		}
+		batch, err := cons.FetchNoWait(reserved)
+		got := p.dispatch(chainName, batch, err, reserved)
+		p.release(reserved - got)
+		if got > 0 || err != nil {
+			continue
+		}
+		if p.reserveOne() {
+			batch, err = cons.Fetch(1, jetstream.FetchMaxWait(pullWait))
+			p.release(1 - p.dispatch(chainName, batch, err, 1))
+		}
+	}
+}
+
+// reserve takes one free worker slot, waiting for it, and then every other
+// slot that is free right now. It returns 0 when ctx ends first.
+func (p *puller) reserve() int {
+	if !p.reserveOne() {
+		return 0
+	}
+	n := 1
+	for n < cap(p.slots) {
+		select {
+		case p.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func (p *puller) reserveOne() bool {
+	select {
+	case <-p.ctx.Done():
+		return false
+	case p.slots <- struct{}{}:
+		return true
+	}
+}
+
+func (p *puller) release(n int) {
+	for range n {
+		<-p.slots
+	}
+}
+
+// dispatch starts a handler for each delivery of batch, each on a slot
+// reserved for it, and returns how many it started. Deliveries arriving after
+// the stop are NAK'd at once so another processor takes them.
+func (p *puller) dispatch(chainName string, batch jetstream.MessageBatch, err error, reserved int) (started int) {
+	if err != nil {
+		p.pause(chainName, err)
+		return 0
+	}
+	for msg := range batch.Messages() {
+		if p.ctx.Err() != nil || started == reserved {
+			_ = msg.Nak()
+			continue
+		}
+		started++
+		p.inFlight.Add(1)
+		go func() {
+			defer p.inFlight.Done()
+			defer p.release(1)
+			p.h.Handle(p.workCtx, chainName, msg)
+		}()
+	}
+	if err := batch.Error(); err != nil {
+		p.pause(chainName, err)
+	}
+	return started
+}
+
+// pause logs a failed pull and waits before the next one: during a leader
+// election, or if the consumer was deleted, pulls fail until it is back.
+func (p *puller) pause(chainName string, err error) {
+	if p.ctx.Err() != nil {
+		return
+	}
+	p.log.Warn("pulling requests failed; retrying", "chain", chainName, "err", err)
+	select {
+	case <-p.ctx.Done():
+	case <-time.After(pullRetry):
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,14 +16,15 @@ import (
 
 // TestShutdownHandsBackWithoutWaitingForAckWait is the graceful-shutdown
 // half of "Nothing lost, nothing done twice", with real processes:
-// processors A and B share a steady load that exceeds what they can do, so
-// both hold buffered deliveries besides the ones they are working on, and A
-// gets SIGTERM in the middle of it.
+// processors A and B share a steady load that exceeds what they can do, and
+// A gets SIGTERM in the middle of it, with a shutdown timeout (100ms) shorter
+// than a provider call (300ms): what A is still calling then is canceled and
+// handed back.
 //
-//   - A exits with status 0 within DETOUR_SHUTDOWN_TIMEOUT (10s) + 5s.
+//   - A exits with status 0 within DETOUR_SHUTDOWN_TIMEOUT + 5s.
 //   - Every request is answered exactly once: one ok result per id, and the
-//     provider receives exactly one call per request (A finishes what it was
-//     calling; what it had only buffered never reached the provider).
+//     provider receives one call per request plus, for a request A handed
+//     back, A's canceled call.
 //   - Nothing A held waits for AckWait. DETOUR_ACK_WAIT is 30s, longer than
 //     the whole test, so any delivery of A that was neither finished nor
 //     handed back would not be answered before the test gives up (25 s after
@@ -32,13 +32,12 @@ import (
 //     ack-pending deliveries; both fail the test.
 //   - Hand-backs are immediate: a request answered on a second delivery was
 //     one A NAK'd at shutdown (no other redelivery can happen within 30s).
-//     The server gives redeliveries priority, so B starts it once the work
-//     already queued ahead of it is done: at most B's in-flight and
-//     buffered deliveries plus A's other hand-backs, 3 × workers deliveries,
-//     that is 3 call times. So each such request must start within
-//     3 × 300ms + 1s of the SIGTERM. Its start is read from the result:
-//     publish time + queued_ms. This separates a NAK without delay from an
-//     AckWait redelivery (≥ 30s) or any NakWithDelay longer than a second.
+//     The server gives redeliveries priority, so B starts it as soon as a
+//     worker of B is free: within the shutdown timeout, B's in-flight calls
+//     and A's other hand-backs, 3 call times, plus a second. Its start is
+//     read from the result: publish time + queued_ms. This separates a NAK
+//     without delay from an AckWait redelivery (≥ 30s) or any NakWithDelay
+//     longer than a second.
 //   - B keeps its pace: the last result is stored within the time B needs for
 //     what was left at A's exit (at its full rate, plus 25% and 2s), so the
 //     hand-over stalls nothing either.
@@ -51,7 +50,7 @@ func TestShutdownHandsBackWithoutWaitingForAckWait(t *testing.T) {
 		workers         = 8
 		callTime        = 300 * time.Millisecond
 		publishEvery    = 12500 * time.Microsecond // 80/s; A and B together answer 53/s
-		shutdownTimeout = 10 * time.Second
+		shutdownTimeout = 100 * time.Millisecond
 		ackWait         = 30 * time.Second
 		modelA          = "model-a"
 		modelB          = "model-b"
@@ -94,13 +93,13 @@ func TestShutdownHandsBackWithoutWaitingForAckWait(t *testing.T) {
 	}()
 	t.Cleanup(pubDone.Wait)
 
-	// SIGTERM once both processors are busy and a backlog waits beyond
-	// their buffers: then A surely holds deliveries it has not started.
+	// SIGTERM once both processors are busy and a backlog waits: then A is
+	// surely in the middle of calls.
 	cons, err := js.Consumer(context.Background(), stream.RequestsStream, stream.ConsumerName(testChain))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 30*time.Second, "a backlog beyond both processors' buffers", func() bool {
+	waitUntil(t, 30*time.Second, "a backlog", func() bool {
 		ci, err := cons.Info(context.Background())
 		return err == nil && fake.Requests() >= 4*workers && ci.NumPending >= 2*workers
 	}, a, b)
@@ -114,9 +113,6 @@ func TestShutdownHandsBackWithoutWaitingForAckWait(t *testing.T) {
 	answeredAtExit := storedResults(t, js)
 	t.Logf("SIGTERM to A after %d provider calls, %d in flight; A exited 0 after %v with %d results stored",
 		callsAtTerm, inFlightAtTerm, exit.Sub(term).Round(time.Millisecond), answeredAtExit)
-	if strings.Contains(a.out.String(), "shutdown timeout") {
-		t.Errorf("A hit its shutdown timeout although every call takes %v", callTime)
-	}
 
 	// Stay below AckWait counted from the SIGTERM: a delivery of A left to
 	// time out is then never answered here.
@@ -129,14 +125,14 @@ func TestShutdownHandsBackWithoutWaitingForAckWait(t *testing.T) {
 
 	byID := checkExactlyOneOKResult(t, js, n)
 	calls := callsByModel(t, fake)
-	handBackBound := 3*callTime + time.Second
-	var answeredByA, handedBack int
+	handBackBound := shutdownTimeout + 3*callTime + time.Second
+	var answeredByA, handedBack, canceledCalls int
 	var lastStored time.Time
 	var handBackDelays []time.Duration
 	for i := range n {
 		id := requestID(i)
 		res, c := byID[id], calls[id]
-		if c[modelA]+c[modelB] != 1 {
+		if res.Deliveries < 2 && c[modelA]+c[modelB] != 1 {
 			t.Errorf("%s: provider calls %v, want exactly one", id, c)
 		}
 		if c[res.Model] != 1 {
@@ -152,8 +148,9 @@ func TestShutdownHandsBackWithoutWaitingForAckWait(t *testing.T) {
 			continue
 		}
 		handedBack++
-		if res.Model != modelB || c[modelA] != 0 {
-			t.Errorf("%s: delivery %d answered by %q with calls %v; only B can answer what A handed back, and A must not have called for it",
+		canceledCalls += c[modelA]
+		if res.Model != modelB || c[modelA] > 1 {
+			t.Errorf("%s: delivery %d answered by %q with calls %v; only B can answer what A handed back, after at most one canceled call of A",
 				id, res.Deliveries, res.Model, c)
 		}
 		started := published[i].Add(time.Duration(res.QueuedMs) * time.Millisecond)
@@ -169,16 +166,16 @@ func TestShutdownHandsBackWithoutWaitingForAckWait(t *testing.T) {
 	tail := lastStored.Sub(exit)
 	t.Logf("A answered %d, B %d; %d handed back by A, started by B %v after the SIGTERM (bound %v)",
 		answeredByA, n-answeredByA, handedBack, delaySummary(handBackDelays), handBackBound)
-	t.Logf("after A's exit: %d requests left, last result %v later (bound %v); %d provider calls for %d requests",
-		remaining, tail.Round(time.Millisecond), tailBound.Round(time.Millisecond), fake.Requests(), n)
+	t.Logf("after A's exit: %d requests left, last result %v later (bound %v); %d provider calls for %d requests, %d canceled by the shutdown",
+		remaining, tail.Round(time.Millisecond), tailBound.Round(time.Millisecond), fake.Requests(), n, canceledCalls)
 	if handedBack == 0 {
 		t.Errorf("A handed nothing back although it was stopped under a backlog; the test proves nothing")
 	}
 	if tail > tailBound {
 		t.Errorf("the last result came %v after A's exit, want within %v for %d requests at B's rate", tail, tailBound, remaining)
 	}
-	if fake.Requests() != n {
-		t.Errorf("provider received %d calls for %d requests", fake.Requests(), n)
+	if fake.Requests() != n+canceledCalls {
+		t.Errorf("provider received %d calls for %d requests and %d calls canceled by the shutdown", fake.Requests(), n, canceledCalls)
 	}
 }
 
