@@ -90,12 +90,18 @@ func (o *OpenAI) Call(ctx context.Context, req Request) (Response, error) {
 }
 
 // DefaultHTTPClient is shared by adapters built without a client. It has no
-// overall timeout: each attempt's context carries the provider's timeout.
-var DefaultHTTPClient = &http.Client{Transport: func() http.RoundTripper {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 256
-	return t
-}()}
+// overall timeout: each attempt's context carries the provider's timeout. It
+// never follows a redirect: net/http would resend a custom header such as
+// x-api-key to wherever the redirect points, and a provider has no reason to
+// redirect a POST (the 3xx is reported as a server failure).
+var DefaultHTTPClient = &http.Client{
+	Transport: func() http.RoundTripper {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 256
+		return t
+	}(),
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
 
 // post sends one request and reads the whole (bounded) answer.
 func post(ctx context.Context, client *http.Client, url string, header http.Header, body []byte) (int, http.Header, []byte, error) {

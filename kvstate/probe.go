@@ -77,6 +77,10 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 	if h, ok := s.Health(provider); !ok || !halfOpen(h) {
 		return chain.Admission{Allowed: true}
 	}
+	if held, ok := s.probe(provider); ok && held.Until.After(now) {
+		// Another worker holds the lease: skip without a write.
+		return chain.Admission{Until: held.Until}
+	}
 	lease = wholeSeconds(lease)
 	p := Probe{Until: utc(now.Add(lease)), By: s.opts.ID}
 	data, err := json.Marshal(p)

@@ -159,6 +159,11 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 		d.ReplyTo = ResultSubject(d.ID)
 		return nil
 	}
+	if IsResultSubject(d.ReplyTo) && d.ReplyTo != ResultSubject(d.ID) {
+		// The results stream is the record of every request's answer: a
+		// reply stored under another id would pass for that request's.
+		return fmt.Errorf("%w: %q is another request's result subject", ErrBadReplySubject, d.ReplyTo)
+	}
 	return ValidateReplySubject(d.ReplyTo, replyPrefixes)
 }
 

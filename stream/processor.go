@@ -245,7 +245,11 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 			_ = d.msg.Ack()
 			return
 		}
-		if attempt == publishAttempts || ctx.Err() != nil {
+		if ctx.Err() != nil { // shutdown: another processor takes it at once
+			_ = d.msg.Nak()
+			return
+		}
+		if attempt == publishAttempts {
 			d.log().Error("publishing result; giving the request back", "err", err)
 			_ = d.msg.NakWithDelay(retryDelayBase)
 			return
@@ -310,19 +314,34 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 }
 
 // fail publishes a failed result, then dead-letters the request.
+//
+// The dead letter comes first: once the failed result is stored, a
+// redelivery would take it for this request's answer and ack, so a dead
+// letter not yet stored would be lost. The result itself is best effort.
 func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain.Result, cause error) {
 	res.Status = chain.StatusFailed
 	res.Error = cause.Error()
+	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts) {
+		return
+	}
 	if err := d.publishResult(ctx, res); err != nil {
 		d.log().Error("publishing failed result", "err", err)
 	}
-	d.deadLetter(ctx, reason, cause, res.Attempts)
+	_ = d.msg.Term()
 }
 
 // deadLetter stores the request in the dead-letter stream, then terminates
 // it. If the dead letter cannot be stored the request is NAK'd instead, so it
 // is never lost.
 func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt) {
+	if d.storeDeadLetter(ctx, reason, cause, attempts) {
+		_ = d.msg.Term()
+	}
+}
+
+// storeDeadLetter publishes the dead letter and reports whether it is
+// stored; if not, it has NAK'd the request for another try.
+func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt) bool {
 	err := d.p.dlq.Publish(ctx, deadletter.Letter{
 		Chain: d.chain, Reason: reason, Err: cause,
 		SourceSeq: d.meta.Sequence.Stream, Deliveries: d.meta.NumDelivered,
@@ -331,10 +350,10 @@ func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cau
 	if err != nil {
 		d.log().Error("dead-lettering failed; will retry", "reason", reason, "err", err)
 		_ = d.msg.NakWithDelay(retryDelayBase)
-		return
+		return false
 	}
 	d.log().Warn("dead-lettered", "reason", reason, "err", cause)
-	_ = d.msg.Term()
+	return true
 }
 
 // publishResult stores the result under detour.results.<id> and, when the
@@ -361,11 +380,6 @@ func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
 		return nil
 	}
 	reply := d.resultMsg(d.req.ReplyTo, data, res)
-	if IsResultSubject(reply.Subject) {
-		// The results stream captures this copy too: give it an id of its
-		// own, or deduplication would drop it as the stored result.
-		reply.Header.Set(HeaderMsgID, d.req.ID+":reply")
-	}
 	if err := d.p.nc.PublishMsg(reply); err != nil {
 		return fmt.Errorf("publishing to reply subject: %w", err)
 	}
