@@ -270,6 +270,12 @@ chains:
 		t.Logf("processor now on %s, reconnects %d", p.nc.ConnectedServerName(), p.nc.Stats().Reconnects)
 	}
 	t.Logf("processor warnings and errors: %v", logs.snapshot())
+	// Stored results are deduplicated by Nats-Msg-Id, so "none twice" is
+	// only proven on the provider's side: one call per request, the loss
+	// notwithstanding (a redelivery finds the stored result and calls none).
+	if calls := ok.Requests(); calls != total+1 {
+		t.Fatalf("ok provider received %d calls for %d requests: some were processed twice", calls, total+1)
+	}
 }
 
 // connectCluster connects to urls (comma-separated) with unlimited, quick
