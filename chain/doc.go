@@ -4,8 +4,9 @@
 //
 // Order of evaluation, for each provider of the chain in turn:
 //
-//  1. A provider that State reports as cooling is skipped (attempt class
-//     "cooldown"); no call is made and no network round trip is needed.
+//  1. A provider that State does not admit is skipped (attempt class
+//     "cooldown"): it is cooling, or it is half-open and another worker holds
+//     its one probe. No call is made and no network round trip is needed.
 //  2. Otherwise it is called with a per-attempt timeout. A failure is mapped to
 //     a Class once, by Classify/classifyError, and the class alone decides what
 //     happens next (see Class.Retryable and Class.Counts).
@@ -14,9 +15,9 @@
 //     sent. Before every retry the state is read again: once the provider is
 //     cooling, no further call goes to it, not even the retry this request
 //     had planned.
-//  4. A 2xx answer is validated (non-empty, not truncated) before it wins; an
-//     invalid answer moves on to the next provider without counting as an
-//     outage.
+//  4. A 2xx answer is validated (non-empty, not truncated, satisfying the
+//     request's response_schema if it has one) before it wins; an invalid
+//     answer moves on to the next provider without counting as an outage.
 //  5. A rules template at the end answers whatever outages left unanswered,
 //     but never a request that every called provider rejected as malformed
 //     (a poison request): that one is reported by ExhaustedError.Poison.

@@ -30,6 +30,7 @@ type ExhaustedError struct {
 	Last error
 }
 
+// Error says why no provider answered.
 func (e *ExhaustedError) Error() string {
 	switch {
 	case e.Poison:

@@ -60,6 +60,7 @@ type CallError struct {
 	Err        error
 }
 
+// Error names the class and, for an HTTP failure, the status.
 func (e *CallError) Error() string {
 	if e.StatusCode != 0 {
 		return fmt.Sprintf("%s (HTTP %d): %v", e.Class, e.StatusCode, e.Err)
@@ -67,6 +68,7 @@ func (e *CallError) Error() string {
 	return fmt.Sprintf("%s: %v", e.Class, e.Err)
 }
 
+// Unwrap returns the underlying failure.
 func (e *CallError) Unwrap() error { return e.Err }
 
 // asCallError turns any error from Provider.Call into a *CallError, classifying

@@ -11,7 +11,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Handler settles one delivery; *Processor implements it.
+// Handler settles one delivery; *Processor implements it. It settles the
+// message itself instead of returning an error for Consume to NAK: a delivery
+// ends in more ways than ack or nak (a NAK with a computed delay, a
+// termination after its dead letter is stored, a NAK without delay at
+// shutdown), and only the handler knows which.
 type Handler interface {
 	Handle(ctx context.Context, chainName string, msg jetstream.Msg)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -59,40 +60,54 @@ chains:
 }
 
 // TestRateLimitHonoursRetryAfter is the second half of acceptance 4: a 429
-// with Retry-After: 1 is retried no sooner than one second later.
+// with Retry-After: 1 is retried no sooner than one second later. It runs
+// for both adapters, with Retry-After in seconds and as an HTTP-date.
 func TestRateLimitHonoursRetryAfter(t *testing.T) {
-	var mu sync.Mutex
-	var arrivals []time.Time
-	limited := providertest.New(providertest.OpenAI, func(n int, req providertest.Request) providertest.Reply {
-		mu.Lock()
-		arrivals = append(arrivals, time.Now())
-		mu.Unlock()
-		return providertest.Sequence(providertest.RateLimited("1"), providertest.OK())(n, req)
-	})
-	defer limited.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, fmt.Sprintf(`
+	for _, flavor := range []providertest.Flavor{providertest.OpenAI, providertest.Anthropic} {
+		for _, form := range []string{"seconds", "http-date"} {
+			t.Run(flavor.String()+"/"+form, func(t *testing.T) {
+				var mu sync.Mutex
+				var arrivals []time.Time
+				limited := providertest.New(flavor, func(n int, req providertest.Request) providertest.Reply {
+					now := time.Now()
+					mu.Lock()
+					arrivals = append(arrivals, now)
+					mu.Unlock()
+					retryAfter := "1"
+					if form == "http-date" {
+						// An HTTP-date has whole seconds: two from now waits
+						// at least one.
+						retryAfter = now.Add(2 * time.Second).UTC().Format(http.TimeFormat)
+					}
+					return providertest.Sequence(providertest.RateLimited(retryAfter), providertest.OK())(n, req)
+				})
+				defer limited.Close()
+				h := newHarness(t)
+				h.startProcessor(parseChainFile(t, fmt.Sprintf(`
 providers:
-  - {name: limited, type: openai, base_url: %s, model: m1, max_retries: 1, backoff_base: 1ms, backoff_max: 2ms}
+  - {name: limited, type: %s, base_url: %s, model: m1, max_retries: 1, backoff_base: 1ms, backoff_max: 2ms}
 chains:
   default: [limited]
-`, limited.URL)), testSettings())
+`, flavor, limited.URL)), testSettings())
 
-	h.publish("default", request("rl", "hello"))
-	res, _ := h.waitResult("rl", 10*time.Second)
-	if res.Status != chain.StatusOK || res.Provider != "limited" || res.Deliveries != 1 {
-		t.Fatalf("got %+v, want ok from limited in one delivery", res)
-	}
-	if res.Attempts[0].Class != chain.ClassRateLimit || res.Attempts[0].RetryAfterMs != 1000 {
-		t.Fatalf("first attempt %+v, want rate_limit with retry_after_ms 1000", res.Attempts[0])
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(arrivals) != 2 {
-		t.Fatalf("limited received %d requests, want 2", len(arrivals))
-	}
-	if gap := arrivals[1].Sub(arrivals[0]); gap < time.Second {
-		t.Fatalf("retried after %v, want at least 1s", gap)
+				h.publish("default", request("rl", "hello"))
+				res, _ := h.waitResult("rl", 10*time.Second)
+				if res.Status != chain.StatusOK || res.Provider != "limited" || res.Deliveries != 1 {
+					t.Fatalf("got %+v, want ok from limited in one delivery", res)
+				}
+				if res.Attempts[0].Class != chain.ClassRateLimit || res.Attempts[0].RetryAfterMs < 1000 {
+					t.Fatalf("first attempt %+v, want rate_limit with retry_after_ms of at least 1000", res.Attempts[0])
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(arrivals) != 2 {
+					t.Fatalf("limited received %d requests, want 2", len(arrivals))
+				}
+				if gap := arrivals[1].Sub(arrivals[0]); gap < time.Second {
+					t.Fatalf("retried after %v, want at least 1s", gap)
+				}
+			})
+		}
 	}
 }
 
@@ -100,18 +115,24 @@ chains:
 // failure-semantics issue: a 429 asking for 120 s with max_retry_wait 10s
 // opens a 120 s cooldown at once, and the provider gets no second call.
 func TestLongRetryAfterCoolsInsteadOfSleeping(t *testing.T) {
-	limited := providertest.New(providertest.OpenAI, providertest.RateLimited("120"))
+	for _, flavor := range []providertest.Flavor{providertest.OpenAI, providertest.Anthropic} {
+		t.Run(flavor.String(), func(t *testing.T) { longRetryAfterCools(t, flavor) })
+	}
+}
+
+func longRetryAfterCools(t *testing.T, flavor providertest.Flavor) {
+	limited := providertest.New(flavor, providertest.RateLimited("120"))
 	defer limited.Close()
-	backup := providertest.New(providertest.OpenAI, providertest.OK())
+	backup := providertest.New(flavor, providertest.OK())
 	defer backup.Close()
 	h := newHarness(t)
 	h.startProcessor(parseChainFile(t, fmt.Sprintf(`
 providers:
-  - {name: limited, type: openai, base_url: %s, model: m1, max_retries: 3, max_retry_wait: 10s}
-  - {name: backup, type: openai, base_url: %s, model: m2}
+  - {name: limited, type: %[1]s, base_url: %[2]s, model: m1, max_retries: 3, max_retry_wait: 10s}
+  - {name: backup, type: %[1]s, base_url: %[3]s, model: m2}
 chains:
   default: [limited, backup]
-`, limited.URL, backup.URL)), testSettings())
+`, flavor, limited.URL, backup.URL)), testSettings())
 
 	for i := range 3 {
 		id := fmt.Sprintf("r%d", i)

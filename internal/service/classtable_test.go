@@ -1,8 +1,11 @@
 package service_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/detourhq/detour/chain"
@@ -76,7 +79,9 @@ chains:
 				if err := store.Start(ctx); err != nil {
 					t.Fatal(err)
 				}
-				chains, err := service.BuildChains(file, store, nil, nil)
+				var logged bytes.Buffer
+				logger := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelError}))
+				chains, err := service.BuildChains(file, store, nil, logger)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -94,6 +99,19 @@ chains:
 				if got != tc.want {
 					t.Fatalf("got class=%s calls=%d cooled=%v, want class=%s calls=%d cooled=%v",
 						got.class, got.calls, got.cooled, tc.want.class, tc.want.calls, tc.want.cooled)
+				}
+				errorLogged := strings.Contains(logged.String(), "level=ERROR")
+				if tc.want.class == chain.ClassAuth {
+					// auth_cooldown (60s) opens at once, and the operator is
+					// told at error level: a key or model is wrong.
+					if c, _ := store.Cooldown(name); c.DurationS != 60 {
+						t.Fatalf("auth cooldown of %d s, want auth_cooldown 60 s", c.DurationS)
+					}
+					if !errorLogged {
+						t.Fatalf("auth failure not logged at error level; log: %q", logged.String())
+					}
+				} else if errorLogged {
+					t.Fatalf("%s logged at error level: %q", tc.want.class, logged.String())
 				}
 				for _, a := range res.Attempts {
 					if a.Class != tc.want.class {
