@@ -7,15 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/config"
@@ -194,7 +191,10 @@ func dlqConnect() (*deadletter.Store, func(), error) {
 		TLSCA: settings.NATSTLSCA, TLSCert: settings.NATSTLSCert, TLSKey: settings.NATSTLSKey,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w\n(is a processor running? try `go run ./cmd/processor -demo`)", err)
+		if errors.Is(err, nats.ErrNoServers) {
+			err = fmt.Errorf("%w\n(is a processor running? try `go run ./cmd/processor -demo`)", err)
+		}
+		return nil, nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -222,25 +222,7 @@ func (c *dlqCommand) list(ctx context.Context) error {
 		fmt.Fprintln(c.stdout, "no dead letters")
 		return nil
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tCHAIN\tREASON\tID\tERROR")
-	for _, e := range entries {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Format(time.RFC3339), e.Chain, e.Reason,
-			dlqCell(e.RequestID, 40), dlqCell(e.Error, 80))
-	}
-	return tw.Flush()
-}
-
-// dlqCell shortens a table cell to n runes and keeps tabs out of it.
-func dlqCell(s string, n int) string {
-	if s == "" {
-		return "-"
-	}
-	s = strings.ReplaceAll(s, "\t", " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
+	return deadletter.WriteTable(c.stdout, entries)
 }
 
 func (c *dlqCommand) show(ctx context.Context) error {
@@ -256,23 +238,13 @@ func (c *dlqCommand) show(ctx context.Context) error {
 			Body []byte `json:"body"`
 		}{m, m.Data})
 	}
-	w := c.stdout
-	fmt.Fprintf(w, "dead letter %d: chain %s, reason %s, id %s, stored %s\n", m.Seq, m.Chain, m.Reason, m.RequestID, m.Time.Format(time.RFC3339))
-	fmt.Fprintln(w, "\nheaders:")
-	for _, k := range slices.Sorted(maps.Keys(m.Header)) {
-		for _, v := range m.Header[k] {
-			fmt.Fprintf(w, "  %s: %s\n", k, v)
-		}
-	}
-	format, body := deadletter.RenderBody(m.Data, m.Header)
-	fmt.Fprintf(w, "\nbody (%d bytes, %s):\n%s\n", len(m.Data), format, strings.TrimSuffix(body, "\n"))
-	return nil
+	return deadletter.WriteMessage(c.stdout, m)
 }
 
 func (c *dlqCommand) replay(ctx context.Context) error {
 	var opts deadletter.ReplayOptions
 	if c.deadline != "" {
-		d, err := dlqDeadline(c.deadline, time.Now())
+		d, err := deadletter.ParseDeadline(c.deadline, time.Now())
 		if err != nil {
 			return err
 		}
@@ -313,24 +285,6 @@ func (c *dlqCommand) replay(ctx context.Context) error {
 		err = fmt.Errorf("%w\n(replay with -deadline 1h to give such requests a new deadline)", err)
 	}
 	return err
-}
-
-// dlqDeadline reads -deadline: a duration from now or an RFC 3339 time.
-func dlqDeadline(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		if d <= 0 {
-			return time.Time{}, fmt.Errorf("-deadline %s must be in the future", s)
-		}
-		return now.Add(d), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("-deadline %q is neither a duration (30m) nor an RFC 3339 time", s)
-	}
-	if !t.After(now) {
-		return time.Time{}, fmt.Errorf("-deadline %s is not in the future", s)
-	}
-	return t, nil
 }
 
 func (c *dlqCommand) purge(ctx context.Context) error {

@@ -112,14 +112,14 @@ func TestDLQCommand(t *testing.T) {
 
 func TestDLQDeadlineFlag(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	if got, err := dlqDeadline("90m", now); err != nil || !got.Equal(now.Add(90*time.Minute)) {
+	if got, err := deadletter.ParseDeadline("90m", now); err != nil || !got.Equal(now.Add(90*time.Minute)) {
 		t.Fatalf("90m: %v %v", got, err)
 	}
-	if got, err := dlqDeadline("2030-01-02T00:00:00Z", now); err != nil || got.Day() != 2 {
+	if got, err := deadletter.ParseDeadline("2030-01-02T00:00:00Z", now); err != nil || got.Day() != 2 {
 		t.Fatalf("RFC 3339: %v %v", got, err)
 	}
 	for _, bad := range []string{"-1h", "0s", "2029-01-01T00:00:00Z", "tomorrow"} {
-		if _, err := dlqDeadline(bad, now); err == nil {
+		if _, err := deadletter.ParseDeadline(bad, now); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -1,0 +1,73 @@
+package deadletter
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints entries as the table of `processor dlq list`:
+// SEQ TIME CHAIN REASON ID ERROR, one dead letter a line.
+func WriteTable(w io.Writer, entries []Entry) error {
+	if len(entries) == 0 {
+		_, err := fmt.Fprintln(w, "no dead letters")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tCHAIN\tREASON\tID\tERROR")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Format(time.RFC3339), e.Chain, e.Reason,
+			cell(e.RequestID, 40), cell(e.Error, 80))
+	}
+	return tw.Flush()
+}
+
+// cell shortens a table cell to n runes and keeps tabs out of it.
+func cell(s string, n int) string {
+	if s == "" {
+		return "-"
+	}
+	s = strings.ReplaceAll(s, "\t", " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// WriteMessage prints one dead letter for a person: what and why, every
+// header, and the body rendered by RenderBody.
+func WriteMessage(w io.Writer, m Message) error {
+	fmt.Fprintf(w, "dead letter %d: chain %s, reason %s, id %s, stored %s\n", m.Seq, m.Chain, m.Reason, m.RequestID, m.Time.Format(time.RFC3339))
+	fmt.Fprintln(w, "\nheaders:")
+	for _, k := range slices.Sorted(maps.Keys(m.Header)) {
+		for _, v := range m.Header[k] {
+			fmt.Fprintf(w, "  %s: %s\n", k, v)
+		}
+	}
+	format, body := RenderBody(m.Data, m.Header)
+	_, err := fmt.Fprintf(w, "\nbody (%d bytes, %s):\n%s\n", len(m.Data), format, strings.TrimSuffix(body, "\n"))
+	return err
+}
+
+// ParseDeadline reads a replay deadline: a duration from now ("30m") or an
+// RFC 3339 time. It must lie in the future.
+func ParseDeadline(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("-deadline %s must be in the future", s)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("-deadline %q is neither a duration (30m) nor an RFC 3339 time", s)
+	}
+	if !t.After(now) {
+		return time.Time{}, fmt.Errorf("-deadline %s is not in the future", s)
+	}
+	return t, nil
+}
