@@ -12,12 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/stream"
 )
 
 const dlqUsage = `usage: processor dlq list [-reason R] [-chain C] [-json]
@@ -182,23 +177,8 @@ func dlqParse(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // dlqConnect connects like the other client commands.
 func dlqConnect() (*deadletter.Store, func(), error) {
-	settings, err := config.LoadSettings()
+	nc, js, err := connectClient("detour-dlq")
 	if err != nil {
-		return nil, nil, fmt.Errorf("settings: %w", err)
-	}
-	nc, err := stream.Connect(settings.ClientURL(), stream.ConnectOptions{
-		Name: "detour-dlq", Creds: settings.NATSCreds,
-		TLSCA: settings.NATSTLSCA, TLSCert: settings.NATSTLSCert, TLSKey: settings.NATSTLSKey,
-	})
-	if err != nil {
-		if errors.Is(err, nats.ErrNoServers) {
-			err = fmt.Errorf("%w\n(is a processor running? try `go run ./cmd/processor -demo`)", err)
-		}
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
 		return nil, nil, err
 	}
 	return deadletter.NewStore(js), nc.Close, nil

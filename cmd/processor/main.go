@@ -29,6 +29,8 @@ func main() {
 
 func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: processor [run] [-demo] [-config FILE]")
+	fmt.Fprintln(w, "       processor status [-json]     one row per provider: state, failures, cooldown, trips, last error")
+	fmt.Fprintln(w, "       processor watch [-json]      outage events as they happen: opened, expired, probe, closed")
 	fmt.Fprintln(w, "       processor dlq list|show SEQ|replay [SEQ…|-all] [-reason R] [-deadline D]|purge [-reason R]")
 	fmt.Fprintln(w, "\nflags:")
 	fs.SetOutput(w)
@@ -38,8 +40,15 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "dlq" {
-		return runDLQ(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "dlq":
+			return runDLQ(args[1:], stdout, stderr)
+		case "status":
+			return runStatus(args[1:], stdout, stderr)
+		case "watch":
+			return runWatch(args[1:], stdout, stderr)
+		}
 	}
 	if len(args) > 0 && args[0] == "run" {
 		args = args[1:]

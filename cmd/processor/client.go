@@ -1,0 +1,38 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/stream"
+)
+
+// connectClient connects a client command (status, watch, dlq) to
+// DETOUR_NATS_URL or, when that is empty, to a local processor's embedded
+// server on DETOUR_LISTEN.
+func connectClient(name string) (*nats.Conn, jetstream.JetStream, error) {
+	settings, err := config.LoadSettings()
+	if err != nil {
+		return nil, nil, fmt.Errorf("settings: %w", err)
+	}
+	nc, err := stream.Connect(settings.ClientURL(), stream.ConnectOptions{
+		Name: name, Creds: settings.NATSCreds,
+		TLSCA: settings.NATSTLSCA, TLSCert: settings.NATSTLSCert, TLSKey: settings.NATSTLSKey,
+	})
+	if err != nil {
+		if errors.Is(err, nats.ErrNoServers) {
+			err = fmt.Errorf("%w\n(is a processor running? try `go run ./cmd/processor -demo`)", err)
+		}
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}

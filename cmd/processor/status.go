@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/kvstate"
+)
+
+// runStatus prints one row per provider: `processor status [-json]`.
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("processor status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the rows as a JSON array")
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, closeConn, err := openBucket(ctx, "detour-status")
+	if err != nil {
+		fmt.Fprintf(stderr, "processor status: %v\n", err)
+		return 1
+	}
+	defer closeConn()
+	store := kvstate.New(kv, kvstate.Options{})
+	if err := store.Start(ctx); err != nil {
+		fmt.Fprintf(stderr, "processor status: %v\n", err)
+		return 1
+	}
+	rows := store.Status(time.Now())
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rows)
+	} else {
+		err = kvstate.WriteStatus(stdout, rows)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "processor status: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// runWatch prints outage events as they happen until interrupted:
+// `processor watch [-json]`.
+func runWatch(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("processor watch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print each event as one JSON line")
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	kv, closeConn, err := openBucket(ctx, "detour-watch")
+	if err != nil {
+		fmt.Fprintf(stderr, "processor watch: %v\n", err)
+		return 1
+	}
+	defer closeConn()
+	enc := json.NewEncoder(stdout)
+	fmt.Fprintf(stderr, "watching %s for outage events (opened, expired, probe, closed); Ctrl-C to stop\n", kvstate.Bucket)
+	err = kvstate.WatchEvents(ctx, kv, func(e kvstate.Event) {
+		if *asJSON {
+			_ = enc.Encode(e)
+			return
+		}
+		fmt.Fprintln(stdout, e)
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "processor watch: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// openBucket connects and opens the provider bucket without creating it.
+func openBucket(ctx context.Context, name string) (jetstream.KeyValue, func(), error) {
+	nc, js, err := connectClient(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	kv, err := js.KeyValue(ctx, kvstate.Bucket)
+	if err != nil {
+		nc.Close()
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, nil, fmt.Errorf("bucket %s does not exist yet: no processor has started on this NATS", kvstate.Bucket)
+		}
+		return nil, nil, err
+	}
+	return kv, nc.Close, nil
+}
+
+// flagExit maps a flag parsing error to an exit code: 0 for -help.
+func flagExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}

@@ -1,0 +1,113 @@
+package kvstate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EventKind is what happened to a provider's circuit.
+type EventKind string
+
+// The outage events an operator watches for.
+const (
+	// EventOpened: a cooldown started; no call goes to the provider.
+	EventOpened EventKind = "opened"
+	// EventExpired: the cooldown's TTL ran out; the provider is half-open.
+	EventExpired EventKind = "expired"
+	// EventProbe: a worker took the probe lease and sends one real request.
+	EventProbe EventKind = "probe"
+	// EventClosed: the provider succeeded after failures; traffic is back.
+	EventClosed EventKind = "closed"
+)
+
+// Event is one outage event, read from the bucket.
+type Event struct {
+	Time     time.Time `json:"time"`
+	Provider string    `json:"provider"`
+	Kind     EventKind `json:"event"`
+	// Cooldown is set for opened events, Probe for probe events.
+	Cooldown *Cooldown `json:"cooldown,omitempty"`
+	Probe    *Probe    `json:"probe,omitempty"`
+}
+
+// String formats the event on one line for a terminal.
+func (e Event) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %-16s %-8s", e.Time.UTC().Format(time.RFC3339), e.Provider, e.Kind)
+	switch {
+	case e.Cooldown != nil:
+		c := e.Cooldown
+		fmt.Fprintf(&b, " until %s (%ds, trip %d, %s): %s", c.Until.UTC().Format(time.RFC3339), c.DurationS, c.Trip, c.Class, c.Reason)
+	case e.Probe != nil:
+		fmt.Fprintf(&b, " by %s", e.Probe.By)
+	}
+	return b.String()
+}
+
+// WatchEvents reports the outage events of the bucket as they happen, until
+// ctx ends. Only changes after the call are reported.
+func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event)) error {
+	w, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("kvstate: watching %s: %w", Bucket, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e == nil {
+				continue
+			}
+			if ev, ok := eventOf(e); ok {
+				report(ev)
+			}
+		}
+	}
+}
+
+// eventOf turns a bucket entry into an outage event, if it is one.
+func eventOf(e jetstream.KeyValueEntry) (Event, bool) {
+	provider, kind, ok := strings.Cut(e.Key(), ".")
+	if !ok {
+		return Event{}, false
+	}
+	ev := Event{Time: e.Created(), Provider: provider}
+	put := e.Operation() == jetstream.KeyValuePut
+	switch {
+	case kind == SuffixCooldown && put:
+		var c Cooldown
+		if json.Unmarshal(e.Value(), &c) != nil {
+			return Event{}, false
+		}
+		ev.Kind, ev.Cooldown = EventOpened, &c
+	case kind == SuffixCooldown:
+		ev.Kind = EventExpired
+	case kind == SuffixProbe && put:
+		var p Probe
+		if json.Unmarshal(e.Value(), &p) != nil {
+			return Event{}, false
+		}
+		ev.Kind, ev.Probe = EventProbe, &p
+	case kind == SuffixHealth && put:
+		var h Health
+		// A health write with no failures left is the reset of a success
+		// after failures; after a trip, that is the circuit closing.
+		if json.Unmarshal(e.Value(), &h) != nil || h.ConsecutiveFailures != 0 || h.LastTrip.IsZero() {
+			return Event{}, false
+		}
+		ev.Kind = EventClosed
+	default:
+		return Event{}, false
+	}
+	return ev, true
+}

@@ -1,0 +1,78 @@
+package kvstate
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+	"time"
+)
+
+// ProviderStatus is one row of `processor status`.
+type ProviderStatus struct {
+	Provider            string       `json:"provider"`
+	State               CircuitState `json:"state"`
+	ConsecutiveFailures int          `json:"consecutive_failures"`
+	CooldownUntil       time.Time    `json:"cooldown_until,omitzero"`
+	Trips               int          `json:"trips"`
+	LastClass           string       `json:"last_class,omitempty"`
+	LastError           string       `json:"last_error,omitempty"`
+	LastFailure         time.Time    `json:"last_failure,omitzero"`
+	LastSuccess         time.Time    `json:"last_success,omitzero"`
+}
+
+// MarshalText writes the circuit state by name.
+func (s CircuitState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Status returns a row for every provider the mirror knows, sorted by name.
+func (s *Store) Status(now time.Time) []ProviderStatus {
+	s.mu.RLock()
+	names := map[string]bool{}
+	for p := range s.health {
+		names[p] = true
+	}
+	for p := range s.cooldowns {
+		names[p] = true
+	}
+	s.mu.RUnlock()
+	rows := make([]ProviderStatus, 0, len(names))
+	for p := range names {
+		row := ProviderStatus{Provider: p, State: s.State(p, now)}
+		if h, ok := s.Health(p); ok {
+			row.ConsecutiveFailures, row.Trips = h.ConsecutiveFailures, h.Trips
+			row.LastClass, row.LastError = h.LastClass.String(), h.LastError
+			row.LastFailure, row.LastSuccess = h.LastFailure, h.LastSuccess
+		}
+		if until, cooling := s.Cooling(p, now); cooling {
+			row.CooldownUntil = until
+		}
+		rows = append(rows, row)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Provider < rows[j].Provider })
+	return rows
+}
+
+// WriteStatus prints rows as the table of `processor status`.
+func WriteStatus(w io.Writer, rows []ProviderStatus) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "no provider state recorded yet: every provider is closed")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROVIDER\tSTATE\tFAILURES\tCOOLDOWN UNTIL\tTRIPS\tLAST ERROR")
+	for _, r := range rows {
+		until := "-"
+		if !r.CooldownUntil.IsZero() {
+			until = r.CooldownUntil.UTC().Format(time.RFC3339)
+		}
+		lastError := "-"
+		if r.LastError != "" {
+			lastError = r.LastError
+			if len([]rune(lastError)) > 80 {
+				lastError = string([]rune(lastError)[:79]) + "…"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", r.Provider, r.State, r.ConsecutiveFailures, until, r.Trips, lastError)
+	}
+	return tw.Flush()
+}
