@@ -52,6 +52,8 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// OnCooldown, if set, is called for each cooldown this store opens.
+	OnCooldown func(provider string, c Cooldown)
 }
 
 // Store is a processor's view of the bucket: a mirror fed by a watcher plus
@@ -347,6 +349,9 @@ func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, t
 	s.mu.Lock()
 	s.cooldowns.set(provider, c, rev)
 	s.mu.Unlock()
+	if s.opts.OnCooldown != nil {
+		s.opts.OnCooldown(provider, c)
+	}
 	s.opts.Logger.Warn("provider cooling down", "provider", provider, "until", c.Until, "class", c.Class, "trip", c.Trip, "by", c.By)
 	return nil
 }

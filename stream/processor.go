@@ -15,6 +15,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/internal/metrics"
 )
 
 // Retry delays after real failures: exponential by delivery count.
@@ -41,6 +42,8 @@ type ProcessorConfig struct {
 	Logger        *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics records outcomes; nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // Processor takes deliveries through their life (DESIGN.md §6).
@@ -77,6 +80,8 @@ func (p *Processor) Handle(ctx context.Context, chainName string, msg jetstream.
 		return
 	}
 	d := delivery{p: p, chain: chainName, msg: msg, meta: meta, started: p.cfg.Now()}
+	p.cfg.Metrics.InFlight(1)
+	defer p.cfg.Metrics.InFlight(-1)
 	d.handle(ctx)
 }
 
@@ -133,11 +138,12 @@ func (d *delivery) handle(ctx context.Context) {
 			// Not knowing is not "no": calling a provider again could pay
 			// twice for one request. Look again shortly (a leader election).
 			d.log().Warn("checking for an earlier result; will retry", "err", err)
-			_ = d.msg.NakWithDelay(retryDelayBase)
+			d.nak(retryDelayBase, "error")
 			return
 		}
 		if answered {
 			_ = d.msg.Ack()
+			d.p.cfg.Metrics.Settled(d.chain, "already_answered")
 			return
 		}
 	}
@@ -149,6 +155,7 @@ func (d *delivery) handle(ctx context.Context) {
 	})
 	stopBeat()
 	d.annotate(&res)
+	d.p.cfg.Metrics.Attempts(res.Attempts)
 	var exhausted *chain.ExhaustedError
 	switch {
 	case err == nil:
@@ -159,7 +166,7 @@ func (d *delivery) handle(ctx context.Context) {
 		d.retryLater(ctx, res, exhausted)
 	case ctx.Err() != nil:
 		// Shutdown: hand the request to another processor at once.
-		_ = d.msg.Nak()
+		d.nak(0, "shutdown")
 	default: // the request's own deadline ended the run
 		d.expire(ctx, res.Attempts)
 	}
@@ -243,21 +250,27 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 		err := d.publishResult(ctx, res)
 		if err == nil {
 			_ = d.msg.Ack()
+			outcome := "ok"
+			if res.Degraded {
+				outcome = "degraded"
+			}
+			d.p.cfg.Metrics.Settled(d.chain, outcome)
+			d.p.cfg.Metrics.Answered(d.chain, d.p.cfg.Now().Sub(d.meta.Timestamp))
 			return
 		}
 		if ctx.Err() != nil { // shutdown: another processor takes it at once
-			_ = d.msg.Nak()
+			d.nak(0, "shutdown")
 			return
 		}
 		if attempt == publishAttempts {
 			d.log().Error("publishing result; giving the request back", "err", err)
-			_ = d.msg.NakWithDelay(retryDelayBase)
+			d.nak(retryDelayBase, "error")
 			return
 		}
 		d.log().Warn("publishing result; retrying", "attempt", attempt, "err", err)
 		_ = d.msg.InProgress()
 		if sleepCtx(ctx, wait) != nil {
-			_ = d.msg.Nak()
+			d.nak(0, "shutdown")
 			return
 		}
 		wait *= 2
@@ -302,7 +315,22 @@ func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.E
 		delay = max(left, 0)
 	}
 	d.log().Info("no provider answered; retrying later", "delay", delay, "all_cooling", ex.AllCooling, "deliveries", d.meta.NumDelivered)
-	_ = d.msg.NakWithDelay(delay)
+	reason := "failures"
+	if ex.AllCooling {
+		reason = "all_cooling"
+	}
+	d.nak(delay, reason)
+}
+
+// nak hands the delivery back, after delay (none when zero), and counts why.
+func (d *delivery) nak(delay time.Duration, reason string) {
+	if delay > 0 {
+		_ = d.msg.NakWithDelay(delay)
+	} else {
+		_ = d.msg.Nak()
+	}
+	d.p.cfg.Metrics.Nak(d.chain, reason)
+	d.p.cfg.Metrics.Settled(d.chain, "retry")
 }
 
 // expire dead-letters a request whose deadline passed and publishes a failed
@@ -349,10 +377,12 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 	})
 	if err != nil {
 		d.log().Error("dead-lettering failed; will retry", "reason", reason, "err", err)
-		_ = d.msg.NakWithDelay(retryDelayBase)
+		d.nak(retryDelayBase, "error")
 		return false
 	}
 	d.log().Warn("dead-lettered", "reason", reason, "err", cause)
+	d.p.cfg.Metrics.DeadLetter(d.chain, string(reason))
+	d.p.cfg.Metrics.Settled(d.chain, string(reason))
 	return true
 }
 

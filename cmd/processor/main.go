@@ -20,6 +20,7 @@ import (
 
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/demo"
+	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/service"
 )
 
@@ -136,9 +137,28 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	// cooldowns.
 	stateCtx, stopState := context.WithCancel(context.Background())
 	defer stopState()
-	p, err := service.New(stateCtx, service.Options{Settings: settings, File: file, Conn: conn.Conn, Logger: logger})
+	m := metrics.New()
+	p, err := service.New(stateCtx, service.Options{Settings: settings, File: file, Conn: conn.Conn, Logger: logger, Metrics: m})
 	if err != nil {
 		return err
+	}
+	if settings.MetricsAddr != "" {
+		serveMetrics, err := metrics.Listen(settings.MetricsAddr, m.Handler(p.Ready))
+		if err != nil {
+			return err
+		}
+		// The metrics server outlives the consume loop's shutdown, so
+		// /readyz reports the processor not ready while it drains.
+		metricsCtx, stopMetrics := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- serveMetrics(metricsCtx) }()
+		defer func() {
+			stopMetrics()
+			if err := <-served; err != nil {
+				logger.Warn("metrics server", "err", err)
+			}
+		}()
+		logger.Info("serving /metrics, /healthz and /readyz", "addr", settings.MetricsAddr)
 	}
 	if demoMode {
 		go func() { _ = demo.Trickle(ctx, conn.Conn, 2*time.Second, logger) }()

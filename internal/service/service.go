@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/stream"
 )
@@ -28,6 +30,8 @@ type Options struct {
 	Logger *slog.Logger
 	// HTTPClient calls providers; nil uses chain.DefaultHTTPClient.
 	HTTPClient *http.Client
+	// Metrics records what the processor does; nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // Processor is one assembled, not yet running, processor.
@@ -37,6 +41,8 @@ type Processor struct {
 	store   *kvstate.Store
 	handler *stream.Processor
 	chains  []string
+	// consuming is set while Run's consume loop runs; it makes /readyz ready.
+	consuming atomic.Bool
 }
 
 // New creates the topology, loads the provider-state mirror and builds the
@@ -62,7 +68,8 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	if err != nil {
 		return nil, err
 	}
-	store := kvstate.New(kv, kvstate.Options{ID: processorID(), Logger: opts.Logger})
+	store := kvstate.New(kv, kvstate.Options{ID: processorID(), Logger: opts.Logger,
+		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) }})
 	if err := store.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -73,7 +80,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	runners := lo.MapValues(chains, func(c *chain.Chain, _ string) stream.Runner { return c })
 	handler, err := stream.NewProcessor(ctx, opts.Conn, js, stream.ProcessorConfig{
 		Chains: runners, ReplyPrefixes: s.ReplyPrefixes, MaxPayload: s.MaxPayload,
-		RequestTTL: s.RequestTTL, AckWait: s.AckWait, Logger: opts.Logger,
+		RequestTTL: s.RequestTTL, AckWait: s.AckWait, Logger: opts.Logger, Metrics: opts.Metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -87,10 +94,18 @@ func (p *Processor) Store() *kvstate.Store { return p.store }
 // Run consumes every chain until ctx ends, then shuts down gracefully.
 func (p *Processor) Run(ctx context.Context) error {
 	p.opts.Logger.Info("processing", "chains", p.chains, "workers", p.opts.Settings.Workers)
+	p.consuming.Store(true)
+	defer p.consuming.Store(false)
 	return stream.Consume(ctx, p.js, p.handler, stream.ConsumerConfig{
 		Chains: p.chains, Workers: p.opts.Settings.Workers,
 		ShutdownTimeout: p.opts.Settings.ShutdownTimeout, Logger: p.opts.Logger,
 	})
+}
+
+// Ready reports whether the processor takes work: consuming, and connected
+// to NATS. It backs /readyz.
+func (p *Processor) Ready() bool {
+	return p.consuming.Load() && p.opts.Conn.IsConnected()
 }
 
 // processorID names this process in the cooldowns it opens.

@@ -1,0 +1,146 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/detourhq/detour/chain"
+)
+
+// Metrics holds every collector detour exports, on its own registry.
+type Metrics struct {
+	registry        *prometheus.Registry
+	requests        *prometheus.CounterVec
+	providerCalls   *prometheus.CounterVec
+	skips           *prometheus.CounterVec
+	cooldownsOpened *prometheus.CounterVec
+	callSeconds     *prometheus.HistogramVec
+	requestSeconds  *prometheus.HistogramVec
+	naks            *prometheus.CounterVec
+	deadLetters     *prometheus.CounterVec
+	inFlight        prometheus.Gauge
+}
+
+// latencyBuckets span a fast cache hit to a slow model call.
+var latencyBuckets = []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120}
+
+// New registers detour's collectors, plus the Go and process collectors, on
+// a fresh registry.
+func New() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "detour_requests_total",
+			Help: "Deliveries settled, by chain and outcome (ok, degraded, retry, already_answered, shutdown, or a dead-letter reason).",
+		}, []string{"chain", "outcome"}),
+		providerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "detour_provider_calls_total",
+			Help: "Provider attempts, by provider and failure class (\"ok\" for a valid answer).",
+		}, []string{"provider", "class"}),
+		skips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "detour_provider_skips_total",
+			Help: "Providers skipped without a call, by provider and reason.",
+		}, []string{"provider", "reason"}),
+		cooldownsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "detour_cooldowns_opened_total",
+			Help: "Cooldowns this processor opened, by provider and failure class.",
+		}, []string{"provider", "class"}),
+		callSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "detour_provider_call_seconds",
+			Help:    "Duration of one provider attempt.",
+			Buckets: latencyBuckets,
+		}, []string{"provider"}),
+		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "detour_request_seconds",
+			Help:    "Time from a request's publication to its result.",
+			Buckets: latencyBuckets,
+		}, []string{"chain"}),
+		naks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "detour_naks_total",
+			Help: "Deliveries handed back, by chain and reason (all_cooling, failures, shutdown, error).",
+		}, []string{"chain", "reason"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "detour_dead_letters_total",
+			Help: "Requests dead-lettered, by chain and reason.",
+		}, []string{"chain", "reason"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "detour_in_flight",
+			Help: "Deliveries being worked on now.",
+		}),
+	}
+	m.registry.MustRegister(m.requests, m.providerCalls, m.skips, m.cooldownsOpened, m.callSeconds,
+		m.requestSeconds, m.naks, m.deadLetters, m.inFlight,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is where the collectors live, for the HTTP handler and tests.
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.registry
+}
+
+// Settled counts a delivery's outcome.
+func (m *Metrics) Settled(chainName, outcome string) {
+	if m != nil {
+		m.requests.WithLabelValues(chainName, outcome).Inc()
+	}
+}
+
+// Attempts counts a run's provider calls and skips and times each call.
+func (m *Metrics) Attempts(attempts []chain.Attempt) {
+	if m == nil {
+		return
+	}
+	for _, a := range attempts {
+		if a.Outcome == chain.OutcomeSkipped {
+			m.skips.WithLabelValues(a.Provider, a.Class.String()).Inc()
+			continue
+		}
+		class := a.Class.String()
+		if a.Class == chain.ClassNone {
+			class = "ok"
+		}
+		m.providerCalls.WithLabelValues(a.Provider, class).Inc()
+		m.callSeconds.WithLabelValues(a.Provider).Observe(float64(a.LatencyMs) / 1000)
+	}
+}
+
+// Answered times a request from its publication to its result.
+func (m *Metrics) Answered(chainName string, sincePublished time.Duration) {
+	if m != nil {
+		m.requestSeconds.WithLabelValues(chainName).Observe(sincePublished.Seconds())
+	}
+}
+
+// Nak counts a delivery handed back for later.
+func (m *Metrics) Nak(chainName, reason string) {
+	if m != nil {
+		m.naks.WithLabelValues(chainName, reason).Inc()
+	}
+}
+
+// DeadLetter counts a dead-lettered request.
+func (m *Metrics) DeadLetter(chainName, reason string) {
+	if m != nil {
+		m.deadLetters.WithLabelValues(chainName, reason).Inc()
+	}
+}
+
+// CooldownOpened counts a cooldown this processor opened.
+func (m *Metrics) CooldownOpened(provider string, class chain.Class) {
+	if m != nil {
+		m.cooldownsOpened.WithLabelValues(provider, class.String()).Inc()
+	}
+}
+
+// InFlight moves the in-flight gauge by delta.
+func (m *Metrics) InFlight(delta int) {
+	if m != nil {
+		m.inFlight.Add(float64(delta))
+	}
+}
