@@ -137,7 +137,7 @@ func (c *Chain) pass(ctx context.Context, step Step, req Request, res *Result) (
 	p, pol := step.Provider, step.Policy
 	for retry := 0; ; retry++ {
 		started := c.now()
-		resp, err := c.call(ctx, step, req)
+		resp, err := callOnce(ctx, step, req)
 		attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds()}
 		if err == nil {
 			if problem := validate(resp, req.Schema); problem != nil {
@@ -205,7 +205,7 @@ func (c *Chain) record(ctx context.Context, step Step, failure *CallError) (cool
 	return f.CooldownFor > 0
 }
 
-func (c *Chain) call(ctx context.Context, step Step, req Request) (Response, error) {
+func callOnce(ctx context.Context, step Step, req Request) (Response, error) {
 	if step.Policy.Timeout <= 0 {
 		return step.Provider.Call(ctx, req)
 	}

@@ -32,6 +32,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: processor [run] [-demo] [-config FILE]")
 	fmt.Fprintln(w, "       processor status [-json]     one row per provider: state, failures, cooldown, trips, last error")
 	fmt.Fprintln(w, "       processor watch [-json]      outage events as they happen: opened, expired, probe, closed")
+	fmt.Fprintln(w, "       processor check -samples FILE.jsonl [-chain C] [-config FILE]   every provider × every sample, exit 1 on a failure")
 	fmt.Fprintln(w, "       processor dlq list|show SEQ|replay [SEQ…|-all] [-reason R] [-deadline D]|purge [-reason R]")
 	fmt.Fprintln(w, "\nflags:")
 	fs.SetOutput(w)
@@ -49,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runStatus(args[1:], stdout, stderr)
 		case "watch":
 			return runWatch(args[1:], stdout, stderr)
+		case "check":
+			return runCheck(args[1:], stdout, stderr)
 		}
 	}
 	if len(args) > 0 && args[0] == "run" {

@@ -1,0 +1,92 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// CheckResult is one provider's answer to one sample of a check.
+type CheckResult struct {
+	Provider  string `json:"provider"`
+	Model     string `json:"model"`
+	Sample    int    `json:"sample"`
+	OK        bool   `json:"ok"`
+	Class     Class  `json:"class,omitzero"`
+	Status    int    `json:"status_code,omitempty"`
+	Error     string `json:"error,omitempty"`
+	LatencyMs int64  `json:"latency_ms"`
+}
+
+// Check sends every sample to every step's provider directly, once each (no
+// retries, no state, no fallback), and validates each answer with the rules
+// a chain applies. It tells, before traffic does, whether each provider
+// answers these requests acceptably.
+func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
+	var out []CheckResult
+	for _, step := range steps {
+		p := step.Provider
+		for i, req := range samples {
+			r := CheckResult{Provider: p.Name(), Model: p.Model(), Sample: i + 1}
+			start := time.Now()
+			resp, err := callOnce(ctx, step, req)
+			r.LatencyMs = time.Since(start).Milliseconds()
+			if err == nil {
+				err = validate(resp, req.Schema)
+				if err != nil {
+					err = &CallError{Class: ClassInvalidOutput, Err: err}
+				}
+			}
+			if err != nil {
+				ce := asCallError(err, ctx)
+				r.Class, r.Status, r.Error = ce.Class, ce.StatusCode, ce.Error()
+			} else {
+				r.OK = true
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ErrCheckFailed is returned by WriteCheck when any sample failed.
+var ErrCheckFailed = errors.New("chain: check failed")
+
+// WriteCheck prints results as a provider × sample table, then the failures
+// in full, and returns ErrCheckFailed if there was any.
+func WriteCheck(w io.Writer, results []CheckResult, samples int) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header := []string{"PROVIDER", "MODEL"}
+	for i := 1; i <= samples; i++ {
+		header = append(header, fmt.Sprintf("#%d", i))
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	var failures []CheckResult
+	for i := 0; i < len(results); i += samples {
+		row := results[i:min(i+samples, len(results))]
+		cells := []string{row[0].Provider, row[0].Model}
+		for _, r := range row {
+			if r.OK {
+				cells = append(cells, fmt.Sprintf("ok %dms", r.LatencyMs))
+				continue
+			}
+			failures = append(failures, r)
+			cells = append(cells, "FAIL "+r.Class.String())
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, f := range failures {
+		fmt.Fprintf(w, "%s sample #%d: %s\n", f.Provider, f.Sample, f.Error)
+	}
+	if len(failures) > 0 {
+		return fmt.Errorf("%w: %d of %d answers", ErrCheckFailed, len(failures), len(results))
+	}
+	return nil
+}

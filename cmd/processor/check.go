@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/service"
+	"github.com/detourhq/detour/stream"
+)
+
+// runCheck sends fixed samples to every provider of a chain directly:
+// `processor check -samples FILE.jsonl [-chain default] [-config FILE]`.
+func runCheck(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("processor check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	samplesPath := fs.String("samples", "", "JSON Lines file of requests (DESIGN.md §3 shape), one per line")
+	chainName := fs.String("chain", "default", "chain whose providers to check")
+	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG, detour.yaml)")
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	if *samplesPath == "" {
+		fmt.Fprintln(stderr, "processor check: -samples FILE is required")
+		return 2
+	}
+	path := *configPath
+	if path == "" {
+		path = os.Getenv("DETOUR_CONFIG")
+	}
+	if path == "" {
+		path = "detour.yaml"
+	}
+	file, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "processor check: %v\n", err)
+		return 2
+	}
+	f, err := os.Open(*samplesPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "processor check: %v\n", err)
+		return 2
+	}
+	samples, err := stream.ReadSamples(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "processor check: %s: %v\n", *samplesPath, err)
+		return 2
+	}
+	chains, err := service.BuildChains(file, nil, nil, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "processor check: %v\n", err)
+		return 2
+	}
+	c, ok := chains[*chainName]
+	if !ok {
+		fmt.Fprintf(stderr, "processor check: no chain named %q in %s\n", *chainName, path)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	results := chain.Check(ctx, c.Steps, samples)
+	if err := chain.WriteCheck(stdout, results, len(samples)); err != nil {
+		if !errors.Is(err, chain.ErrCheckFailed) {
+			fmt.Fprintf(stderr, "processor check: %v\n", err)
+		}
+		return 1
+	}
+	return 0
+}
