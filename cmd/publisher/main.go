@@ -1,6 +1,22 @@
-// Command publisher sends requests to detour and prints their results.
+// Command publisher sends requests to detour and prints their results; with
+// many requests it is a load generator that ends with a summary.
 //
-//	publisher [-chain default] [-n 1] [-timeout 60s] [-json] [-wait=true] PROMPT
+//	publisher [-chain default] [-n 1 | -f requests.jsonl] [-rate 0] [-schema FILE]
+//	          [-wait=true] [-timeout 1m] [-json] [PROMPT]
+//
+// One request prints its result as a block (text) or a JSON line (-json).
+// More than one shows a progress bar on stderr when stderr is a terminal,
+// and ends with a summary on stdout: counts, degraded share, failures and
+// p50/p95/p99 latency per provider and model, both the processor's
+// latency_ms and the end-to-end time from publish to result. With -json
+// each result is one JSON line as it arrives and the summary is a final
+// {"summary": {...}} line. The exit code is 1 when any request failed, got
+// no result or was not sent, and 2 for bad flags or a bad requests file
+// (which sends nothing).
+//
+// A requests file holds one request a line in the JSON shape of DESIGN.md
+// §3; as a convenience a line may give "prompt": "text" in place of
+// "messages". Blank lines are skipped; "-f -" reads standard input.
 //
 // It connects to DETOUR_NATS_URL or, when that is empty, to the embedded
 // server of a local processor on DETOUR_LISTEN.
@@ -14,7 +30,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,30 +44,134 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	// The first interrupt stops publishing and lets the results of what was
+	// sent arrive (up to -timeout); a second one stops waiting. Either way the
+	// summary of what arrived is printed. The goroutine ends with the process.
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := make(chan struct{})
+	go func() {
+		<-signals
+		close(stop)
+		fmt.Fprintln(os.Stderr, "\npublisher: stopped sending; waiting for the results of what was sent (interrupt again to stop now)")
+		<-signals
+		cancel()
+	}()
+	code := run(ctx, stop, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	cancel()
+	os.Exit(code)
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// flags are the command line, parsed.
+type flags struct {
+	chain   string
+	n       int
+	file    string
+	rate    float64
+	schema  string
+	wait    bool
+	timeout time.Duration
+	json    bool
+	prompt  string
+}
+
+// parseFlags parses args; a usage error has been reported to stderr when ok
+// is false, and code is the exit code.
+func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 	fs := flag.NewFlagSet("publisher", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	chainName := fs.String("chain", "default", "chain to send to")
-	n := fs.Int("n", 1, "number of copies of the request to send")
-	timeout := fs.Duration("timeout", time.Minute, "how long to wait for the results")
-	wait := fs.Bool("wait", true, "wait for the results and print them")
-	asJSON := fs.Bool("json", false, "print each result as one JSON line")
+	fs.StringVar(&f.chain, "chain", "default", "chain to send to")
+	fs.IntVar(&f.n, "n", 1, "number of copies of PROMPT to send")
+	fs.StringVar(&f.file, "f", "", "send the requests of this JSON Lines `file` (\"-\": standard input) instead of PROMPT;\none request a line in the JSON shape of DESIGN.md §3, or {\"prompt\": \"text\", ...} in place of messages;\na bad line is reported with its number and nothing is sent")
+	fs.Float64Var(&f.rate, "rate", 0, "publish `n` requests per second (0: as fast as possible)")
+	fs.StringVar(&f.schema, "schema", "", "JSON Schema `file` put into the response_schema of each request that has none")
+	fs.BoolVar(&f.wait, "wait", true, "wait for the results and print them (-wait=false only publishes)")
+	fs.DurationVar(&f.timeout, "timeout", time.Minute, "how long to wait for results after the last request is published (0: until interrupted)")
+	fs.BoolVar(&f.json, "json", false, "print each result as one JSON line, and the summary as a final JSON line")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: publisher [flags] PROMPT")
+		fmt.Fprintln(stderr, "usage: publisher [flags] PROMPT\n       publisher [flags] -f requests.jsonl")
 		fs.PrintDefaults()
+		fmt.Fprintln(stderr, "\nExit code 1 when any request failed, got no result or was not sent; 2 for bad flags or input.")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return f, 0, false
 		}
-		return 2
+		return f, 2, false
 	}
-	prompt := strings.Join(fs.Args(), " ")
-	if prompt == "" || *n < 1 {
+	f.prompt = strings.Join(fs.Args(), " ")
+	nSet := false
+	fs.Visit(func(fl *flag.Flag) { nSet = nSet || fl.Name == "n" })
+	var problem string
+	switch {
+	case f.file == "" && f.prompt == "":
 		fs.Usage()
+		return f, 2, false
+	case f.file != "" && f.prompt != "":
+		problem = "give a PROMPT or -f, not both"
+	case f.file != "" && nSet:
+		problem = "-n copies a PROMPT; with -f each line is sent once"
+	case f.n < 1:
+		problem = "-n must be at least 1"
+	case f.rate < 0:
+		problem = "-rate must not be negative"
+	case f.timeout < 0:
+		problem = "-timeout must not be negative"
+	}
+	if problem != "" {
+		fmt.Fprintf(stderr, "publisher: %s\n", problem)
+		return f, 2, false
+	}
+	return f, 0, true
+}
+
+// requests builds the requests of a run from the prompt or the file, and
+// the schema.
+func (f flags) requests(stdin io.Reader) ([]stream.Request, error) {
+	var reqs []stream.Request
+	if f.file == "" {
+		reqs = client.Copies(f.prompt, f.n)
+	} else {
+		r, name := stdin, "stdin"
+		if f.file != "-" {
+			file, err := os.Open(f.file)
+			if err != nil {
+				return nil, err
+			}
+			defer file.Close()
+			r, name = file, f.file
+		}
+		var err error
+		if reqs, err = client.ReadRequests(r, name); err != nil {
+			return nil, err
+		}
+	}
+	if f.schema != "" {
+		file, err := os.Open(f.schema)
+		if err != nil {
+			return nil, fmt.Errorf("-schema: %w", err)
+		}
+		defer file.Close()
+		schema, err := client.ReadSchema(file)
+		if err != nil {
+			return nil, fmt.Errorf("-schema %s: %w", f.schema, err)
+		}
+		client.WithSchema(reqs, schema)
+	}
+	return reqs, nil
+}
+
+// run is the command: stop closing ends publishing early, ctx ending ends
+// the run.
+func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	f, code, ok := parseFlags(args, stderr)
+	if !ok {
+		return code
+	}
+	reqs, err := f.requests(stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "publisher: %v\n", err)
 		return 2
 	}
 	settings, err := config.LoadSettings()
@@ -74,43 +196,81 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "publisher: %v\n", err)
 		return 1
 	}
-	reqs := make([]stream.Request, *n)
-	for i := range reqs {
-		reqs[i] = stream.Request{Messages: []chain.Message{{Role: "user", Content: prompt}}}
+
+	bulk := len(reqs) > 1
+	bar := newProgress(stderr, len(reqs), f.wait)
+	enc := json.NewEncoder(stdout)
+	opts := client.Options{Wait: f.wait, Rate: f.rate, Timeout: f.timeout, OnPublished: bar.published, OnResult: bar.result, Stop: stop}
+	if f.json && f.wait {
+		opts.OnResult = func(o client.Outcome) {
+			bar.above(func() { _ = enc.Encode(o.Result) })
+			bar.result(o)
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	outcomes, err := c.Run(ctx, *chainName, reqs, *wait)
-	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %v\n", err)
+	outcomes, runErr := c.RunWith(ctx, f.chain, reqs, opts)
+	bar.close()
+	if runErr != nil {
+		fmt.Fprintf(stderr, "publisher: %v\n", runErr)
+	}
+	sum := client.Summarize(f.chain, outcomes)
+	switch {
+	case sum.Sent == 0:
+		if runErr == nil {
+			fmt.Fprintln(stderr, "publisher: stopped before sending anything")
+		}
+		return 1
+	case !f.wait:
+		printPublished(stdout, f, outcomes, sum.Sent)
+	case bulk && f.json:
+		_ = enc.Encode(map[string]client.Summary{"summary": sum})
+	case bulk:
+		_ = sum.WriteText(stdout)
+	case f.json:
+		printMissing(stderr, outcomes)
+	default:
+		printOutcomes(stdout, outcomes)
+	}
+	if runErr != nil || sum.Unsent > 0 || (f.wait && sum.Failures() > 0) {
 		return 1
 	}
-	if !*wait {
-		fmt.Fprintf(stdout, "published %d request(s) to %s\n", len(outcomes), stream.RequestSubject(*chainName))
-		return 0
-	}
-	return printOutcomes(stdout, outcomes, *asJSON)
+	return 0
 }
 
-// printOutcomes prints each result and returns 1 when any request failed or
-// got no result.
-func printOutcomes(w io.Writer, outcomes []client.Outcome, asJSON bool) int {
-	code := 0
-	enc := json.NewEncoder(w)
+// printPublished reports a run that did not wait: how many requests went
+// out and, with -json, their ids, so their results can be read later.
+func printPublished(w io.Writer, f flags, outcomes []client.Outcome, sent int) {
+	subject := stream.RequestSubject(f.chain)
+	if !f.json {
+		fmt.Fprintf(w, "published %d request(s) to %s\n", sent, subject)
+		return
+	}
+	ids := []string{}
+	for _, o := range outcomes {
+		if !o.Published.IsZero() {
+			ids = append(ids, o.ID)
+		}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"published": sent, "subject": subject, "ids": ids})
+}
+
+// printMissing reports, for -json, the requests without a result; their
+// results, if any, were printed as they arrived.
+func printMissing(w io.Writer, outcomes []client.Outcome) {
 	for _, o := range outcomes {
 		if o.Err != nil {
-			code = 1
+			fmt.Fprintf(w, "publisher: %s: %v\n", o.ID, o.Err)
+		}
+	}
+}
+
+// printOutcomes prints each result as a block.
+func printOutcomes(w io.Writer, outcomes []client.Outcome) {
+	for _, o := range outcomes {
+		if o.Err != nil {
 			fmt.Fprintf(w, "%s  no result: %v\n", o.ID, o.Err)
 			continue
 		}
 		r := o.Result
-		if r.Status != chain.StatusOK {
-			code = 1
-		}
-		if asJSON {
-			_ = enc.Encode(r)
-			continue
-		}
 		fmt.Fprintf(w, "%s  %s  model=%s provider=%s degraded=%t attempts=%d latency=%dms\n",
 			r.ID, r.Status, r.Model, r.Provider, r.Degraded, len(r.Attempts), r.LatencyMs)
 		if r.Status == chain.StatusOK {
@@ -119,5 +279,4 @@ func printOutcomes(w io.Writer, outcomes []client.Outcome, asJSON bool) int {
 			fmt.Fprintf(w, "  error: %s\n", r.Error)
 		}
 	}
-	return code
 }

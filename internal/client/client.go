@@ -34,120 +34,327 @@ func New(nc *nats.Conn) (*Client, error) {
 // Outcome is what became of one request: its result, or why none arrived.
 type Outcome struct {
 	ID     string
-	Result chain.Result
-	Err    error
+	Result chain.Result // zero (empty Status) when no result arrived
+	Err    error        // ErrNoResult or ErrNotPublished when Result is zero
+	// Published is when the request was handed to JetStream; zero when it
+	// was not sent.
+	Published time.Time
+	// Arrived is when the result reached the client or, for a result read
+	// back from DETOUR_RESULTS, when the server stored it.
+	Arrived time.Time
+	// Duplicate is set when JetStream took the request's id for one sent
+	// earlier within its duplicate window: the result is that request's, and
+	// its end-to-end time says nothing about this run.
+	Duplicate bool
+}
+
+// HasResult reports whether a result arrived.
+func (o Outcome) HasResult() bool { return o.Result.Status != "" }
+
+// EndToEnd is the time from publish to the result's arrival. ok is false when
+// there is no such time: not sent, no result, or a duplicate.
+func (o Outcome) EndToEnd() (d time.Duration, ok bool) {
+	if o.Published.IsZero() || !o.HasResult() || o.Duplicate || o.Arrived.Before(o.Published) {
+		return 0, false
+	}
+	return o.Arrived.Sub(o.Published), true
 }
 
 // ErrNoResult is reported for a request whose result did not arrive in time.
 var ErrNoResult = errors.New("no result before the timeout")
 
+// ErrNotPublished is reported for a request that was never sent because
+// publishing stopped (an error, Options.Stop, or the context ended) before
+// its turn.
+var ErrNotPublished = errors.New("not published")
+
+// ErrStopped is why requests were not published after Options.Stop closed.
+var ErrStopped = errors.New("stopped")
+
+// Options tune a run. The zero value publishes as fast as acks come back and
+// does not wait for results.
+type Options struct {
+	// Wait makes the run wait for every request's result.
+	Wait bool
+	// Rate is how many requests are published per second; 0 or less means
+	// as fast as possible. See Pacer.
+	Rate float64
+	// Timeout bounds the wait for results once the last request is
+	// published; 0 waits until the context ends. Publishing itself is bounded
+	// only by the context, so a slow -rate does not eat into the wait.
+	Timeout time.Duration
+	// OnPublished is called after each request is published, OnResult once
+	// per result that arrives. Calls are never concurrent with each other;
+	// they run on the client's goroutines and must return quickly.
+	OnPublished func(Outcome)
+	OnResult    func(Outcome)
+	// Stop, when closed, ends publishing early: the requests not yet sent
+	// are marked ErrNotPublished, and those sent are still awaited. (Ending
+	// the context instead ends the wait too.)
+	Stop <-chan struct{}
+}
+
 // Run publishes reqs to chainName and, when wait is set, waits until every
-// result has arrived or ctx ends. Requests without an id get a unique one;
-// each is published with Nats-Msg-Id so a retried publish is not queued twice.
+// result has arrived or ctx ends. It is RunWith without pacing or callbacks.
 func (c *Client) Run(ctx context.Context, chainName string, reqs []stream.Request, wait bool) ([]Outcome, error) {
+	return c.RunWith(ctx, chainName, reqs, Options{Wait: wait})
+}
+
+// RunWith publishes reqs to chainName and, when opts.Wait is set, collects
+// their results. Requests without an id get a unique one; each is published
+// with Nats-Msg-Id so a retried publish is not queued twice. The outcomes are
+// in the order of reqs, one per request, whatever happened; the error is
+// non-nil when publishing failed or the context ended before every request
+// was sent (then the outcomes of the requests that were sent are still
+// collected), and alone when nothing was sent. Stopping through opts.Stop is
+// not an error.
+func (c *Client) RunWith(ctx context.Context, chainName string, reqs []stream.Request, opts Options) ([]Outcome, error) {
 	inbox := c.nc.NewInbox()
-	index := make(map[string]int, len(reqs))
-	outcomes := make([]Outcome, len(reqs))
-	var mu sync.Mutex
-	pending := len(reqs)
-	done := make(chan struct{})
-	deliver := func(id string, res chain.Result) {
-		mu.Lock()
-		defer mu.Unlock()
-		i, ok := index[id]
-		if !ok || outcomes[i].Result.Status != "" {
-			return
-		}
-		outcomes[i].Result = res
-		if pending--; pending == 0 {
-			close(done)
-		}
-	}
-	if wait {
-		sub, err := c.nc.Subscribe(inbox+".>", func(m *nats.Msg) {
-			if res, err := stream.DecodeResult(m.Data, m.Header); err == nil {
-				deliver(res.ID, res)
-			}
-		})
-		if err != nil {
-			return nil, fmt.Errorf("client: subscribing to %s: %w", inbox, err)
-		}
-		defer sub.Unsubscribe()
-	}
+	col := newCollector(reqs, opts)
+	replySubjects := map[string]bool{}
 	for i := range reqs {
 		r := &reqs[i]
 		if r.ID == "" {
 			r.ID = nuid.Next()
 		}
-		if wait && r.ReplyTo == "" {
-			r.ReplyTo = inbox + "." + r.ID
+		if opts.Wait {
+			if r.ReplyTo == "" {
+				r.ReplyTo = inbox + "." + r.ID
+			} else {
+				replySubjects[r.ReplyTo] = true
+			}
 		}
-		mu.Lock()
-		index[r.ID] = i
-		outcomes[i].ID = r.ID
-		mu.Unlock()
-		if err := c.publish(ctx, chainName, *r); err != nil {
-			return outcomes, err
+		col.outcomes[i].ID = r.ID
+		col.index[r.ID] = i
+	}
+	if opts.Wait {
+		// A request that names its own reply subject is answered there, not
+		// on the inbox; listening there too keeps the run from waiting for
+		// the timeout to read it back from the stream.
+		replySubjects[inbox+".>"] = true
+		for subject := range replySubjects {
+			sub, err := c.nc.Subscribe(subject, func(m *nats.Msg) {
+				if res, err := stream.DecodeResult(m.Data, m.Header); err == nil {
+					col.deliver(res.ID, res, time.Now())
+				}
+			})
+			if err != nil {
+				return col.outcomes, fmt.Errorf("client: subscribing to %s: %w", subject, err)
+			}
+			defer sub.Unsubscribe()
 		}
 	}
-	if !wait || len(reqs) == 0 {
-		return outcomes, nil
+
+	sent, pubErr := c.publishAll(ctx, chainName, reqs, col, opts)
+	if errors.Is(pubErr, ErrStopped) {
+		pubErr = nil
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if sent == 0 && pubErr != nil {
+		return col.outcomes, pubErr
 	}
-	c.collectStored(outcomes, &mu, deliver)
-	return outcomes, nil
+	if pubErr != nil {
+		pubErr = fmt.Errorf("client: publishing stopped after %d of %d requests: %w", sent, len(reqs), pubErr)
+	}
+	if !opts.Wait {
+		return col.outcomes, pubErr
+	}
+	waitCtx, cancel := ctx, context.CancelFunc(func() {})
+	if opts.Timeout > 0 {
+		waitCtx, cancel = context.WithTimeout(ctx, opts.Timeout)
+	}
+	defer cancel()
+	c.await(waitCtx, col)
+	c.collectStored(col, col.pending(false))
+	col.finish()
+	return col.outcomes, pubErr
 }
 
-func (c *Client) publish(ctx context.Context, chainName string, r stream.Request) error {
+// publishAll publishes reqs in order, paced, and stops at the first error
+// or when opts.Stop closes; the requests after that are marked as not
+// published.
+func (c *Client) publishAll(ctx context.Context, chainName string, reqs []stream.Request, col *collector, opts Options) (int, error) {
+	pacer := NewPacer(opts.Rate)
+	pacing, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if opts.Stop != nil {
+		// Ends when Stop closes or, at the latest, when publishAll returns.
+		go func() {
+			select {
+			case <-opts.Stop:
+				cancel(ErrStopped)
+			case <-pacing.Done():
+			}
+		}()
+	}
+	for i, r := range reqs {
+		if err := pacer.Wait(pacing); err != nil {
+			err = context.Cause(pacing)
+			col.unsent(i, err)
+			return i, err
+		}
+		at := time.Now()
+		dup, err := c.publish(ctx, chainName, r)
+		if err != nil {
+			col.unsent(i, err)
+			return i, err
+		}
+		col.published(i, at, dup)
+	}
+	return len(reqs), nil
+}
+
+// await blocks until every sent request has a result or ctx ends. Results of
+// duplicates are not sent to this run's inbox, so they are polled from the
+// stream meanwhile.
+func (c *Client) await(ctx context.Context, col *collector) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-col.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if ids := col.pending(true); len(ids) > 0 {
+				c.collectStored(col, ids)
+			}
+		}
+	}
+}
+
+func (c *Client) publish(ctx context.Context, chainName string, r stream.Request) (duplicate bool, err error) {
 	body, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("client: encoding request %s: %w", r.ID, err)
+		return false, fmt.Errorf("client: encoding request %s: %w", r.ID, err)
 	}
 	msg := nats.NewMsg(stream.RequestSubject(chainName))
 	msg.Data = body
 	msg.Header.Set(stream.HeaderContentType, stream.JSON.ContentType())
 	msg.Header.Set(stream.HeaderMsgID, r.ID)
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+	ack, err := c.js.PublishMsg(ctx, msg)
+	if err != nil {
 		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-			return fmt.Errorf("client: no stream takes %s: is chain %q configured and a processor started?", msg.Subject, chainName)
+			return false, fmt.Errorf("client: no stream takes %s: is chain %q configured and a processor started?", msg.Subject, chainName)
 		}
-		return fmt.Errorf("client: publishing request %s: %w", r.ID, err)
+		return false, fmt.Errorf("client: publishing request %s: %w", r.ID, err)
 	}
-	return nil
+	return ack.Duplicate, nil
 }
 
-// collectStored reads the results the inbox missed from DETOUR_RESULTS and
-// marks the rest as missing.
-func (c *Client) collectStored(outcomes []Outcome, mu *sync.Mutex, deliver func(string, chain.Result)) {
+// collectStored reads the results of ids from DETOUR_RESULTS.
+func (c *Client) collectStored(col *collector, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s, err := c.js.Stream(ctx, stream.ResultsStream)
-	mu.Lock()
-	missing := []string{}
-	for _, o := range outcomes {
-		if o.Result.Status == "" {
-			missing = append(missing, o.ID)
-		}
+	if err != nil {
+		return
 	}
-	mu.Unlock()
-	for _, id := range missing {
+	for _, id := range ids {
+		m, err := s.GetLastMsgForSubject(ctx, stream.ResultSubject(id))
 		if err != nil {
-			break
-		}
-		if m, getErr := s.GetLastMsgForSubject(ctx, stream.ResultSubject(id)); getErr == nil {
-			if res, decErr := stream.DecodeResult(m.Data, m.Header); decErr == nil {
-				deliver(id, res)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue
 			}
+			return // the stream is unreachable: the rest would fail alike
+		}
+		if res, err := stream.DecodeResult(m.Data, m.Header); err == nil {
+			col.deliver(id, res, m.Time)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for i := range outcomes {
-		if outcomes[i].Result.Status == "" {
-			outcomes[i].Err = ErrNoResult
+}
+
+// collector holds the outcomes of one run while results arrive on NATS
+// goroutines.
+type collector struct {
+	opts     Options
+	index    map[string]int // written before any subscription starts, then only read
+	mu       sync.Mutex
+	outcomes []Outcome
+	waiting  int // requests neither answered nor known to be unsent
+	done     chan struct{}
+}
+
+func newCollector(reqs []stream.Request, opts Options) *collector {
+	col := &collector{
+		opts: opts, index: make(map[string]int, len(reqs)), outcomes: make([]Outcome, len(reqs)),
+		waiting: len(reqs), done: make(chan struct{}),
+	}
+	if len(reqs) == 0 {
+		close(col.done)
+	}
+	return col
+}
+
+func (col *collector) settle() {
+	if col.waiting--; col.waiting == 0 {
+		close(col.done)
+	}
+}
+
+func (col *collector) published(i int, at time.Time, duplicate bool) {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	col.outcomes[i].Published, col.outcomes[i].Duplicate = at, duplicate
+	if col.opts.OnPublished != nil {
+		col.opts.OnPublished(col.outcomes[i])
+	}
+}
+
+// unsent marks requests from..end as never published because of err.
+func (col *collector) unsent(from int, err error) {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	for i := from; i < len(col.outcomes); i++ {
+		if !col.outcomes[i].HasResult() {
+			col.outcomes[i].Err = fmt.Errorf("%w: %w", ErrNotPublished, err)
+			col.settle()
+		}
+	}
+}
+
+func (col *collector) deliver(id string, res chain.Result, at time.Time) {
+	i, ok := col.index[id]
+	if !ok {
+		return
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	o := &col.outcomes[i]
+	if o.HasResult() || o.Err != nil {
+		return
+	}
+	o.Result, o.Arrived = res, at
+	col.settle()
+	if col.opts.OnResult != nil {
+		col.opts.OnResult(*o)
+	}
+}
+
+// pending lists the sent requests still without a result; onlyDuplicates
+// narrows it to those JetStream took for duplicates.
+func (col *collector) pending(onlyDuplicates bool) []string {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	var ids []string
+	for _, o := range col.outcomes {
+		if !o.HasResult() && o.Err == nil && !o.Published.IsZero() && (o.Duplicate || !onlyDuplicates) {
+			ids = append(ids, o.ID)
+		}
+	}
+	return ids
+}
+
+// finish marks every request still waiting as without a result.
+func (col *collector) finish() {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	for i := range col.outcomes {
+		if o := &col.outcomes[i]; !o.HasResult() && o.Err == nil {
+			o.Err = ErrNoResult
 		}
 	}
 }

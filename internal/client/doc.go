@@ -1,6 +1,15 @@
 // Package client publishes requests to detour and collects their results: it
 // is what cmd/publisher runs, kept here so it can be tested against a real
-// server. Results arrive on a private inbox; any that the inbox missed (the
-// client subscribed late, or a reply was lost) are read back from
+// server.
+//
+// A run has four parts, one file each: ReadRequests turns a JSON Lines file
+// into requests, checked the way a processor checks them so that a bad line
+// stops the run before anything is sent; a Pacer spaces the publishes at a
+// fixed rate; Client.RunWith publishes and collects; Summarize reduces the
+// outcomes to counts and latency percentiles per provider and model.
+//
+// Results arrive on a private inbox (or on the reply subject a request
+// names); any that were missed (the client subscribed late, a reply was lost,
+// the request was a duplicate of one sent earlier) are read back from
 // DETOUR_RESULTS, where every result is stored.
 package client

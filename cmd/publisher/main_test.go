@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/internal/service"
+)
+
+// startProcessor runs an embedded server and a processor with chainFile on
+// it until the test ends, and points the publisher at it.
+func startProcessor(t *testing.T, chainFile string) {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, _ := natstest.Connect(t, srv)
+	file, err := config.Parse([]byte(chainFile), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := config.Settings{
+		Workers: 8, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000,
+		RequestTTL: time.Hour, ResultTTL: time.Hour, ReplyPrefixes: []string{"detour.results.", "_INBOX."},
+		MaxPayload: 1 << 20, ShutdownTimeout: 5 * time.Second,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := service.New(ctx, service.Options{Settings: settings, File: file, Conn: nc, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := p.Run(ctx); err != nil {
+			t.Errorf("processor: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
+}
+
+func soloChain(url string) string {
+	return fmt.Sprintf("providers:\n  - {name: solo, type: openai, base_url: %s, model: solo-model}\nchains:\n  default: [solo]\n", url)
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// publisher runs the command and returns its exit code and output.
+func publisher(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), nil, args, strings.NewReader(""), &out, &errOut)
+	t.Logf("publisher %s → %d\nstdout:\n%sstderr:\n%s", strings.Join(args, " "), code, out.String(), errOut.String())
+	return code, out.String(), errOut.String()
+}
+
+func TestFlagsRefuseWhatCannotRun(t *testing.T) {
+	t.Setenv("DETOUR_NATS_URL", "nats://127.0.0.1:1") // never reached
+	file := writeFile(t, "r.jsonl", `{"prompt":"x"}`+"\n")
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"nothing to send":   {nil, "usage: publisher"},
+		"prompt and file":   {[]string{"-f", file, "hello"}, "not both"},
+		"-n with a file":    {[]string{"-f", file, "-n", "3"}, "-n copies a PROMPT"},
+		"no copies":         {[]string{"-n", "0", "hello"}, "-n must be at least 1"},
+		"negative rate":     {[]string{"-rate", "-1", "hello"}, "-rate must not be negative"},
+		"negative timeout":  {[]string{"-timeout", "-1s", "hello"}, "-timeout must not be negative"},
+		"unknown flag":      {[]string{"-bogus", "hello"}, "flag provided but not defined"},
+		"missing file":      {[]string{"-f", filepath.Join(t.TempDir(), "none.jsonl")}, "no such file"},
+		"missing schema":    {[]string{"-schema", filepath.Join(t.TempDir(), "none.json"), "hello"}, "-schema"},
+		"bad schema":        {[]string{"-schema", writeFile(t, "s.json", `{"type":"thing"}`), "hello"}, "response_schema"},
+		"schema not object": {[]string{"-schema", writeFile(t, "s.json", `[1]`), "hello"}, "not a JSON object"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			code, _, stderr := publisher(t, tt.args...)
+			if code != 2 || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tt.want)
+			}
+		})
+	}
+	if code, _, stderr := publisher(t, "-help"); code != 0 || !strings.Contains(stderr, "-rate") {
+		t.Fatalf("-help: exit %d, %q", code, stderr)
+	}
+}
+
+// TestABadLineSendsNothing: a file with one bad line is refused whole, with
+// the line's number, before anything is published.
+func TestABadLineSendsNothing(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, _ := natstest.Connect(t, srv)
+	var seen int
+	var mu sync.Mutex
+	if _, err := nc.Subscribe("detour.requests.>", func(*nats.Msg) { mu.Lock(); seen++; mu.Unlock() }); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
+	file := writeFile(t, "r.jsonl", `{"prompt":"one"}`+"\n"+`{"prompt":"two","max_tokens":"many"}`+"\n"+`{"prompt":"three"}`+"\n")
+	code, _, stderr := publisher(t, "-f", file)
+	if code != 2 || !strings.Contains(stderr, "1 bad line, nothing sent") || !strings.Contains(stderr, "line 2:") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming line 2", code, stderr)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen != 0 {
+		t.Fatalf("%d requests were published", seen)
+	}
+}
+
+func TestSingleRequestPrintsItsResult(t *testing.T) {
+	solo := providertest.New(providertest.OpenAI, providertest.OK())
+	defer solo.Close()
+	startProcessor(t, soloChain(solo.URL))
+	code, stdout, _ := publisher(t, "-timeout", "20s", "hello")
+	if code != 0 || !regexp.MustCompile(`(?m)^\S+  ok  model=solo-model provider=solo degraded=false attempts=1 latency=\d+ms\n  \S`).MatchString(stdout) {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+	if strings.Contains(stdout, "PROVIDER") {
+		t.Fatal("a single request printed a summary")
+	}
+	code, stdout, _ = publisher(t, "-json", "hello")
+	var res chain.Result
+	if err := json.Unmarshal([]byte(stdout), &res); code != 0 || err != nil || res.Status != chain.StatusOK || strings.Count(stdout, "\n") != 1 {
+		t.Fatalf("-json: exit %d, %v, stdout %q; want one result line", code, err, stdout)
+	}
+}
+
+// TestBulkJSONEndsWithTheSummary: -f with -json prints one line per result
+// and then the summary object.
+func TestBulkJSONEndsWithTheSummary(t *testing.T) {
+	solo := providertest.New(providertest.OpenAI, providertest.OK())
+	defer solo.Close()
+	startProcessor(t, soloChain(solo.URL))
+	var lines strings.Builder
+	for i := range 6 {
+		fmt.Fprintf(&lines, `{"id":"j-%d","prompt":"q%d"}`+"\n", i, i)
+	}
+	code, stdout, stderr := publisher(t, "-f", writeFile(t, "r.jsonl", lines.String()), "-rate", "200", "-json", "-timeout", "20s")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	ids := map[string]bool{}
+	var summary map[string]json.RawMessage
+	for sc.Scan() {
+		if summary != nil {
+			t.Fatalf("a line after the summary: %s", sc.Text())
+		}
+		var line struct {
+			chain.Result
+			Summary json.RawMessage `json:"summary"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatal(err)
+		}
+		if line.Summary != nil {
+			if err := json.Unmarshal(line.Summary, &summary); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if line.Status != chain.StatusOK || line.Model != "solo-model" {
+			t.Errorf("result line %s", sc.Text())
+		}
+		ids[line.ID] = true
+	}
+	if len(ids) != 6 || summary == nil {
+		t.Fatalf("%d result lines, summary %v; want 6 and a summary", len(ids), summary)
+	}
+	for key, want := range map[string]string{"requests": "6", "results": "6", "ok": "6", "failures": "0", "chain": `"default"`} {
+		if got := string(summary[key]); got != want {
+			t.Errorf("summary %s = %s, want %s", key, got, want)
+		}
+	}
+}
+
+// TestBulkTextWithSchema: -schema reaches every request, so the provider
+// whose plain answers do not satisfy it is passed over, and the summary table
+// shows the degraded answers; a request whose result never comes makes the
+// exit code 1.
+func TestBulkTextWithSchema(t *testing.T) {
+	plain := providertest.New(providertest.OpenAI, providertest.OK())
+	defer plain.Close()
+	structured := providertest.New(providertest.OpenAI, providertest.JSON(map[string]string{"answer": "yes"}))
+	defer structured.Close()
+	startProcessor(t, fmt.Sprintf(`
+providers:
+  - {name: plain, type: openai, base_url: %s, model: plain-model, max_retries: 0}
+  - {name: structured, type: openai, base_url: %s, model: structured-model}
+chains:
+  default: [plain, structured]
+`, plain.URL, structured.URL))
+	schema := writeFile(t, "schema.json", `{"type":"object","required":["answer"]}`)
+
+	code, stdout, _ := publisher(t, "-n", "4", "-schema", schema, "-timeout", "20s", "hello")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`chain default: 4 requests, 4 sent, 4 results`),
+		regexp.MustCompile(`ok 4, degraded 4 \(100\.0% of ok\), failed 0, no result 0, not sent 0`),
+		regexp.MustCompile(`(?m)^PROVIDER +MODEL +RESULTS +OK +DEGRADED +FAILED +LATENCY p50/p95/p99 +END-TO-END p50/p95/p99$`),
+		regexp.MustCompile(`(?m)^structured +structured-model +4 +4 +4 \(100\.0%\) +0 +\S+ ms +\S+ ms$`),
+		regexp.MustCompile(`(?m)^TOTAL +4 +4 +4 \(100\.0%\) +0 `),
+	} {
+		if !want.MatchString(stdout) {
+			t.Errorf("summary lacks %s", want)
+		}
+	}
+	if plain.Requests() != 4 {
+		t.Errorf("plain called %d times, want 4", plain.Requests())
+	}
+
+	file := writeFile(t, "r.jsonl", `{"id":"kept","prompt":"a"}`+"\n"+`{"id":"lost","prompt":"b","reply_to":"elsewhere.reply"}`+"\n")
+	code, stdout, _ = publisher(t, "-f", file, "-schema", schema, "-timeout", "2s")
+	if code != 1 || !strings.Contains(stdout, "no result 1") || !strings.Contains(stdout, "no result for: lost") {
+		t.Fatalf("exit %d; want 1 and the lost request named", code)
+	}
+}
+
+func TestPublishWithoutWaiting(t *testing.T) {
+	solo := providertest.New(providertest.OpenAI, providertest.OK())
+	defer solo.Close()
+	startProcessor(t, soloChain(solo.URL))
+	code, stdout, _ := publisher(t, "-wait=false", "-n", "3", "hello")
+	if code != 0 || stdout != "published 3 request(s) to detour.requests.default\n" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+	code, stdout, _ = publisher(t, "-wait=false", "-json", "hello")
+	var out struct {
+		Published int      `json:"published"`
+		IDs       []string `json:"ids"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); code != 0 || err != nil || out.Published != 1 || len(out.IDs) != 1 {
+		t.Fatalf("exit %d, %v, stdout %q", code, err, stdout)
+	}
+}
+
+func TestUnknownChainExits1(t *testing.T) {
+	solo := providertest.New(providertest.OpenAI, providertest.OK())
+	defer solo.Close()
+	startProcessor(t, soloChain(solo.URL))
+	code, _, stderr := publisher(t, "-chain", "nosuch", "-n", "2", "hello")
+	if code != 1 || !strings.Contains(stderr, `is chain "nosuch" configured`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}

@@ -1,0 +1,209 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/stream"
+)
+
+// LineError is a line of a requests file that cannot be sent.
+type LineError struct {
+	Line int // 1-based
+	Err  error
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+
+// Unwrap returns the reason the line was refused.
+func (e *LineError) Unwrap() error { return e.Err }
+
+// FileError lists the bad lines of a requests file: the first
+// maxReportedLines of them, and how many more there were.
+type FileError struct {
+	Name  string
+	Lines []*LineError
+	More  int
+}
+
+// maxReportedLines bounds a FileError, so a file in the wrong format does not
+// print one error per line.
+const maxReportedLines = 10
+
+func (e *FileError) Error() string {
+	var b strings.Builder
+	n := len(e.Lines) + e.More
+	fmt.Fprintf(&b, "%s: %d bad line", e.Name, n)
+	if n != 1 {
+		b.WriteString("s")
+	}
+	b.WriteString(", nothing sent")
+	for _, l := range e.Lines {
+		fmt.Fprintf(&b, "\n  %v", l)
+	}
+	if e.More > 0 {
+		fmt.Fprintf(&b, "\n  … and %d more", e.More)
+	}
+	return b.String()
+}
+
+// Unwrap returns the reported LineErrors, for errors.As.
+func (e *FileError) Unwrap() []error {
+	errs := make([]error, len(e.Lines))
+	for i, l := range e.Lines {
+		errs[i] = l
+	}
+	return errs
+}
+
+// fileLine is one line of a requests file: a request in the shape of
+// DESIGN.md §3 or, as a convenience, a prompt in place of messages.
+type fileLine struct {
+	stream.Request
+	Prompt string `json:"prompt"`
+}
+
+// ReadRequests reads a JSON Lines file of requests, one JSON object a line in
+// the shape of DESIGN.md §3 (blank lines are skipped). A line may give
+// "prompt": "text" instead of "messages", meaning one user message. Every line
+// is checked as a processor would check it, and also for unknown fields,
+// trailing data and ids used twice; when any line is bad the error is a
+// *FileError naming each such line, and no request is returned, so a run
+// sends all of the file or none of it. name labels the errors.
+func ReadRequests(r io.Reader, name string) ([]stream.Request, error) {
+	var (
+		reqs   []stream.Request
+		bad    FileError
+		idLine = map[string]int{}
+	)
+	bad.Name = name
+	br := bufio.NewReader(r)
+	for n := 1; ; n++ {
+		text, readErr := br.ReadBytes('\n')
+		if readErr != nil && !errors.Is(readErr, io.EOF) {
+			return nil, fmt.Errorf("%s: %w", name, readErr)
+		}
+		if n == 1 {
+			text = bytes.TrimPrefix(text, []byte("\ufeff"))
+		}
+		if trimmed := bytes.TrimSpace(text); len(trimmed) > 0 {
+			req, err := parseLine(trimmed)
+			if err == nil && req.ID != "" {
+				if first, dup := idLine[req.ID]; dup {
+					err = fmt.Errorf("id %q is already used on line %d", req.ID, first)
+				}
+				idLine[req.ID] = n
+			}
+			switch {
+			case err == nil:
+				reqs = append(reqs, req)
+			case len(bad.Lines) < maxReportedLines:
+				bad.Lines = append(bad.Lines, &LineError{Line: n, Err: err})
+			default:
+				bad.More++
+			}
+		}
+		if readErr != nil {
+			break
+		}
+	}
+	if len(bad.Lines) > 0 {
+		return nil, &bad
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%s: no requests", name)
+	}
+	return reqs, nil
+}
+
+func parseLine(data []byte) (stream.Request, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var l fileLine
+	if err := dec.Decode(&l); err != nil {
+		return stream.Request{}, fmt.Errorf("not a JSON request object: %w", err)
+	}
+	if dec.More() {
+		return stream.Request{}, errors.New("more than one JSON value on the line")
+	}
+	req := l.Request
+	switch {
+	case len(req.Messages) > 0 && l.Prompt != "":
+		return req, errors.New(`give "messages" or "prompt", not both`)
+	case len(req.Messages) == 0 && l.Prompt != "":
+		req.Messages = []chain.Message{{Role: "user", Content: l.Prompt}}
+	}
+	return req, Check(req)
+}
+
+// Check applies to req the checks a processor makes on decoding (DESIGN.md
+// §3), so that a request it would dead-letter is refused before sending. The
+// processor's reply prefixes are its own setting, so any valid reply subject
+// passes here; and an empty id passes, since the client assigns one.
+func Check(req stream.Request) error {
+	if req.ID == "" {
+		req.ID = "placeholder"
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	header := nats.Header{stream.HeaderContentType: {stream.JSON.ContentType()}}
+	// The empty prefix admits every valid publish subject.
+	if _, err := stream.DecodeRequest(body, header, 0, []string{""}); err != nil {
+		return err
+	}
+	if req.ResponseSchema != nil {
+		if _, err := chain.CompileSchema(req.ResponseSchema); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Copies returns n requests that each ask prompt as one user message.
+func Copies(prompt string, n int) []stream.Request {
+	reqs := make([]stream.Request, n)
+	for i := range reqs {
+		reqs[i] = stream.Request{Messages: []chain.Message{{Role: "user", Content: prompt}}}
+	}
+	return reqs
+}
+
+// ReadSchema reads a JSON Schema document, which must be one JSON object,
+// and checks that it compiles as a processor would compile it.
+func ReadSchema(r io.Reader) (map[string]any, error) {
+	dec := json.NewDecoder(r)
+	var schema map[string]any
+	if err := dec.Decode(&schema); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	if schema == nil {
+		return nil, errors.New("not a JSON object: null")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one JSON value")
+	}
+	if _, err := chain.CompileSchema(schema); err != nil {
+		return nil, err
+	}
+	return schema, nil
+}
+
+// WithSchema puts schema into the response_schema of every request that has
+// none of its own; a request that names one keeps it.
+func WithSchema(reqs []stream.Request, schema map[string]any) {
+	for i := range reqs {
+		if reqs[i].ResponseSchema == nil {
+			reqs[i].ResponseSchema = schema
+		}
+	}
+}

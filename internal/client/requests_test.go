@@ -1,0 +1,148 @@
+package client_test
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/client"
+	"github.com/detourhq/detour/stream"
+)
+
+func TestReadRequestsAcceptsTheRequestShapeAndPrompts(t *testing.T) {
+	file := "\ufeff" + `{"id":"a-1","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"max_tokens":20,"metadata":{"tenant":"acme"}}
+{"prompt":"just a prompt","temperature":0.5}
+
+   
+{"id":"a-3","prompt":"with crlf","response_schema":{"type":"object"}}` + "\r\n" +
+		`{"messages":[{"role":"user","content":"no newline at the end"}],"deadline":"2030-01-01T00:00:00Z"}`
+	reqs, err := client.ReadRequests(strings.NewReader(file), "good.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := 0.5
+	want := []stream.Request{
+		{ID: "a-1", Messages: []chain.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}},
+			MaxTokens: 20, Metadata: map[string]string{"tenant": "acme"}},
+		{Messages: []chain.Message{{Role: "user", Content: "just a prompt"}}, Temperature: &half},
+		{ID: "a-3", Messages: []chain.Message{{Role: "user", Content: "with crlf"}}, ResponseSchema: map[string]any{"type": "object"}},
+		{Messages: []chain.Message{{Role: "user", Content: "no newline at the end"}}, Deadline: "2030-01-01T00:00:00Z"},
+	}
+	if !reflect.DeepEqual(reqs, want) {
+		t.Fatalf("requests:\n got %+v\nwant %+v", reqs, want)
+	}
+}
+
+// TestReadRequestsReportsABadLine checks that one bad line, whatever is
+// wrong with it, fails the whole file with that line's number.
+func TestReadRequestsReportsABadLine(t *testing.T) {
+	good := `{"prompt":"fine"}`
+	tests := map[string]struct {
+		line string
+		want string // in the error
+	}{
+		"not json":                  {`{"prompt": "oops"`, "not a JSON request object"},
+		"not an object":             {`["hello"]`, "not a JSON request object"},
+		"unknown field":             {`{"prompt":"x","max_token":5}`, `unknown field "max_token"`},
+		"no messages, no prompt":    {`{"id":"x"}`, "messages is required"},
+		"empty messages":            {`{"messages":[]}`, "messages is required"},
+		"both":                      {`{"prompt":"x","messages":[{"role":"user","content":"y"}]}`, "not both"},
+		"no role":                   {`{"messages":[{"content":"y"}]}`, "messages[0].role is required"},
+		"id with a dot":             {`{"id":"a.b","prompt":"x"}`, "one subject token"},
+		"negative max_tokens":       {`{"prompt":"x","max_tokens":-1}`, "max_tokens"},
+		"negative temperature":      {`{"prompt":"x","temperature":-0.1}`, "temperature"},
+		"deadline not RFC 3339":     {`{"prompt":"x","deadline":"tomorrow"}`, "RFC 3339"},
+		"bad reply subject":         {`{"prompt":"x","reply_to":"a..b"}`, "not a valid publish subject"},
+		"schema that won't compile": {`{"prompt":"x","response_schema":{"type":12}}`, "response_schema"},
+		"two values":                {`{"prompt":"x"} {"prompt":"y"}`, "more than one JSON value"},
+		"id used twice":             {`{"id":"dup","prompt":"x"}` + "\n" + `{"id":"dup","prompt":"y"}`, `id "dup" is already used on line 3`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := good + "\n\n" + tt.line + "\n" + good + "\n"
+			badLine := 3 + strings.Count(tt.line, "\n")
+			reqs, err := client.ReadRequests(strings.NewReader(file), "reqs.jsonl")
+			if err == nil {
+				t.Fatalf("accepted: %+v", reqs)
+			}
+			if reqs != nil {
+				t.Errorf("returned %d requests with the error; want none", len(reqs))
+			}
+			var fileErr *client.FileError
+			var lineErr *client.LineError
+			if !errors.As(err, &fileErr) || !errors.As(err, &lineErr) {
+				t.Fatalf("error %T %v; want a *FileError holding a *LineError", err, err)
+			}
+			if len(fileErr.Lines) != 1 || lineErr.Line != badLine {
+				t.Errorf("bad lines %v; want only line %d", fileErr.Lines, badLine)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.want) || !strings.Contains(msg, fmt.Sprintf("line %d:", badLine)) ||
+				!strings.HasPrefix(msg, "reqs.jsonl: 1 bad line, nothing sent") {
+				t.Errorf("error %q; want the file, line %d and %q", msg, badLine, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadRequestsReportsTenBadLinesAndCountsTheRest(t *testing.T) {
+	file := strings.Repeat("hello\n", 25)
+	_, err := client.ReadRequests(strings.NewReader(file), "words.txt")
+	var fileErr *client.FileError
+	if !errors.As(err, &fileErr) {
+		t.Fatalf("error %v; want a *FileError", err)
+	}
+	if len(fileErr.Lines) != 10 || fileErr.More != 15 || fileErr.Lines[9].Line != 10 {
+		t.Fatalf("reported %d lines (last %d) and %d more; want 10 (last 10) and 15", len(fileErr.Lines), fileErr.Lines[9].Line, fileErr.More)
+	}
+	if !strings.Contains(err.Error(), "25 bad lines") || !strings.HasSuffix(err.Error(), "and 15 more") {
+		t.Fatalf("error %q", err)
+	}
+}
+
+func TestReadRequestsRefusesAnEmptyFile(t *testing.T) {
+	if _, err := client.ReadRequests(strings.NewReader("\n  \n"), "empty.jsonl"); err == nil || !strings.Contains(err.Error(), "no requests") {
+		t.Fatalf("error %v; want no requests", err)
+	}
+}
+
+func TestReadSchema(t *testing.T) {
+	tests := map[string]struct {
+		doc  string
+		want string // error substring; empty for success
+	}{
+		"object":           {`{"type":"object","required":["answer"]}`, ""},
+		"not json":         {`{"type":`, "not a JSON object"},
+		"not an object":    {`["type"]`, "not a JSON object"},
+		"null":             {`null`, "not a JSON object"},
+		"two documents":    {`{} {}`, "more than one JSON value"},
+		"does not compile": {`{"type":"thing"}`, "response_schema"},
+		"remote reference": {`{"$ref":"https://example.com/schema.json"}`, "response_schema"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			schema, err := client.ReadSchema(strings.NewReader(tt.doc))
+			switch {
+			case tt.want == "" && (err != nil || schema == nil):
+				t.Fatalf("error %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v; want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestWithSchemaKeepsARequestsOwnSchema(t *testing.T) {
+	own := map[string]any{"type": "string"}
+	shared := map[string]any{"type": "object"}
+	reqs := append(client.Copies("x", 2), stream.Request{ResponseSchema: own})
+	client.WithSchema(reqs, shared)
+	for i, want := range []map[string]any{shared, shared, own} {
+		if !reflect.DeepEqual(reqs[i].ResponseSchema, want) {
+			t.Errorf("request %d schema %v, want %v", i, reqs[i].ResponseSchema, want)
+		}
+	}
+}

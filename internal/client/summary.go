@@ -1,0 +1,311 @@
+package client
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/detourhq/detour/chain"
+)
+
+// Percentile returns the p-th percentile (0 < p <= 100) of sorted by the
+// nearest-rank method: the smallest value that at least p% of the values
+// are less than or equal to. It is always one of the values, never an
+// interpolation; it is 0 when sorted is empty.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p * float64(n) / 100))
+	return sorted[min(max(rank, 1), n)-1]
+}
+
+// Quantiles are the 50th, 95th and 99th percentiles of N durations.
+type Quantiles struct {
+	N             int
+	P50, P95, P99 time.Duration
+}
+
+// QuantilesOf computes the Quantiles of ds, which it sorts in place.
+func QuantilesOf(ds []time.Duration) Quantiles {
+	slices.Sort(ds)
+	return Quantiles{N: len(ds), P50: Percentile(ds, 50), P95: Percentile(ds, 95), P99: Percentile(ds, 99)}
+}
+
+// MarshalJSON writes the percentiles in milliseconds to the microsecond;
+// with no values they are null.
+func (q Quantiles) MarshalJSON() ([]byte, error) {
+	ms := func(d time.Duration) *float64 {
+		if q.N == 0 {
+			return nil
+		}
+		v := float64(d.Round(time.Microsecond)) / float64(time.Millisecond)
+		return &v
+	}
+	return json.Marshal(struct {
+		N   int      `json:"n"`
+		P50 *float64 `json:"p50"`
+		P95 *float64 `json:"p95"`
+		P99 *float64 `json:"p99"`
+	}{q.N, ms(q.P50), ms(q.P95), ms(q.P99)})
+}
+
+// String is "p50/p95/p99 ms", or "-" with no values.
+func (q Quantiles) String() string {
+	if q.N == 0 {
+		return "-"
+	}
+	return formatMs(q.P50) + "/" + formatMs(q.P95) + "/" + formatMs(q.P99) + " ms"
+}
+
+// formatMs prints whole milliseconds, with one decimal below 10 ms where
+// local runs land.
+func formatMs(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	if ms < 10 && d%time.Millisecond != 0 {
+		return strconv.FormatFloat(ms, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(math.Round(ms), 'f', 0, 64)
+}
+
+// Row is what the results of one provider and model add up to. Failed
+// results, which name no provider, have a row of their own with Provider
+// and Model empty.
+type Row struct {
+	Provider string
+	Model    string
+	Results  int
+	OK       int
+	Degraded int
+	Failed   int
+	// Latency is the processor's time for the request (result latency_ms);
+	// EndToEnd is the client's, from publish to the result's arrival, and
+	// includes the time queued.
+	Latency, EndToEnd Quantiles
+
+	position int // the best chain position seen, for ordering rows
+}
+
+// DegradedShare is the share of the row's answers that were degraded.
+func (r Row) DegradedShare() float64 { return share(r.Degraded, r.OK) }
+
+// Summary is what a run adds up to (DESIGN.md §8, publisher).
+type Summary struct {
+	Chain      string
+	Requests   int // in the run
+	Sent       int // published
+	Results    int // arrived, ok or failed
+	OK         int
+	Failed     int // results with status failed
+	Missing    int // sent, but no result arrived
+	Unsent     int // never published
+	Degraded   int // ok results not from the chain's first provider
+	Duplicates int // taken by JetStream for requests sent earlier
+	// Span runs from the first publish to the last result's arrival.
+	Span              time.Duration
+	Latency, EndToEnd Quantiles // of all results
+	Rows              []Row     // by chain position, then provider and model; failed last
+	MissingIDs        []string  // ids of the requests sent without a result
+}
+
+// Failures counts the requests that got no answer: failed results, missing
+// results and requests never sent. A run with failures exits 1.
+func (s Summary) Failures() int { return s.Failed + s.Missing + s.Unsent }
+
+// DegradedShare is the share of ok answers that were degraded.
+func (s Summary) DegradedShare() float64 { return share(s.Degraded, s.OK) }
+
+func share(part, whole int) float64 {
+	if whole == 0 {
+		return 0
+	}
+	return float64(part) / float64(whole)
+}
+
+// Summarize adds up the outcomes of a run on chainName.
+func Summarize(chainName string, outcomes []Outcome) Summary {
+	s := Summary{Chain: chainName, Requests: len(outcomes)}
+	type key struct{ provider, model string }
+	rows := map[key]*Row{}
+	rowLat := map[key][]time.Duration{}
+	rowE2E := map[key][]time.Duration{}
+	var lat, e2e []time.Duration
+	var first, last time.Time
+	for _, o := range outcomes {
+		if o.Published.IsZero() {
+			s.Unsent++
+			continue
+		}
+		s.Sent++
+		if o.Duplicate {
+			s.Duplicates++
+		}
+		if first.IsZero() || o.Published.Before(first) {
+			first = o.Published
+		}
+		if !o.HasResult() {
+			s.Missing++
+			s.MissingIDs = append(s.MissingIDs, o.ID)
+			continue
+		}
+		r := o.Result
+		k := key{r.Provider, r.Model}
+		if r.Status != chain.StatusOK {
+			k = key{}
+		}
+		row := rows[k]
+		if row == nil {
+			row = &Row{Provider: k.provider, Model: k.model, position: math.MaxInt}
+			rows[k] = row
+		}
+		s.Results++
+		row.Results++
+		if r.Status == chain.StatusOK {
+			s.OK++
+			row.OK++
+			row.position = min(row.position, r.Position)
+			if r.Degraded {
+				s.Degraded++
+				row.Degraded++
+			}
+		} else {
+			s.Failed++
+			row.Failed++
+		}
+		l := time.Duration(r.LatencyMs) * time.Millisecond
+		lat = append(lat, l)
+		rowLat[k] = append(rowLat[k], l)
+		if d, ok := o.EndToEnd(); ok {
+			e2e = append(e2e, d)
+			rowE2E[k] = append(rowE2E[k], d)
+			if o.Arrived.After(last) {
+				last = o.Arrived
+			}
+		}
+	}
+	if !last.IsZero() {
+		s.Span = last.Sub(first)
+	}
+	s.Latency, s.EndToEnd = QuantilesOf(lat), QuantilesOf(e2e)
+	for k, row := range rows {
+		row.Latency, row.EndToEnd = QuantilesOf(rowLat[k]), QuantilesOf(rowE2E[k])
+		s.Rows = append(s.Rows, *row)
+	}
+	slices.SortFunc(s.Rows, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(a.position, b.position), strings.Compare(a.Provider, b.Provider), strings.Compare(a.Model, b.Model))
+	})
+	return s
+}
+
+// maxListedIDs bounds the ids WriteText lists; JSON lists them all.
+const maxListedIDs = 10
+
+// WriteText writes the summary as a heading and a table.
+func (s Summary) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "chain %s: %d requests, %d sent, %d results", s.Chain, s.Requests, s.Sent, s.Results)
+	if s.Span > 0 {
+		fmt.Fprintf(tw, " in %s (%.1f/s)", s.Span.Round(time.Millisecond), float64(s.Results)/s.Span.Seconds())
+	}
+	fmt.Fprintf(tw, "\nok %d, degraded %d (%s of ok), failed %d, no result %d, not sent %d\n",
+		s.OK, s.Degraded, percent(s.DegradedShare()), s.Failed, s.Missing, s.Unsent)
+	if s.Duplicates > 0 {
+		fmt.Fprintf(tw, "%d request(s) repeated an id sent earlier: their results are the earlier ones\n", s.Duplicates)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "PROVIDER\tMODEL\tRESULTS\tOK\tDEGRADED\tFAILED\tLATENCY p50/p95/p99\tEND-TO-END p50/p95/p99")
+	for _, r := range s.Rows {
+		provider, model := r.Provider, r.Model
+		if provider == "" {
+			provider, model = "(failed)", "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", provider, model, r.Results, r.OK,
+			degradedCell(r.Degraded, r.OK), r.Failed, r.Latency, r.EndToEnd)
+	}
+	if s.Missing+s.Unsent > 0 {
+		fmt.Fprintf(tw, "(no result)\t-\t0\t0\t-\t%d\t-\t-\n", s.Missing+s.Unsent)
+	}
+	fmt.Fprintf(tw, "TOTAL\t\t%d\t%d\t%s\t%d\t%s\t%s\n", s.Results, s.OK,
+		degradedCell(s.Degraded, s.OK), s.Failures(), s.Latency, s.EndToEnd)
+	if len(s.MissingIDs) > 0 {
+		ids := s.MissingIDs[:min(len(s.MissingIDs), maxListedIDs)]
+		fmt.Fprintf(tw, "\nno result for: %s", strings.Join(ids, ", "))
+		if more := len(s.MissingIDs) - len(ids); more > 0 {
+			fmt.Fprintf(tw, " … and %d more", more)
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func degradedCell(degraded, ok int) string {
+	if ok == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d (%s)", degraded, percent(share(degraded, ok)))
+}
+
+func percent(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
+
+// jsonRow and jsonSummary are the JSON shapes of Row and Summary; counts
+// that are derived (shares, failures) are written out for scripts.
+type jsonRow struct {
+	Provider      string    `json:"provider"`
+	Model         string    `json:"model"`
+	Results       int       `json:"results"`
+	OK            int       `json:"ok"`
+	Degraded      int       `json:"degraded"`
+	DegradedShare float64   `json:"degraded_share"`
+	Failed        int       `json:"failed"`
+	LatencyMs     Quantiles `json:"latency_ms"`
+	EndToEndMs    Quantiles `json:"end_to_end_ms"`
+}
+
+type jsonSummary struct {
+	Chain         string    `json:"chain"`
+	Requests      int       `json:"requests"`
+	Sent          int       `json:"sent"`
+	Results       int       `json:"results"`
+	OK            int       `json:"ok"`
+	Degraded      int       `json:"degraded"`
+	DegradedShare float64   `json:"degraded_share"`
+	Failed        int       `json:"failed"`
+	Missing       int       `json:"missing"`
+	Unsent        int       `json:"unsent"`
+	Failures      int       `json:"failures"`
+	Duplicates    int       `json:"duplicates"`
+	SpanMs        int64     `json:"span_ms"`
+	LatencyMs     Quantiles `json:"latency_ms"`
+	EndToEndMs    Quantiles `json:"end_to_end_ms"`
+	ByModel       []jsonRow `json:"by_model"`
+	MissingIDs    []string  `json:"missing_ids"`
+}
+
+// MarshalJSON writes the summary with snake_case fields, durations in
+// milliseconds and the derived counts spelled out.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	out := jsonSummary{
+		Chain: s.Chain, Requests: s.Requests, Sent: s.Sent, Results: s.Results, OK: s.OK,
+		Degraded: s.Degraded, DegradedShare: s.DegradedShare(), Failed: s.Failed, Missing: s.Missing,
+		Unsent: s.Unsent, Failures: s.Failures(), Duplicates: s.Duplicates, SpanMs: s.Span.Milliseconds(),
+		LatencyMs: s.Latency, EndToEndMs: s.EndToEnd, ByModel: []jsonRow{}, MissingIDs: s.MissingIDs,
+	}
+	if out.MissingIDs == nil {
+		out.MissingIDs = []string{}
+	}
+	for _, r := range s.Rows {
+		out.ByModel = append(out.ByModel, jsonRow{
+			Provider: r.Provider, Model: r.Model, Results: r.Results, OK: r.OK, Degraded: r.Degraded,
+			DegradedShare: r.DegradedShare(), Failed: r.Failed, LatencyMs: r.Latency, EndToEndMs: r.EndToEnd,
+		})
+	}
+	return json.Marshal(out)
+}
