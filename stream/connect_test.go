@@ -135,7 +135,7 @@ func TestConnectFailsFast(t *testing.T) {
 		{"URL that does not parse", "nats://carol:p%zzw0rd@127.0.0.1:1", ConnectOptions{}, nil,
 			[]string{"the URL is malformed", "carol:xxxxx@"}},
 	}
-	secrets := append(credsSecrets(t, wrongCreds), "hunter2", "pw0rd", "p%zzw0rd")
+	secrets := append(natstest.CredsSecrets(t, wrongCreds), "hunter2", "pw0rd", "p%zzw0rd")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
@@ -201,26 +201,6 @@ func TestConnectToASilentServer(t *testing.T) {
 	if !strings.Contains(err.Error(), "did not answer within") {
 		t.Errorf("error %q does not say the server did not answer", err)
 	}
-}
-
-// credsSecrets are the JWT and seed lines of a .creds file.
-func credsSecrets(t *testing.T, path string) []string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secrets []string
-	lines := strings.Split(string(data), "\n")
-	for i, line := range lines[:len(lines)-1] {
-		if strings.HasPrefix(line, "-----BEGIN") {
-			secrets = append(secrets, strings.TrimSpace(lines[i+1]))
-		}
-	}
-	if len(secrets) != 2 {
-		t.Fatalf("found %d secrets in %s, want a JWT and a seed", len(secrets), path)
-	}
-	return secrets
 }
 
 // closedAddr is a loopback address nothing listens on.

@@ -45,7 +45,7 @@ func TestProcessorOnASecuredServer(t *testing.T) {
 		srv, op := natstest.StartOperator(t)
 		url := srv.ClientURL()
 		wrong := op.WrongCreds(t)
-		secrets := credsSecrets(t, wrong)
+		secrets := natstest.CredsSecrets(t, wrong)
 
 		t.Run("wrong", func(t *testing.T) {
 			out := failsToStart(t, bin, securedEnv(t, chainFile, "DETOUR_NATS_URL="+url, "DETOUR_NATS_CREDS="+wrong))
@@ -203,25 +203,4 @@ func mustSay(t *testing.T, out string, phrases ...string) {
 			t.Errorf("output does not say %q:\n%s", p, out)
 		}
 	}
-}
-
-// credsSecrets are the JWT and seed of a .creds file: the line after each
-// BEGIN marker.
-func credsSecrets(t *testing.T, path string) []string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secrets []string
-	lines := strings.Split(string(data), "\n")
-	for i, line := range lines[:len(lines)-1] {
-		if strings.HasPrefix(line, "-----BEGIN") {
-			secrets = append(secrets, strings.TrimSpace(lines[i+1]))
-		}
-	}
-	if len(secrets) != 2 {
-		t.Fatalf("found %d secrets in %s, want a JWT and a seed", len(secrets), path)
-	}
-	return secrets
 }

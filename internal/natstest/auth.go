@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -297,4 +298,25 @@ func userCreds(account nkeys.KeyPair, user string) ([]byte, error) {
 		return nil, err
 	}
 	return jwt.FormatUserConfig(token, seed)
+}
+
+// CredsSecrets returns the JWT and the seed of a .creds file (the line after
+// each BEGIN marker), for tests that check they never appear in output.
+func CredsSecrets(t testing.TB, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secrets []string
+	lines := strings.Split(string(data), "\n")
+	for i, line := range lines[:len(lines)-1] {
+		if strings.HasPrefix(line, "-----BEGIN") {
+			secrets = append(secrets, strings.TrimSpace(lines[i+1]))
+		}
+	}
+	if len(secrets) != 2 {
+		t.Fatalf("found %d secrets in %s, want a JWT and a seed", len(secrets), path)
+	}
+	return secrets
 }
