@@ -97,7 +97,10 @@ func (p *Publisher) Publish(ctx context.Context, l Letter) error {
 	if orig := msg.Header.Get(nats.MsgIdHdr); orig != "" {
 		msg.Header.Set(HeaderOriginalMsgID, orig)
 	}
-	msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("dlq-%s-%d-%d", l.Chain, l.SourceSeq, l.Deliveries))
+	// One dead letter per request message: a redelivery after a crash, or
+	// a retried publish that did land, is deduplicated. A replay is a new
+	// request message, so it can be dead-lettered again.
+	msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("dlq-%s-%d", l.Chain, l.SourceSeq))
 	msg.Header.Set(HeaderReason, string(l.Reason))
 	if l.Err != nil {
 		msg.Header.Set(HeaderError, oneLine(l.Err.Error()))

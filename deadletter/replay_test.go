@@ -114,9 +114,10 @@ func TestReplayInsideTheDuplicateWindow(t *testing.T) {
 				t.Fatalf("body changed: %s", q[1].Data)
 			}
 
-			// A retried replay of the same dead letter (its first answer lost)
-			// is recognised and queues nothing more.
-			dl2 := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonPoison, SourceSeq: src, Deliveries: 2, Data: body, Header: header})
+			// A retried replay of a dead letter (its first answer lost) is
+			// recognised and queues nothing more. The dead letter here is the
+			// replayed request's own, dead-lettered again.
+			dl2 := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonPoison, SourceSeq: r.StreamSeq, Data: body, Header: header})
 			e.queueRequest("default", q[1].Data, nats.Header{"Nats-Msg-Id": {"r1-replay-" + strconv.FormatUint(dl2, 10)}})
 			r2, err := e.store.Replay(ctx, dl2, deadletter.ReplayOptions{})
 			if err != nil || !r2.AlreadyQueued {

@@ -50,13 +50,17 @@ func (e Event) String() string {
 }
 
 // WatchEvents reports the outage events of the bucket as they happen, until
-// ctx ends. Only changes after the call are reported.
+// ctx ends. Only changes after the call are reported; the current values are
+// read first so that a health reset is reported as closed only when it ends
+// an outage (the provider had tripped and not succeeded since).
 func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event)) error {
-	w, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return fmt.Errorf("kvstate: watching %s: %w", Bucket, err)
 	}
 	defer w.Stop()
+	health := map[string]Health{}
+	live := false // set once the current values have been read
 	for {
 		select {
 		case <-ctx.Done():
@@ -66,17 +70,20 @@ func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event))
 				return nil
 			}
 			if e == nil {
+				live = true
 				continue
 			}
-			if ev, ok := eventOf(e); ok {
+			ev, isEvent := eventOf(e, health)
+			if isEvent && live {
 				report(ev)
 			}
 		}
 	}
 }
 
-// eventOf turns a bucket entry into an outage event, if it is one.
-func eventOf(e jetstream.KeyValueEntry) (Event, bool) {
+// eventOf turns a bucket entry into an outage event, if it is one. health
+// holds each provider's last health value, which eventOf keeps current.
+func eventOf(e jetstream.KeyValueEntry, health map[string]Health) (Event, bool) {
 	provider, kind, ok := strings.Cut(e.Key(), ".")
 	if !ok {
 		return Event{}, false
@@ -100,9 +107,14 @@ func eventOf(e jetstream.KeyValueEntry) (Event, bool) {
 		ev.Kind, ev.Probe = EventProbe, &p
 	case kind == SuffixHealth && put:
 		var h Health
-		// A health write with no failures left is the reset of a success
-		// after failures; after a trip, that is the circuit closing.
-		if json.Unmarshal(e.Value(), &h) != nil || h.ConsecutiveFailures != 0 || h.LastTrip.IsZero() {
+		if json.Unmarshal(e.Value(), &h) != nil {
+			return Event{}, false
+		}
+		before, known := health[provider]
+		health[provider] = h
+		// A reset of the failures closes the circuit only if it was open
+		// or half-open: tripped, and no success since.
+		if h.ConsecutiveFailures != 0 || !known || !halfOpen(before) {
 			return Event{}, false
 		}
 		ev.Kind = EventClosed

@@ -67,6 +67,20 @@ func TestOutageEventsAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	next(kvstate.EventClosed)
+
+	// A failure below the threshold and a success after it are no outage:
+	// no closed event without an opened one.
+	if err := s.RecordFailure(e.ctx, "p", serverFailure(policy(5, time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordSuccess(e.ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		t.Fatalf("event %+v for a failure that tripped nothing", ev)
+	case <-time.After(500 * time.Millisecond):
+	}
 	if rows := s.Status(time.Now()); rows[0].State != kvstate.StateClosed || rows[0].ConsecutiveFailures != 0 || rows[0].Trips != 1 {
 		t.Fatalf("status after recovery: %+v", rows)
 	}

@@ -42,6 +42,10 @@ const (
 	HeaderProvider    = "Detour-Provider"
 	HeaderDegraded    = "Detour-Degraded"
 	HeaderStatus      = "Detour-Status"
+	// HeaderRequestSeq names the request message a result answers (its
+	// sequence in DETOUR_REQUESTS), so a redelivery recognises its own
+	// answer and a later request reusing the id does not.
+	HeaderRequestSeq = "Detour-Request-Seq"
 )
 
 // maxIDLen is the longest request id; ids become subject tokens.

@@ -127,11 +127,8 @@ func (d *delivery) handle(ctx context.Context) {
 		d.deadLetter(ctx, deadletter.ReasonBadRequest, fmt.Errorf("no chain named %q is configured", d.chain), nil)
 		return
 	}
-	deadline := d.deadline()
-	if !d.started.Before(deadline) {
-		d.expire(ctx, nil)
-		return
-	}
+	// A redelivery is checked for an answer before its deadline: one answered
+	// just in time whose ack was lost must not be expired after the fact.
 	if d.meta.NumDelivered > 1 {
 		answered, err := d.answered(ctx)
 		if err != nil {
@@ -146,6 +143,11 @@ func (d *delivery) handle(ctx context.Context) {
 			d.p.cfg.Metrics.Settled(d.chain, "already_answered")
 			return
 		}
+	}
+	deadline := d.deadline()
+	if !d.started.Before(deadline) {
+		d.expire(ctx, nil)
+		return
 	}
 	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
 	defer cancelRun()
@@ -185,24 +187,19 @@ func (d *delivery) deadline() time.Time {
 func (d *delivery) answered(ctx context.Context) (bool, error) {
 	m, err := d.p.results.GetLastMsgForSubject(ctx, ResultSubject(d.req.ID))
 	switch {
-	case err == nil:
-		// A result stored before this request was published answered an
-		// earlier request with the same id (say, the failed result of a dead
-		// letter that was since replayed): it does not answer this one.
-		return !m.Time.Before(d.meta.Timestamp), nil
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return false, nil
-	default:
+	case err != nil:
 		return false, err
 	}
-}
-
-// supersedes reports whether the stored result for this id predates this
-// request message, so a result dropped as a duplicate answered another
-// request (a replay, or a client reusing an id) and must be stored anew.
-func (d *delivery) supersedes(ctx context.Context) bool {
-	answered, err := d.answered(ctx)
-	return err == nil && !answered
+	// A result stored for another request message with the same id (the
+	// failed result of a dead letter since replayed, or a client reusing an
+	// id) does not answer this one. Results name the request message they
+	// answer; for one that does not, fall back to comparing store times.
+	if seq, err := strconv.ParseUint(m.Header.Get(HeaderRequestSeq), 10, 64); err == nil {
+		return seq == d.meta.Sequence.Stream, nil
+	}
+	return !m.Time.Before(d.meta.Timestamp), nil
 }
 
 // heartbeat tells the server the delivery is still being worked on every
@@ -246,8 +243,13 @@ func (d *delivery) annotate(res *chain.Result) {
 // retry that did land harmless.
 func (d *delivery) answer(ctx context.Context, res chain.Result) {
 	wait := publishRetryBase
+	// The answer is paid for: storing it is not cut short by the shutdown
+	// deadline, only bounded by its own timeout per attempt.
+	storeCtx := context.WithoutCancel(ctx)
 	for attempt := 1; ; attempt++ {
-		err := d.publishResult(ctx, res)
+		attemptCtx, cancel := context.WithTimeout(storeCtx, publishTimeout)
+		err := d.publishResult(attemptCtx, res)
+		cancel()
 		if err == nil {
 			_ = d.msg.Ack()
 			outcome := "ok"
@@ -282,6 +284,7 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 const (
 	publishAttempts  = 5
 	publishRetryBase = 250 * time.Millisecond
+	publishTimeout   = 5 * time.Second
 )
 
 // sleepCtx waits d or until ctx ends.
@@ -398,12 +401,20 @@ func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
 	if err != nil {
 		return fmt.Errorf("storing result: %w", err)
 	}
-	if ack.Duplicate && d.supersedes(ctx) {
-		// The id's earlier result is still in the duplicate window: store
-		// this one under an id of its own, unique to this request message.
-		stored.Header.Set(HeaderMsgID, fmt.Sprintf("%s:%d", d.req.ID, d.meta.Sequence.Stream))
-		if _, err := d.p.js.PublishMsg(ctx, stored); err != nil {
-			return fmt.Errorf("storing result: %w", err)
+	if ack.Duplicate {
+		// Either this request's own result was stored before (a retried
+		// publish), or the id's earlier result, for another request
+		// message, is still in the duplicate window: then store this one
+		// under an id of its own, unique to this request message.
+		answered, err := d.answered(ctx)
+		if err != nil {
+			return fmt.Errorf("checking a duplicate result: %w", err)
+		}
+		if !answered {
+			stored.Header.Set(HeaderMsgID, fmt.Sprintf("%s:%d", d.req.ID, d.meta.Sequence.Stream))
+			if _, err := d.p.js.PublishMsg(ctx, stored); err != nil {
+				return fmt.Errorf("storing result: %w", err)
+			}
 		}
 	}
 	if d.req.ReplyTo == "" || d.req.ReplyTo == stored.Subject {
@@ -426,5 +437,6 @@ func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nat
 	m.Header.Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
 	m.Header.Set(HeaderStatus, string(res.Status))
 	m.Header.Set(HeaderContentType, d.req.Encoding.ContentType())
+	m.Header.Set(HeaderRequestSeq, strconv.FormatUint(d.meta.Sequence.Stream, 10))
 	return m
 }

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,8 +47,12 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(stream.Request{ID: "once", Messages: []chain.Message{{Role: "user", Content: "hi"}}})
-	if _, err := js.Publish(ctx, stream.RequestSubject("default"), body); err != nil {
+	// The deadline passes between the first delivery and the redelivery: an
+	// answered request must still be recognised, not expired after the fact.
+	deadline := time.Now().Add(1500 * time.Millisecond).UTC().Truncate(time.Second).Add(time.Second)
+	body, _ := json.Marshal(stream.Request{ID: "once", Messages: []chain.Message{{Role: "user", Content: "hi"}}, Deadline: deadline.Format(time.RFC3339)})
+	pub, err := js.Publish(ctx, stream.RequestSubject("default"), body)
+	if err != nil {
 		t.Fatal(err)
 	}
 	cons, err := js.Consumer(ctx, stream.RequestsStream, stream.ConsumerName("default"))
@@ -72,12 +77,14 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 	stored := nats.NewMsg(stream.ResultSubject("once"))
 	stored.Data = []byte(`{"id":"once","status":"ok","content":"from the first processor"}`)
 	stored.Header.Set(stream.HeaderMsgID, "once")
+	stored.Header.Set(stream.HeaderRequestSeq, strconv.FormatUint(pub.Sequence, 10))
 	if _, err := js.PublishMsg(ctx, stored); err != nil {
 		t.Fatal(err)
 	}
 	if err := first.Nak(); err != nil { // the server delivers again
 		t.Fatal(err)
 	}
+	time.Sleep(time.Until(deadline) + 100*time.Millisecond)
 	second := fetch()
 	if meta, _ := second.Metadata(); meta.NumDelivered != 2 {
 		t.Fatalf("second delivery has NumDelivered %d", meta.NumDelivered)
@@ -96,6 +103,11 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 	}
 	if si.State.Msgs != 1 {
 		t.Fatalf("%d results stored, want 1", si.State.Msgs)
+	}
+	if dl, err := js.Stream(ctx, stream.DeadLetterStream); err != nil {
+		t.Fatal(err)
+	} else if di, err := dl.Info(ctx); err != nil || di.State.Msgs != 0 {
+		t.Fatalf("an answered request was dead-lettered (%v)", err)
 	}
 	// The redelivery was acked: the work queue is empty.
 	eventually(t, func() bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -46,6 +47,10 @@ type Outcome struct {
 	// earlier within its duplicate window: the result is that request's, and
 	// its end-to-end time says nothing about this run.
 	Duplicate bool
+	// RequestSeq is the request's sequence in DETOUR_REQUESTS (for a
+	// duplicate, the earlier request's); a stored result that answers
+	// another sequence is not this request's.
+	RequestSeq uint64
 }
 
 // HasResult reports whether a result arrived.
@@ -193,12 +198,12 @@ func (c *Client) publishAll(ctx context.Context, chainName string, reqs []stream
 			return i, err
 		}
 		at := time.Now()
-		dup, err := c.publish(ctx, chainName, r)
+		ack, err := c.publish(ctx, chainName, r)
 		if err != nil {
 			col.unsent(i, err)
 			return i, err
 		}
-		col.published(i, at, dup)
+		col.published(i, at, ack)
 	}
 	return len(reqs), nil
 }
@@ -209,24 +214,26 @@ func (c *Client) publishAll(ctx context.Context, chainName string, reqs []stream
 func (c *Client) await(ctx context.Context, col *collector) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
-	for {
+	for n := 1; ; n++ {
 		select {
 		case <-col.done:
 			return
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if ids := col.pending(true); len(ids) > 0 {
+			// Every 5 s, look for all pending results too: a reply lost on
+			// the inbox (a reconnect) is still stored.
+			if ids := col.pending(n%10 != 0); len(ids) > 0 {
 				c.collectStored(col, ids)
 			}
 		}
 	}
 }
 
-func (c *Client) publish(ctx context.Context, chainName string, r stream.Request) (duplicate bool, err error) {
+func (c *Client) publish(ctx context.Context, chainName string, r stream.Request) (*jetstream.PubAck, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
-		return false, fmt.Errorf("client: encoding request %s: %w", r.ID, err)
+		return nil, fmt.Errorf("client: encoding request %s: %w", r.ID, err)
 	}
 	msg := nats.NewMsg(stream.RequestSubject(chainName))
 	msg.Data = body
@@ -235,11 +242,11 @@ func (c *Client) publish(ctx context.Context, chainName string, r stream.Request
 	ack, err := c.js.PublishMsg(ctx, msg)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-			return false, fmt.Errorf("client: no stream takes %s: is chain %q configured and a processor started?", msg.Subject, chainName)
+			return nil, fmt.Errorf("client: no stream takes %s: is chain %q configured and a processor started?", msg.Subject, chainName)
 		}
-		return false, fmt.Errorf("client: publishing request %s: %w", r.ID, err)
+		return nil, fmt.Errorf("client: publishing request %s: %w", r.ID, err)
 	}
-	return ack.Duplicate, nil
+	return ack, nil
 }
 
 // collectStored reads the results of ids from DETOUR_RESULTS.
@@ -260,6 +267,9 @@ func (c *Client) collectStored(col *collector, ids []string) {
 				continue
 			}
 			return // the stream is unreachable: the rest would fail alike
+		}
+		if !col.answers(id, m.Header.Get(stream.HeaderRequestSeq)) {
+			continue // a result of an earlier request that reused the id
 		}
 		if res, err := stream.DecodeResult(m.Data, m.Header); err == nil {
 			col.deliver(id, res, m.Time)
@@ -295,10 +305,24 @@ func (col *collector) settle() {
 	}
 }
 
-func (col *collector) published(i int, at time.Time, duplicate bool) {
+// answers reports whether a stored result naming request sequence seq (a
+// Detour-Request-Seq header; empty from processors that predate it) answers
+// the request id of this run.
+func (col *collector) answers(id, seq string) bool {
+	if seq == "" {
+		return true
+	}
 	col.mu.Lock()
 	defer col.mu.Unlock()
-	col.outcomes[i].Published, col.outcomes[i].Duplicate = at, duplicate
+	i, ok := col.index[id]
+	return ok && seq == strconv.FormatUint(col.outcomes[i].RequestSeq, 10)
+}
+
+func (col *collector) published(i int, at time.Time, ack *jetstream.PubAck) {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	col.outcomes[i].Published, col.outcomes[i].Duplicate = at, ack.Duplicate
+	col.outcomes[i].RequestSeq = ack.Sequence
 	if col.opts.OnPublished != nil {
 		col.opts.OnPublished(col.outcomes[i])
 	}

@@ -96,6 +96,10 @@ func (p *Processor) Run(ctx context.Context) error {
 	p.opts.Logger.Info("processing", "chains", p.chains, "workers", p.opts.Settings.Workers)
 	p.consuming.Store(true)
 	defer p.consuming.Store(false)
+	// Not ready from the moment the stop begins: the drain that follows
+	// takes no new work.
+	stopReady := context.AfterFunc(ctx, func() { p.consuming.Store(false) })
+	defer stopReady()
 	return stream.Consume(ctx, p.js, p.handler, stream.ConsumerConfig{
 		Chains: p.chains, Workers: p.opts.Settings.Workers,
 		ShutdownTimeout: p.opts.Settings.ShutdownTimeout, Logger: p.opts.Logger,
