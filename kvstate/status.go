@@ -24,10 +24,14 @@ type ProviderStatus struct {
 // MarshalText writes the circuit state by name.
 func (s CircuitState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
-// Status returns a row for every provider the mirror knows, sorted by name.
-func (s *Store) Status(now time.Time) []ProviderStatus {
-	s.mu.RLock()
+// Status returns a row for every provider the mirror knows and every one of
+// known (the chain file's; one without state is closed), sorted by name.
+func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 	names := map[string]bool{}
+	for _, p := range known {
+		names[p] = true
+	}
+	s.mu.RLock()
 	for p := range s.health {
 		names[p] = true
 	}

@@ -30,13 +30,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "processor check: -samples FILE is required")
 		return 2
 	}
-	path := *configPath
-	if path == "" {
-		path = os.Getenv("DETOUR_CONFIG")
-	}
-	if path == "" {
-		path = "detour.yaml"
-	}
+	path := chainFilePath(*configPath)
 	file, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/samber/lo"
 
+	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/kvstate"
 )
 
@@ -22,8 +24,15 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the rows as a JSON array")
+	configPath := fs.String("config", "", "chain file whose providers to list even without state (default $DETOUR_CONFIG, detour.yaml)")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
+	}
+	var known []string
+	if file, err := config.Load(chainFilePath(*configPath)); err == nil {
+		known = lo.Map(file.Providers, func(p config.Provider, _ int) string { return p.Name })
+	} else {
+		fmt.Fprintf(stderr, "processor status: chain file not read (%v); listing providers with recorded state only\n", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -38,7 +47,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "processor status: %v\n", err)
 		return 1
 	}
-	rows := store.Status(time.Now())
+	rows := store.Status(time.Now(), known...)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -109,4 +118,15 @@ func flagExit(err error) int {
 		return 0
 	}
 	return 2
+}
+
+// chainFilePath is the -config flag, else DETOUR_CONFIG, else detour.yaml.
+func chainFilePath(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if env := os.Getenv("DETOUR_CONFIG"); env != "" {
+		return env
+	}
+	return "detour.yaml"
 }

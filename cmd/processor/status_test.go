@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,12 +14,22 @@ import (
 )
 
 // TestStatusCommand runs `processor status` against a server whose bucket
-// holds a cooling provider: the row shows it open, with its failures and
-// last error; without a bucket the command says no processor has started.
+// holds a cooling provider: its row shows it open, with its failures and last
+// error, and the chain file's other provider has a closed row; without a
+// bucket the command says no processor has started.
 func TestStatusCommand(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
+	chainFile := filepath.Join(t.TempDir(), "detour.yaml")
+	writeFile(t, chainFile, `
+providers:
+  - {name: primary, type: openai, model: m1}
+  - {name: backup, type: openai, model: m2}
+chains:
+  default: [primary, backup]
+`)
+	t.Setenv("DETOUR_CONFIG", chainFile)
 
 	var out, errOut bytes.Buffer
 	if code := run([]string{"status"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "no processor has started") {
@@ -46,8 +57,13 @@ func TestStatusCommand(t *testing.T) {
 	if code := run([]string{"status"}, &out, &errOut); code != 0 {
 		t.Fatalf("status: exit %d, stderr %q", code, errOut.String())
 	}
-	fields := strings.Fields(strings.Split(out.String(), "\n")[1])
-	if len(fields) < 5 || fields[0] != "primary" || fields[1] != "open" || fields[2] != "1" || !strings.Contains(out.String(), "HTTP 503 from primary") {
+	lines := strings.Split(out.String(), "\n")
+	// Sorted by name: backup (from the chain file, no state: closed), then primary.
+	backup, primary := strings.Fields(lines[1]), strings.Fields(lines[2])
+	if len(backup) < 3 || backup[0] != "backup" || backup[1] != "closed" || backup[2] != "0" {
+		t.Fatalf("status table lacks a closed row for backup:\n%s", out.String())
+	}
+	if len(primary) < 5 || primary[0] != "primary" || primary[1] != "open" || primary[2] != "1" || !strings.Contains(out.String(), "HTTP 503 from primary") {
 		t.Fatalf("status table:\n%s", out.String())
 	}
 }
