@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/detourhq/detour/internal/wait"
 )
 
 // ErrExhausted is returned (inside an *ExhaustedError) when no provider of the
@@ -167,12 +169,12 @@ func (c *Chain) pass(ctx context.Context, step Step, req Request, res *Result) (
 			// has already ended the pass above by opening a cooldown.
 			return resp, failure
 		}
-		wait := Backoff(retry, pol.BackoffBase, pol.BackoffMax, c.rand)
-		wait = max(wait, failure.RetryAfter)
+		delay := Backoff(retry, pol.BackoffBase, pol.BackoffMax, c.rand)
+		delay = max(delay, failure.RetryAfter)
 		if _, cooling := c.State.Cooling(p.Name(), c.now()); cooling {
 			return resp, failure // this request's own failures (or another worker's) tripped it
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := wait.Sleep(ctx, delay); err != nil {
 			return resp, &CallError{Class: ClassCanceled, Err: err}
 		}
 		if _, cooling := c.State.Cooling(p.Name(), c.now()); cooling {
@@ -254,18 +256,4 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }

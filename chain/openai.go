@@ -10,8 +10,12 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/detourhq/detour/internal/text"
 )
+
+// maxErrorText bounds a provider error message kept in results and state.
+const maxErrorText = 300
 
 // maxResponseBytes bounds how much of a provider's answer is read, so a
 // misbehaving endpoint cannot exhaust memory.
@@ -132,7 +136,7 @@ func httpFailure(status int, header http.Header, body []byte, apiKey string) *Ca
 		// prefix of it that no longer matches.
 		msg = strings.ReplaceAll(msg, apiKey, "[redacted]")
 	}
-	msg = truncate(msg)
+	msg = text.Cut(msg, maxErrorText)
 	return &CallError{Class: Classify(status), StatusCode: status, RetryAfter: retryAfter, Err: errors.New(msg)}
 }
 
@@ -159,19 +163,6 @@ func errorMessage(body []byte) string {
 		return s
 	}
 	return "no error body"
-}
-
-func truncate(s string) string {
-	const limit = 300
-	if len(s) > limit {
-		// Cut on a rune boundary so the text stays valid UTF-8.
-		cut := limit
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return s[:cut] + "…"
-	}
-	return s
 }
 
 // redact removes the API key from a transport error's text; the error is

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/text"
 )
 
 // afterFailure is the pure health transition for one counted failure. It
@@ -76,10 +77,5 @@ func wholeSeconds(d time.Duration) time.Duration {
 	return max(s, time.Second)
 }
 
-func truncate(s string) string {
-	const limit = 300
-	if len(s) > limit {
-		return s[:limit] + "…"
-	}
-	return s
-}
+// truncate bounds outside text stored in a KV value.
+func truncate(s string) string { return text.Cut(s, 300) }

@@ -16,6 +16,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/internal/wait"
 )
 
 // Retry delays after real failures: exponential by delivery count.
@@ -242,7 +243,7 @@ func (d *delivery) annotate(res *chain.Result) {
 // here before giving the request back; the result's Nats-Msg-Id makes a
 // retry that did land harmless.
 func (d *delivery) answer(ctx context.Context, res chain.Result) {
-	wait := publishRetryBase
+	delay := publishRetryBase
 	// The answer is paid for: storing it is not cut short by the shutdown
 	// deadline, only bounded by its own timeout per attempt.
 	storeCtx := context.WithoutCancel(ctx)
@@ -271,11 +272,11 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 		}
 		d.log().Warn("publishing result; retrying", "attempt", attempt, "err", err)
 		_ = d.msg.InProgress()
-		if sleepCtx(ctx, wait) != nil {
+		if wait.Sleep(ctx, delay) != nil {
 			d.nak(0, "shutdown")
 			return
 		}
-		wait *= 2
+		delay *= 2
 	}
 }
 
@@ -286,18 +287,6 @@ const (
 	publishRetryBase = 250 * time.Millisecond
 	publishTimeout   = 5 * time.Second
 )
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // retryLater NAKs with a delay: the earliest reopen when every provider was
 // cooling, else a backoff by delivery count that never ends before the

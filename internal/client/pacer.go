@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"time"
+
+	"github.com/detourhq/detour/internal/wait"
 )
 
 // Pacer spaces publishes at a fixed rate. It keeps an absolute schedule (the
@@ -23,7 +25,7 @@ func NewPacer(rate float64) *Pacer {
 	if rate <= 0 {
 		return &Pacer{}
 	}
-	return newPacer(rate, time.Now, sleepCtx)
+	return newPacer(rate, time.Now, wait.Sleep)
 }
 
 func newPacer(rate float64, now func() time.Time, sleep func(context.Context, time.Duration) error) *Pacer {
@@ -49,15 +51,4 @@ func (p *Pacer) Wait(ctx context.Context) error {
 		return p.sleep(ctx, d)
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -1,0 +1,3 @@
+// Package text shortens outside text (provider error bodies, failure
+// reasons) before it is stored or shown.
+package text

@@ -1,0 +1,29 @@
+package text
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		limit int
+		want  string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijk", 5, "abcde…"},
+		{"ab天气", 3, "ab…"}, // 天 is 3 bytes: the cut steps back to its start
+		{"", 0, ""},
+	} {
+		if got := Cut(tc.in, tc.limit); got != tc.want {
+			t.Errorf("Cut(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
+		}
+	}
+	long := strings.Repeat("天气", 200)
+	if got := Cut(long, 300); !utf8.ValidString(got) || len(got) > 300+len("…") {
+		t.Errorf("Cut of a long non-ASCII text: %d bytes, valid %v", len(got), utf8.ValidString(got))
+	}
+}
