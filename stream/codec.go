@@ -171,6 +171,21 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 	return ValidateReplySubject(d.ReplyTo, replyPrefixes)
 }
 
+// ChainRequest is what the chain is asked for this request; a
+// response_schema is compiled here, and one that does not compile makes the
+// request a bad one.
+func (r Request) ChainRequest() (chain.Request, error) {
+	req := chain.Request{ID: r.ID, Messages: r.Messages, MaxTokens: r.MaxTokens, Temperature: r.Temperature}
+	if r.ResponseSchema != nil {
+		schema, err := chain.CompileSchema(r.ResponseSchema)
+		if err != nil {
+			return req, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		}
+		req.Schema = schema
+	}
+	return req, nil
+}
+
 // ValidateID checks that a request id can stand as one subject token.
 func ValidateID(id string) error {
 	switch {

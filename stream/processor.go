@@ -116,12 +116,10 @@ func (d *delivery) handle(ctx context.Context) {
 		d.deadLetter(ctx, reason, err, nil)
 		return
 	}
-	var schema *chain.Schema
-	if req.ResponseSchema != nil {
-		if schema, err = chain.CompileSchema(req.ResponseSchema); err != nil {
-			d.deadLetter(ctx, deadletter.ReasonBadRequest, fmt.Errorf("%w: %v", ErrBadRequest, err), nil)
-			return
-		}
+	chainReq, err := req.ChainRequest()
+	if err != nil {
+		d.deadLetter(ctx, deadletter.ReasonBadRequest, err, nil)
+		return
 	}
 	runner, ok := d.p.cfg.Chains[d.chain]
 	if !ok {
@@ -153,9 +151,7 @@ func (d *delivery) handle(ctx context.Context) {
 	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
 	defer cancelRun()
 	stopBeat := d.heartbeat(runCtx)
-	res, err := runner.Run(runCtx, chain.Request{
-		ID: req.ID, Messages: req.Messages, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Schema: schema,
-	})
+	res, err := runner.Run(runCtx, chainReq)
 	stopBeat()
 	d.annotate(&res)
 	d.p.cfg.Metrics.Attempts(res.Attempts)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/client"
 	"github.com/detourhq/detour/internal/service"
-	"github.com/detourhq/detour/stream"
 )
 
 // runCheck sends fixed samples to every provider of a chain directly:
@@ -20,7 +20,7 @@ import (
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	samplesPath := fs.String("samples", "", "JSON Lines file of requests (DESIGN.md §3 shape), one per line")
+	samplesPath := fs.String("samples", "", "JSON Lines file of requests (DESIGN.md §3 shape, or {\"prompt\": …}), one per line")
 	chainName := fs.String("chain", "default", "chain whose providers to check")
 	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG, detour.yaml)")
 	if err := fs.Parse(args); err != nil {
@@ -41,11 +41,16 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)
 		return 2
 	}
-	samples, err := stream.ReadSamples(f)
+	reqs, err := client.ReadRequests(f, *samplesPath)
 	f.Close()
 	if err != nil {
-		fmt.Fprintf(stderr, "processor check: %s: %v\n", *samplesPath, err)
+		fmt.Fprintf(stderr, "processor check: %v\n", err)
 		return 2
+	}
+	samples := make([]chain.Request, len(reqs))
+	for i, r := range reqs {
+		// ReadRequests has compiled every schema already.
+		samples[i], _ = r.ChainRequest()
 	}
 	chains, err := service.BuildChains(file, nil, nil, nil)
 	if err != nil {

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/internal/service"
 )
 
 // connectClient connects a client command (status, watch, dlq) to
@@ -19,14 +18,8 @@ func connectClient(name string) (*nats.Conn, jetstream.JetStream, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("settings: %w", err)
 	}
-	nc, err := stream.Connect(settings.ClientURL(), stream.ConnectOptions{
-		Name: name, Creds: settings.NATSCreds,
-		TLSCA: settings.NATSTLSCA, TLSCert: settings.NATSTLSCert, TLSKey: settings.NATSTLSKey,
-	})
+	nc, err := service.ConnectClient(settings, name)
 	if err != nil {
-		if errors.Is(err, nats.ErrNoServers) {
-			err = fmt.Errorf("%w\n(is a processor running? try `go run ./cmd/processor -demo`)", err)
-		}
 		return nil, nil, err
 	}
 	js, err := jetstream.New(nc)

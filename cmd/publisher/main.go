@@ -35,11 +35,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/client"
+	"github.com/detourhq/detour/internal/service"
 	"github.com/detourhq/detour/stream"
 )
 
@@ -179,15 +178,9 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 		fmt.Fprintf(stderr, "publisher: settings: %v\n", err)
 		return 2
 	}
-	nc, err := stream.Connect(settings.ClientURL(), stream.ConnectOptions{
-		Name: "detour-publisher", Creds: settings.NATSCreds,
-		TLSCA: settings.NATSTLSCA, TLSCert: settings.NATSTLSCert, TLSKey: settings.NATSTLSKey,
-	})
+	nc, err := service.ConnectClient(settings, "detour-publisher")
 	if err != nil {
 		fmt.Fprintf(stderr, "publisher: %v\n", err)
-		if errors.Is(err, nats.ErrNoServers) {
-			fmt.Fprintln(stderr, "is a processor running? try `go run ./cmd/processor -demo`")
-		}
 		return 1
 	}
 	defer nc.Close()

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -22,7 +23,7 @@ type Conn struct {
 // Dial connects as the settings say: to DETOUR_NATS_URL, or to an embedded
 // server it starts on DETOUR_LISTEN with its store in dataDir.
 func Dial(s config.Settings, dataDir, name string, logger *slog.Logger) (*Conn, error) {
-	opts := stream.ConnectOptions{Name: name, Creds: s.NATSCreds, TLSCA: s.NATSTLSCA, TLSCert: s.NATSTLSCert, TLSKey: s.NATSTLSKey}
+	opts := connectOptions(s, name)
 	if s.NATSURL != "" {
 		nc, err := stream.Connect(s.NATSURL, opts)
 		if err != nil {
@@ -59,4 +60,20 @@ func (c *Conn) Close() {
 		c.embedded.Shutdown()
 		c.embedded.WaitForShutdown()
 	}
+}
+
+// connectOptions maps the DETOUR_NATS_* credential and TLS settings.
+func connectOptions(s config.Settings, name string) stream.ConnectOptions {
+	return stream.ConnectOptions{Name: name, Creds: s.NATSCreds, TLSCA: s.NATSTLSCA, TLSCert: s.NATSTLSCert, TLSKey: s.NATSTLSKey}
+}
+
+// ConnectClient connects a client command (publisher, status, watch, dlq)
+// to DETOUR_NATS_URL or, when that is empty, to a local processor's embedded
+// server on DETOUR_LISTEN, with the same credentials and TLS as a processor.
+func ConnectClient(s config.Settings, name string) (*nats.Conn, error) {
+	nc, err := stream.Connect(s.ClientURL(), connectOptions(s, name))
+	if errors.Is(err, nats.ErrNoServers) {
+		err = fmt.Errorf("%w\n(is a processor running? try `go run ./cmd/processor -demo`)", err)
+	}
+	return nc, err
 }
