@@ -191,12 +191,8 @@ func (d *delivery) answered(ctx context.Context) (bool, error) {
 	}
 	// A result stored for another request message with the same id (the
 	// failed result of a dead letter since replayed, or a client reusing an
-	// id) does not answer this one. Results name the request message they
-	// answer; for one that does not, fall back to comparing store times.
-	if seq, err := strconv.ParseUint(m.Header.Get(HeaderRequestSeq), 10, 64); err == nil {
-		return seq == d.meta.Sequence.Stream, nil
-	}
-	return !m.Time.Before(d.meta.Timestamp), nil
+	// id) does not answer this one: results name the message they answer.
+	return m.Header.Get(HeaderRequestSeq) == strconv.FormatUint(d.meta.Sequence.Stream, 10), nil
 }
 
 // heartbeat tells the server the delivery is still being worked on every

@@ -305,13 +305,9 @@ func (col *collector) settle() {
 	}
 }
 
-// answers reports whether a stored result naming request sequence seq (a
-// Detour-Request-Seq header; empty from processors that predate it) answers
-// the request id of this run.
+// answers reports whether a stored result naming request sequence seq (its
+// Detour-Request-Seq header) answers the request id of this run.
 func (col *collector) answers(id, seq string) bool {
-	if seq == "" {
-		return true
-	}
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	i, ok := col.index[id]
