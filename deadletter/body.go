@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/detourhq/detour/internal/msgpackwalk"
 )
 
 // This file reads and rewrites the few top-level request fields a dead
@@ -166,13 +168,12 @@ type mpEntry struct {
 	keyIsStr                   bool
 }
 
-var errMsgpackTruncated = errors.New("msgpack: unexpected end of data")
 
 // msgpackMap splits a body whose first value is a msgpack map into its
 // entries. Bytes after the map are ignored, as msgpack.Unmarshal does.
 func msgpackMap(data []byte) ([]mpEntry, error) {
 	if len(data) == 0 {
-		return nil, errMsgpackTruncated
+		return nil, msgpackwalk.ErrTruncated
 	}
 	var n uint64
 	pos := 1
@@ -181,159 +182,36 @@ func msgpackMap(data []byte) ([]mpEntry, error) {
 		n = uint64(c & 0x0f)
 	case c == 0xde:
 		if len(data) < 3 {
-			return nil, errMsgpackTruncated
+			return nil, msgpackwalk.ErrTruncated
 		}
 		n, pos = uint64(binary.BigEndian.Uint16(data[1:])), 3
 	case c == 0xdf:
 		if len(data) < 5 {
-			return nil, errMsgpackTruncated
+			return nil, msgpackwalk.ErrTruncated
 		}
 		n, pos = uint64(binary.BigEndian.Uint32(data[1:])), 5
 	default:
 		return nil, errNotAnObject
 	}
 	if n > uint64(len(data)-pos)/2 { // every key and value takes a byte at least
-		return nil, errMsgpackTruncated
+		return nil, msgpackwalk.ErrTruncated
 	}
 	entries := make([]mpEntry, 0, n)
 	for range n {
 		e := mpEntry{keyStart: pos}
-		end, err := msgpackValueEnd(data, pos)
+		end, err := msgpackwalk.ValueEnd(data, pos)
 		if err != nil {
 			return nil, err
 		}
 		e.key, e.keyIsStr = msgpackString(data[pos:end])
 		e.valStart = end
-		if e.valEnd, err = msgpackValueEnd(data, end); err != nil {
+		if e.valEnd, err = msgpackwalk.ValueEnd(data, end); err != nil {
 			return nil, err
 		}
 		pos = e.valEnd
 		entries = append(entries, e)
 	}
 	return entries, nil
-}
-
-// msgpackValueEnd returns the offset just past the msgpack value that starts
-// at pos. It counts the values still to skip instead of recursing into
-// containers, and refuses a count the remaining bytes could not hold, so its
-// cost is bounded by len(data) whatever the declared lengths and nesting.
-func msgpackValueEnd(data []byte, pos int) (int, error) {
-	pending := uint64(1)
-	for pending > 0 {
-		if pending > uint64(len(data)-pos) { // every value takes a byte at least
-			return 0, errMsgpackTruncated
-		}
-		pending--
-		next, children, err := msgpackHead(data, pos)
-		if err != nil {
-			return 0, err
-		}
-		pos = next
-		pending += children
-	}
-	return pos, nil
-}
-
-// msgpackDepthWithin reports whether data is one well-formed msgpack value
-// (trailing bytes aside) that nests no deeper than maxDepth, so that a
-// recursive decoder may be trusted with it.
-func msgpackDepthWithin(data []byte, maxDepth int) bool {
-	pending := []uint64{1} // values still to read at each open level
-	pos := 0
-	for len(pending) > 0 {
-		top := len(pending) - 1
-		if pending[top] == 0 {
-			pending = pending[:top]
-			continue
-		}
-		pending[top]--
-		next, children, err := msgpackHead(data, pos)
-		if err != nil || children > uint64(len(data)-next) {
-			return false
-		}
-		pos = next
-		if children > 0 {
-			if len(pending) == maxDepth {
-				return false
-			}
-			pending = append(pending, children)
-		}
-	}
-	return true
-}
-
-// msgpackHead reads the value at pos. For a scalar it returns the offset
-// past it; for an array or map, the offset past its header and the number of
-// values nested in it (twice the entries of a map).
-func msgpackHead(data []byte, pos int) (next int, children uint64, err error) {
-	if pos >= len(data) {
-		return 0, 0, errMsgpackTruncated
-	}
-	c := data[pos]
-	pos++
-	var size uint64 // bytes of payload after the header
-	ok := true
-	lenOf := func(width int) uint64 {
-		var v uint64
-		v, pos, ok = readUint(data, pos, width)
-		return v
-	}
-	switch {
-	case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
-	case c >= 0x80 && c <= 0x8f:
-		children = 2 * uint64(c&0x0f)
-	case c >= 0x90 && c <= 0x9f:
-		children = uint64(c & 0x0f)
-	case c >= 0xa0 && c <= 0xbf:
-		size = uint64(c & 0x1f)
-	case c == 0xc4, c == 0xd9: // bin8, str8
-		size = lenOf(1)
-	case c == 0xc5, c == 0xda: // bin16, str16
-		size = lenOf(2)
-	case c == 0xc6, c == 0xdb: // bin32, str32
-		size = lenOf(4)
-	case c == 0xc7: // ext8, ext16, ext32: length, then a type byte and the data
-		size = lenOf(1) + 1
-	case c == 0xc8:
-		size = lenOf(2) + 1
-	case c == 0xc9:
-		size = lenOf(4) + 1
-	case c == 0xca, c == 0xce, c == 0xd2: // float32, uint32, int32
-		size = 4
-	case c == 0xcb, c == 0xcf, c == 0xd3: // float64, uint64, int64
-		size = 8
-	case c == 0xcc, c == 0xd0:
-		size = 1
-	case c == 0xcd, c == 0xd1:
-		size = 2
-	case c >= 0xd4 && c <= 0xd8: // fixext 1, 2, 4, 8, 16 plus the type byte
-		size = 1 + 1<<(c-0xd4)
-	case c == 0xdc:
-		children = lenOf(2)
-	case c == 0xdd:
-		children = lenOf(4)
-	case c == 0xde:
-		children = 2 * lenOf(2)
-	case c == 0xdf:
-		children = 2 * lenOf(4)
-	default: // 0xc1 is never used
-		return 0, 0, fmt.Errorf("msgpack: invalid code %#x", c)
-	}
-	if !ok || size > uint64(len(data)-pos) {
-		return 0, 0, errMsgpackTruncated
-	}
-	return pos + int(size), children, nil
-}
-
-// readUint reads a big-endian length of width bytes at pos.
-func readUint(data []byte, pos, width int) (v uint64, next int, ok bool) {
-	if len(data)-pos < width {
-		return 0, pos, false
-	}
-	for _, b := range data[pos : pos+width] {
-		v = v<<8 | uint64(b)
-	}
-	return v, pos + width, true
 }
 
 // msgpackString decodes b when it is exactly one msgpack string.

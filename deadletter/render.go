@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/detourhq/detour/internal/msgpackwalk"
 )
 
 // BodyFormat says how RenderBody showed a body.
@@ -49,7 +51,7 @@ func RenderBody(data []byte, header nats.Header) (BodyFormat, string) {
 }
 
 func msgpackAsJSON(data []byte) (string, bool) {
-	if len(data) == 0 || !msgpackDepthWithin(data, maxRenderDepth) {
+	if len(data) == 0 || msgpackwalk.Check(data, maxRenderDepth) != nil {
 		return "", false
 	}
 	var v any
