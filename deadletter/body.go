@@ -168,7 +168,6 @@ type mpEntry struct {
 	keyIsStr                   bool
 }
 
-
 // msgpackMap splits a body whose first value is a msgpack map into its
 // entries. Bytes after the map are ignored, as msgpack.Unmarshal does.
 func msgpackMap(data []byte) ([]mpEntry, error) {
