@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
@@ -59,6 +60,7 @@ type Options struct {
 // Store is a processor's view of the bucket: a mirror fed by a watcher plus
 // the writes of state transitions. It implements chain.State.
 type Store struct {
+	js   jetstream.JetStream
 	kv   jetstream.KeyValue
 	opts Options
 
@@ -77,15 +79,18 @@ type Store struct {
 
 var _ chain.State = (*Store)(nil)
 
-// New returns a Store on kv; call Start before using it.
-func New(kv jetstream.KeyValue, opts Options) *Store {
+// New returns a Store on kv, the bucket OpenBucket opened through js; call
+// Start before using it. js replaces a cooldown key atomically (a publish
+// with an expected revision and a per-message TTL, which KeyValue lacks); it
+// may be nil for a store that only reads (status, watch).
+func New(js jetstream.JetStream, kv jetstream.KeyValue, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Store{kv: kv, opts: opts, health: mirrorMap[Health]{}, cooldowns: mirrorMap[Cooldown]{},
+	return &Store{js: js, kv: kv, opts: opts, health: mirrorMap[Health]{}, cooldowns: mirrorMap[Cooldown]{},
 		probes: mirrorMap[Probe]{}, held: map[string]uint64{}}
 }
 
@@ -147,17 +152,25 @@ func (s *Store) apply(e jetstream.KeyValueEntry) {
 	}
 }
 
-// Cooling reports whether provider has a cooldown that has not ended at now.
-// It reads the mirror only. The stored until is checked as well as the key's
-// presence, so a cooldown ends on time even if the expiry marker is late.
+// Cooling reports whether provider has a cooldown that has not ended at now,
+// and when it ends. It reads the mirror only. The stored until is checked as
+// well as the key's presence, so a cooldown ends on time even if the expiry
+// marker is late; and the trip recorded in the health value counts as much as
+// the cooldown key, so a processor that sees the health write first (or a
+// key that was lost) still skips the provider.
 func (s *Store) Cooling(provider string, now time.Time) (time.Time, bool) {
 	s.mu.RLock()
-	c, ok := s.cooldowns[provider]
+	c, hasKey := s.cooldowns[provider]
+	h := s.health[provider]
 	s.mu.RUnlock()
-	if !ok || !now.Before(c.value.Until) {
+	until := tripEnd(h.value, chain.CooldownPolicy{})
+	if hasKey && c.value.Until.After(until) {
+		until = c.value.Until
+	}
+	if !now.Before(until) {
 		return time.Time{}, false
 	}
-	return c.value.Until, true
+	return until, true
 }
 
 // EarliestReopen returns the earliest end of the running cooldowns among
@@ -198,8 +211,8 @@ func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Fail
 	var trip time.Duration
 	var next Health
 	err := s.updateHealth(ctx, provider, func(h Health) (Health, bool) {
-		_, cooling := s.Cooling(provider, f.At)
-		next, trip = afterFailure(h, f, cooling)
+		running, _ := s.Cooling(provider, f.At)
+		next, trip = afterFailure(h, f, running)
 		return next, true
 	})
 	if err != nil || trip == 0 {
@@ -330,22 +343,78 @@ func (s *Store) remember(provider string, h Health, rev uint64) {
 	s.health.set(provider, h, rev)
 }
 
-// openCooldown creates the cooldown key with its TTL. A key that already
-// exists is a cooldown another worker opened: it is left alone, so a new trip
-// never shortens a running cooldown.
+// openCooldown writes the cooldown key with its TTL. A trip is never lost:
+// when a key is still there (another worker's cooldown, or a stale one whose
+// until has passed but which the server has not removed yet, up to about a
+// second late), a cooldown that ends no sooner than c is left alone, so a
+// running cooldown is never shortened; any other is replaced at its revision
+// with a fresh TTL. A conflict means someone else wrote first: read again.
 func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, ttl time.Duration) error {
 	key := CooldownKey(provider)
 	data, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("kvstate: encoding %s: %w", key, err)
 	}
-	rev, err := s.kv.Create(ctx, key, data, jetstream.KeyTTL(ttl))
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return nil
+	for attempt := range maxCASRetries {
+		rev, err := s.kv.Create(ctx, key, data, jetstream.KeyTTL(ttl))
+		if err == nil {
+			s.opened(provider, c, rev)
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("kvstate: opening %s: %w", key, err)
+		}
+		cur, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue // expired meanwhile: create it afresh
+		}
+		if err != nil {
+			return fmt.Errorf("kvstate: reading %s: %w", key, err)
+		}
+		var running Cooldown
+		if json.Unmarshal(cur.Value(), &running) == nil && !running.Until.Before(c.Until) {
+			s.mu.Lock()
+			s.cooldowns.set(provider, running, cur.Revision())
+			s.mu.Unlock()
+			return nil
+		}
+		rev, err = s.replace(ctx, key, data, cur.Revision(), ttl)
+		if err == nil {
+			s.opened(provider, c, rev)
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("kvstate: replacing %s: %w", key, err)
+		}
+		if err := casPause(ctx, attempt); err != nil {
+			return fmt.Errorf("kvstate: opening %s: %w", key, err)
+		}
+	}
+	return fmt.Errorf("kvstate: opening %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
+}
+
+// replace writes value to key at revision rev with a fresh TTL, in one
+// atomic step: KeyValue.Update would make the key permanent, so this
+// publishes to the key's subject with an expected last sequence and a
+// per-message TTL (ADR-43), as KeyValue.Create does for a new key. A
+// conflict is reported as jetstream.ErrKeyRevisionMismatch.
+func (s *Store) replace(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
+	msg := &nats.Msg{Subject: "$KV." + Bucket + "." + key, Data: value, Header: nats.Header{}}
+	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return 0, fmt.Errorf("%w: %w", jetstream.ErrKeyRevisionMismatch, err)
 	}
 	if err != nil {
-		return fmt.Errorf("kvstate: opening %s: %w", key, err)
+		return 0, err
 	}
+	return ack.Sequence, nil
+}
+
+// opened applies a cooldown this store wrote to its mirror at once and
+// announces it.
+func (s *Store) opened(provider string, c Cooldown, rev uint64) {
 	s.mu.Lock()
 	s.cooldowns.set(provider, c, rev)
 	s.mu.Unlock()
@@ -353,5 +422,4 @@ func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, t
 		s.opts.OnCooldown(provider, c)
 	}
 	s.opts.Logger.Warn("provider cooling down", "provider", provider, "until", c.Until, "class", c.Class, "trip", c.Trip, "by", c.By)
-	return nil
 }

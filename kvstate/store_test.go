@@ -50,7 +50,7 @@ func setup(t *testing.T) env {
 // store starts a Store named id on the bucket; its watcher ends with the test.
 func (e env) store(t *testing.T, id string, now func() time.Time) *kvstate.Store {
 	t.Helper()
-	s := kvstate.New(e.kv, kvstate.Options{ID: id, Now: now})
+	s := kvstate.New(e.js, e.kv, kvstate.Options{ID: id, Now: now})
 	if err := s.Start(e.ctx); err != nil {
 		t.Fatalf("Start %s: %v", id, err)
 	}

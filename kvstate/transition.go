@@ -9,18 +9,31 @@ import (
 
 // afterFailure is the pure health transition for one counted failure. It
 // returns the new health and, when this failure trips the provider, the
-// cooldown to open (zero otherwise). cooling says whether the mirror shows a
-// cooldown running, in which case no new trip is counted: failures of calls
-// that were already in flight must not escalate the next cooldown.
-func afterFailure(h Health, f chain.Failure, cooling bool) (Health, time.Duration) {
+// cooldown to open (zero otherwise). running is the end of the cooldown the
+// mirror shows (zero when none); the trip recorded in h itself counts too.
+//
+// While a cooldown runs, failures of calls that were already in flight are
+// counted but open no escalated trip: they would only lengthen the next
+// cooldown for an outage already known. A failure that asks for a cooldown
+// of its own (auth, a long wait hint) and would end later than the running
+// one is a new trip that extends it; one that would end sooner is ignored,
+// so a running cooldown is never shortened.
+func afterFailure(h Health, f chain.Failure, running time.Time) (Health, time.Duration) {
 	at := utc(f.At)
 	h.ConsecutiveFailures++
 	h.LastClass, h.LastError, h.LastFailure = f.Class, truncate(f.Error), at
 	p := f.Policy
-	if p.FailureThreshold <= 0 || cooling || tripRunning(h, p, at) {
+	if p.FailureThreshold <= 0 {
 		return h, 0
 	}
-	if h.ConsecutiveFailures < p.FailureThreshold && f.CooldownFor <= 0 {
+	if end := tripEnd(h, p); end.After(running) {
+		running = end
+	}
+	if running.After(at) {
+		if f.CooldownFor <= 0 || !at.Add(wholeSeconds(f.CooldownFor)).After(running) {
+			return h, 0
+		}
+	} else if h.ConsecutiveFailures < p.FailureThreshold && f.CooldownFor <= 0 {
 		return h, 0
 	}
 	if !h.LastTrip.IsZero() && p.TripWindow > 0 && at.Sub(h.LastTrip) > p.TripWindow {
@@ -37,19 +50,29 @@ func afterFailure(h Health, f chain.Failure, cooling bool) (Health, time.Duratio
 	return h, d
 }
 
-// tripRunning reports whether the cooldown of the last trip recorded in h is
-// still running at at. It is read from the health value itself, so concurrent
-// writers serialised by compare-and-set agree on it even before the cooldown
-// key reaches their mirrors.
-func tripRunning(h Health, p chain.CooldownPolicy, at time.Time) bool {
+// tripEnd returns when the cooldown of the last trip recorded in h ends, or
+// the zero time if h records none. It is read from the health value itself,
+// so concurrent writers serialised by compare-and-set agree on it even before
+// the cooldown key reaches their mirrors, and a processor that never sees the
+// key still knows the provider is cooling.
+func tripEnd(h Health, p chain.CooldownPolicy) time.Time {
 	if h.LastTrip.IsZero() || h.Trips == 0 {
-		return false
+		return time.Time{}
 	}
 	d := time.Duration(h.LastTripS) * time.Second
 	if d <= 0 { // a value written before last_trip_s was stored
+		if p.Cooldown <= 0 {
+			return time.Time{}
+		}
 		d = wholeSeconds(escalate(p, h.Trips))
 	}
-	return at.Before(h.LastTrip.Add(d))
+	return h.LastTrip.Add(d)
+}
+
+// tripRunning reports whether the cooldown of the last trip recorded in h is
+// still running at at.
+func tripRunning(h Health, p chain.CooldownPolicy, at time.Time) bool {
+	return at.Before(tripEnd(h, p))
 }
 
 // escalate returns cooldown × 2^(trips−1), capped at max_cooldown.

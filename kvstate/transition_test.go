@@ -29,7 +29,7 @@ func TestAfterFailureThreshold(t *testing.T) {
 	var h Health
 	for i := 1; i <= 3; i++ {
 		var d time.Duration
-		h, d = afterFailure(h, failureAt(p, t0.Add(time.Duration(i)*time.Millisecond)), false)
+		h, d = afterFailure(h, failureAt(p, t0.Add(time.Duration(i)*time.Millisecond)), time.Time{})
 		if h.ConsecutiveFailures != i {
 			t.Fatalf("failure %d: consecutive_failures = %d", i, h.ConsecutiveFailures)
 		}
@@ -60,7 +60,7 @@ func TestAfterFailureThresholdZeroNeverOpens(t *testing.T) {
 			f.Class, f.CooldownFor = chain.ClassAuth, time.Hour
 		}
 		var d time.Duration
-		h, d = afterFailure(h, f, false)
+		h, d = afterFailure(h, f, time.Time{})
 		if d != 0 {
 			t.Fatalf("failure %d opened %v with threshold 0", i, d)
 		}
@@ -86,7 +86,7 @@ func TestAfterFailureCooldownFor(t *testing.T) {
 	for _, tt := range tests {
 		f := failureAt(p, t0)
 		f.Class, f.CooldownFor = chain.ClassRateLimit, tt.for_
-		h, d := afterFailure(Health{}, f, false)
+		h, d := afterFailure(Health{}, f, time.Time{})
 		if d != tt.want {
 			t.Errorf("CooldownFor %v: cooldown = %v, want %v", tt.for_, d, tt.want)
 		}
@@ -102,7 +102,7 @@ func TestAfterFailureEscalation(t *testing.T) {
 	at := t0
 	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second} {
 		var d time.Duration
-		h, d = afterFailure(h, failureAt(p, at), false)
+		h, d = afterFailure(h, failureAt(p, at), time.Time{})
 		if d != want {
 			t.Fatalf("trip %d: cooldown = %v, want %v", i+1, d, want)
 		}
@@ -119,17 +119,17 @@ func TestAfterFailureEscalationNeedsThreshold(t *testing.T) {
 	// there, so the first failure after the cooldown trips again.
 	p := policy(3, time.Second, 8*time.Second, time.Hour)
 	h := Health{ConsecutiveFailures: 2}
-	h, d := afterFailure(h, failureAt(p, t0), false)
+	h, d := afterFailure(h, failureAt(p, t0), time.Time{})
 	if d != time.Second {
 		t.Fatalf("first trip = %v, want 1s", d)
 	}
 	h.ConsecutiveFailures = 0 // a success reset the count; trips are kept
 	for i := range 2 {
-		if h, d = afterFailure(h, failureAt(p, t0.Add(2*time.Second+time.Duration(i)*time.Millisecond)), false); d != 0 {
+		if h, d = afterFailure(h, failureAt(p, t0.Add(2*time.Second+time.Duration(i)*time.Millisecond)), time.Time{}); d != 0 {
 			t.Fatalf("failure %d after a success opened %v", i+1, d)
 		}
 	}
-	if h, d = afterFailure(h, failureAt(p, t0.Add(3*time.Second)), false); d != 2*time.Second || h.Trips != 2 {
+	if h, d = afterFailure(h, failureAt(p, t0.Add(3*time.Second)), time.Time{}); d != 2*time.Second || h.Trips != 2 {
 		t.Fatalf("third failure: cooldown %v trips %d, want 2s and 2", d, h.Trips)
 	}
 }
@@ -140,7 +140,7 @@ func TestAfterFailureTripDecay(t *testing.T) {
 	at := t0
 	var d time.Duration
 	for range 3 {
-		h, d = afterFailure(h, failureAt(p, at), false)
+		h, d = afterFailure(h, failureAt(p, at), time.Time{})
 		at = at.Add(d)
 	}
 	if h.Trips != 3 || d != 4*time.Second {
@@ -149,12 +149,12 @@ func TestAfterFailureTripDecay(t *testing.T) {
 	last := h.LastTrip
 
 	// Within the window (counted from the last trip) escalation continues.
-	h2, d := afterFailure(h, failureAt(p, last.Add(10*time.Second)), false)
+	h2, d := afterFailure(h, failureAt(p, last.Add(10*time.Second)), time.Time{})
 	if h2.Trips != 4 || d != 8*time.Second {
 		t.Errorf("failure at the window's end: trips %d cooldown %v, want 4 and 8s", h2.Trips, d)
 	}
 	// After a quiet window the trips start again from one.
-	h3, d := afterFailure(h, failureAt(p, last.Add(10*time.Second+time.Millisecond)), false)
+	h3, d := afterFailure(h, failureAt(p, last.Add(10*time.Second+time.Millisecond)), time.Time{})
 	if h3.Trips != 1 || d != time.Second {
 		t.Errorf("failure after the window: trips %d cooldown %v, want 1 and 1s", h3.Trips, d)
 	}
@@ -162,7 +162,7 @@ func TestAfterFailureTripDecay(t *testing.T) {
 
 func TestAfterFailureWhileTripRunning(t *testing.T) {
 	p := policy(1, 10*time.Second, time.Minute, time.Hour)
-	tripped, d := afterFailure(Health{}, failureAt(p, t0), false)
+	tripped, d := afterFailure(Health{}, failureAt(p, t0), time.Time{})
 	if d != 10*time.Second || tripped.Trips != 1 {
 		t.Fatalf("first trip: %v trips %d", d, tripped.Trips)
 	}
@@ -170,27 +170,28 @@ func TestAfterFailureWhileTripRunning(t *testing.T) {
 		name    string
 		h       Health
 		at      time.Time
-		cooling bool
-		auth    bool
+		running time.Time // the end of the cooldown the mirror shows
+		forced  time.Duration
 	}{
 		{name: "per health, just after", h: tripped, at: t0.Add(time.Millisecond)},
 		{name: "per health, last instant", h: tripped, at: t0.Add(10*time.Second - time.Millisecond)},
-		{name: "per health, auth asks at once", h: tripped, at: t0.Add(time.Second), auth: true},
-		{name: "mirror cooling, health shows nothing", h: Health{ConsecutiveFailures: 5}, at: t0, cooling: true},
-		{name: "mirror cooling after the health's trip ended", h: tripped, at: t0.Add(time.Minute), cooling: true},
-		{name: "mirror cooling, auth asks at once", h: Health{}, at: t0, cooling: true, auth: true},
+		{name: "per health, a shorter forced cooldown", h: tripped, at: t0.Add(time.Second), forced: 5 * time.Second},
+		{name: "per health, a forced cooldown ending with it", h: tripped, at: t0.Add(time.Second), forced: 9 * time.Second},
+		{name: "mirror cooling, health shows nothing", h: Health{ConsecutiveFailures: 5}, at: t0, running: t0.Add(time.Second)},
+		{name: "mirror cooling after the health's trip ended", h: tripped, at: t0.Add(time.Minute), running: t0.Add(2 * time.Minute)},
+		{name: "mirror cooling longer than a forced cooldown", h: Health{}, at: t0, running: t0.Add(2 * time.Hour), forced: time.Hour},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := failureAt(p, tt.at)
-			if tt.auth {
-				f.Class, f.CooldownFor = chain.ClassAuth, time.Hour
+			if tt.forced > 0 {
+				f.Class, f.CooldownFor = chain.ClassAuth, tt.forced
 			}
-			h, d := afterFailure(tt.h, f, tt.cooling)
+			h, d := afterFailure(tt.h, f, tt.running)
 			if d != 0 {
-				t.Errorf("opened %v while a trip is running", d)
+				t.Errorf("opened %v while a longer trip is running", d)
 			}
-			if h.Trips != tt.h.Trips || !h.LastTrip.Equal(tt.h.LastTrip) {
+			if h.Trips != tt.h.Trips || !h.LastTrip.Equal(tt.h.LastTrip) || h.LastTripS != tt.h.LastTripS {
 				t.Errorf("trips %d last_trip %v, want unchanged %d %v", h.Trips, h.LastTrip, tt.h.Trips, tt.h.LastTrip)
 			}
 			if h.ConsecutiveFailures != tt.h.ConsecutiveFailures+1 {
@@ -199,8 +200,36 @@ func TestAfterFailureWhileTripRunning(t *testing.T) {
 		})
 	}
 	// Once the trip's cooldown has ended, the next failure trips again.
-	if h, d := afterFailure(tripped, failureAt(p, t0.Add(10*time.Second)), false); d != 20*time.Second || h.Trips != 2 {
+	if h, d := afterFailure(tripped, failureAt(p, t0.Add(10*time.Second)), time.Time{}); d != 20*time.Second || h.Trips != 2 {
 		t.Errorf("failure as the cooldown ends: %v trips %d, want 20s and 2", d, h.Trips)
+	}
+}
+
+// TestAfterFailureForcedCooldownExtends: a failure that asks for a cooldown
+// ending later than the running one (a 401 arriving during a 20 s
+// Retry-After cooldown) is a new trip of its own length; the stronger
+// cooldown is never lost to the weaker one.
+func TestAfterFailureForcedCooldownExtends(t *testing.T) {
+	p := policy(3, 10*time.Minute, time.Hour, time.Hour)
+	f := failureAt(p, t0)
+	f.Class, f.CooldownFor = chain.ClassRateLimit, 20*time.Second
+	h, d := afterFailure(Health{}, f, time.Time{})
+	if d != 20*time.Second || h.Trips != 1 {
+		t.Fatalf("Retry-After trip: %v trips %d, want 20s and 1", d, h.Trips)
+	}
+	for _, running := range []time.Time{{}, t0.Add(20 * time.Second)} { // per health alone, and with the key mirrored
+		auth := failureAt(p, t0.Add(2*time.Second))
+		auth.Class, auth.CooldownFor = chain.ClassAuth, time.Hour
+		h2, d := afterFailure(h, auth, running)
+		if d != time.Hour {
+			t.Fatalf("auth failure during a 20s cooldown (mirror until %v) opened %v, want 1h", running, d)
+		}
+		if h2.Trips != 2 || !h2.LastTrip.Equal(t0.Add(2*time.Second)) || h2.LastTripS != 3600 || h2.LastClass != chain.ClassAuth {
+			t.Errorf("health after the extension: %+v", h2)
+		}
+		if !tripRunning(h2, p, t0.Add(59*time.Minute)) {
+			t.Error("the health value does not say the 1h trip is running")
+		}
 	}
 }
 
@@ -211,16 +240,16 @@ func TestAfterFailureAfterShortCooldownFor(t *testing.T) {
 	p := policy(1, 10*time.Minute, time.Hour, time.Hour)
 	f := failureAt(p, t0)
 	f.Class, f.CooldownFor = chain.ClassRateLimit, 30*time.Second
-	h, d := afterFailure(Health{}, f, false)
+	h, d := afterFailure(Health{}, f, time.Time{})
 	if d != 30*time.Second {
 		t.Fatalf("Retry-After trip = %v, want 30s", d)
 	}
 	// Still running 29s later.
-	if _, d := afterFailure(h, failureAt(p, t0.Add(29*time.Second)), false); d != 0 {
+	if _, d := afterFailure(h, failureAt(p, t0.Add(29*time.Second)), time.Time{}); d != 0 {
 		t.Errorf("failure within the 30s cooldown opened %v", d)
 	}
 	// Ended after 30s: the probe's failure opens the next, longer cooldown.
-	h2, d := afterFailure(h, failureAt(p, t0.Add(31*time.Second)), false)
+	h2, d := afterFailure(h, failureAt(p, t0.Add(31*time.Second)), time.Time{})
 	if d != 20*time.Minute || h2.Trips != 2 {
 		t.Errorf("failure after the 30s cooldown ended: %v trips %d, want 20m and 2", d, h2.Trips)
 	}
@@ -228,9 +257,9 @@ func TestAfterFailureAfterShortCooldownFor(t *testing.T) {
 	p.AuthCooldown = time.Minute
 	f = failureAt(p, t0)
 	f.Class, f.CooldownFor = chain.ClassAuth, p.AuthCooldown
-	h, _ = afterFailure(Health{}, f, false)
+	h, _ = afterFailure(Health{}, f, time.Time{})
 	f.At = t0.Add(2 * time.Minute)
-	if _, d := afterFailure(h, f, false); d != time.Minute {
+	if _, d := afterFailure(h, f, time.Time{}); d != time.Minute {
 		t.Errorf("auth failure after the 1m auth cooldown ended opened %v, want 1m", d)
 	}
 }
@@ -239,14 +268,14 @@ func TestAfterFailureStoresUTCMillis(t *testing.T) {
 	p := policy(1, time.Second, time.Second, time.Hour)
 	zone := time.FixedZone("X", 5*3600)
 	at := time.Date(2030, 1, 2, 8, 4, 5, 123456789, zone)
-	h, _ := afterFailure(Health{}, failureAt(p, at), false)
+	h, _ := afterFailure(Health{}, failureAt(p, at), time.Time{})
 	want := time.Date(2030, 1, 2, 3, 4, 5, 123000000, time.UTC)
 	if !h.LastFailure.Equal(want) || h.LastFailure.Location() != time.UTC || !h.LastTrip.Equal(want) {
 		t.Errorf("last_failure %v last_trip %v, want %v in UTC", h.LastFailure, h.LastTrip, want)
 	}
 	f := failureAt(p, at)
 	f.Error = strings.Repeat("e", 1000)
-	h, _ = afterFailure(Health{}, f, false)
+	h, _ = afterFailure(Health{}, f, time.Time{})
 	if len(h.LastError) > 310 || !strings.HasSuffix(h.LastError, "…") {
 		t.Errorf("last_error not truncated: %d bytes", len(h.LastError))
 	}

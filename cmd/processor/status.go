@@ -42,7 +42,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn()
-	store := kvstate.New(kv, kvstate.Options{})
+	store := kvstate.New(nil, kv, kvstate.Options{}) // read only: it never opens a cooldown
 	if err := store.Start(ctx); err != nil {
 		fmt.Fprintf(stderr, "processor status: %v\n", err)
 		return 1

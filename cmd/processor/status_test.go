@@ -41,7 +41,7 @@ chains:
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := kvstate.New(kv, kvstate.Options{ID: "test"})
+	store := kvstate.New(js, kv, kvstate.Options{ID: "test"})
 	if err := store.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ chains:
 `, name, flavor, fake.URL, name))
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				store := kvstate.New(kv, kvstate.Options{ID: "table"})
+				store := kvstate.New(js, kv, kvstate.Options{ID: "table"})
 				if err := store.Start(ctx); err != nil {
 					t.Fatal(err)
 				}

@@ -68,7 +68,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	if err != nil {
 		return nil, err
 	}
-	store := kvstate.New(kv, kvstate.Options{ID: processorID(), Logger: opts.Logger,
+	store := kvstate.New(js, kv, kvstate.Options{ID: processorID(), Logger: opts.Logger,
 		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) }})
 	if err := store.Start(ctx); err != nil {
 		return nil, err

@@ -1,0 +1,187 @@
+package kvstate_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/kvstate"
+)
+
+// putCooldown writes a cooldown key the way another processor would, with a
+// server TTL of ttl.
+func putCooldown(t *testing.T, e env, provider string, c kvstate.Cooldown, ttl time.Duration) uint64 {
+	t.Helper()
+	data, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := e.kv.Create(e.ctx, kvstate.CooldownKey(provider), data, jetstream.KeyTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+// storedCooldown reads the cooldown key from the server with its TTL header.
+func storedCooldown(t *testing.T, e env, provider string) (kvstate.Cooldown, string) {
+	t.Helper()
+	s, err := e.js.Stream(e.ctx, "KV_"+kvstate.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(e.ctx, "$KV."+kvstate.Bucket+"."+kvstate.CooldownKey(provider))
+	if err != nil {
+		t.Fatalf("cooldown key of %s: %v", provider, err)
+	}
+	var c kvstate.Cooldown
+	if err := json.Unmarshal(m.Data, &c); err != nil {
+		t.Fatalf("cooldown %s: %v", m.Data, err)
+	}
+	return c, m.Header.Get(jetstream.MsgTTLHeader)
+}
+
+// TestStaleCooldownKeyIsReplaced: a trip that finds the previous cooldown's
+// key still present (its until passed, the server has not removed it yet)
+// replaces it with a fresh TTL instead of being dropped.
+func TestStaleCooldownKeyIsReplaced(t *testing.T) {
+	e := setup(t)
+	a := e.store(t, "proc-a", nil)
+	b := e.store(t, "proc-b", nil)
+	// The previous trip's key: ended a moment ago, but its TTL keeps it on
+	// the server for a while yet.
+	stale := kvstate.Cooldown{Until: time.Now().Add(-time.Millisecond).UTC(), Class: chain.ClassServer, Trip: 1, DurationS: 1, By: "proc-x"}
+	putCooldown(t, e, "p", stale, 30*time.Second)
+	eventually(t, 3*time.Second, "A mirrors the stale key", func() bool {
+		_, ok := a.Cooldown("p")
+		return ok
+	})
+
+	p := policy(1, 2*time.Second)
+	if err := a.RecordFailure(e.ctx, "p", serverFailure(p)); err != nil {
+		t.Fatal(err)
+	}
+	got, ttl := storedCooldown(t, e, "p")
+	if got.Trip != 1 || got.By != "proc-a" || got.DurationS != 2 || ttl != "2s" {
+		t.Fatalf("cooldown after the trip = %+v with TTL %q, want proc-a's 2s trip with TTL 2s", got, ttl)
+	}
+	for name, s := range map[string]*kvstate.Store{"A": a, "B": b} {
+		eventually(t, 3*time.Second, name+" skips the provider", func() bool {
+			_, cooling := s.Cooling("p", time.Now())
+			return cooling
+		})
+	}
+}
+
+// TestCooldownIsExtendedNeverShortened: a trip ending later than the running
+// cooldown replaces it (a 401 during a 20 s Retry-After cooldown gets its
+// 1 h auth cooldown); one ending sooner leaves it alone.
+func TestCooldownIsExtendedNeverShortened(t *testing.T) {
+	e := setup(t)
+	a := e.store(t, "proc-a", nil)
+	p := policy(3, 10*time.Second)
+	p.AuthCooldown = time.Hour
+
+	rateLimited := serverFailure(p)
+	rateLimited.Class, rateLimited.CooldownFor = chain.ClassRateLimit, 20*time.Second
+	if err := a.RecordFailure(e.ctx, "p", rateLimited); err != nil {
+		t.Fatal(err)
+	}
+	if c, ttl := storedCooldown(t, e, "p"); c.DurationS != 20 || ttl != "20s" {
+		t.Fatalf("Retry-After cooldown = %+v TTL %q, want 20s", c, ttl)
+	}
+
+	auth := serverFailure(p)
+	auth.Class, auth.CooldownFor = chain.ClassAuth, p.AuthCooldown
+	if err := a.RecordFailure(e.ctx, "p", auth); err != nil {
+		t.Fatal(err)
+	}
+	c, ttl := storedCooldown(t, e, "p")
+	if c.Class != chain.ClassAuth || c.DurationS != 3600 || ttl != "1h0m0s" || c.Trip != 2 {
+		t.Fatalf("after a 401 during the 20s cooldown: %+v TTL %q, want the 1h auth cooldown (trip 2)", c, ttl)
+	}
+	if until, _ := a.Cooling("p", time.Now()); time.Until(until) < 59*time.Minute {
+		t.Errorf("A cools until %v, want about an hour from now", until)
+	}
+
+	// A shorter forced cooldown during the hour changes nothing.
+	rateLimited.At = time.Now()
+	if err := a.RecordFailure(e.ctx, "p", rateLimited); err != nil {
+		t.Fatal(err)
+	}
+	if c2, ttl := storedCooldown(t, e, "p"); c2 != c || ttl != "1h0m0s" {
+		t.Errorf("a 20s cooldown during the 1h one rewrote it: %+v TTL %q", c2, ttl)
+	}
+}
+
+// TestConcurrentTripsOverAStaleKey: processors that trip at once over a
+// stale key end with one cooldown key, the longest asked for, and no error.
+func TestConcurrentTripsOverAStaleKey(t *testing.T) {
+	e := setup(t)
+	stale := kvstate.Cooldown{Until: time.Now().Add(-time.Millisecond).UTC(), Class: chain.ClassServer, Trip: 1, DurationS: 1}
+	putCooldown(t, e, "p", stale, 30*time.Second)
+	var stores []*kvstate.Store
+	for i := range 4 {
+		stores = append(stores, e.store(t, fmt.Sprintf("proc-%d", i), nil))
+	}
+	p := policy(1, time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(stores))
+	for i, s := range stores {
+		wg.Go(func() {
+			f := serverFailure(p)
+			f.Class, f.CooldownFor = chain.ClassRateLimit, time.Duration(10+i)*time.Second
+			errs <- s.RecordFailure(e.ctx, "p", f)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("RecordFailure: %v", err)
+		}
+	}
+	c, _ := storedCooldown(t, e, "p")
+	if c.DurationS != 13 {
+		t.Errorf("cooldown after concurrent trips = %+v, want the longest (13s)", c)
+	}
+}
+
+// TestHealthTripIsHonouredWithoutItsKey is the invariant: whenever a
+// provider's health says a trip is running, every processor skips it, even
+// one that never sees a cooldown key.
+func TestHealthTripIsHonouredWithoutItsKey(t *testing.T) {
+	e := setup(t)
+	a := e.store(t, "proc-a", nil)
+	b := e.store(t, "proc-b", nil)
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	h := kvstate.Health{ConsecutiveFailures: 3, Trips: 2, LastTrip: at, LastTripS: 60, LastClass: chain.ClassServer}
+	data, _ := json.Marshal(h)
+	if _, err := e.kv.Put(e.ctx, kvstate.HealthKey("p"), data); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*kvstate.Store{"A": a, "B": b} {
+		eventually(t, 3*time.Second, name+" mirrors the health", func() bool {
+			_, ok := s.Health("p")
+			return ok
+		})
+		if until, cooling := s.Cooling("p", time.Now()); !cooling || !until.Equal(at.Add(time.Minute)) {
+			t.Errorf("%s: Cooling = %v %v, want until %v", name, until, cooling, at.Add(time.Minute))
+		}
+		if adm := s.Admit(e.ctx, "p", time.Now(), time.Second); adm.Allowed {
+			t.Errorf("%s admitted a call during the trip the health records", name)
+		}
+		if st := s.State("p", time.Now()); st != kvstate.StateOpen {
+			t.Errorf("%s: state %v, want open", name, st)
+		}
+		// After the trip the provider is half-open, not open.
+		if st := s.State("p", at.Add(time.Minute)); st != kvstate.StateHalfOpen {
+			t.Errorf("%s: state after the trip %v, want half-open", name, st)
+		}
+	}
+}
