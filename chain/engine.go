@@ -25,6 +25,11 @@ type ExhaustedError struct {
 	// Poison is set when every provider that was called rejected the request
 	// itself (class request): retrying cannot help.
 	Poison bool
+	// InvalidOutput is set when every provider that was called answered, but
+	// no answer was valid (class invalid_output, or request for some): no
+	// outage is to blame, so the caller retries only a bounded number of
+	// times (DETOUR_MAX_INVALID_DELIVERIES) before giving up.
+	InvalidOutput bool
 	// ReopenAt is the earliest end of a cooldown among the providers skipped
 	// or tripped by this request; zero when none is cooling.
 	ReopenAt time.Time
@@ -37,6 +42,8 @@ func (e *ExhaustedError) Error() string {
 	switch {
 	case e.Poison:
 		return fmt.Sprintf("%v: every provider rejected the request: %v", ErrExhausted, e.Last)
+	case e.InvalidOutput:
+		return fmt.Sprintf("%v: no provider gave a valid answer: %v", ErrExhausted, e.Last)
 	case e.AllCooling:
 		return fmt.Sprintf("%v: every provider is cooling until %s", ErrExhausted, e.ReopenAt.UTC().Format(time.RFC3339))
 	case e.Last != nil:
@@ -69,9 +76,9 @@ func (c *Chain) Run(ctx context.Context, req Request) (Result, error) {
 	start := c.now()
 	res := Result{ID: req.ID, Status: StatusFailed}
 	var (
-		reopen           time.Time
-		called, rejected int
-		last             error
+		reopen                    time.Time
+		called, rejected, invalid int
+		last                      error
 	)
 	for pos, step := range c.Steps {
 		p := step.Provider
@@ -114,8 +121,11 @@ func (c *Chain) Run(ctx context.Context, req Request) (Result, error) {
 			res.LatencyMs = c.now().Sub(start).Milliseconds()
 			return res, fmt.Errorf("chain %s: %w", c.Name, context.Cause(ctx))
 		}
-		if failure.Class == ClassRequest {
+		switch failure.Class {
+		case ClassRequest:
 			rejected++
+		case ClassInvalidOutput:
+			invalid++
 		}
 		last = failure
 		if until, cooling := c.State.Cooling(p.Name(), c.now()); cooling {
@@ -124,10 +134,11 @@ func (c *Chain) Run(ctx context.Context, req Request) (Result, error) {
 	}
 	res.LatencyMs = c.now().Sub(start).Milliseconds()
 	ex := &ExhaustedError{
-		AllCooling: called == 0,
-		Poison:     called > 0 && called == rejected,
-		ReopenAt:   reopen,
-		Last:       last,
+		AllCooling:    called == 0,
+		Poison:        called > 0 && called == rejected,
+		InvalidOutput: invalid > 0 && called == rejected+invalid,
+		ReopenAt:      reopen,
+		Last:          last,
 	}
 	res.Error = ex.Error()
 	return res, ex
@@ -165,8 +176,8 @@ func (c *Chain) pass(ctx context.Context, step Step, req Request, res *Result) (
 			return resp, failure
 		}
 		if failure.RetryAfter > pol.MaxRetryWait {
-			// Not worth sleeping for (a 503 asking for an hour): move on. A 429
-			// has already ended the pass above by opening a cooldown.
+			// Not worth sleeping for: move on. With cooldowns on, record has
+			// already ended the pass above by opening one of the hint's length.
 			return resp, failure
 		}
 		delay := Backoff(retry, pol.BackoffBase, pol.BackoffMax, c.rand)
@@ -184,7 +195,8 @@ func (c *Chain) pass(ctx context.Context, step Step, req Request, res *Result) (
 }
 
 // record feeds a counted failure to the state and reports whether it asked
-// for a cooldown at once (auth, long Retry-After), which ends the pass.
+// for a cooldown at once (auth, a wait hint longer than max_retry_wait on any
+// retryable class), which ends the pass.
 func (c *Chain) record(ctx context.Context, step Step, failure *CallError) (coolNow bool) {
 	if !failure.Class.Counts() {
 		return false
@@ -194,17 +206,29 @@ func (c *Chain) record(ctx context.Context, step Step, failure *CallError) (cool
 	switch {
 	case failure.Class == ClassAuth:
 		f.CooldownFor = pol.Cooldown.AuthCooldown
-		c.logger().Error("provider refused our credentials or model", "provider", name, "err", failure)
-	case failure.Class == ClassRateLimit && failure.RetryAfter > pol.MaxRetryWait:
-		f.CooldownFor = failure.RetryAfter.Round(time.Second)
-		if f.CooldownFor < failure.RetryAfter {
-			f.CooldownFor += time.Second
-		}
+		c.logger().Error("provider refused our credentials, model or billing", "provider", name, "err", failure)
+	case failure.Class.Retryable() && failure.RetryAfter > pol.MaxRetryWait:
+		f.CooldownFor = hintCooldown(failure.RetryAfter, pol.Cooldown.MaxCooldown)
 	}
 	if err := c.State.RecordFailure(ctx, name, f); err != nil {
 		c.logger().Warn("recording provider failure", "provider", name, "err", err)
 	}
 	return f.CooldownFor > 0
+}
+
+// hintCooldown is the cooldown a provider's wait hint asks for: the hint in
+// whole seconds, rounded up (KV TTLs are whole seconds), and capped at
+// maxCooldown when that is set, so that one "Retry-After: 86400" cannot take
+// a provider out for a day.
+func hintCooldown(hint, maxCooldown time.Duration) time.Duration {
+	d := hint.Round(time.Second)
+	if d < hint {
+		d += time.Second
+	}
+	if maxCooldown > 0 && d > maxCooldown {
+		d = maxCooldown
+	}
+	return d
 }
 
 func callOnce(ctx context.Context, step Step, req Request) (Response, error) {

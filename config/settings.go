@@ -52,6 +52,8 @@ type Settings struct {
 	LogLevel        string        `envconfig:"DETOUR_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat       string        `envconfig:"DETOUR_LOG_FORMAT" default:"text" desc:"text or json"`
 	ShutdownTimeout time.Duration `envconfig:"DETOUR_SHUTDOWN_TIMEOUT" default:"30s" desc:"time in-flight requests get to finish after a stop signal"`
+
+	MaxInvalidDeliveries uint64 `envconfig:"DETOUR_MAX_INVALID_DELIVERIES" default:"3" desc:"deliveries a request gets when every provider called answers it invalidly (for example against its response_schema); then it is dead-lettered invalid_output"`
 }
 
 // LoadSettings reads the DETOUR_* environment variables, applies defaults
@@ -129,6 +131,9 @@ func (s Settings) Validate() error {
 	}
 	if s.ShutdownTimeout <= 0 {
 		bad("DETOUR_SHUTDOWN_TIMEOUT", "must be positive")
+	}
+	if s.MaxInvalidDeliveries < 1 {
+		bad("DETOUR_MAX_INVALID_DELIVERIES", "must be at least 1")
 	}
 	if len(s.ReplyPrefixes) == 0 {
 		bad("DETOUR_REPLY_PREFIXES", "must list at least one prefix")

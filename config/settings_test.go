@@ -36,21 +36,22 @@ func clearEnv(t *testing.T) {
 
 func defaultSettings() Settings {
 	return Settings{
-		Listen:          "127.0.0.1:4222",
-		DataDir:         "./detour-data",
-		Config:          "detour.yaml",
-		Workers:         64,
-		Replicas:        1,
-		AckWait:         30 * time.Second,
-		MaxAckPending:   1000,
-		RequestTTL:      24 * time.Hour,
-		ResultTTL:       24 * time.Hour,
-		ReplyPrefixes:   []string{"detour.results.", "_INBOX."},
-		MaxPayload:      1048576,
-		MetricsAddr:     "127.0.0.1:9464",
-		LogLevel:        "info",
-		LogFormat:       "text",
-		ShutdownTimeout: 30 * time.Second,
+		Listen:               "127.0.0.1:4222",
+		DataDir:              "./detour-data",
+		Config:               "detour.yaml",
+		Workers:              64,
+		Replicas:             1,
+		AckWait:              30 * time.Second,
+		MaxAckPending:        1000,
+		RequestTTL:           24 * time.Hour,
+		ResultTTL:            24 * time.Hour,
+		ReplyPrefixes:        []string{"detour.results.", "_INBOX."},
+		MaxPayload:           1048576,
+		MetricsAddr:          "127.0.0.1:9464",
+		LogLevel:             "info",
+		LogFormat:            "text",
+		MaxInvalidDeliveries: 3,
+		ShutdownTimeout:      30 * time.Second,
 	}
 }
 
@@ -104,6 +105,7 @@ func TestLoadSettingsOverrides(t *testing.T) {
 		{map[string]string{"DETOUR_LOG_LEVEL": "DEBUG"}, func(s Settings) bool { return s.LogLevel == "debug" }},
 		{map[string]string{"DETOUR_LOG_FORMAT": "json"}, func(s Settings) bool { return s.LogFormat == LogFormatJSON }},
 		{map[string]string{"DETOUR_SHUTDOWN_TIMEOUT": "5s"}, func(s Settings) bool { return s.ShutdownTimeout == 5*time.Second }},
+		{map[string]string{"DETOUR_MAX_INVALID_DELIVERIES": "1"}, func(s Settings) bool { return s.MaxInvalidDeliveries == 1 }},
 		// Bare names must not leak in (envconfig's fallback when a prefix is used).
 		{map[string]string{"WORKERS": "7", "LOG_LEVEL": "bogus", "CONFIG": "x"}, func(s Settings) bool {
 			return s.Workers == 64 && s.LogLevel == "info" && s.Config == "detour.yaml"
@@ -162,6 +164,7 @@ func TestSettingsValidate(t *testing.T) {
 		{"result ttl", func(s *Settings) { s.ResultTTL = -time.Second }, "DETOUR_RESULT_TTL: must be positive"},
 		{"max payload", func(s *Settings) { s.MaxPayload = 0 }, "DETOUR_MAX_PAYLOAD: must be positive"},
 		{"shutdown", func(s *Settings) { s.ShutdownTimeout = 0 }, "DETOUR_SHUTDOWN_TIMEOUT: must be positive"},
+		{"max invalid deliveries", func(s *Settings) { s.MaxInvalidDeliveries = 0 }, "DETOUR_MAX_INVALID_DELIVERIES: must be at least 1"},
 		{"no prefixes", func(s *Settings) { s.ReplyPrefixes = nil }, "DETOUR_REPLY_PREFIXES: must list at least one prefix"},
 		{"empty prefix", func(s *Settings) { s.ReplyPrefixes = []string{"a.", ""} }, `DETOUR_REPLY_PREFIXES: prefix 2 "": must not be empty`},
 		{"prefix without dot", func(s *Settings) { s.ReplyPrefixes = []string{"replies"} }, "must end in '.'"},

@@ -24,6 +24,10 @@ const (
 	ReasonTooLarge        Reason = "too_large"
 	ReasonExpired         Reason = "expired"
 	ReasonPoison          Reason = "poison"
+	// ReasonInvalidOutput: every provider called answered, but never validly
+	// (empty, cut short, filtered, refused, or against response_schema), for
+	// DETOUR_MAX_INVALID_DELIVERIES deliveries in a row.
+	ReasonInvalidOutput Reason = "invalid_output"
 )
 
 // Header names added to a dead letter.

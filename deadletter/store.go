@@ -19,7 +19,7 @@ var ErrNotFound = errors.New("deadletter: no such dead letter")
 
 // Reasons lists every dead-letter reason, in the order of DESIGN.md §6.
 func Reasons() []Reason {
-	return []Reason{ReasonBadRequest, ReasonBadReplySubject, ReasonTooLarge, ReasonExpired, ReasonPoison}
+	return []Reason{ReasonBadRequest, ReasonBadReplySubject, ReasonTooLarge, ReasonExpired, ReasonPoison, ReasonInvalidOutput}
 }
 
 // ParseReason checks that s names a dead-letter reason.

@@ -40,7 +40,11 @@ type ProcessorConfig struct {
 	MaxPayload    int
 	RequestTTL    time.Duration
 	AckWait       time.Duration
-	Logger        *slog.Logger
+	// MaxInvalidDeliveries is how many deliveries a request gets when every
+	// provider called answers it, but never validly; then it is
+	// dead-lettered invalid_output. Zero means 1.
+	MaxInvalidDeliveries uint64
+	Logger               *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Metrics records outcomes; nil records nothing.
@@ -161,6 +165,11 @@ func (d *delivery) handle(ctx context.Context) {
 		d.answer(ctx, res)
 	case errors.As(err, &exhausted) && exhausted.Poison:
 		d.fail(ctx, deadletter.ReasonPoison, res, err)
+	case errors.As(err, &exhausted) && exhausted.InvalidOutput && d.meta.NumDelivered >= max(d.p.cfg.MaxInvalidDeliveries, 1):
+		// No outage is to blame and the same answers came back every time:
+		// waiting for the deadline would pay every provider once a minute
+		// for a day.
+		d.fail(ctx, deadletter.ReasonInvalidOutput, res, err)
 	case errors.As(err, &exhausted):
 		d.retryLater(ctx, res, exhausted)
 	case ctx.Err() != nil:

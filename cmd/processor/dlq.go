@@ -22,7 +22,7 @@ const dlqUsage = `usage: processor dlq list [-reason R] [-chain C] [-json]
 
 Dead letters live in the stream DETOUR_DEADLETTER and are named by their
 sequence (SEQ). Reasons: bad_request, bad_reply_subject, too_large, expired,
-poison.
+poison, invalid_output.
 
   list    one row per dead letter: SEQ TIME CHAIN REASON ID ERROR
   show    one dead letter's headers and body

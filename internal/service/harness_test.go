@@ -42,7 +42,7 @@ func testSettings() config.Settings {
 	return config.Settings{
 		Workers: 8, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000,
 		RequestTTL: time.Hour, ResultTTL: time.Hour, ReplyPrefixes: []string{"detour.results.", "_INBOX."},
-		MaxPayload: 1 << 20, ShutdownTimeout: 5 * time.Second,
+		MaxPayload: 1 << 20, ShutdownTimeout: 5 * time.Second, MaxInvalidDeliveries: 3,
 	}
 }
 

@@ -80,7 +80,8 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	runners := lo.MapValues(chains, func(c *chain.Chain, _ string) stream.Runner { return c })
 	handler, err := stream.NewProcessor(ctx, opts.Conn, js, stream.ProcessorConfig{
 		Chains: runners, ReplyPrefixes: s.ReplyPrefixes, MaxPayload: s.MaxPayload,
-		RequestTTL: s.RequestTTL, AckWait: s.AckWait, Logger: opts.Logger, Metrics: opts.Metrics,
+		RequestTTL: s.RequestTTL, AckWait: s.AckWait, MaxInvalidDeliveries: s.MaxInvalidDeliveries,
+		Logger: opts.Logger, Metrics: opts.Metrics,
 	})
 	if err != nil {
 		return nil, err

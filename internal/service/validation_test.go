@@ -2,8 +2,10 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +13,9 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/kvstate"
+	"github.com/detourhq/detour/stream"
 )
 
 // TestInvalidAnswersFallThrough is acceptance 6 of the failure-semantics
@@ -75,6 +79,68 @@ chains:
 			if len(keys) != 0 {
 				t.Fatalf("invalid answers wrote provider state: %v", keys)
 			}
+		})
+	}
+}
+
+// TestUnanswerableRequestIsDeadLetteredAfterMaxInvalidDeliveries: a request
+// whose response_schema no provider's answers satisfy (plain text from each,
+// the rules template included) is tried DETOUR_MAX_INVALID_DELIVERIES times,
+// then dead-lettered invalid_output with a failed result, instead of paying
+// every provider once a minute until its deadline a day later.
+func TestUnanswerableRequestIsDeadLetteredAfterMaxInvalidDeliveries(t *testing.T) {
+	for _, flavor := range []providertest.Flavor{providertest.OpenAI, providertest.Anthropic} {
+		t.Run(flavor.String(), func(t *testing.T) {
+			prose := providertest.New(flavor, providertest.OK())
+			defer prose.Close()
+			refusing := providertest.New(flavor, providertest.Status(400))
+			defer refusing.Close()
+			h := newHarness(t)
+			h.startProcessor(parseChainFile(t, fmt.Sprintf(`
+providers:
+  - {name: prose, type: %[1]s, base_url: %[2]s, model: m-prose, failure_threshold: 1}
+  - {name: refusing, type: %[1]s, base_url: %[3]s, model: m-refusing, failure_threshold: 1}
+  - {name: template, type: rules, default_reply: "The AI service is having trouble."}
+chains:
+  default: [prose, refusing, template]
+`, flavor, prose.URL, refusing.URL)), testSettings())
+
+			req := request("schema-1", "what is the answer?")
+			req.ResponseSchema = map[string]any{"type": "object", "required": []any{"answer"}}
+			h.publish("default", req)
+			res, _ := h.waitResult(req.ID, 20*time.Second)
+			if res.Status != chain.StatusFailed || res.Deliveries != 3 || !strings.Contains(res.Error, "valid") {
+				t.Fatalf("result %+v, want failed after 3 deliveries", res)
+			}
+			if got := prose.Requests(); got != 3 {
+				t.Fatalf("prose received %d requests, want 3 (one per delivery)", got)
+			}
+			letters := h.deadLetters()
+			if len(letters) != 1 {
+				t.Fatalf("%d dead letters, want 1", len(letters))
+			}
+			dl := letters[0].Header
+			if dl.Get(deadletter.HeaderReason) != string(deadletter.ReasonInvalidOutput) || dl.Get("Detour-DLQ-Deliveries") != "3" {
+				t.Fatalf("dead letter headers %v, want reason invalid_output after 3 deliveries", dl)
+			}
+			var attempts []chain.Attempt
+			if err := json.Unmarshal([]byte(dl.Get("Detour-DLQ-Attempts")), &attempts); err != nil || len(attempts) != 3 {
+				t.Fatalf("dead letter attempts %q (%v), want the last delivery's 3", dl.Get("Detour-DLQ-Attempts"), err)
+			}
+			for _, a := range attempts {
+				if a.Class != chain.ClassInvalidOutput && a.Class != chain.ClassRequest {
+					t.Errorf("attempt %+v, want invalid_output or request", a)
+				}
+			}
+			// The request is settled for good: nothing pending, nothing to redeliver.
+			cons, err := h.js.Consumer(context.Background(), stream.RequestsStream, stream.ConsumerName("default"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 5*time.Second, "the request to be settled", func() bool {
+				info, err := cons.Info(context.Background())
+				return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.NumRedelivered == 0
+			})
 		})
 	}
 }
