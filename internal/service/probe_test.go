@@ -191,3 +191,70 @@ chains:
 		t.Fatalf("after recovery: %+v, want a first-choice answer from the recovered provider", res)
 	}
 }
+
+// TestOneCallPerReopenUnderSteadyLoad: two processors under steady load (50
+// requests/s) send a dead provider exactly one call (the probe) per reopen,
+// in every window, for 20 s. A trip that followed a probe used to be lost
+// when the previous cooldown's key was still on the server (its TTL removal
+// lags by up to a second), and every worker then probed in turn.
+func TestOneCallPerReopenUnderSteadyLoad(t *testing.T) {
+	dead := providertest.New(providertest.OpenAI, providertest.Status(500))
+	defer dead.Close()
+	backup := providertest.New(providertest.OpenAI, providertest.OK())
+	defer backup.Close()
+	h := newHarness(t)
+	file := parseChainFile(t, fmt.Sprintf(`
+providers:
+  - {name: dead, type: openai, base_url: %s, model: m-dead, timeout: 2s, failure_threshold: 1, cooldown: 1s, max_cooldown: 2s}
+  - {name: backup, type: openai, base_url: %s, model: m-backup}
+chains:
+  default: [dead, backup]
+`, dead.URL, backup.URL))
+	for range 2 {
+		h.startProcessor(file, testSettings())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := watchCooldowns(t, ctx, h.js, "dead", dead.Requests)
+
+	// The first trip comes from one request alone, so no other call is in
+	// flight when it opens.
+	h.publish("default", request("first", "hello"))
+	prev := nextCooldown(t, events, 10*time.Second)
+	if prev.calls != 1 || prev.cooldown.Trip != 1 {
+		t.Fatalf("first cooldown %+v after %d calls, want trip 1 after 1", prev.cooldown, prev.calls)
+	}
+	loadCtx, stopLoad := context.WithTimeout(ctx, 20*time.Second)
+	defer stopLoad()
+	sent := steadyLoad(loadCtx, h.nc, 20*time.Millisecond)
+	windows := 0
+	for {
+		var e cooldownOpened
+		select {
+		case e = <-events:
+		case <-loadCtx.Done():
+		}
+		if loadCtx.Err() != nil {
+			break
+		}
+		windows++
+		if calls := e.calls - prev.calls; calls != 1 {
+			t.Errorf("window %d (after trip %d): the dead provider received %d calls, want exactly 1 (the probe)", windows, prev.cooldown.Trip, calls)
+		}
+		if e.cooldown.Trip != prev.cooldown.Trip+1 {
+			t.Errorf("cooldown %+v followed trip %d: a trip was lost", e.cooldown, prev.cooldown.Trip)
+		}
+		if want := min(int64(1)<<(e.cooldown.Trip-1), 2); e.cooldown.DurationS != want {
+			t.Errorf("trip %d lasted %ds, want %ds", e.cooldown.Trip, e.cooldown.DurationS, want)
+		}
+		prev = e
+	}
+	// The last window is still open: at most its probe has been sent.
+	if calls := dead.Requests() - prev.calls; calls > 1 {
+		t.Errorf("after the last cooldown the dead provider received %d calls, want at most 1", calls)
+	}
+	if windows < 8 {
+		t.Errorf("%d reopens in 20 s with cooldowns of at most 2 s, want at least 8", windows)
+	}
+	t.Logf("%d requests sent, %d reopens, %d calls to the dead provider", sent.Load(), windows, dead.Requests())
+}
