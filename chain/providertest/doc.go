@@ -7,14 +7,19 @@
 // POST {URL}/chat/completions or Anthropic's POST {URL}/messages) and answers
 // each request as its Script says. Scripts are small functions built from
 // the helpers here and composed: Sequence, FailFirst, Flaky and Until choose
-// which script answers request n, and the leaves (OK, Answer, Status,
-// RateLimited, Hang, Empty, Truncated, Malformed, JSON, Slow) say what the
-// answer is. Every failure the chain classifies can be produced: 5xx and 529,
-// 429 with Retry-After in seconds or as an HTTP-date, 4xx, a hang until the
-// client's timeout, and 2xx answers that are empty, truncated or not JSON.
+// which script answers request n, WithHeader adds a header to any of them,
+// and the leaves (OK, Answer, Status, RateLimited, Hang, Empty, Truncated,
+// Malformed, JSON, Slow, OutOfCredit, ContextOverflow, ErrorIn200,
+// ErrorArray, ResourceExhausted, HTMLError, ContentFiltered, Refusal) say
+// what the answer is. Every failure the chain classifies can be produced:
+// 5xx and 529, 429 with Retry-After in seconds, decimals or as an HTTP-date
+// or with retry-after-ms, 4xx, a hang until the client's timeout, 2xx
+// answers that are empty, truncated, filtered, refused or not JSON, error
+// documents in each flavour's shape or a gateway's (ErrorShape), with 200 or
+// inside an array, and a proxy's HTML error page.
 //
 // The server counts what it receives (Requests, InFlight) and keeps a copy of
-// every decoded request (Received), headers included, so tests can assert
-// that a cooling provider was not called and that adapters send what the
-// real APIs expect.
+// every decoded request (Received), headers and arrival time included, so
+// tests can assert that a cooling provider was not called, how long a client
+// waited before retrying, and that adapters send what the real APIs expect.
 package providertest

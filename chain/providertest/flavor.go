@@ -52,33 +52,56 @@ func (f Flavor) finishReason(reason string) string {
 			return "max_tokens"
 		}
 		return "length"
+	case "content_filter", "refusal":
+		if f == Anthropic {
+			return "refusal"
+		}
+		return "content_filter"
 	default:
 		return reason
 	}
 }
 
-// successBody is the flavour's 2xx answer carrying content.
-func (f Flavor) successBody(n int, model, content, finish string, in, out int) []byte {
+// successBody is the flavour's 2xx answer carrying r's content, stop reason
+// and refusal.
+func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
 	var v any
 	if f == Anthropic {
+		text, finish := r.Content, r.FinishReason
+		if r.Refusal != "" {
+			// Anthropic has no refusal field: the model's text stops with
+			// stop_reason "refusal".
+			finish = "refusal"
+			if text == "" {
+				text = r.Refusal
+			}
+		}
 		v = anthropicResponse{
 			ID:         fmt.Sprintf("msg_fake%06d", n),
 			Type:       "message",
 			Role:       "assistant",
 			Model:      model,
-			Content:    []anthropicBlock{{Type: "text", Text: content}},
+			Content:    []anthropicBlock{{Type: "text", Text: text}},
 			StopReason: f.finishReason(finish),
 			Usage:      anthropicUsage{InputTokens: in, OutputTokens: out},
 		}
 	} else {
+		msg := openAIMessage{Role: "assistant", Content: &r.Content}
+		if r.Refusal != "" {
+			// The API answers a refusal with content null.
+			msg.Refusal = &r.Refusal
+			if r.Content == "" {
+				msg.Content = nil
+			}
+		}
 		v = openAIResponse{
 			ID:      fmt.Sprintf("chatcmpl-fake%06d", n),
 			Object:  "chat.completion",
 			Created: time.Now().Unix(),
 			Model:   model,
 			Choices: []openAIChoice{{
-				Message:      openAIMessage{Role: "assistant", Content: content},
-				FinishReason: f.finishReason(finish),
+				Message:      msg,
+				FinishReason: f.finishReason(r.FinishReason),
 			}},
 			Usage: openAIUsage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out},
 		}
@@ -91,18 +114,7 @@ func (f Flavor) successBody(n int, model, content, finish string, in, out int) [
 // type (and for OpenAI the code) that the real service sends for it, so that
 // adapters are tested against the bodies they will meet.
 func (f Flavor) errorBody(status int, message string) []byte {
-	if message == "" {
-		message = fmt.Sprintf("providertest: scripted %d %s", status, statusText(status))
-	}
-	var v any
-	if f == Anthropic {
-		v = anthropicError{Type: "error", Error: anthropicErrorDetail{Type: anthropicErrorType(status), Message: message}}
-	} else {
-		typ, code := openAIErrorType(status)
-		v = openAIError{Error: openAIErrorDetail{Message: message, Type: typ, Code: code}}
-	}
-	b, _ := json.Marshal(v)
-	return b
+	return f.errorDocument(status, Reply{ErrorMessage: message})
 }
 
 func statusText(status int) string {
@@ -126,6 +138,8 @@ func anthropicErrorType(status int) string {
 		return "permission_error"
 	case status == http.StatusNotFound:
 		return "not_found_error"
+	case status == http.StatusRequestEntityTooLarge:
+		return "request_too_large"
 	default:
 		return "invalid_request_error"
 	}
@@ -166,8 +180,9 @@ type openAIChoice struct {
 }
 
 type openAIMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	Refusal *string `json:"refusal"`
 }
 
 type openAIUsage struct {

@@ -203,6 +203,7 @@ func TestStatusErrorTypes(t *testing.T) {
 		{404, "invalid_request_error", "not_found_error"},
 		{400, "invalid_request_error", "invalid_request_error"},
 		{422, "invalid_request_error", "invalid_request_error"},
+		{413, "invalid_request_error", "request_too_large"},
 	}
 	for _, f := range flavors {
 		for _, c := range cases {

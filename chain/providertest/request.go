@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Request is a completion request as the server decoded it, whichever the
@@ -24,6 +25,12 @@ type Request struct {
 	// Header is a copy of the HTTP request headers (x-api-key,
 	// anthropic-version, Authorization, ...).
 	Header http.Header
+	// Flavor is the flavour of the server that received the request, so a
+	// script can answer as that service would (OutOfCredit).
+	Flavor Flavor
+	// At is when the request arrived, before its body was read: the gaps
+	// between arrivals show how long a client waited before retrying.
+	At time.Time
 }
 
 // Message is one turn of the conversation. Content given as an array of text

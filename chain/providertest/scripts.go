@@ -11,7 +11,7 @@ import (
 // with an empty answer.
 type Reply struct {
 	// Status is the HTTP status; 0 means 200. A status of 300 or more gets
-	// the flavour's error body.
+	// the flavour's error body, shaped by the Error fields below.
 	Status int
 	// Content is the assistant text of a 2xx answer; "" gives an empty answer.
 	Content string
@@ -35,6 +35,31 @@ type Reply struct {
 	// ErrorMessage is the message of a non-2xx body; a default naming the
 	// status is used when it is empty.
 	ErrorMessage string
+	// ErrorType replaces the error type the flavour sends for the status
+	// (OpenAI's and Anthropic's error.type, Google's error.status), so that
+	// Status(429) can carry "insufficient_quota".
+	ErrorType string
+	// ErrorCode replaces the code of an OpenAI or gateway error document: a
+	// string ("insufficient_quota") or a number (429). Anthropic's own
+	// document has no code and ignores it.
+	ErrorCode any
+	// ErrorShape lays the error document out as a gateway would; the zero
+	// value is the flavour's own.
+	ErrorShape ErrorShape
+	// ErrorArray wraps the error document in a one-element JSON array, as
+	// Gemini's OpenAI-compatible endpoint does.
+	ErrorArray bool
+	// ErrorStatus, on a 2xx reply, sends the error document for this status
+	// in place of an answer, as gateways do that relay an upstream failure
+	// with 200.
+	ErrorStatus int
+	// RetryDelay is the retryDelay of a google.rpc.RetryInfo detail in a
+	// ShapeGoogle document, in its JSON form ("30s", "1.5s").
+	RetryDelay string
+	// Refusal is the model declining to answer: OpenAI's message.refusal
+	// (with content null when Content is empty); for Anthropic the answer
+	// stops with stop_reason "refusal", its text Content or else Refusal.
+	Refusal string
 }
 
 // Script decides the Reply to each request. n is the 1-based number of this

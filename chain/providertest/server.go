@@ -100,6 +100,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusMethodNotAllowed, "providertest: use POST")
 		return
 	}
+	arrived := time.Now()
 	n := int(s.requests.Add(1))
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
@@ -116,6 +117,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusBadRequest, "providertest: "+err.Error())
 		return
 	}
+	req.Flavor, req.At = s.flavor, arrived
 	s.mu.Lock()
 	s.received = append(s.received, req.clone())
 	s.mu.Unlock()
@@ -177,13 +179,15 @@ func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
 	case reply.RawBody != "":
 		body = []byte(reply.RawBody)
 	case status >= 300:
-		body = s.flavor.errorBody(status, reply.ErrorMessage)
+		body = s.flavor.errorDocument(status, reply)
+	case reply.ErrorStatus != 0:
+		body = s.flavor.errorDocument(reply.ErrorStatus, reply)
 	default:
 		prompt := tokens(req.System)
 		for _, m := range req.Messages {
 			prompt += tokens(m.Content)
 		}
-		body = s.flavor.successBody(n, req.Model, reply.Content, reply.FinishReason, prompt, tokens(reply.Content))
+		body = s.flavor.successBody(n, req.Model, reply, prompt, tokens(reply.Content, reply.Refusal))
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // a client that left cannot be told

@@ -1,0 +1,128 @@
+package providertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// ErrorShape is how an error document is laid out. Gateways in front of the
+// real services answer in shapes of their own, and a client must read them all.
+type ErrorShape int
+
+const (
+	// ShapeFlavor is the flavour's own document: OpenAI's
+	// {"error":{"message","type","param","code"}} or Anthropic's
+	// {"type":"error","error":{"type","message"}}.
+	ShapeFlavor ErrorShape = iota
+	// ShapeString is {"error":"message"}, as some OpenAI-compatible servers send.
+	ShapeString
+	// ShapeGateway is {"error":{"message":...,"code":429}}: the code is
+	// Reply.ErrorCode, or the status as a number (and "type" is added when
+	// Reply.ErrorType is set).
+	ShapeGateway
+	// ShapeGoogle is Google's {"error":{"code":429,"message":...,
+	// "status":"RESOURCE_EXHAUSTED","details":[...]}}, with a
+	// google.rpc.RetryInfo detail when Reply.RetryDelay is set.
+	ShapeGoogle
+)
+
+// errorDocument is the error body for status laid out as r asks (shape,
+// type, code, retry delay, array), in the flavour's words by default.
+func (f Flavor) errorDocument(status int, r Reply) []byte {
+	message := r.ErrorMessage
+	if message == "" {
+		message = fmt.Sprintf("providertest: scripted %d %s", status, statusText(status))
+	}
+	var v any
+	switch r.ErrorShape {
+	case ShapeString:
+		v = map[string]any{"error": message}
+	case ShapeGateway:
+		detail := map[string]any{"message": message, "code": status}
+		if r.ErrorCode != nil {
+			detail["code"] = r.ErrorCode
+		}
+		if r.ErrorType != "" {
+			detail["type"] = r.ErrorType
+		}
+		v = map[string]any{"error": detail}
+	case ShapeGoogle:
+		typ := r.ErrorType
+		if typ == "" {
+			typ = googleStatus(status)
+		}
+		detail := googleErrorDetail{Code: status, Message: message, Status: typ, Details: []any{}}
+		if r.RetryDelay != "" {
+			detail.Details = append(detail.Details, googleRetryInfo{Type: "type.googleapis.com/google.rpc.RetryInfo", RetryDelay: r.RetryDelay})
+		}
+		v = googleError{Error: detail}
+	default:
+		if f == Anthropic {
+			typ := r.ErrorType
+			if typ == "" {
+				typ = anthropicErrorType(status)
+			}
+			v = anthropicError{Type: "error", Error: anthropicErrorDetail{Type: typ, Message: message}}
+			break
+		}
+		typ, code := openAIErrorType(status)
+		if r.ErrorType != "" {
+			typ = r.ErrorType
+		}
+		if r.ErrorCode != nil {
+			code = r.ErrorCode
+		}
+		v = openAIError{Error: openAIErrorDetail{Message: message, Type: typ, Code: code}}
+	}
+	if r.ErrorArray {
+		v = []any{v}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only an ErrorCode that JSON cannot encode gets here: say so in
+		// the body, where the test will see it.
+		return fmt.Appendf(nil, `{"error":{"message":%q}}`, "providertest: ErrorCode: "+err.Error())
+	}
+	return b
+}
+
+// googleStatus is the google.rpc.Code name Google's APIs send with status.
+func googleStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "INVALID_ARGUMENT"
+	case http.StatusUnauthorized:
+		return "UNAUTHENTICATED"
+	case http.StatusForbidden:
+		return "PERMISSION_DENIED"
+	case http.StatusNotFound:
+		return "NOT_FOUND"
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
+	case http.StatusServiceUnavailable:
+		return "UNAVAILABLE"
+	case http.StatusGatewayTimeout:
+		return "DEADLINE_EXCEEDED"
+	}
+	if status >= 500 {
+		return "INTERNAL"
+	}
+	return "FAILED_PRECONDITION"
+}
+
+type googleError struct {
+	Error googleErrorDetail `json:"error"`
+}
+
+type googleErrorDetail struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Status  string `json:"status"`
+	Details []any  `json:"details"`
+}
+
+type googleRetryInfo struct {
+	Type       string `json:"@type"`
+	RetryDelay string `json:"retryDelay"`
+}
