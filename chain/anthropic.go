@@ -93,19 +93,27 @@ func (a *Anthropic) Call(ctx context.Context, req Request) (Response, error) {
 		return Response{}, httpFailure(status, respHeader, respBody, a.apiKey)
 	}
 	var out anthropicResponse
-	if err := json.Unmarshal(respBody, &out); err != nil {
-		return Response{}, &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", err)}
-	}
+	decodeErr := json.Unmarshal(respBody, &out)
 	var text strings.Builder
 	for _, block := range out.Content {
 		if block.Type == "text" {
 			text.WriteString(block.Text)
 		}
 	}
+	if decodeErr != nil || isBlank(text.String()) {
+		// A gateway's {"type":"error",...} or {"error":...} sent with 200.
+		if failure := answerFailure(status, respHeader, respBody, a.apiKey); failure != nil {
+			return Response{}, failure
+		}
+	}
+	if decodeErr != nil {
+		return Response{}, &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", decodeErr)}
+	}
 	return Response{
-		Content:   text.String(),
-		Model:     out.Model,
-		Truncated: out.StopReason == "max_tokens",
-		Usage:     Usage{PromptTokens: out.Usage.InputTokens, CompletionTokens: out.Usage.OutputTokens},
+		Content:    text.String(),
+		Model:      out.Model,
+		Truncated:  isTruncatedStop(out.StopReason),
+		StopReason: out.StopReason,
+		Usage:      Usage{PromptTokens: out.Usage.InputTokens, CompletionTokens: out.Usage.OutputTokens},
 	}, nil
 }

@@ -153,6 +153,7 @@ func (c *Chain) pass(ctx context.Context, step Step, req Request, res *Result) (
 		resp, err := callOnce(ctx, step, req)
 		attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds()}
 		if err == nil {
+			attempt.StopReason = unusualStop(resp.StopReason)
 			if problem := validate(resp, req.Schema); problem != nil {
 				attempt.Outcome, attempt.Class, attempt.Error = OutcomeFailed, ClassInvalidOutput, problem.Error()
 				res.Attempts = append(res.Attempts, attempt)
@@ -240,9 +241,13 @@ func callOnce(ctx context.Context, step Step, req Request) (Response, error) {
 	return step.Provider.Call(attemptCtx, req)
 }
 
-// validate rejects a 2xx answer that must not win: empty, cut short, or not
-// satisfying the request's schema.
+// validate rejects a 2xx answer that must not win: withheld by a content
+// filter or a refusal, cut short, empty, or not satisfying the request's
+// schema.
 func validate(resp Response, schema *Schema) error {
+	if problem := stopProblem(resp); problem != nil {
+		return problem
+	}
 	switch {
 	case resp.Truncated:
 		return errors.New("answer truncated: the provider stopped for length")

@@ -54,7 +54,8 @@ type openAIResponse struct {
 	Model   string `json:"model"`
 	Choices []struct {
 		Message struct {
-			Content string `json:"content"`
+			Content string  `json:"content"`
+			Refusal *string `json:"refusal"`
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
@@ -82,13 +83,27 @@ func (o *OpenAI) Call(ctx context.Context, req Request) (Response, error) {
 		return Response{}, httpFailure(status, respHeader, data, o.apiKey)
 	}
 	var out openAIResponse
-	if err := json.Unmarshal(data, &out); err != nil {
-		return Response{}, &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", err)}
-	}
+	decodeErr := json.Unmarshal(data, &out)
 	resp := Response{Model: out.Model, Usage: Usage{PromptTokens: out.Usage.PromptTokens, CompletionTokens: out.Usage.CompletionTokens}}
 	if len(out.Choices) > 0 {
-		resp.Content = out.Choices[0].Message.Content
-		resp.Truncated = out.Choices[0].FinishReason == "length"
+		choice := out.Choices[0]
+		resp.Content, resp.StopReason = choice.Message.Content, choice.FinishReason
+		resp.Truncated = isTruncatedStop(choice.FinishReason)
+		// The API sends "refusal": null on every answer; some gateways "".
+		if r := choice.Message.Refusal; r != nil && !isBlank(*r) {
+			resp.Refusal = *r
+			if unusualStop(resp.StopReason) == "" {
+				resp.StopReason = "refusal"
+			}
+		}
+	}
+	if decodeErr != nil || (isBlank(resp.Content) && resp.Refusal == "") {
+		if failure := answerFailure(status, respHeader, data, o.apiKey); failure != nil {
+			return Response{}, failure
+		}
+	}
+	if decodeErr != nil {
+		return Response{}, &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", decodeErr)}
 	}
 	return resp, nil
 }
@@ -126,43 +141,43 @@ func post(ctx context.Context, client *http.Client, url string, header http.Head
 	return resp.StatusCode, resp.Header, data, nil
 }
 
-// httpFailure builds the CallError for a non-2xx answer, keeping the status
-// code even when the body is not the documented error shape.
+// httpFailure builds the CallError for a non-2xx answer: the status's class
+// unless the body overrides it (bodyRules), the longest wait hint, and the
+// body's message, or only the title of an HTML page.
 func httpFailure(status int, header http.Header, body []byte, apiKey string) *CallError {
-	retryAfter, _ := ParseRetryAfter(header.Get("Retry-After"), time.Now())
-	msg := errorMessage(body)
+	u := decodeErrorBody(body)
+	return &CallError{
+		Class: classifyBody(status, u), StatusCode: status, RetryAfter: waitHint(header, u, time.Now()),
+		Err: errors.New(errorText(u.text(), apiKey)),
+	}
+}
+
+// answerFailure is the failure a 2xx body reports in place of an answer, as
+// gateways do: an error object of any shape decodeErrorBody reads, classed
+// by its embedded code or type. nil when the body holds no error object.
+// Adapters ask only when the body has no answer text: an error object next
+// to a real answer is not a failure.
+func answerFailure(status int, header http.Header, body []byte, apiKey string) *CallError {
+	u := decodeErrorBody(body)
+	if !u.found {
+		return nil
+	}
+	msg := fmt.Sprintf("error in the %d answer (%s): %s", status, u.label(), u.text())
+	return &CallError{
+		Class: classifyBody(status, u), StatusCode: status, RetryAfter: waitHint(header, u, time.Now()),
+		Err: errors.New(errorText(msg, apiKey)),
+	}
+}
+
+// errorText makes outside text fit for results and state: without the API
+// key, and short.
+func errorText(msg, apiKey string) string {
 	if apiKey != "" {
 		// Redact before cutting short: a cut through the key would leave a
 		// prefix of it that no longer matches.
 		msg = strings.ReplaceAll(msg, apiKey, "[redacted]")
 	}
-	msg = text.Cut(msg, maxErrorText)
-	return &CallError{Class: Classify(status), StatusCode: status, RetryAfter: retryAfter, Err: errors.New(msg)}
-}
-
-// errorMessage pulls a readable message out of the error bodies providers
-// send: {"error":{"message":..}}, {"error":"text"}, or anything else. The
-// caller redacts and then cuts it short.
-func errorMessage(body []byte) string {
-	var shaped struct {
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(body, &shaped) == nil && len(shaped.Error) > 0 {
-		var text string
-		if json.Unmarshal(shaped.Error, &text) == nil {
-			return text
-		}
-		var obj struct {
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(shaped.Error, &obj) == nil && obj.Message != "" {
-			return obj.Message
-		}
-	}
-	if s := strings.TrimSpace(string(body)); s != "" {
-		return s
-	}
-	return "no error body"
+	return text.Cut(msg, maxErrorText)
 }
 
 // redact removes the API key from a transport error's text; the error is

@@ -146,7 +146,8 @@ func TestOpenAIStringErrorBodyKeepsStatusAndMessage(t *testing.T) {
 	}{
 		{http.StatusServiceUnavailable, `{"error":"model is overloaded"}`, chain.ClassServer, "model is overloaded"},
 		{http.StatusBadRequest, `{"error":"messages must not be empty"}`, chain.ClassRequest, "messages must not be empty"},
-		{http.StatusBadGateway, `<html>bad gateway</html>`, chain.ClassServer, "<html>bad gateway</html>"},
+		// A page without a <title> is never repeated, only named.
+		{http.StatusBadGateway, `<html>bad gateway</html>`, chain.ClassServer, "HTTP 502): HTML error page"},
 	}
 	for _, tt := range tests {
 		_, err := callOnce(t, providertest.Reply{Status: tt.status, RawBody: tt.body})

@@ -47,7 +47,15 @@ type Response struct {
 	// Truncated is set when the provider stopped for length, so the answer is
 	// incomplete even though the call succeeded.
 	Truncated bool
-	Usage     Usage
+	// StopReason is why the provider stopped, as it spelled it (OpenAI's
+	// finish_reason, Anthropic's stop_reason), or "refusal" when an OpenAI
+	// answer carried message.refusal. A content filter or a refusal makes
+	// the answer invalid even when it has text.
+	StopReason string
+	// Refusal is the text of OpenAI's message.refusal, the model declining
+	// to answer; "" when it sent none.
+	Refusal string
+	Usage   Usage
 }
 
 // CallError is a failed attempt with everything the chain needs to decide what
@@ -55,7 +63,9 @@ type Response struct {
 type CallError struct {
 	Class      Class
 	StatusCode int
-	// RetryAfter is the wait the provider asked for (429, 503), zero if none.
+	// RetryAfter is the longest wait the provider asked for by any hint
+	// (Retry-After, retry-after-ms, a retry delay in the error body), zero
+	// if none.
 	RetryAfter time.Duration
 	Err        error
 }

@@ -29,6 +29,9 @@ type Attempt struct {
 	RetryAfterMs int64   `msgpack:"retry_after_ms,omitempty" json:"retry_after_ms,omitempty"`
 	LatencyMs    int64   `msgpack:"latency_ms" json:"latency_ms"`
 	Error        string  `msgpack:"error,omitempty" json:"error,omitempty"`
+	// StopReason is why an answering provider stopped when that was not a
+	// normal stop: "length", "content_filter", "refusal", ...
+	StopReason string `msgpack:"stop_reason,omitempty" json:"stop_reason,omitempty"`
 }
 
 // Result is the annotated answer to one request (DESIGN.md §3). The chain

@@ -3,7 +3,6 @@ package chain
 import (
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -23,30 +22,28 @@ func Backoff(attempt int, base, max time.Duration, rnd func() float64) time.Dura
 	return time.Duration(rnd() * ceiling)
 }
 
-// ParseRetryAfter reads a Retry-After header value, either delay-seconds or an
-// HTTP-date. ok is false when the value is absent or unreadable; a date in the
-// past gives zero.
+// ParseRetryAfter reads a Retry-After header value (RFC 9110 §10.2.3),
+// either delay-seconds or an HTTP-date. Decimal seconds ("2.5"), which some
+// gateways send, are rounded up to whole seconds, so the wait is never
+// shorter than asked. ok is false when the value is absent or unreadable; a
+// date in the past gives zero, and a value beyond a Duration is capped.
 func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
 	value = strings.TrimSpace(value)
 	if value == "" {
 		return 0, false
 	}
-	if secs, err := strconv.ParseInt(value, 10, 64); err == nil {
-		if secs < 0 {
-			return 0, false
+	if d, ok := parseDecimal(value, time.Second); ok {
+		if part := d % time.Second; part != 0 {
+			d += time.Second - part // below maxHint, a whole second count: no overflow
 		}
-		const maxSecs = int64(math.MaxInt64 / int64(time.Second))
-		if secs > maxSecs {
-			secs = maxSecs
-		}
-		return time.Duration(secs) * time.Second, true
+		return d, true
 	}
 	t, err := http.ParseTime(value)
 	if err != nil {
 		return 0, false
 	}
 	if d := t.Sub(now); d > 0 {
-		return d, true
+		return min(d, maxHint), true
 	}
 	return 0, true
 }

@@ -29,7 +29,14 @@ func TestParseRetryAfter(t *testing.T) {
 		{"rfc850 date", retryNow.Add(time.Minute).Format(time.RFC850), time.Minute, true},
 		{"empty", "", 0, false},
 		{"garbage", "soon", 0, false},
-		{"fractional seconds", "1.5", 0, false},
+		{"fractional seconds round up", "1.5", 2 * time.Second, true},
+		{"fractional zero stays whole", "2.000", 2 * time.Second, true},
+		{"tiny fraction rounds up", "0.001", time.Second, true},
+		{"huge fraction is capped", "99999999999999999999.5", maxSecs, true},
+		{"dot without digits", "1.", 0, false},
+		{"exponent", "1e3", 0, false},
+		{"not a number", "NaN", 0, false},
+		{"infinity", "Inf", 0, false},
 		{"negative", "-5", 0, false},
 		{"huge is capped, not overflowed", "9223372036854775807", maxSecs, true},
 		{"just above the cap", "9223372037", maxSecs, true},
@@ -133,7 +140,7 @@ func TestBackoffWithoutBaseIsZero(t *testing.T) {
 // zero wait when it cannot read the value.
 func FuzzParseRetryAfter(f *testing.F) {
 	for _, seed := range []string{
-		"", "0", "1", "120", "-1", "+5", "1.5", " 30 ", "soon",
+		"", "0", "1", "120", "-1", "+5", "1.5", "2.5", "0.0001", ".5", "1e9", "NaN", "-Inf", " 30 ", "soon",
 		"9223372036854775807", "99999999999999999999999",
 		retryNow.Add(time.Minute).Format(http.TimeFormat),
 		retryNow.Add(-time.Minute).Format(http.TimeFormat),
@@ -151,6 +158,11 @@ func FuzzParseRetryAfter(f *testing.F) {
 		}
 		if !ok && d != 0 {
 			t.Fatalf("ParseRetryAfter(%q) = %v, false; a failed parse must give 0", value, d)
+		}
+		// retryNow is on a whole second, so every reading is whole seconds:
+		// decimals are rounded up, never down or left fractional.
+		if d%time.Second != 0 {
+			t.Fatalf("ParseRetryAfter(%q) = %v, not whole seconds", value, d)
 		}
 	})
 }

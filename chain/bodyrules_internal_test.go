@@ -1,0 +1,213 @@
+package chain
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// TestBodyRulesEveryRowHolds gives each row of bodyRules a body that it is
+// the first to match, so no row is dead or shadowed by an earlier one.
+func TestBodyRulesEveryRowHolds(t *testing.T) {
+	samples := []struct {
+		status int
+		body   string
+		class  Class
+	}{
+		{429, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`, ClassAuth},
+		{500, `{"error":{"message":"This model's maximum context length is 16384 tokens."}}`, ClassRequest},
+		{200, `{"error":{"message":"slow down","code":429}}`, ClassRateLimit},
+		{200, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`, ClassRateLimit},
+		{200, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, ClassServer},
+		{200, `{"error":{"message":"too slow","status":"DEADLINE_EXCEEDED"}}`, ClassTimeout},
+		{200, `{"error":{"message":"no such model","type":"invalid_request_error","code":"model_not_found"}}`, ClassAuth},
+		{200, `{"type":"error","error":{"type":"invalid_request_error","message":"messages: field required"}}`, ClassRequest},
+		{200, `{"error":"upstream exploded"}`, ClassServer},
+	}
+	if len(samples) != len(bodyRules) {
+		t.Fatalf("%d samples for %d rules: give every row one", len(samples), len(bodyRules))
+	}
+	for i, s := range samples {
+		u := decodeErrorBody([]byte(s.body))
+		r := ruleFor(s.status, u)
+		if r == nil || r.description != bodyRules[i].description {
+			t.Errorf("row %d (%s): %d %s matched %v", i, bodyRules[i].description, s.status, s.body, r)
+			continue
+		}
+		if got := classifyBody(s.status, u); got != s.class {
+			t.Errorf("row %d: class %s, want %s", i, got, s.class)
+		}
+	}
+}
+
+// TestREADMEReproducesTheBodyTable keeps README.md's table equal to the one
+// the code uses; on failure it prints the rows to paste.
+func TestREADMEReproducesTheBodyTable(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for _, r := range bodyRules {
+		if !strings.Contains(string(readme), r.markdownRow()+"\n") {
+			missing = append(missing, r.markdownRow())
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("README.md lacks these rows of the body table:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+func TestDecodeErrorBodyShapes(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       upstreamError
+	}{
+		{"openai", `{"error":{"message":"m","type":"invalid_request_error","param":null,"code":"model_not_found"}}`,
+			upstreamError{found: true, message: "m", names: []string{"invalid_request_error", "model_not_found"}}},
+		{"anthropic", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+			upstreamError{found: true, message: "Overloaded", names: []string{"overloaded_error"}}},
+		{"string", `{"error":"text"}`, upstreamError{found: true, message: "text"}},
+		{"numeric code", `{"error":{"message":"m","code":429}}`, upstreamError{found: true, message: "m", code: 429}},
+		{"float code", `{"error":{"message":"m","code":503.0}}`, upstreamError{found: true, message: "m", code: 503}},
+		{"code out of range is dropped", `{"error":{"message":"m","code":1008}}`, upstreamError{found: true, message: "m"}},
+		{"google", `{"error":{"code":429,"message":"m","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure"},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.5s"}]}}`,
+			upstreamError{found: true, message: "m", names: []string{"RESOURCE_EXHAUSTED"}, code: 429, retryDelay: 1500 * time.Millisecond}},
+		{"array yields the first error", `[{"nothing":1},{"error":{"message":"first"}},{"error":{"message":"second"}}]`,
+			upstreamError{found: true, message: "first"}},
+		{"vllm top level", `{"object":"error","message":"m","type":"BadRequestError","code":400}`,
+			upstreamError{found: true, message: "m", names: []string{"BadRequestError"}, code: 400}},
+		{"null error", `{"error":null,"choices":[]}`, upstreamError{raw: `{"error":null,"choices":[]}`}},
+		{"plain text", " overloaded \n", upstreamError{raw: "overloaded"}},
+		{"html", "\n<!DOCTYPE html><HTML><HEAD><TITLE attr=1>A &lt;b&gt;\n c</TITLE>", upstreamError{html: true, title: "A <b> c"}},
+		{"xml", `<?xml version="1.0"?><Error><Code>AccessDenied</Code></Error>`, upstreamError{html: true}},
+	}
+	for _, tt := range tests {
+		got := decodeErrorBody([]byte(tt.body))
+		if got.found != tt.want.found || got.message != tt.want.message || strings.Join(got.names, ",") != strings.Join(tt.want.names, ",") ||
+			got.code != tt.want.code || got.retryDelay != tt.want.retryDelay || got.html != tt.want.html || got.title != tt.want.title || got.raw != tt.want.raw {
+			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestWaitHintIsTheLongest: every hint is read and the longest wins.
+func TestWaitHintIsTheLongest(t *testing.T) {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	google := decodeErrorBody([]byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"}]}}`))
+	openAI := func(msg string) upstreamError { return upstreamError{found: true, message: msg} }
+	tests := []struct {
+		name   string
+		header http.Header
+		body   upstreamError
+		want   time.Duration
+	}{
+		{"none", nil, upstreamError{}, 0},
+		{"decimal Retry-After rounds up", http.Header{"Retry-After": {"2.5"}}, upstreamError{}, 3 * time.Second},
+		{"retry-after-ms", http.Header{"Retry-After-Ms": {"3000"}}, upstreamError{}, 3 * time.Second},
+		{"retry-after-ms with a fraction", http.Header{"Retry-After-Ms": {"1.5"}}, upstreamError{}, 1500 * time.Microsecond},
+		{"ms longer than seconds", http.Header{"Retry-After": {"2"}, "Retry-After-Ms": {"3500"}}, upstreamError{}, 3500 * time.Millisecond},
+		{"seconds longer than ms", http.Header{"Retry-After": {"2"}, "Retry-After-Ms": {"1500"}}, upstreamError{}, 2 * time.Second},
+		{"body retry delay", http.Header{"Retry-After": {"5"}}, google, 30 * time.Second},
+		{"message seconds", nil, openAI("Rate limit reached. Please try again in 6.5s. Visit ..."), 6500 * time.Millisecond},
+		{"message milliseconds", nil, openAI("Please try again in 20ms."), 20 * time.Millisecond},
+		{"message minutes", nil, openAI("Please try again in 1m30s."), 90 * time.Second},
+		{"message beyond a duration", nil, openAI("Please try again in 999999999999h."), maxHint},
+		{"negative header", http.Header{"Retry-After": {"-5"}, "Retry-After-Ms": {"-5"}}, upstreamError{}, 0},
+		{"NaN and Inf", http.Header{"Retry-After": {"NaN"}, "Retry-After-Ms": {"Inf"}}, upstreamError{}, 0},
+		{"huge ms", http.Header{"Retry-After-Ms": {"99999999999999999999999"}}, upstreamError{}, maxHint},
+		{"huge seconds", http.Header{"Retry-After": {"99999999999999999999999.9"}}, upstreamError{}, maxHint},
+	}
+	for _, tt := range tests {
+		if got := waitHint(tt.header, tt.body, now); got != tt.want {
+			t.Errorf("%s: waitHint = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestParseProtoDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30s": 30 * time.Second, "1.5s": 1500 * time.Millisecond, "0.000000001s": 1, "0s": 0} {
+		if got, ok := parseProtoDuration(in); !ok || got != want {
+			t.Errorf("parseProtoDuration(%q) = %v, %v; want %v", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "30", "s", "-1s", "1e3s", "NaNs", "1.s"} {
+		if got, ok := parseProtoDuration(in); ok {
+			t.Errorf("parseProtoDuration(%q) = %v, true; want refused", in, got)
+		}
+	}
+}
+
+// FuzzErrorBody feeds the error-body decoder and the table whatever a
+// provider or a proxy might send: no panic, a class that only an HTTP
+// failure can have, a wait within bounds, and a short, non-empty error text
+// that for a page is its title or "HTML error page".
+func FuzzErrorBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"error":{"message":"m","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`,
+		`{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 215000 tokens > 200000 maximum"}}`,
+		`{"error":"text"}`, `{"error":{"message":"m","code":429}}`, `{"error":{"code":1e400}}`, `{"error":{"code":-429}}`,
+		`[{"error":{"code":429,"message":"m","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"}]}}]`,
+		`{"error":{"details":[{"@type":"google.rpc.RetryInfo","retryDelay":"99999999999999999999s"}]}}`,
+		`{"error":{"message":"Please try again in 1m30.5s"}}`, `{"object":"error","message":"m","code":"400"}`,
+		"<!DOCTYPE html><title>example.com | 520</title>", "<html><title>unterminated", "", "null", "[]", "[null]",
+	} {
+		f.Add(200, []byte(seed))
+		f.Add(500, []byte(seed))
+	}
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		u := decodeErrorBody(body)
+		switch c := classifyBody(status, u); c {
+		case ClassServer, ClassTimeout, ClassRateLimit, ClassAuth, ClassRequest:
+		default:
+			t.Fatalf("class %s for %d %q", c, status, body)
+		}
+		if d := waitHint(nil, u, now); d < 0 || d > maxHint {
+			t.Fatalf("wait %v out of bounds for %q", d, body)
+		}
+		msg := errorText(u.text(), "")
+		if msg == "" || len(msg) > maxErrorText+len("…") {
+			t.Fatalf("error text %q for %q", msg, body)
+		}
+		if u.html && msg != "HTML error page" && !strings.Contains(string(body), "itle") {
+			t.Fatalf("error text %q for a page without a title: %q", msg, body)
+		}
+		if utf8.Valid(body) && !utf8.ValidString(msg) {
+			t.Fatalf("error text %q is not valid UTF-8", msg)
+		}
+	})
+}
+
+// FuzzWaitHint feeds the hint readers whatever headers and messages a
+// provider might send: the wait is never negative, never beyond maxHint,
+// and never shorter than any one hint.
+func FuzzWaitHint(f *testing.F) {
+	for _, seed := range [][3]string{
+		{"2.5", "3000", "Please try again in 6.5s"}, {"", "", ""}, {"-1", "-1", "try again in -1s"},
+		{"NaN", "Inf", "try again in 1e9s"}, {"99999999999999999999", "99999999999999999999.9", "try again in 99999999999h"},
+		{"Mon, 02 Jan 2006 15:04:05 GMT", "0.0001", "try again in 1h2m3.5s4ms"},
+	} {
+		f.Add(seed[0], seed[1], seed[2])
+	}
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, retryAfter, retryAfterMs, msg string) {
+		h := http.Header{"Retry-After": {retryAfter}, "Retry-After-Ms": {retryAfterMs}}
+		d := waitHint(h, upstreamError{message: msg}, now)
+		if d < 0 || d > maxHint {
+			t.Fatalf("waitHint(%q, %q, %q) = %v, out of bounds", retryAfter, retryAfterMs, msg, d)
+		}
+		if ra, ok := ParseRetryAfter(retryAfter, now); ok && d < ra {
+			t.Fatalf("waitHint %v shorter than Retry-After %v", d, ra)
+		}
+		if ms, ok := parseDecimal(strings.TrimSpace(retryAfterMs), time.Millisecond); ok && (d < ms || ms < 0) {
+			t.Fatalf("waitHint %v shorter than retry-after-ms %v", d, ms)
+		}
+		if md := messageDelay(msg); d < md || md < 0 {
+			t.Fatalf("waitHint %v shorter than the message's %v", d, md)
+		}
+	})
+}

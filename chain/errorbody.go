@@ -1,0 +1,192 @@
+package chain
+
+import (
+	"bytes"
+	"encoding/json"
+	"html"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// upstreamError is what a provider's error body says, whichever shape it
+// takes: OpenAI's {"error":{"message","type","param","code"}}, Anthropic's
+// {"type":"error","error":{"type","message"}}, a gateway's {"error":"text"}
+// or {"error":{"message","code":429}}, Google's {"error":{"code","message",
+// "status","details"}}, vLLM's top-level {"object":"error",...}, or an array
+// of any of these. An HTML page keeps only its title.
+type upstreamError struct {
+	// found is set when the body holds an error object or an error string.
+	found   bool
+	message string
+	// names are the type, code and status fields that are words
+	// ("insufficient_quota", "RESOURCE_EXHAUSTED"), as sent.
+	names []string
+	// code is a numeric code or status field (429, "503"), 0 if none.
+	code int
+	// retryDelay is Google's RetryInfo retryDelay, 0 if none.
+	retryDelay time.Duration
+	// html is set for an HTML (or other markup) page; title is its <title>.
+	html  bool
+	title string
+	// raw is the trimmed body, for a body that is neither an error object
+	// nor markup; the caller cuts it short.
+	raw string
+}
+
+// maxTitleSearch bounds how far into an HTML page the <title> is looked for.
+const maxTitleSearch = 64 << 10
+
+// decodeErrorBody reads an error body of any shape upstreamError lists. It
+// never fails: what it cannot read is kept as raw text.
+func decodeErrorBody(body []byte) upstreamError {
+	b := bytes.TrimSpace(body)
+	if len(b) > 0 && b[0] == '<' {
+		// A proxy's or CDN's page (<!DOCTYPE html>, <html>, even XML):
+		// thousands of bytes of markup that no reader of a result wants.
+		return upstreamError{html: true, title: htmlTitle(b)}
+	}
+	if len(b) > 0 && b[0] == '[' {
+		var list []json.RawMessage
+		if json.Unmarshal(b, &list) == nil {
+			for _, item := range list {
+				if u := decodeErrorObject(item); u.found {
+					return u
+				}
+			}
+		}
+	} else if u := decodeErrorObject(b); u.found {
+		return u
+	}
+	return upstreamError{raw: string(b)}
+}
+
+// decodeErrorObject reads one JSON document that may carry an error.
+func decodeErrorObject(b []byte) upstreamError {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(b, &doc) != nil {
+		return upstreamError{}
+	}
+	inner, ok := doc["error"]
+	if !ok && jsonString(doc["object"]) == "error" {
+		inner, ok = b, true // vLLM puts the error's fields at the top level
+	}
+	if !ok {
+		return upstreamError{}
+	}
+	if s := jsonString(inner); s != "" {
+		return upstreamError{found: true, message: s}
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(inner, &fields) != nil || len(fields) == 0 {
+		return upstreamError{} // "error": null or {} beside an answer says nothing went wrong
+	}
+	u := upstreamError{found: true, message: jsonString(fields["message"])}
+	for _, key := range []string{"type", "code", "status"} {
+		if name, code := nameOrCode(fields[key]); name != "" {
+			u.names = append(u.names, name)
+		} else if code != 0 && u.code == 0 {
+			u.code = code
+		}
+	}
+	u.retryDelay = retryInfoDelay(fields["details"])
+	return u
+}
+
+// nameOrCode reads a type, code or status field: a word is a name, a
+// number (or a string of digits) between 100 and 999 is an HTTP-like code.
+func nameOrCode(raw json.RawMessage) (name string, code int) {
+	s := jsonString(raw)
+	if s == "" {
+		s = string(bytes.TrimSpace(raw)) // a JSON number, or null, or worse
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 100 && f < 1000 && f == float64(int(f)) {
+			return "", int(f)
+		}
+		return "", 0
+	}
+	if n, err := strconv.Atoi(s); err == nil {
+		if n >= 100 && n < 1000 {
+			return "", n
+		}
+		return "", 0
+	}
+	return s, 0
+}
+
+// retryInfoDelay reads google.rpc.RetryInfo's retryDelay ("30s", "1.5s")
+// out of a Google error's details, 0 if there is none.
+func retryInfoDelay(raw json.RawMessage) time.Duration {
+	var details []map[string]json.RawMessage
+	if json.Unmarshal(raw, &details) != nil {
+		return 0
+	}
+	for _, d := range details {
+		if strings.HasSuffix(jsonString(d["@type"]), "google.rpc.RetryInfo") {
+			if delay, ok := parseProtoDuration(jsonString(d["retryDelay"])); ok {
+				return delay
+			}
+		}
+	}
+	return 0
+}
+
+// jsonString is raw's value when it is a JSON string, else "".
+func jsonString(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// htmlTitle is the page's <title>, unescaped with whitespace collapsed, or
+// "" when it has none.
+func htmlTitle(page []byte) string {
+	page = page[:min(len(page), maxTitleSearch)]
+	lower := bytes.ToLower(page)
+	open := bytes.Index(lower, []byte("<title"))
+	if open < 0 {
+		return ""
+	}
+	start := bytes.IndexByte(lower[open:], '>')
+	if start < 0 {
+		return ""
+	}
+	start += open + 1
+	end := bytes.Index(lower[start:], []byte("</title"))
+	if end < 0 {
+		return ""
+	}
+	return strings.Join(strings.Fields(html.UnescapeString(string(page[start:start+end]))), " ")
+}
+
+// text is the readable part of the body for an error text, before the
+// caller redacts and cuts it.
+func (u upstreamError) text() string {
+	switch {
+	case u.html && u.title != "":
+		return u.title
+	case u.html:
+		return "HTML error page"
+	case u.message != "":
+		return u.message
+	case u.found && len(u.names) > 0:
+		return strings.Join(u.names, ", ")
+	case u.found && u.code != 0:
+		return "code " + strconv.Itoa(u.code)
+	case u.raw != "":
+		return u.raw
+	}
+	return "no error body"
+}
+
+// label names an error object inside a 2xx answer by its code or first name.
+func (u upstreamError) label() string {
+	switch {
+	case u.code != 0:
+		return "code " + strconv.Itoa(u.code)
+	case len(u.names) > 0:
+		return u.names[0]
+	}
+	return "no code"
+}

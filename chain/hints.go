@@ -1,0 +1,93 @@
+package chain
+
+import (
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxHint caps every wait hint: the longest whole-second delay a
+// time.Duration holds. A cooldown is capped far lower (max_cooldown); this
+// cap only keeps the arithmetic from overflowing.
+const maxHint = time.Duration(math.MaxInt64/int64(time.Second)) * time.Second
+
+// waitHint is the longest wait the provider asked for, by any of the hints
+// it may send: Retry-After (RFC 9110 §10.2.3, decimals rounded up to whole
+// seconds), retry-after-ms (milliseconds, sent by OpenAI and Azure OpenAI),
+// Google's RetryInfo retryDelay in the error body, and OpenAI's "Please try
+// again in 6.5s" in the message. Zero when there is none.
+func waitHint(header http.Header, u upstreamError, now time.Time) time.Duration {
+	var d time.Duration
+	if ra, ok := ParseRetryAfter(header.Get("Retry-After"), now); ok {
+		d = ra
+	}
+	if ms, ok := parseDecimal(strings.TrimSpace(header.Get("Retry-After-Ms")), time.Millisecond); ok {
+		d = max(d, ms)
+	}
+	return max(d, u.retryDelay, messageDelay(u.message))
+}
+
+// parseDecimal reads "digits" or "digits.digits" as a count of unit,
+// rounded up to the nanosecond. Signs, exponents, NaN and Inf are refused;
+// a value too large for a Duration gives maxHint.
+func parseDecimal(s string, unit time.Duration) (time.Duration, bool) {
+	whole, frac, dot := strings.Cut(strings.TrimPrefix(s, "+"), ".")
+	if !allDigits(whole) || (dot && !allDigits(frac)) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || n >= int64(maxHint/unit) {
+		return maxHint, true // only digits: the error is a value out of range
+	}
+	d := time.Duration(n) * unit
+	if dot {
+		// Below one unit, so float precision is enough and cannot overflow.
+		f, _ := strconv.ParseFloat("0."+frac, 64)
+		d += time.Duration(math.Ceil(f * float64(unit)))
+	}
+	return d, true
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseProtoDuration reads a protobuf Duration in its JSON form, decimal
+// seconds with an "s" suffix ("30s", "1.5s"), as Google's RetryInfo sends it.
+func parseProtoDuration(s string) (time.Duration, bool) {
+	secs, ok := strings.CutSuffix(strings.TrimSpace(s), "s")
+	if !ok {
+		return 0, false
+	}
+	return parseDecimal(secs, time.Second)
+}
+
+// tryAgainIn finds OpenAI's and Groq's "Please try again in 6.5s" (also
+// "in 20ms", "in 1m30s", "in 1m26.4s"). The phrase comes from the provider's
+// own rate limiter and names the wait in Go's duration syntax, so it is read
+// as reliably as a header.
+var tryAgainIn = regexp.MustCompile(`(?i)try again in ((?:\d{1,12}(?:\.\d{1,9})?(?:ms|h|m|s))+)`)
+
+// messageDelay is the wait a provider's message names, 0 if none.
+func messageDelay(msg string) time.Duration {
+	m := tryAgainIn.FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	d, err := time.ParseDuration(strings.ToLower(m[1]))
+	if err != nil {
+		return maxHint // well formed but beyond a Duration
+	}
+	return min(d, maxHint)
+}
