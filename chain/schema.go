@@ -2,15 +2,22 @@ package chain
 
 import (
 	"bytes"
+	"container/list"
+	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/detourhq/detour/internal/text"
 )
 
 // Schema is a compiled response_schema: a JSON Schema the answer's content
-// must satisfy before the answer may win.
+// must satisfy before the answer may win. It is safe for concurrent use.
 type Schema struct {
 	compiled *jsonschema.Schema
 }
@@ -19,30 +26,158 @@ type Schema struct {
 // fetched.
 const schemaURL = "detour:response_schema"
 
-// CompileSchema compiles a request's response_schema. References outside the
-// schema itself are refused: a request must not make the processor read files
-// or fetch URLs.
+// CompileSchema compiles a request's response_schema. A schema outside the
+// limits of CheckSchema, or whose patterns exceed MaxSchemaPatternSize, is
+// refused before it costs. References outside the schema itself are refused:
+// a request must not make the processor read files or fetch URLs.
 func CompileSchema(doc map[string]any) (*Schema, error) {
+	raw, err := schemaJSON(doc)
+	if err != nil {
+		return nil, err
+	}
+	return compileSchemaJSON(raw)
+}
+
+// schemaJSON checks doc against the limits and returns its JSON encoding,
+// which is canonical: encoding/json sorts map keys.
+func schemaJSON(doc map[string]any) ([]byte, error) {
+	if err := CheckSchema(doc); err != nil {
+		return nil, err
+	}
 	// Round-trip through JSON so values decoded from msgpack (int64, []byte
 	// keys...) reach the compiler as JSON values.
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("response_schema is not JSON: %w", err)
 	}
+	if len(raw) > MaxSchemaBytes { // escapes can make it longer than CheckSchema counted
+		return nil, fmt.Errorf("response_schema is larger than %d bytes as JSON", MaxSchemaBytes)
+	}
+	return raw, nil
+}
+
+// compileSchemaJSON compiles a schema that schemaJSON has checked.
+func compileSchemaJSON(raw []byte) (*Schema, error) {
 	parsed, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("response_schema is not JSON: %w", err)
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{}) // no scheme may be loaded
+	c.UseRegexpEngine(newPatternBudget().compile)
 	if err := c.AddResource(schemaURL, parsed); err != nil {
-		return nil, fmt.Errorf("response_schema: %w", err)
+		return nil, schemaError("response_schema", err)
 	}
 	compiled, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, fmt.Errorf("response_schema: %w", err)
+		return nil, schemaError("response_schema", err)
 	}
 	return &Schema{compiled: compiled}, nil
+}
+
+// maxSchemaErrorText is how much of the compiler's or validator's error text
+// is kept, in bytes. It lists every failing location; for an outside schema
+// that can be thousands, and the text ends up in a log line and a header.
+const maxSchemaErrorText = 512
+
+// schemaError is err's text on one line after prefix, cut to
+// maxSchemaErrorText.
+func schemaError(prefix string, err error) error {
+	return errors.New(prefix + ": " + text.Cut(oneLine(err.Error()), maxSchemaErrorText))
+}
+
+// SchemaCacheSize is how many compiled schemas a SchemaCache keeps. Clients
+// tend to send one schema with many requests; each entry is at most a few MB
+// (the limits above bound it), most a few KB.
+const SchemaCacheSize = 64
+
+// SchemaCache compiles response schemas and keeps the most recently used,
+// keyed by a hash of their canonical JSON, so that a schema sent with every
+// request is compiled once. A schema that does not compile is remembered too,
+// so resending it costs no more. It is safe for concurrent use; requests with
+// the same schema share one compilation.
+type SchemaCache struct {
+	mu      sync.Mutex
+	size    int
+	entries map[[sha256.Size]byte]*list.Element // of *schemaEntry
+	recent  *list.List                          // most recently used first
+	compile func(raw []byte) (*Schema, error)
+}
+
+// schemaEntry is one compilation, done or under way.
+type schemaEntry struct {
+	key    [sha256.Size]byte
+	done   chan struct{} // closed once schema and err are set
+	schema *Schema
+	err    error
+}
+
+// NewSchemaCache returns a cache of up to size compiled schemas
+// (SchemaCacheSize when size is not positive).
+func NewSchemaCache(size int) *SchemaCache {
+	if size <= 0 {
+		size = SchemaCacheSize
+	}
+	return &SchemaCache{size: size, entries: map[[sha256.Size]byte]*list.Element{}, recent: list.New(), compile: compileSchemaJSON}
+}
+
+// Compile returns doc compiled, from the cache when it can. The limits of
+// CheckSchema are checked first. The compiler cannot be interrupted, so it
+// runs in a goroutine of its own and Compile returns ctx's error as soon as
+// ctx ends; the compilation still finishes (its cost is bounded by the limits)
+// and is kept for the next request with this schema.
+func (c *SchemaCache) Compile(ctx context.Context, doc map[string]any) (*Schema, error) {
+	raw, err := schemaJSON(doc)
+	if err != nil {
+		return nil, err
+	}
+	e := c.entry(raw)
+	select {
+	case <-e.done:
+		return e.schema, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Len returns how many schemas the cache holds, compiled or under way.
+func (c *SchemaCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recent.Len()
+}
+
+// entry returns the cache entry of raw, starting its compilation if it has
+// none, and evicts the least recently used beyond the cache's size.
+func (c *SchemaCache) entry(raw []byte) *schemaEntry {
+	key := sha256.Sum256(raw)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		c.recent.MoveToFront(el)
+		return el.Value.(*schemaEntry)
+	}
+	e := &schemaEntry{key: key, done: make(chan struct{})}
+	c.entries[key] = c.recent.PushFront(e)
+	for c.recent.Len() > c.size {
+		oldest := c.recent.Back()
+		c.recent.Remove(oldest)
+		delete(c.entries, oldest.Value.(*schemaEntry).key)
+	}
+	// Ends when the compilation does; an entry evicted meanwhile is still
+	// completed for those waiting on it.
+	go func() {
+		defer close(e.done)
+		defer func() {
+			// Outside input must not crash the process, even through
+			// a bug of the compiler.
+			if r := recover(); r != nil {
+				e.schema, e.err = nil, fmt.Errorf("response_schema: the compiler failed: %v", r)
+			}
+		}()
+		e.schema, e.err = c.compile(raw)
+	}()
+	return e
 }
 
 // Validate checks that content is JSON satisfying the schema. A Markdown code
@@ -53,7 +188,7 @@ func (s *Schema) Validate(content string) error {
 		return fmt.Errorf("answer is not JSON: %w", err)
 	}
 	if err := s.compiled.Validate(inst); err != nil {
-		return fmt.Errorf("answer does not satisfy response_schema: %s", oneLine(err.Error()))
+		return schemaError("answer does not satisfy response_schema", err)
 	}
 	return nil
 }

@@ -1,0 +1,295 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// nested returns depth levels of {"items": …} around an empty schema.
+func nested(depth int) map[string]any {
+	s := map[string]any{}
+	for range depth - 1 {
+		s = map[string]any{"items": s}
+	}
+	return s
+}
+
+// wideSchema is an object schema with n string properties.
+func wideSchema(n int) map[string]any {
+	props := map[string]any{}
+	for i := range n {
+		props[fmt.Sprintf("p%d", i)] = map[string]any{"type": "string"}
+	}
+	return map[string]any{"type": "object", "properties": props}
+}
+
+func TestCheckSchemaLimits(t *testing.T) {
+	deepArray := []any{}
+	for range MaxSchemaDepth - 2 {
+		deepArray = []any{deepArray}
+	}
+	tests := []struct {
+		name string
+		doc  map[string]any
+		ok   bool
+	}{
+		{"as deep as allowed", nested(MaxSchemaDepth), true},
+		{"one level too deep", nested(MaxSchemaDepth + 1), false},
+		{"arrays as deep as allowed", map[string]any{"enum": deepArray}, true},
+		{"arrays one level too deep", map[string]any{"enum": []any{deepArray}}, false},
+		{"100,000 levels", nested(100_000), false},
+		// {"description":"…"} is 18 bytes around the string.
+		{"exactly the size", map[string]any{"description": strings.Repeat("x", MaxSchemaBytes-18)}, true},
+		{"one byte over the size", map[string]any{"description": strings.Repeat("x", MaxSchemaBytes-17)}, false},
+		{"many properties within the size", wideSchema(2400), true},
+		{"many properties over the size", wideSchema(5000), false},
+		{"bytes over the size", map[string]any{"x": make([]byte, MaxSchemaBytes)}, false},
+		{"NaN", map[string]any{"maximum": math.NaN()}, false},
+		{"infinity", map[string]any{"maximum": math.Inf(1)}, false},
+		{"scalars of every kind", map[string]any{"a": nil, "b": true, "c": int64(3), "d": uint8(4), "e": 1.5, "f": float32(2), "g": []byte("x")}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := CheckSchema(tt.doc)
+			runtime.ReadMemStats(&after)
+			if (err == nil) != tt.ok {
+				t.Fatalf("CheckSchema = %v, want ok %v", err, tt.ok)
+			}
+			if err == nil {
+				if raw, _ := json.Marshal(tt.doc); len(raw) > MaxSchemaBytes {
+					t.Errorf("CheckSchema passed %d bytes of JSON", len(raw))
+				}
+			}
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+				t.Errorf("CheckSchema allocated %d KiB", grew>>10)
+			}
+		})
+	}
+}
+
+// TestCompileSchemaChecksTheEncodedSize: CheckSchema counts a lower bound;
+// characters that JSON escapes make the encoding longer, and CompileSchema
+// measures it exactly before compiling.
+func TestCompileSchemaChecksTheEncodedSize(t *testing.T) {
+	doc := map[string]any{"description": strings.Repeat("<", MaxSchemaBytes/2)} // "\u003c" each
+	if err := CheckSchema(doc); err != nil {
+		t.Fatalf("CheckSchema: %v", err)
+	}
+	if _, err := CompileSchema(doc); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("CompileSchema = %v, want the size refused", err)
+	}
+}
+
+// TestCompileSchemaBoundsPatterns: one 21 KB pattern would compile to about
+// 130 MB; the patterns of a schema are measured before they are compiled.
+func TestCompileSchemaBoundsPatterns(t *testing.T) {
+	pattern := func(p string) map[string]any {
+		return map[string]any{"type": "string", "pattern": p}
+	}
+	manyOf := func(n int, p string) map[string]any {
+		props := map[string]any{}
+		for i := range n {
+			// Each differs, so none is compiled once for all.
+			props[fmt.Sprintf("p%d", i)] = pattern(fmt.Sprintf("^%d", i) + p)
+		}
+		return map[string]any{"properties": props}
+	}
+	tests := []struct {
+		name string
+		doc  map[string]any
+		ok   bool
+	}{
+		{"one huge pattern", pattern(strings.Repeat("a{1000}", 3000)), false},
+		{"nested repetition", pattern("(a{1,100}){1,10}b{1,1000}"), true},
+		{"too many large patterns", manyOf(30, ".{1,1000}"), false},
+		{"a few large patterns", manyOf(20, ".{1,1000}"), true},
+		{"one pattern used many times", map[string]any{"items": pattern(".{1,1000}"), "prefixItems": []any{
+			pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"),
+			pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"),
+			pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"),
+			pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"),
+			pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"), pattern(".{1,1000}"),
+		}}, true},
+		{"patternProperties count too", map[string]any{"patternProperties": map[string]any{strings.Repeat("b{1000}", 60): map[string]any{}}}, false},
+		{"an invalid pattern", pattern("(unclosed"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			_, err := CompileSchema(tt.doc)
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			grew := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%v, %d KiB allocated: %v", took, grew>>10, err)
+			if err != nil && len(err.Error()) > 600 {
+				t.Errorf("error text of %d bytes", len(err.Error()))
+			}
+			if (err == nil) != tt.ok {
+				t.Fatalf("CompileSchema = %v, want ok %v", err, tt.ok)
+			}
+			if grew > 64<<20 {
+				t.Errorf("compiling allocated %d MiB", grew>>20)
+			}
+		})
+	}
+}
+
+// TestCompileSchemaLargestAllowed compiles schemas at the limits, to show that
+// none allowed is slow: the reason a compilation needs no more bound than the
+// wait for it being cancellable (see TestSchemaCacheCompileHonoursContext).
+func TestCompileSchemaLargestAllowed(t *testing.T) {
+	var refs strings.Builder
+	refs.WriteString(`{"$ref":"#/$defs/d0","$defs":{`)
+	n := 0
+	for ; refs.Len() < MaxSchemaBytes-1000; n++ {
+		fmt.Fprintf(&refs, `"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"type":"integer"}]},`, n, n+1)
+	}
+	fmt.Fprintf(&refs, `"d%d":{"type":"string"}}}`, n)
+	refChain := mustJSON(t, refs.String())
+	for name, doc := range map[string]map[string]any{
+		"widest":      wideSchema(2400),
+		"deepest":     nested(MaxSchemaDepth),
+		"longest ref": refChain,
+	} {
+		start := time.Now()
+		if _, err := CompileSchema(doc); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		took := time.Since(start)
+		t.Logf("%s: compiled in %v", name, took)
+		if took > 20*time.Second { // generous: -race on a busy machine
+			t.Errorf("%s: compiling took %v", name, took)
+		}
+	}
+}
+
+// countingCache is a cache of size whose compilations are counted and, while
+// gate is open, held back until it is closed.
+func countingCache(size int, gate chan struct{}) (*SchemaCache, *atomic.Int32) {
+	c := NewSchemaCache(size)
+	var n atomic.Int32
+	compile := c.compile
+	c.compile = func(raw []byte) (*Schema, error) {
+		n.Add(1)
+		if gate != nil {
+			<-gate
+		}
+		return compile(raw)
+	}
+	return c, &n
+}
+
+func TestSchemaCacheCompilesEachSchemaOnce(t *testing.T) {
+	c, compiled := countingCache(2, nil)
+	ctx := context.Background()
+	a := func() map[string]any { return map[string]any{"type": "object", "required": []any{"a"}} }
+	first, err := c.Compile(ctx, a())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.Compile(ctx, a()) // an equal schema, decoded anew
+	if err != nil || second != first {
+		t.Fatalf("second compilation: %p, %v; want the cached %p", second, err, first)
+	}
+	bad := map[string]any{"type": 12}
+	for range 2 {
+		if _, err := c.Compile(ctx, bad); err == nil {
+			t.Fatal("a schema that does not compile was accepted")
+		}
+	}
+	if got := compiled.Load(); got != 2 {
+		t.Fatalf("%d compilations for one good and one bad schema, want 2", got)
+	}
+	if _, err := c.Compile(ctx, map[string]any{"type": "string"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Len() != 2 {
+		t.Fatalf("cache holds %d schemas, want its size 2", c.Len())
+	}
+	if _, err := c.Compile(ctx, a()); err != nil { // evicted: compiled again
+		t.Fatal(err)
+	}
+	if got := compiled.Load(); got != 4 {
+		t.Fatalf("%d compilations, want 4 (the least recently used was evicted)", got)
+	}
+	if _, err := c.Compile(ctx, nested(MaxSchemaDepth+1)); err == nil || compiled.Load() != 4 {
+		t.Fatalf("a schema over the limits: %v after %d compilations; want refused before compiling", err, compiled.Load())
+	}
+}
+
+// TestSchemaCacheCompileHonoursContext is the shutdown path of a compilation:
+// the compiler cannot be interrupted, so the wait for it is. A caller whose
+// context ends returns at once; the compilation finishes in the background
+// and serves the next request with the same schema. Requests waiting for one
+// schema share its compilation.
+func TestSchemaCacheCompileHonoursContext(t *testing.T) {
+	gate := make(chan struct{})
+	c, compiled := countingCache(4, gate)
+	doc := map[string]any{"type": "string"}
+
+	var waiting sync.WaitGroup
+	shared := make(chan error, 1)
+	waiting.Add(1)
+	go func() {
+		defer waiting.Done()
+		_, err := c.Compile(context.Background(), doc)
+		shared <- err
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	go func() {
+		_, err := c.Compile(ctx, doc)
+		returned <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let both wait on the held compilation
+	cancel()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Compile after cancel = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Compile did not return when its context ended")
+	}
+	close(gate)
+	waiting.Wait()
+	if err := <-shared; err != nil {
+		t.Fatalf("the other waiter: %v", err)
+	}
+	if _, err := c.Compile(context.Background(), doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := compiled.Load(); got != 1 {
+		t.Fatalf("%d compilations, want 1 shared by every caller", got)
+	}
+}
+
+func TestSchemaCacheSurvivesACompilerPanic(t *testing.T) {
+	c := NewSchemaCache(1)
+	c.compile = func([]byte) (*Schema, error) { panic("boom") }
+	if _, err := c.Compile(context.Background(), map[string]any{}); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("Compile = %v, want the panic as an error", err)
+	}
+}
+
+func mustJSON(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(s), &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}

@@ -1,0 +1,167 @@
+package chain
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"regexp"
+	"regexp/syntax"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Limits on a request's response_schema. A schema is outside input whose cost
+// is far out of proportion to its size: compiling one nested n levels deep
+// costs about n³ (20 KB of {"items": … took 11.6 s and 16.5 GB), and one
+// 21 KB pattern can compile to 130 MB. Each limit is checked before the work
+// it bounds.
+const (
+	// MaxSchemaBytes is the largest response_schema, in bytes of its JSON
+	// encoding. Real answer schemas are a few KiB; 64 KiB compiles in well
+	// under a second.
+	MaxSchemaBytes = 64 << 10
+	// MaxSchemaDepth is the deepest nesting of objects and arrays in a
+	// response_schema, the schema object itself being level 1. A nested
+	// property costs two levels ("properties", then its schema), so 32
+	// allows about 15 levels of nested objects in the answer.
+	MaxSchemaDepth = 32
+	// MaxSchemaPatternSize bounds the regular expressions of a
+	// response_schema (pattern, patternProperties), in compiled program
+	// instructions, all patterns together. Counted repetition multiplies:
+	// "a{1000}" is seven bytes and a thousand instructions of about 40
+	// bytes each. 50,000 is a few dozen realistic patterns, or 2 MB.
+	MaxSchemaPatternSize = 50_000
+)
+
+// CheckSchema refuses a response_schema over MaxSchemaDepth or
+// MaxSchemaBytes, or holding a number JSON cannot carry. It walks the decoded
+// value without recursing, and stops as soon as a limit is passed, so its cost
+// is bounded by the limits, not by the value: it is meant to run before the
+// schema is marshalled or compiled. The size it counts is a lower bound of
+// the JSON encoding; CompileSchema checks the exact size after marshalling.
+func CheckSchema(doc map[string]any) error {
+	type node struct {
+		v     any
+		depth int
+	}
+	stack := []node{{doc, 1}}
+	size := 0
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		switch v := n.v.(type) {
+		case map[string]any:
+			if n.depth > MaxSchemaDepth {
+				return fmt.Errorf("response_schema nests deeper than %d levels", MaxSchemaDepth)
+			}
+			size += len(`{}`) + max(len(v)-1, 0) // braces and commas
+			for k, e := range v {
+				size += len(k) + len(`"":`)
+				if size > MaxSchemaBytes {
+					break
+				}
+				stack = append(stack, node{e, n.depth + 1})
+			}
+		case []any:
+			if n.depth > MaxSchemaDepth {
+				return fmt.Errorf("response_schema nests deeper than %d levels", MaxSchemaDepth)
+			}
+			size += len(`[]`) + max(len(v)-1, 0) // brackets and commas
+			if size > MaxSchemaBytes {
+				break
+			}
+			for _, e := range v {
+				stack = append(stack, node{e, n.depth + 1})
+			}
+		case string:
+			size += len(v) + len(`""`)
+		case []byte: // msgpack bin, marshalled as base64
+			size += base64.StdEncoding.EncodedLen(len(v)) + len(`""`)
+		case float64:
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("response_schema holds %v, which JSON cannot carry", v)
+			}
+			size++
+		case float32:
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("response_schema holds %v, which JSON cannot carry", v)
+			}
+			size++
+		case nil:
+			size += len(`null`)
+		case bool:
+			size += len(`true`)
+		default: // integers and the like: a digit at least
+			size++
+		}
+		if size > MaxSchemaBytes {
+			return fmt.Errorf("response_schema is larger than %d bytes as JSON", MaxSchemaBytes)
+		}
+	}
+	return nil
+}
+
+// patternBudget compiles the regular expressions of one schema while their
+// total program size stays within MaxSchemaPatternSize. Each pattern is
+// measured from its parse tree, before the compilation that would expand its
+// repetitions.
+type patternBudget struct {
+	left int
+	// seen holds the patterns compiled so far: the compiler meets each
+	// pattern twice (checking the schema against its metaschema, then
+	// compiling it), and a pattern repeated in a schema costs memory once.
+	seen map[string]*regexp.Regexp
+}
+
+func newPatternBudget() *patternBudget {
+	return &patternBudget{left: MaxSchemaPatternSize, seen: map[string]*regexp.Regexp{}}
+}
+
+// compile is a jsonschema.RegexpEngine.
+func (b *patternBudget) compile(s string) (jsonschema.Regexp, error) {
+	if re, ok := b.seen[s]; ok {
+		return re, nil
+	}
+	tree, err := syntax.Parse(s, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	size := progSize(tree)
+	if size > b.left {
+		return nil, fmt.Errorf("the patterns of response_schema are too large: over %d regexp instructions in all", MaxSchemaPatternSize)
+	}
+	re, err := regexp.Compile(s)
+	if err != nil {
+		return nil, err
+	}
+	b.left -= size
+	b.seen[s] = re
+	return re, nil
+}
+
+// maxProgSize is where progSize stops counting, far above any budget, so that
+// nested repetitions cannot overflow it.
+const maxProgSize = 1 << 30
+
+// progSize estimates the instructions the regexp compiler emits for re: a
+// counted repetition is its body that many times over. The parser bounds the
+// tree's height at 1,000, so the recursion stays shallow.
+func progSize(re *syntax.Regexp) int {
+	var n int
+	switch re.Op {
+	case syntax.OpLiteral:
+		n = len(re.Rune)
+	case syntax.OpRepeat:
+		count := re.Max
+		if count < 0 { // x{n,}: n copies and a star
+			count = re.Min + 1
+		}
+		n = max(count, 1) * (progSize(re.Sub[0]) + 1)
+	default:
+		n = 1
+		for _, sub := range re.Sub {
+			n += progSize(sub)
+		}
+	}
+	return min(n, maxProgSize)
+}
