@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,9 +48,6 @@ const (
 	HeaderRequestSeq = "Detour-Request-Seq"
 )
 
-// maxIDLen is the longest request id; ids become subject tokens.
-const maxIDLen = 128
-
 // Request is a request as published on detour.requests.<chain> (DESIGN.md §3).
 type Request struct {
 	ID             string            `msgpack:"id,omitempty" json:"id,omitempty"`
@@ -86,13 +83,13 @@ func DetectEncoding(data []byte, header nats.Header) (Encoding, error) {
 		media, _, err := mime.ParseMediaType(ct)
 		switch {
 		case err != nil:
-			return 0, fmt.Errorf("%w: unreadable Content-Type %q", ErrBadRequest, ct)
+			return 0, fmt.Errorf("%w: unreadable Content-Type %s", ErrBadRequest, quote(ct))
 		case media == "application/json":
 			return JSON, nil
 		case media == "application/msgpack", media == "application/x-msgpack", media == "application/vnd.msgpack":
 			return MsgPack, nil
 		default:
-			return 0, fmt.Errorf("%w: unsupported Content-Type %q (want application/json or application/msgpack)", ErrBadRequest, ct)
+			return 0, fmt.Errorf("%w: unsupported Content-Type %s (want application/json or application/msgpack)", ErrBadRequest, quote(ct))
 		}
 	}
 	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
@@ -143,39 +140,49 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 			return fmt.Errorf("%w: messages[%d].role is required", ErrBadRequest, i)
 		}
 	}
-	if d.MaxTokens < 0 {
-		return fmt.Errorf("%w: max_tokens must not be negative", ErrBadRequest)
+	if d.MaxTokens < 0 || d.MaxTokens > MaxMaxTokens {
+		return fmt.Errorf("%w: max_tokens must be between 0 and %d", ErrBadRequest, MaxMaxTokens)
 	}
-	if d.Temperature != nil && *d.Temperature < 0 {
-		return fmt.Errorf("%w: temperature must not be negative", ErrBadRequest)
+	if t := d.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0) || *t < 0) {
+		// msgpack can carry NaN and infinities; JSON can carry neither, and
+		// no provider takes them.
+		return fmt.Errorf("%w: temperature must be a finite number, not negative", ErrBadRequest)
+	}
+	if d.ResponseSchema != nil {
+		// Bounded here, before anything costs: compiling a schema costs
+		// far more than its size (about the cube of its depth).
+		if err := chain.CheckSchema(d.ResponseSchema); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadRequest, err)
+		}
 	}
 	if d.Deadline != "" {
 		t, err := time.Parse(time.RFC3339, d.Deadline)
 		if err != nil {
-			return fmt.Errorf("%w: deadline %q is not RFC 3339", ErrBadRequest, d.Deadline)
+			return fmt.Errorf("%w: deadline %s is not RFC 3339", ErrBadRequest, quote(d.Deadline))
 		}
 		d.DeadlineAt = t
 	}
 	if d.ReplyTo == "" {
 		d.ReplyTo = header.Get(HeaderReplyTo)
 	}
-	if d.ReplyTo == "" {
+	if d.ReplyTo == "" || d.ReplyTo == ResultSubject(d.ID) {
+		// The id is valid, so its own result subject is too.
 		d.ReplyTo = ResultSubject(d.ID)
 		return nil
 	}
-	if IsResultSubject(d.ReplyTo) && d.ReplyTo != ResultSubject(d.ID) {
+	if IsResultSubject(d.ReplyTo) {
 		// The results stream is the record of every request's answer: a
 		// reply stored under another id would pass for that request's.
-		return fmt.Errorf("%w: %q is another request's result subject", ErrBadReplySubject, d.ReplyTo)
+		return fmt.Errorf("%w: %s is another request's result subject", ErrBadReplySubject, quote(d.ReplyTo))
 	}
 	return ValidateReplySubject(d.ReplyTo, replyPrefixes)
 }
 
 // ChainRequest is what the chain is asked for this request; a
 // response_schema is compiled here, and one that does not compile makes the
-// request a bad one.
+// request a bad one. The processor compiles through its cache instead.
 func (r Request) ChainRequest() (chain.Request, error) {
-	req := chain.Request{ID: r.ID, Messages: r.Messages, MaxTokens: r.MaxTokens, Temperature: r.Temperature}
+	req := r.chainRequest()
 	if r.ResponseSchema != nil {
 		schema, err := chain.CompileSchema(r.ResponseSchema)
 		if err != nil {
@@ -186,44 +193,9 @@ func (r Request) ChainRequest() (chain.Request, error) {
 	return req, nil
 }
 
-// ValidateID checks that a request id can stand as one subject token.
-func ValidateID(id string) error {
-	switch {
-	case id == "":
-		return fmt.Errorf("%w: id is empty", ErrBadRequest)
-	case len(id) > maxIDLen:
-		return fmt.Errorf("%w: id is longer than %d bytes", ErrBadRequest, maxIDLen)
-	case strings.ContainsAny(id, ".*> \t\r\n\f\v\x00"):
-		return fmt.Errorf("%w: id %q must be one subject token (no '.', '*', '>' or spaces)", ErrBadRequest, id)
-	}
-	return nil
-}
-
-// ValidateReplySubject refuses a reply subject that is not a plain publish
-// subject under one of the allowed prefixes, so that no request can make a
-// processor publish to an API subject such as $JS.API.….
-func ValidateReplySubject(subject string, prefixes []string) error {
-	if !validPublishSubject(subject) {
-		return fmt.Errorf("%w: %q is not a valid publish subject", ErrBadReplySubject, subject)
-	}
-	for _, p := range prefixes {
-		if strings.HasPrefix(subject, p) && len(subject) > len(p) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %q must start with one of %s", ErrBadReplySubject, subject, strings.Join(prefixes, ", "))
-}
-
-func validPublishSubject(s string) bool {
-	if s == "" || strings.ContainsAny(s, " \t\r\n\f\v\x00") {
-		return false
-	}
-	for _, tok := range strings.Split(s, ".") {
-		if tok == "" || tok == "*" || tok == ">" {
-			return false
-		}
-	}
-	return true
+// chainRequest is the request for the chain, without its schema.
+func (r Request) chainRequest() chain.Request {
+	return chain.Request{ID: r.ID, Messages: r.Messages, MaxTokens: r.MaxTokens, Temperature: r.Temperature}
 }
 
 // EncodeResult encodes a result in the request's format.

@@ -524,32 +524,3 @@ func TestDecodeRequestHugeLengths(t *testing.T) {
 		})
 	}
 }
-
-// TestDecodeRequestNestedSchema checks that a legitimately deep schema, in
-// either encoding, still decodes.
-func TestDecodeRequestNestedSchema(t *testing.T) {
-	schema := map[string]any{"type": "string"}
-	for range 500 {
-		schema = map[string]any{"type": "object", "properties": map[string]any{"x": schema}, "enum": []any{1, "a", nil, true, 2.5}}
-	}
-	req := stream.Request{ID: "deep", Messages: []chain.Message{{Role: "user"}}, ResponseSchema: schema}
-	for _, enc := range []stream.Encoding{stream.JSON, stream.MsgPack} {
-		var data []byte
-		var err error
-		if enc == stream.JSON {
-			data, err = json.Marshal(req)
-		} else {
-			data, err = msgpack.Marshal(req)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := stream.DecodeRequest(data, nats.Header{}, 1, prefixes)
-		if err != nil {
-			t.Fatalf("%s: %v", enc.ContentType(), err)
-		}
-		if got, want := normaliseSchema(t, d.ResponseSchema), normaliseSchema(t, schema); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: nested schema changed in decoding", enc.ContentType())
-		}
-	}
-}

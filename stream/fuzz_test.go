@@ -3,8 +3,10 @@ package stream_test
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
@@ -80,6 +82,9 @@ func FuzzDecodeRequest(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.body, s.withCT, s.isJ, s.msgID, s.replyTo, s.seq)
 	}
+	for _, s := range hostileSeeds(f) {
+		f.Add(s.body, false, false, s.msgID, s.replyTo, uint64(1))
+	}
 	// A deeply nested msgpack schema: {"messages":[...],"response_schema":{"a":[[[[...]]]]}}.
 	deep := append([]byte{0x82}, minimal[1:]...)
 	deep = append(deep, 0xaf)
@@ -122,8 +127,24 @@ func FuzzDecodeRequest(f *testing.F) {
 				t.Fatalf("accepted messages[%d] without a role", i)
 			}
 		}
-		if err := stream.ValidateReplySubject(d.ReplyTo, prefixes); err != nil {
-			t.Fatalf("accepted reply subject %q: %v", d.ReplyTo, err)
+		if d.ReplyTo != stream.ResultSubject(d.ID) {
+			if err := stream.ValidateReplySubject(d.ReplyTo, prefixes); err != nil {
+				t.Fatalf("accepted reply subject %q: %v", d.ReplyTo, err)
+			}
+		}
+		if !utf8.ValidString(d.ReplyTo) || len(d.ReplyTo) > max(stream.MaxReplySubjectLen, len(stream.ResultSubject(d.ID))) {
+			t.Fatalf("accepted reply subject %q of %d bytes", d.ReplyTo, len(d.ReplyTo))
+		}
+		if d.MaxTokens < 0 || d.MaxTokens > stream.MaxMaxTokens {
+			t.Fatalf("accepted max_tokens %d", d.MaxTokens)
+		}
+		if tp := d.Temperature; tp != nil && (math.IsNaN(*tp) || math.IsInf(*tp, 0) || *tp < 0) {
+			t.Fatalf("accepted temperature %v", *tp)
+		}
+		if d.ResponseSchema != nil {
+			if err := chain.CheckSchema(d.ResponseSchema); err != nil {
+				t.Fatalf("accepted a response_schema outside the limits: %v", err)
+			}
 		}
 		if d.Deadline != "" && d.DeadlineAt.IsZero() {
 			t.Fatalf("deadline %q accepted but not parsed", d.Deadline)
@@ -138,4 +159,53 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// hostileSeed is a request body with the headers that carry outside values.
+type hostileSeed struct {
+	body           []byte
+	msgID, replyTo string
+}
+
+// hostileSeeds are requests each of which, taken as it came, would knock a
+// processor off NATS, spoil a subject, header or log line, or cost far more
+// than its size.
+func hostileSeeds(f *testing.F) []hostileSeed {
+	f.Helper()
+	mp := func(r stream.Request) []byte {
+		b, err := msgpack.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return b
+	}
+	base := func() stream.Request {
+		return stream.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}}
+	}
+	longReply := "_INBOX." + strings.Repeat("x", 5000)
+	withReply := base()
+	withReply.ReplyTo = longReply
+	badID := base()
+	badID.ID = "a\xffb\u200b"
+	nan, inf := math.NaN(), math.Inf(1)
+	withNaN, withInf := base(), base()
+	withNaN.Temperature, withInf.Temperature = &nan, &inf
+	hugeTokens := base()
+	hugeTokens.MaxTokens = math.MaxInt64
+	nested := `{"messages":[{"role":"user"}],"response_schema":` +
+		strings.Repeat(`{"items":`, 9990) + `{}` + strings.Repeat(`}`, 9990) + `}`
+	return []hostileSeed{
+		{body: mp(withReply)},
+		{body: mp(base()), replyTo: longReply},
+		{body: mp(base()), replyTo: "_INBOX.a\u00a0b"},
+		{body: mp(base()), msgID: "id\u3000with\u2028spaces"},
+		{body: mp(base()), msgID: "\x1b[31mred"},
+		{body: mp(badID)},
+		{body: mp(withNaN)},
+		{body: mp(withInf)},
+		{body: mp(hugeTokens)},
+		{body: []byte(`{"messages":[{"role":"user"}],"temperature":1e400}`)},
+		{body: []byte(`{"messages":[{"role":"user"}],"max_tokens":10000000000}`)},
+		{body: []byte(nested)},
+	}
 }

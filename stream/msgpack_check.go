@@ -3,12 +3,17 @@ package stream
 import (
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/msgpackwalk"
 )
 
-// maxMsgpackDepth bounds the nesting of a msgpack body, as encoding/json
-// bounds JSON's, so that a body of nested arrays cannot exhaust the stack.
-const maxMsgpackDepth = 10000
+// maxMsgpackDepth bounds the nesting of a msgpack body before it is decoded,
+// so that a body of nested arrays neither exhausts the stack nor makes the
+// decoder build a value only to refuse it (100,000 levels decode into 33 MB).
+// The deepest part of a request is its response_schema, one level below the
+// root and at most chain.MaxSchemaDepth deep; a result nests three levels.
+// The margin leaves room for fields yet to come.
+const maxMsgpackDepth = chain.MaxSchemaDepth + 8
 
 // unmarshalMsgpack decodes data after checkMsgpack has vouched for it.
 func unmarshalMsgpack(data []byte, v any) error {

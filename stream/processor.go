@@ -58,6 +58,8 @@ type Processor struct {
 	js      jetstream.JetStream
 	dlq     *deadletter.Publisher
 	results jetstream.Stream
+	// schemas compiles response schemas, once per distinct schema.
+	schemas *chain.SchemaCache
 }
 
 // NewProcessor returns a Processor; the topology must already exist.
@@ -72,7 +74,8 @@ func NewProcessor(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cf
 	if err != nil {
 		return nil, fmt.Errorf("stream: opening %s: %w", ResultsStream, err)
 	}
-	return &Processor{cfg: cfg, nc: nc, js: js, dlq: deadletter.NewPublisher(js), results: results}, nil
+	return &Processor{cfg: cfg, nc: nc, js: js, dlq: deadletter.NewPublisher(js), results: results,
+		schemas: chain.NewSchemaCache(chain.SchemaCacheSize)}, nil
 }
 
 // Handle processes one delivery of chainName and settles it: ack, NAK (with
@@ -113,16 +116,15 @@ func (d *delivery) handle(ctx context.Context) {
 	req, err := DecodeRequest(data, d.msg.Headers(), d.meta.Sequence.Stream, d.p.cfg.ReplyPrefixes)
 	d.req = req
 	if err != nil {
+		if ValidateID(req.ID) != nil {
+			// Not fit for a log field; the error quotes it, cut short.
+			d.req.ID = ""
+		}
 		reason := deadletter.ReasonBadRequest
 		if errors.Is(err, ErrBadReplySubject) {
 			reason = deadletter.ReasonBadReplySubject
 		}
 		d.deadLetter(ctx, reason, err, nil)
-		return
-	}
-	chainReq, err := req.ChainRequest()
-	if err != nil {
-		d.deadLetter(ctx, deadletter.ReasonBadRequest, err, nil)
 		return
 	}
 	runner, ok := d.p.cfg.Chains[d.chain]
@@ -154,7 +156,22 @@ func (d *delivery) handle(ctx context.Context) {
 	}
 	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
 	defer cancelRun()
+	// Compiling a schema can take a while too: it runs under the heartbeat,
+	// and a shutdown or the deadline ends the wait for it.
 	stopBeat := d.heartbeat(runCtx)
+	chainReq, err := d.chainRequest(runCtx)
+	if err != nil {
+		stopBeat()
+		switch {
+		case ctx.Err() != nil:
+			d.nak(0, "shutdown")
+		case runCtx.Err() != nil:
+			d.expire(ctx, nil)
+		default:
+			d.deadLetter(ctx, deadletter.ReasonBadRequest, err, nil)
+		}
+		return
+	}
 	res, err := runner.Run(runCtx, chainReq)
 	stopBeat()
 	d.annotate(&res)
@@ -178,6 +195,21 @@ func (d *delivery) handle(ctx context.Context) {
 	default: // the request's own deadline ended the run
 		d.expire(ctx, res.Attempts)
 	}
+}
+
+// chainRequest is what the chain is asked for this request, its
+// response_schema compiled through the processor's cache.
+func (d *delivery) chainRequest(ctx context.Context) (chain.Request, error) {
+	req := d.req.chainRequest()
+	if d.req.ResponseSchema == nil {
+		return req, nil
+	}
+	schema, err := d.p.schemas.Compile(ctx, d.req.ResponseSchema)
+	if err != nil {
+		return req, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	req.Schema = schema
+	return req, nil
 }
 
 // deadline is the request's deadline, or its publish time plus the TTL.

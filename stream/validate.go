@@ -1,0 +1,130 @@
+package stream
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/detourhq/detour/internal/text"
+)
+
+// Limits on the outside values that become subjects, headers and log fields.
+// Each is checked when a request is decoded, so a request outside them is
+// dead-lettered before anything is published for it.
+const (
+	// MaxIDLen is the longest request id, in bytes. An id is a subject
+	// token (detour.results.<id>), a Nats-Msg-Id and a log field.
+	MaxIDLen = 128
+	// MaxReplySubjectLen is the longest reply subject, in bytes. A NATS
+	// server drops a connection that sends a protocol line longer than its
+	// max_control_line (4 KiB by default), and the client then closes for
+	// good: one request could knock a processor off NATS. 256 bytes is far
+	// below that, leaves the line room for the reply size and the header
+	// size, and is well above any inbox a client library makes
+	// (_INBOX.<22 characters>.<token>).
+	MaxReplySubjectLen = 256
+	// MaxReplySubjectTokens is the most '.'-separated tokens a reply subject
+	// may have; servers and clients split subjects into tokens on every
+	// publish, and no inbox needs more than a handful.
+	MaxReplySubjectTokens = 16
+	// MaxMaxTokens is the largest max_tokens a request may ask for: above
+	// the output limit of any model today, so a larger value is a mistake,
+	// refused before a provider is paid to say so.
+	MaxMaxTokens = 1_000_000
+)
+
+// quoteLimit is how much of an outside value an error quotes, in bytes: enough
+// to recognise it, never so much that one value fills a log line or the
+// Detour-DLQ-Error header.
+const quoteLimit = 64
+
+// quote quotes an outside value for an error text, cut to quoteLimit bytes.
+func quote(s string) string {
+	return strconv.Quote(text.Cut(s, quoteLimit))
+}
+
+// ValidateID checks that a request id can stand as one subject token, header
+// value and log field: at most MaxIDLen bytes of valid UTF-8, every character
+// printable and none a space of any script, a control or format (invisible)
+// character, '.', '*' or '>'. Letters of any script are welcome.
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: id is empty", ErrBadRequest)
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("%w: id is longer than %d bytes", ErrBadRequest, MaxIDLen)
+	case !utf8.ValidString(id):
+		// msgpack strings, and header values, may hold any bytes.
+		return fmt.Errorf("%w: id %s is not valid UTF-8", ErrBadRequest, quote(id))
+	}
+	for _, r := range id {
+		if !idRune(r) {
+			return fmt.Errorf("%w: id %s must be one subject token (no '.', '*', '>', spaces or invisible characters)", ErrBadRequest, quote(id))
+		}
+	}
+	return nil
+}
+
+// idRune reports whether r may appear in a request id.
+func idRune(r rune) bool {
+	switch {
+	case r == '.', r == '*', r == '>':
+		return false // a token separator and the wildcards
+	case unicode.IsSpace(r), unicode.IsControl(r), unicode.Is(unicode.Cf, r):
+		// A space splits a subject; a control or format character (a
+		// zero-width space, a bidi mark, a terminal escape) makes two ids
+		// that print alike, or rewrites the terminal that shows a log.
+		return false
+	}
+	return unicode.IsPrint(r)
+}
+
+// ValidateReplySubject refuses a reply subject that is not a plain publish
+// subject under one of the allowed prefixes, so that no request can make a
+// processor publish to an API subject such as $JS.API.…, and none can make it
+// send a subject the server would drop its connection for. A plain publish
+// subject here is at most MaxReplySubjectLen bytes of printable ASCII without
+// spaces, in at most MaxReplySubjectTokens non-empty tokens, none of them a
+// wildcard ('*' or '>').
+func ValidateReplySubject(subject string, prefixes []string) error {
+	if err := checkPublishSubject(subject); err != nil {
+		return fmt.Errorf("%w: %s %v", ErrBadReplySubject, quote(subject), err)
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(subject, p) && len(subject) > len(p) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s must start with one of %s", ErrBadReplySubject, quote(subject), strings.Join(prefixes, ", "))
+}
+
+// checkPublishSubject says what keeps s from being a plain publish subject.
+// It reads s once, whatever its length.
+func checkPublishSubject(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("is empty")
+	case len(s) > MaxReplySubjectLen:
+		return fmt.Errorf("is %d bytes long, over the limit of %d", len(s), MaxReplySubjectLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("holds %q at byte %d (only printable ASCII without spaces)", c, i)
+		}
+	}
+	tokens := strings.Split(s, ".")
+	if len(tokens) > MaxReplySubjectTokens {
+		return fmt.Errorf("has %d tokens, over the limit of %d", len(tokens), MaxReplySubjectTokens)
+	}
+	for _, tok := range tokens {
+		switch tok {
+		case "":
+			return fmt.Errorf("has an empty token")
+		case "*", ">":
+			return fmt.Errorf("has the wildcard token %q", tok)
+		}
+	}
+	return nil
+}
