@@ -77,25 +77,6 @@ func (s *bodyScenario) kvValue(key string, v any) bool {
 	return true
 }
 
-// cooldownTTL is the server TTL of the primary's cooldown key.
-func (s *bodyScenario) cooldownTTL() time.Duration {
-	s.h.t.Helper()
-	ctx := context.Background()
-	kvs, err := s.h.js.Stream(ctx, "KV_"+kvstate.Bucket)
-	if err != nil {
-		s.h.t.Fatal(err)
-	}
-	raw, err := kvs.GetLastMsgForSubject(ctx, "$KV."+kvstate.Bucket+"."+kvstate.CooldownKey("primary"))
-	if err != nil {
-		s.h.t.Fatalf("no cooldown key: %v", err)
-	}
-	ttl, err := time.ParseDuration(raw.Header.Get("Nats-TTL"))
-	if err != nil {
-		s.h.t.Fatalf("cooldown TTL %q: %v", raw.Header.Get("Nats-TTL"), err)
-	}
-	return ttl
-}
-
 // wantNothingWritten fails if the primary has a health or cooldown key: the
 // failure was not an outage.
 func (s *bodyScenario) wantNothingWritten() {
@@ -140,7 +121,7 @@ func TestOutOfCreditOpensAuthCooldown(t *testing.T) {
 		if !s.kvValue(kvstate.CooldownKey("primary"), &c) || c.Class != chain.ClassAuth || c.DurationS != 7 {
 			t.Fatalf("cooldown %+v, want 7 s of auth", c)
 		}
-		if ttl := s.cooldownTTL(); ttl != 7*time.Second {
+		if _, ttl := s.h.storedCooldown("primary"); ttl != 7*time.Second {
 			t.Fatalf("cooldown TTL %v, want auth_cooldown 7s", ttl)
 		}
 	})

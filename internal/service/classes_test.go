@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -144,22 +143,9 @@ chains:
 	if got := limited.Requests(); got != 1 {
 		t.Fatalf("limited received %d requests, want 1", got)
 	}
-	ctx := context.Background()
-	kvStream, err := h.js.Stream(ctx, "KV_"+kvstate.Bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := kvStream.GetLastMsgForSubject(ctx, "$KV."+kvstate.Bucket+"."+kvstate.CooldownKey("limited"))
-	if err != nil {
-		t.Fatalf("no cooldown key: %v", err)
-	}
-	ttl, err := time.ParseDuration(raw.Header.Get("Nats-TTL"))
-	if err != nil || ttl != 120*time.Second {
-		t.Fatalf("cooldown TTL header %q, want 120s", raw.Header.Get("Nats-TTL"))
-	}
-	var c kvstate.Cooldown
-	if err := json.Unmarshal(raw.Data, &c); err != nil {
-		t.Fatal(err)
+	c, ttl := h.storedCooldown("limited")
+	if ttl != 120*time.Second {
+		t.Fatalf("cooldown TTL %v, want 120s", ttl)
 	}
 	if c.DurationS != 120 || c.Class != chain.ClassRateLimit {
 		t.Fatalf("cooldown %+v, want 120 s of rate_limit", c)
