@@ -119,6 +119,9 @@ func (p *Publisher) Publish(ctx context.Context, l Letter) error {
 		}
 		msg.Header.Set(HeaderAttempts, string(attempts))
 	}
+	// The request fitted the server, but the headers added here may not:
+	// cut it down rather than fail to store it on every delivery.
+	fit(msg, p.js.Conn().MaxPayload())
 	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("deadletter: publishing to %s: %w", msg.Subject, err)
 	}

@@ -109,6 +109,10 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 	if m.Chain == "" || strings.ContainsAny(m.Chain, ".*>") {
 		return fail("stored under an unexpected subject %q", SubjectPrefix+m.Chain)
 	}
+	if m.Header.Get(HeaderTrimmed) != "" {
+		return fail("it was cut down to fit the server (original body %s bytes, %d kept), so it no longer holds the request",
+			cmp.Or(m.Header.Get(HeaderOriginalSize), "?"), len(m.Data))
+	}
 	r := Replayed{Seq: m.Seq, Chain: m.Chain, RequestID: m.RequestID, Subject: requestsPrefix + m.Chain}
 	fields := readFields(m.Data, m.Header)
 	body := m.Data

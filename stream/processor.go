@@ -294,6 +294,14 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 			d.p.cfg.Metrics.Answered(d.chain, d.p.cfg.Now().Sub(d.meta.Timestamp))
 			return
 		}
+		if errors.Is(err, errTooLarge) {
+			// Retrying cannot help and the answer cannot be delivered: say
+			// so to the requester and keep the request, instead of paying
+			// the provider again on every redelivery until it ages out.
+			res.Content = ""
+			d.fail(ctx, deadletter.ReasonTooLarge, res, err)
+			return
+		}
 		if ctx.Err() != nil { // shutdown: another processor takes it at once
 			d.nak(0, "shutdown")
 			return
@@ -314,8 +322,11 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 }
 
 // Publishing a result is tried publishAttempts times, waiting from
-// publishRetryBase and doubling, before the request is given back.
+// publishRetryBase and doubling, before the request is given back. A result
+// keeps resultMargin bytes free below the server's max payload for the
+// headers that differ between the stored copy and the reply.
 const (
+	resultMargin     = 256
 	publishAttempts  = 5
 	publishRetryBase = 250 * time.Millisecond
 	publishTimeout   = 5 * time.Second
@@ -411,14 +422,32 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 	return true
 }
 
+// errTooLarge marks a result that does not fit the server's max payload.
+var errTooLarge = errors.New("too large for the server")
+
 // publishResult stores the result under detour.results.<id> and, when the
-// request named another reply subject, publishes it there too.
+// request named another reply subject, publishes it there too. An ok result
+// that does not fit the server's max payload is refused with errTooLarge; a
+// failed one is cut down to fit (metadata, then attempts), since it must
+// reach the requester whatever it carried.
 func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
 	data, err := EncodeResult(res, d.req.Encoding)
 	if err != nil {
 		return fmt.Errorf("encoding result: %w", err)
 	}
 	stored := d.resultMsg(ResultSubject(d.req.ID), data, res)
+	if limit := d.p.nc.MaxPayload() - resultMargin; limit > 0 && payloadSize(stored) > limit {
+		if res.Status == chain.StatusOK {
+			return fmt.Errorf("answer of %d bytes (a %d-byte result) does not fit the server's max payload of %d bytes: %w",
+				len(res.Content), payloadSize(stored), d.p.nc.MaxPayload(), errTooLarge)
+		}
+		if res.Metadata == nil && res.Attempts == nil {
+			return fmt.Errorf("failed result of %d bytes: %w", payloadSize(stored), errTooLarge)
+		}
+		res.Metadata, res.Attempts = nil, nil
+		res.Error += " (metadata and attempts left out: too large for the server)"
+		return d.publishResult(ctx, res)
+	}
 	ack, err := d.p.js.PublishMsg(ctx, stored)
 	if err != nil {
 		return fmt.Errorf("storing result: %w", err)
@@ -462,3 +491,7 @@ func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nat
 	m.Header.Set(HeaderRequestSeq, strconv.FormatUint(d.meta.Sequence.Stream, 10))
 	return m
 }
+
+// payloadSize is what the server counts against its max payload: the
+// encoded headers and the body.
+func payloadSize(m *nats.Msg) int64 { return int64(m.Size() - len(m.Subject) - len(m.Reply)) }

@@ -15,7 +15,6 @@ import (
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/kvstate"
-	"github.com/detourhq/detour/stream"
 )
 
 // TestInvalidAnswersFallThrough is acceptance 6 of the failure-semantics
@@ -132,15 +131,7 @@ chains:
 					t.Errorf("attempt %+v, want invalid_output or request", a)
 				}
 			}
-			// The request is settled for good: nothing pending, nothing to redeliver.
-			cons, err := h.js.Consumer(context.Background(), stream.RequestsStream, stream.ConsumerName("default"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, 5*time.Second, "the request to be settled", func() bool {
-				info, err := cons.Info(context.Background())
-				return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.NumRedelivered == 0
-			})
+			waitSettled(t, h, "default")
 		})
 	}
 }
