@@ -22,6 +22,7 @@ import (
 	"github.com/detourhq/detour/internal/demo"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/service"
+	"github.com/detourhq/detour/stream"
 )
 
 func main() {
@@ -163,9 +164,26 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		}()
 		logger.Info("serving /metrics, /healthz and /readyz", "addr", settings.MetricsAddr)
 	}
+	// A connection closed for good stops the processor like a signal, and
+	// it exits non-zero saying why, so that its supervisor restarts it.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	go func() { // ends with runCtx, at the latest when serve returns
+		select {
+		case err := <-conn.Lost():
+			stopRun(err)
+		case <-runCtx.Done():
+		}
+	}()
 	if demoMode {
-		go func() { _ = demo.Trickle(ctx, conn.Conn, 2*time.Second, logger) }()
+		go func() { _ = demo.Trickle(runCtx, conn.Conn, 2*time.Second, logger) }()
 		logger.Info("demo: try `go run ./cmd/publisher \"hello\"` in another terminal")
 	}
-	return p.Run(ctx)
+	if err := p.Run(runCtx); err != nil {
+		return err
+	}
+	if cause := context.Cause(runCtx); errors.Is(cause, stream.ErrConnectionLost) {
+		return cause
+	}
+	return nil
 }

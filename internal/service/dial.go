@@ -18,31 +18,43 @@ import (
 type Conn struct {
 	*nats.Conn
 	embedded *server.Server
+	lost     chan error // receives why, should the connection close for good
 }
 
 // Dial connects as the settings say: to DETOUR_NATS_URL, or to an embedded
-// server it starts on DETOUR_LISTEN with its store in dataDir.
+// server it starts on DETOUR_LISTEN with its store in dataDir. Either way the
+// client reconnects without limit, and disconnects and reconnects are logged.
 func Dial(s config.Settings, dataDir, name string, logger *slog.Logger) (*Conn, error) {
+	c := &Conn{lost: make(chan error, 1)}
 	opts := connectOptions(s, name)
 	if s.NATSURL != "" {
 		nc, err := stream.Connect(s.NATSURL, opts)
 		if err != nil {
 			return nil, err
 		}
-		return &Conn{Conn: nc}, nil
+		c.Conn = nc
+	} else {
+		srv, err := stream.StartEmbedded(s.Listen, dataDir)
+		if err != nil {
+			return nil, err
+		}
+		logger.Info("embedded NATS server started", "listen", s.Listen, "data_dir", dataDir)
+		nc, err := nats.Connect(srv.ClientURL(), nats.Name(name), nats.InProcessServer(srv), nats.MaxReconnects(-1))
+		if err != nil {
+			srv.Shutdown()
+			return nil, fmt.Errorf("service: connecting to the embedded server: %w", err)
+		}
+		c.Conn, c.embedded = nc, srv
 	}
-	srv, err := stream.StartEmbedded(s.Listen, dataDir)
-	if err != nil {
-		return nil, err
-	}
-	logger.Info("embedded NATS server started", "listen", s.Listen, "data_dir", dataDir)
-	nc, err := nats.Connect(srv.ClientURL(), nats.Name(name), nats.InProcessServer(srv))
-	if err != nil {
-		srv.Shutdown()
-		return nil, fmt.Errorf("service: connecting to the embedded server: %w", err)
-	}
-	return &Conn{Conn: nc, embedded: srv}, nil
+	stream.WatchConnection(c.Conn, logger, func(err error) { c.lost <- err })
+	return c, nil
 }
+
+// Lost receives, once, why the connection closed for good, if it does
+// other than by Close. The client reconnects without limit, so this is a
+// refusal it does not retry (credentials refused twice in a row) or a
+// protocol error; the processor cannot go on without NATS.
+func (c *Conn) Lost() <-chan error { return c.lost }
 
 // Close drains the connection (pending acks and publishes are flushed), then
 // stops the embedded server, if any, last.

@@ -99,12 +99,20 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer p.consuming.Store(false)
 	// Not ready from the moment the stop begins: the drain that follows
 	// takes no new work.
-	stopReady := context.AfterFunc(ctx, func() { p.consuming.Store(false) })
+	stopReady := context.AfterFunc(ctx, func() {
+		p.consuming.Store(false)
+		p.opts.Logger.Info("shutting down: taking no new requests; those in flight may finish",
+			"shutdown_timeout", p.opts.Settings.ShutdownTimeout, "cause", context.Cause(ctx))
+	})
 	defer stopReady()
-	return stream.Consume(ctx, p.js, p.handler, stream.ConsumerConfig{
+	err := stream.Consume(ctx, p.js, p.handler, stream.ConsumerConfig{
 		Chains: p.chains, Workers: p.opts.Settings.Workers,
 		ShutdownTimeout: p.opts.Settings.ShutdownTimeout, Logger: p.opts.Logger,
 	})
+	if err == nil && ctx.Err() != nil {
+		p.opts.Logger.Info("shutdown complete")
+	}
+	return err
 }
 
 // Ready reports whether the processor takes work: consuming, and connected
