@@ -86,7 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 	fs.Float64Var(&f.rate, "rate", 0, "publish `n` requests per second (0: as fast as possible)")
 	fs.StringVar(&f.schema, "schema", "", "JSON Schema `file` put into the response_schema of each request that has none")
 	fs.BoolVar(&f.wait, "wait", true, "wait for the results and print them (-wait=false only publishes)")
-	fs.DurationVar(&f.timeout, "timeout", time.Minute, "how long to wait for results after the last request is published (0: until interrupted)")
+	fs.DurationVar(&f.timeout, "timeout", time.Minute, "how long to wait for results after the last request is published, and to retry a failed publish (0: until interrupted)")
 	fs.BoolVar(&f.json, "json", false, "print each result as one JSON line, and the summary as a final JSON line")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: publisher [flags] PROMPT\n       publisher [flags] -f requests.jsonl")
@@ -194,6 +194,9 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	bar := newProgress(stderr, len(reqs), f.wait)
 	enc := json.NewEncoder(stdout)
 	opts := client.Options{Wait: f.wait, Rate: f.rate, Timeout: f.timeout, OnPublished: bar.published, OnResult: bar.result, Stop: stop}
+	opts.OnRetry = func(err error) {
+		bar.above(func() { fmt.Fprintf(stderr, "publisher: publishing failed, retrying: %v\n", err) })
+	}
 	if f.json && f.wait {
 		opts.OnResult = func(o client.Outcome) {
 			bar.above(func() { _ = enc.Encode(o.Result) })

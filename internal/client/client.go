@@ -85,9 +85,14 @@ type Options struct {
 	// as fast as possible. See Pacer.
 	Rate float64
 	// Timeout bounds the wait for results once the last request is
-	// published; 0 waits until the context ends. Publishing itself is bounded
-	// only by the context, so a slow -rate does not eat into the wait.
+	// published, and how long one failed publish is retried (a server
+	// restart); 0 waits and retries until the context ends. Publishing
+	// itself is not bounded by it, so a slow -rate does not eat into the
+	// wait.
 	Timeout time.Duration
+	// OnRetry, if set, is called with the error of each publish that is
+	// about to be retried.
+	OnRetry func(error)
 	// OnPublished is called after each request is published, OnResult once
 	// per result that arrives. Calls are never concurrent with each other;
 	// they run on the client's goroutines and must return quickly.
@@ -198,7 +203,7 @@ func (c *Client) publishAll(ctx context.Context, chainName string, reqs []stream
 			return i, err
 		}
 		at := time.Now()
-		ack, err := c.publish(ctx, chainName, r)
+		ack, err := c.publishRetrying(pacing, chainName, r, opts.Timeout, i > 0, opts.OnRetry)
 		if err != nil {
 			col.unsent(i, err)
 			return i, err
@@ -242,7 +247,7 @@ func (c *Client) publish(ctx context.Context, chainName string, r stream.Request
 	ack, err := c.js.PublishMsg(ctx, msg)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-			return nil, fmt.Errorf("client: no stream takes %s: is chain %q configured and a processor started?", msg.Subject, chainName)
+			return nil, fmt.Errorf("client: %w %s: is chain %q configured and a processor started?", errNoStream, msg.Subject, chainName)
 		}
 		return nil, fmt.Errorf("client: publishing request %s: %w", r.ID, err)
 	}
