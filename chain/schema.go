@@ -20,6 +20,7 @@ import (
 // must satisfy before the answer may win. It is safe for concurrent use.
 type Schema struct {
 	compiled *jsonschema.Schema
+	patterns *matchBudget
 }
 
 // schemaURL is the name the request's schema is compiled under; it is never
@@ -28,7 +29,8 @@ const schemaURL = "detour:response_schema"
 
 // CompileSchema compiles a request's response_schema. A schema outside the
 // limits of CheckSchema, or whose patterns exceed MaxSchemaPatternSize, is
-// refused before it costs. References outside the schema itself are refused:
+// refused before it costs; one that could cost more than
+// MaxSchemaEvaluations to check an answer against is refused once compiled. References outside the schema itself are refused:
 // a request must not make the processor read files or fetch URLs.
 func CompileSchema(doc map[string]any) (*Schema, error) {
 	raw, err := schemaJSON(doc)
@@ -64,7 +66,10 @@ func compileSchemaJSON(raw []byte) (*Schema, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{}) // no scheme may be loaded
-	c.UseRegexpEngine(newPatternBudget().compile)
+	match := &matchBudget{}
+	patterns := newPatternBudget(match)
+	defer patterns.closed.Store(true)
+	c.UseRegexpEngine(patterns.compile)
 	if err := c.AddResource(schemaURL, parsed); err != nil {
 		return nil, schemaError("response_schema", err)
 	}
@@ -72,7 +77,10 @@ func compileSchemaJSON(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, schemaError("response_schema", err)
 	}
-	return &Schema{compiled: compiled}, nil
+	if err := checkEvaluations(compiled); err != nil {
+		return nil, err
+	}
+	return &Schema{compiled: compiled, patterns: match}, nil
 }
 
 // maxSchemaErrorText is how much of the compiler's or validator's error text
@@ -181,13 +189,29 @@ func (c *SchemaCache) entry(raw []byte) *schemaEntry {
 }
 
 // Validate checks that content is JSON satisfying the schema. A Markdown code
-// fence around the JSON, which models often add, is tolerated.
+// fence around the JSON, which models often add, is tolerated. An answer
+// nested deeper than MaxAnswerDepth, or whose strings would cost more than
+// MaxPatternWork to match, fails. Checks against one Schema run one at a
+// time: each has that budget to itself.
 func (s *Schema) Validate(content string) error {
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(stripFence(content)))
+	content = stripFence(content)
+	if jsonDeeperThan(content, MaxAnswerDepth) {
+		// Checked before parsing: a recursive schema's cost grows with
+		// the answer's depth (see MaxSchemaEvaluations).
+		return fmt.Errorf("answer nests deeper than %d levels", MaxAnswerDepth)
+	}
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(content))
 	if err != nil {
 		return fmt.Errorf("answer is not JSON: %w", err)
 	}
-	if err := s.compiled.Validate(inst); err != nil {
+	s.patterns.mu.Lock()
+	defer s.patterns.mu.Unlock()
+	s.patterns.left, s.patterns.spent = MaxPatternWork, false
+	err = s.compiled.Validate(inst)
+	if s.patterns.spent {
+		return fmt.Errorf("answer is too long to check against the patterns of response_schema (over %d instructions × bytes)", MaxPatternWork)
+	}
+	if err != nil {
 		return schemaError("answer does not satisfy response_schema", err)
 	}
 	return nil

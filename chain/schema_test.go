@@ -23,6 +23,15 @@ func nested(depth int) map[string]any {
 	return s
 }
 
+// objects is n empty objects.
+func objects(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = map[string]any{}
+	}
+	return out
+}
+
 // wideSchema is an object schema with n string properties.
 func wideSchema(n int) map[string]any {
 	props := map[string]any{}
@@ -51,6 +60,8 @@ func TestCheckSchemaLimits(t *testing.T) {
 		{"exactly the size", map[string]any{"description": strings.Repeat("x", MaxSchemaBytes-18)}, true},
 		{"one byte over the size", map[string]any{"description": strings.Repeat("x", MaxSchemaBytes-17)}, false},
 		{"many properties within the size", wideSchema(2400), true},
+		{"as many objects as allowed", map[string]any{"allOf": objects(MaxSchemaObjects - 1)}, true},
+		{"one object too many", map[string]any{"allOf": objects(MaxSchemaObjects)}, false},
 		{"many properties over the size", wideSchema(5000), false},
 		{"bytes over the size", map[string]any{"x": make([]byte, MaxSchemaBytes)}, false},
 		{"NaN", map[string]any{"maximum": math.NaN()}, false},
@@ -163,6 +174,7 @@ func TestCompileSchemaLargestAllowed(t *testing.T) {
 		"widest":      wideSchema(2400),
 		"deepest":     nested(MaxSchemaDepth),
 		"longest ref": refChain,
+		"most parts":  {"allOf": objects(MaxSchemaObjects - 1)},
 	} {
 		start := time.Now()
 		if _, err := CompileSchema(doc); err != nil {
@@ -292,4 +304,127 @@ func mustJSON(t *testing.T, s string) map[string]any {
 		t.Fatal(err)
 	}
 	return doc
+}
+
+// branchingDefs is a schema of n definitions, each "anyOf" two references to
+// the next: 2^n paths for one value.
+func branchingDefs(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"$ref":"#/$defs/d0","$defs":{`)
+	for i := range n {
+		fmt.Fprintf(&b, `"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]},`, i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, `"d%d":{"type":"string"}}}`, n)
+	return b.String()
+}
+
+// TestCompileSchemaBoundsEvaluations: references let a small schema make the
+// validator, which cannot be interrupted, take exponential time on every
+// answer. Such schemas are refused when compiled; schemas that are merely
+// large or recursive are not.
+func TestCompileSchemaBoundsEvaluations(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		ok   bool
+	}{
+		{"branching definitions (1.3 KB, 4 s per answer)", branchingDefs(20), false},
+		{"branching definitions (2.6 KB, years per answer)", branchingDefs(40), false},
+		{"a few branching definitions", branchingDefs(10), true},
+		{"recursion that branches at every level", `{"$defs":{"n":{"type":"object","properties":{"c":{"anyOf":[{"$ref":"#/$defs/n"},{"$ref":"#/$defs/n"}]}}}},"$ref":"#/$defs/n"}`, false},
+		{"recursion that branches through two paths", `{"$defs":{"n":{"properties":{"c":{"$ref":"#/$defs/m"},"d":{"$ref":"#/$defs/m"}}},"m":{"allOf":[{"$ref":"#/$defs/n"},{"$ref":"#/$defs/n"}]}},"$ref":"#/$defs/n"}`, false},
+		{"a tree", `{"$defs":{"node":{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#/$defs/node"}}}}},"$ref":"#/$defs/node"}`, true},
+		{"a linked list with a choice", `{"$defs":{"l":{"anyOf":[{"type":"null"},{"type":"object","properties":{"next":{"$ref":"#/$defs/l"}}}]}},"$ref":"#/$defs/l"}`, true},
+		{"a reference to itself", `{"$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`, true},
+		{"dynamic references", `{"$dynamicAnchor":"node","type":"object","properties":{"kids":{"type":"array","items":{"$dynamicRef":"#node"}}}}`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := CompileSchema(mustJSON(t, tt.doc))
+			took := time.Since(start)
+			if (err == nil) != tt.ok {
+				t.Fatalf("CompileSchema = %v, want ok %v", err, tt.ok)
+			}
+			if took > 5*time.Second {
+				t.Errorf("compiling took %v", took)
+			}
+		})
+	}
+	// The largest schemas allowed otherwise stay within the bound.
+	if _, err := CompileSchema(wideSchema(2400)); err != nil {
+		t.Errorf("the widest schema: %v", err)
+	}
+	if _, err := CompileSchema(map[string]any{"allOf": objects(MaxSchemaObjects - 1)}); err != nil {
+		t.Errorf("as many parts as allowed: %v", err)
+	}
+}
+
+// TestValidateBoundsAnswerDepth: a recursive schema admits answers of any
+// depth, and checking one costs more the deeper it is; an answer deeper than
+// MaxAnswerDepth is refused before it is parsed.
+func TestValidateBoundsAnswerDepth(t *testing.T) {
+	s, err := CompileSchema(mustJSON(t, `{"$defs":{"l":{"anyOf":[{"type":"null"},{"type":"object","properties":{"next":{"$ref":"#/$defs/l"}}}]}},"$ref":"#/$defs/l"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chainOf := func(depth int) string {
+		return strings.Repeat(`{"next":`, depth) + `null` + strings.Repeat(`}`, depth)
+	}
+	if err := s.Validate(chainOf(MaxAnswerDepth)); err != nil {
+		t.Errorf("an answer as deep as allowed: %v", err)
+	}
+	if err := s.Validate("```json\n" + chainOf(MaxAnswerDepth+1) + "\n```"); err == nil || !strings.Contains(err.Error(), "deeper than") {
+		t.Errorf("an answer one level too deep: %v, want refused for its depth", err)
+	}
+	if err := s.Validate(`{"next":{"next":null},"note":"[[[[ ]]]] {{{{"}`); err != nil {
+		t.Errorf("brackets inside a string counted: %v", err)
+	}
+	if !jsonDeeperThan(`[[["\"]"]]]`, 2) || jsonDeeperThan(`[["\\"],"[[["]`, 2) {
+		t.Error("jsonDeeperThan misreads escapes inside strings")
+	}
+}
+
+// TestValidateBoundsPatternWork: Go's matcher takes time in proportion to
+// the pattern's program and the string, so a short pattern of many counted
+// repetitions takes seconds on a few KB of answer. Matching stops at
+// MaxPatternWork and the answer fails, saying why; ordinary patterns match
+// long strings, and checks of one schema from many goroutines each get the
+// whole budget.
+func TestValidateBoundsPatternWork(t *testing.T) {
+	heavy, err := CompileSchema(map[string]any{"type": "object", "properties": map[string]any{
+		"a": map[string]any{"type": "string", "pattern": strings.Repeat(".{0,1000}", 20) + "x"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = heavy.Validate(`{"a":"` + strings.Repeat("a", 10_000) + `"}`)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("checking took %v", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "too long to check") {
+		t.Fatalf("Validate = %v, want the pattern work refused", err)
+	}
+
+	light, err := CompileSchema(map[string]any{"type": "object", "properties": map[string]any{
+		"a": map[string]any{"type": "string", "pattern": "^a+$"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := light.Validate(`{"a":"` + strings.Repeat("a", 100_000) + `"}`); err != nil {
+				t.Errorf("a long string against a short pattern: %v", err)
+			}
+			if err := light.Validate(`{"a":"b"}`); err == nil {
+				t.Error("a string against its pattern was accepted")
+			}
+		}()
+	}
+	wg.Wait()
 }
