@@ -90,7 +90,7 @@ func idRune(r rune) bool {
 // wildcard ('*' or '>').
 func ValidateReplySubject(subject string, prefixes []string) error {
 	if err := checkPublishSubject(subject); err != nil {
-		return fmt.Errorf("%w: %s %v", ErrBadReplySubject, quote(subject), err)
+		return fmt.Errorf("%w: %s is not a valid publish subject: %v", ErrBadReplySubject, quote(subject), err)
 	}
 	for _, p := range prefixes {
 		if strings.HasPrefix(subject, p) && len(subject) > len(p) {
@@ -105,25 +105,25 @@ func ValidateReplySubject(subject string, prefixes []string) error {
 func checkPublishSubject(s string) error {
 	switch {
 	case s == "":
-		return fmt.Errorf("is empty")
+		return fmt.Errorf("it is empty")
 	case len(s) > MaxReplySubjectLen:
-		return fmt.Errorf("is %d bytes long, over the limit of %d", len(s), MaxReplySubjectLen)
+		return fmt.Errorf("it is %d bytes long, over the limit of %d", len(s), MaxReplySubjectLen)
 	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c <= ' ' || c > '~' {
-			return fmt.Errorf("holds %q at byte %d (only printable ASCII without spaces)", c, i)
+			return fmt.Errorf("it holds %q at byte %d (only printable ASCII without spaces)", c, i)
 		}
 	}
 	tokens := strings.Split(s, ".")
 	if len(tokens) > MaxReplySubjectTokens {
-		return fmt.Errorf("has %d tokens, over the limit of %d", len(tokens), MaxReplySubjectTokens)
+		return fmt.Errorf("it has %d tokens, over the limit of %d", len(tokens), MaxReplySubjectTokens)
 	}
 	for _, tok := range tokens {
 		switch tok {
 		case "":
-			return fmt.Errorf("has an empty token")
+			return fmt.Errorf("it has an empty token")
 		case "*", ">":
-			return fmt.Errorf("has the wildcard token %q", tok)
+			return fmt.Errorf("it has the wildcard token %q", tok)
 		}
 	}
 	return nil
