@@ -9,5 +9,13 @@
 // first success after failures resets the count. A processor applies its own
 // successful writes to its mirror at once instead of waiting for the watcher.
 //
+// The mirror is only as good as its watch, and a watch can end without a
+// word: a bucket deleted and created anew leaves the watcher waiting for
+// revisions of the old one. Store.Run checks the bucket every second and
+// watches again when it is gone, created anew or the connection re-established,
+// recreating the bucket if need be and reloading the mirror from scratch;
+// Store.Following reports whether the mirror follows, for readiness. A write
+// that finds the bucket gone recreates it and is tried on the new one.
+//
 // kvstate knows nothing of messages or chains beyond chain's State contract.
 package kvstate

@@ -2,6 +2,7 @@ package kvstate
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -17,11 +18,14 @@ type versioned[T any] struct {
 // mirrorMap holds the newest known value of one kind of key, by provider.
 type mirrorMap[T any] map[string]versioned[T]
 
-// set stores value at rev unless a newer revision is already held.
-func (m mirrorMap[T]) set(provider string, value T, rev uint64) {
-	if cur, ok := m[provider]; !ok || cur.rev < rev {
-		m[provider] = versioned[T]{value: value, rev: rev}
+// set stores value at rev unless a newer revision is already held; it
+// reports false only in that case.
+func (m mirrorMap[T]) set(provider string, value T, rev uint64) bool {
+	if cur, ok := m[provider]; ok && cur.rev >= rev {
+		return cur.rev == rev
 	}
+	m[provider] = versioned[T]{value: value, rev: rev}
+	return true
 }
 
 // apply folds a watcher entry in: a put stores its value, a delete or purge
@@ -39,5 +43,36 @@ func (m mirrorMap[T]) apply(provider string, e jetstream.KeyValueEntry) error {
 		return err
 	}
 	m[provider] = versioned[T]{value: value, rev: e.Revision()}
+	return nil
+}
+
+// mirror is a local copy of the bucket, one map per kind of key. Revisions
+// are only comparable within one bucket: a mirror is filled from one bucket
+// and replaced whole, never merged, when the bucket is created anew.
+type mirror struct {
+	health    mirrorMap[Health]
+	cooldowns mirrorMap[Cooldown]
+	probes    mirrorMap[Probe]
+}
+
+func newMirror() *mirror {
+	return &mirror{health: mirrorMap[Health]{}, cooldowns: mirrorMap[Cooldown]{}, probes: mirrorMap[Probe]{}}
+}
+
+// apply folds one bucket entry into the mirror, ignoring keys of no kind it
+// knows and entries older than what it holds.
+func (m *mirror) apply(e jetstream.KeyValueEntry) error {
+	provider, kind, ok := strings.Cut(e.Key(), ".")
+	if !ok {
+		return nil
+	}
+	switch kind {
+	case SuffixHealth:
+		return m.health.apply(provider, e)
+	case SuffixCooldown:
+		return m.cooldowns.apply(provider, e)
+	case SuffixProbe:
+		return m.probes.apply(provider, e)
+	}
 	return nil
 }

@@ -88,6 +88,9 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 		return chain.Admission{Until: p.Until}
 	}
 	rev, err := s.kv.Create(ctx, ProbeKey(provider), data, jetstream.KeyTTL(lease))
+	if bucketGone(err) && s.recreateBucket(ctx) == nil {
+		rev, err = s.kv.Create(ctx, ProbeKey(provider), data, jetstream.KeyTTL(lease))
+	}
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			s.opts.Logger.Warn("taking the probe lease", "provider", provider, "err", err)
@@ -100,8 +103,8 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 	}
 	s.mu.Lock()
 	s.held[provider] = rev
-	s.probes.set(provider, p, rev)
 	s.mu.Unlock()
+	s.keep(func(m *mirror) bool { return m.probes.set(provider, p, rev) })
 	s.opts.Logger.Info("probing provider after its cooldown", "provider", provider)
 	return chain.Admission{Allowed: true, Probe: true}
 }
@@ -119,7 +122,8 @@ func (s *Store) ReleaseProbe(ctx context.Context, provider string) error {
 		return nil
 	}
 	err := s.kv.Delete(ctx, ProbeKey(provider), jetstream.LastRevision(rev))
-	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	// A lease that is gone, with its bucket or replaced, needs no release.
+	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyNotFound) && !bucketGone(err) {
 		return fmt.Errorf("kvstate: releasing %s: %w", ProbeKey(provider), err)
 	}
 	return nil
@@ -128,6 +132,6 @@ func (s *Store) ReleaseProbe(ctx context.Context, provider string) error {
 func (s *Store) probe(provider string) (Probe, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	p, ok := s.probes[provider]
+	p, ok := s.m.probes[provider]
 	return p.value, ok
 }

@@ -32,10 +32,10 @@ func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 		names[p] = true
 	}
 	s.mu.RLock()
-	for p := range s.health {
+	for p := range s.m.health {
 		names[p] = true
 	}
-	for p := range s.cooldowns {
+	for p := range s.m.cooldowns {
 		names[p] = true
 	}
 	s.mu.RUnlock()

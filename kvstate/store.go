@@ -8,14 +8,15 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/coalesce"
 )
 
 // Bucket is the KV bucket that holds provider state.
@@ -55,6 +56,9 @@ type Options struct {
 	Logger *slog.Logger
 	// OnCooldown, if set, is called for each cooldown this store opens.
 	OnCooldown func(provider string, c Cooldown)
+	// Replicas is the replica count of the bucket when this store recreates
+	// it (OpenBucket's); zero means 1.
+	Replicas int
 }
 
 // Store is a processor's view of the bucket: a mirror fed by a watcher plus
@@ -62,12 +66,14 @@ type Options struct {
 type Store struct {
 	js   jetstream.JetStream
 	kv   jetstream.KeyValue
+	conn *nats.Conn // js's connection, whose reconnects end a watch; nil without js
 	opts Options
 
-	mu        sync.RWMutex
-	health    mirrorMap[Health]
-	cooldowns mirrorMap[Cooldown]
-	probes    mirrorMap[Probe]
+	mu sync.RWMutex
+	m  *mirror
+	// loading is the mirror being filled by a reload, nil when none runs;
+	// this store's own writes go to it too, so the swap loses none.
+	loading *mirror
 	// held maps a provider to the revision of the probe lease this store
 	// created and has not released.
 	held map[string]uint64
@@ -75,14 +81,27 @@ type Store struct {
 	// writing holds a one-slot channel per provider that serialises this
 	// store's health writes (see writeSlot).
 	writing sync.Map
+
+	// following is set while the mirror follows the bucket (see Following).
+	following atomic.Bool
+	// recheck asks the watch to check the bucket now, not at its next tick:
+	// a write found the bucket gone or newer than the mirror.
+	recheck chan struct{}
+	// recreate makes one re-creation of the bucket for every writer that
+	// finds it gone at once.
+	recreate coalesce.Gate
+	// watchMu guards loaded, the watch Load opened for Run to follow.
+	watchMu sync.Mutex
+	loaded  *bucketWatch
 }
 
 var _ chain.State = (*Store)(nil)
 
 // New returns a Store on kv, the bucket OpenBucket opened through js; call
-// Start before using it. js replaces a cooldown key atomically (a publish
-// with an expected revision and a per-message TTL, which KeyValue lacks); it
-// may be nil for a store that only reads (status, watch).
+// Start, or Load and Run, before using it. js replaces a cooldown key
+// atomically (a publish with an expected revision and a per-message TTL,
+// which KeyValue lacks) and recreates the bucket if it is deleted; it may be
+// nil for a store that only reads (status, watch).
 func New(js jetstream.JetStream, kv jetstream.KeyValue, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -90,65 +109,42 @@ func New(js jetstream.JetStream, kv jetstream.KeyValue, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Store{js: js, kv: kv, opts: opts, health: mirrorMap[Health]{}, cooldowns: mirrorMap[Cooldown]{},
-		probes: mirrorMap[Probe]{}, held: map[string]uint64{}}
+	s := &Store{js: js, kv: kv, opts: opts, m: newMirror(), held: map[string]uint64{},
+		recheck: make(chan struct{}, 1), recreate: coalesce.Gate{Every: recreateEvery, Timeout: recreateTimeout}}
+	if js != nil {
+		s.conn = js.Conn()
+	}
+	return s
 }
 
-// Start loads the bucket into the mirror and returns once it holds every
-// current value. The watcher goroutine it starts keeps the mirror current and
-// ends when ctx ends.
-func (s *Store) Start(ctx context.Context) error {
-	w, err := s.kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("kvstate: watching %s: %w", Bucket, err)
-	}
-	for e := range w.Updates() {
-		if e == nil { // end of the initial values
-			go s.follow(ctx, w)
-			return nil
-		}
-		s.apply(e)
-	}
-	return fmt.Errorf("kvstate: watcher of %s closed before the initial values: %w", Bucket, context.Cause(ctx))
-}
-
-func (s *Store) follow(ctx context.Context, w jetstream.KeyWatcher) {
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e != nil {
-				s.apply(e)
-			}
-		}
-	}
-}
-
-// apply folds one bucket entry into the mirror, ignoring entries older than
-// what the mirror holds (the processor's own writes may arrive first).
+// apply folds one entry from the watcher into the mirror, ignoring entries
+// older than what the mirror holds (the processor's own writes may arrive
+// first) and the nil that ends the initial values.
 func (s *Store) apply(e jetstream.KeyValueEntry) {
-	provider, kind, ok := strings.Cut(e.Key(), ".")
-	if !ok {
+	if e == nil {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	var err error
-	switch kind {
-	case SuffixHealth:
-		err = s.health.apply(provider, e)
-	case SuffixCooldown:
-		err = s.cooldowns.apply(provider, e)
-	case SuffixProbe:
-		err = s.probes.apply(provider, e)
-	}
+	err := s.m.apply(e)
+	s.mu.Unlock()
 	if err != nil {
 		s.opts.Logger.Warn("ignoring unreadable value", "key", e.Key(), "err", err)
+	}
+}
+
+// keep applies one of this store's own writes, through set, to the mirror
+// and to the one a reload is filling. A write the mirror does not take
+// because it holds a newer revision is either another processor's later
+// write or a revision of a bucket since deleted; the watch checks which.
+func (s *Store) keep(set func(*mirror) bool) {
+	s.mu.Lock()
+	taken := set(s.m)
+	if s.loading != nil {
+		set(s.loading)
+	}
+	s.mu.Unlock()
+	if !taken {
+		s.checkSoon()
 	}
 }
 
@@ -160,8 +156,8 @@ func (s *Store) apply(e jetstream.KeyValueEntry) {
 // key that was lost) still skips the provider.
 func (s *Store) Cooling(provider string, now time.Time) (time.Time, bool) {
 	s.mu.RLock()
-	c, hasKey := s.cooldowns[provider]
-	h := s.health[provider]
+	c, hasKey := s.m.cooldowns[provider]
+	h := s.m.health[provider]
 	s.mu.RUnlock()
 	until := tripEnd(h.value, chain.CooldownPolicy{})
 	if hasKey && c.value.Until.After(until) {
@@ -190,7 +186,7 @@ func (s *Store) EarliestReopen(providers []string) time.Time {
 func (s *Store) Health(provider string) (Health, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	h, ok := s.health[provider]
+	h, ok := s.m.health[provider]
 	return h.value, ok
 }
 
@@ -198,7 +194,7 @@ func (s *Store) Health(provider string) (Health, bool) {
 func (s *Store) Cooldown(provider string) (Cooldown, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	c, ok := s.cooldowns[provider]
+	c, ok := s.m.cooldowns[provider]
 	return c.value, ok
 }
 
@@ -244,8 +240,12 @@ func (s *Store) RecordSuccess(ctx context.Context, provider string) error {
 	})
 }
 
-// updateHealth applies change to the provider's health with compare-and-set,
-// rereading the value from the server after a conflict.
+// updateHealth applies change to the provider's health with compare-and-set.
+// The mirror's value is the first guess; after a conflict the server's value
+// is read and replaces the mirror's (see refreshHealth) before change is
+// applied again. A bucket found gone is recreated, once, and the write tried
+// on the new one: a failure must not go uncounted because an operator
+// deleted the bucket.
 func (s *Store) updateHealth(ctx context.Context, provider string, change func(Health) (Health, bool)) error {
 	key := HealthKey(provider)
 	release, err := s.writeSlot(ctx, provider)
@@ -254,8 +254,9 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 	}
 	defer release()
 	s.mu.RLock()
-	cur := s.health[provider]
+	cur := s.m.health[provider]
 	s.mu.RUnlock()
+	recreated := false
 	for attempt := range maxCASRetries {
 		next, write := change(cur.value)
 		if !write {
@@ -265,27 +266,45 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 		if err != nil {
 			return fmt.Errorf("kvstate: encoding %s: %w", key, err)
 		}
-		var rev uint64
-		if cur.rev == 0 {
-			rev, err = s.kv.Create(ctx, key, data)
-		} else {
-			rev, err = s.kv.Update(ctx, key, data, cur.rev)
-		}
-		if err == nil {
-			s.remember(provider, next, rev)
+		rev, err := s.writeHealth(ctx, key, data, cur.rev)
+		switch {
+		case err == nil:
+			s.keep(func(m *mirror) bool { return m.health.set(provider, next, rev) })
 			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("kvstate: writing %s: %w", key, err)
-		}
-		if err := casPause(ctx, attempt); err != nil {
+		case bucketGone(err) && !recreated:
+			recreated = true
+			if err := s.recreateBucket(ctx); err != nil {
+				return fmt.Errorf("kvstate: writing %s: %w", key, err)
+			}
+		case casConflict(err):
+			if err := casPause(ctx, attempt); err != nil {
+				return fmt.Errorf("kvstate: writing %s: %w", key, err)
+			}
+		default:
 			return fmt.Errorf("kvstate: writing %s: %w", key, err)
 		}
 		if cur, err = s.fetchHealth(ctx, provider); err != nil {
 			return err
 		}
+		s.refreshHealth(provider, cur)
 	}
 	return fmt.Errorf("kvstate: writing %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
+}
+
+// writeHealth creates key when rev is 0, else updates it at revision rev.
+func (s *Store) writeHealth(ctx context.Context, key string, data []byte, rev uint64) (uint64, error) {
+	if rev == 0 {
+		return s.kv.Create(ctx, key, data)
+	}
+	return s.kv.Update(ctx, key, data, rev)
+}
+
+// casConflict reports whether a compare-and-set failed because the key is
+// not at the revision expected: someone else wrote it, or it is gone (the
+// bucket was created anew). Either way, read it again and retry.
+func casConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) ||
+		errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
 }
 
 // writeSlot serialises this store's health writes for one provider. Without
@@ -335,91 +354,4 @@ func (s *Store) fetchHealth(ctx context.Context, provider string) (versioned[Hea
 		s.opts.Logger.Warn("overwriting unreadable health value", "key", e.Key(), "err", err)
 	}
 	return versioned[Health]{value: h, rev: e.Revision()}, nil
-}
-
-func (s *Store) remember(provider string, h Health, rev uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.health.set(provider, h, rev)
-}
-
-// openCooldown writes the cooldown key with its TTL. A trip is never lost:
-// when a key is still there (another worker's cooldown, or a stale one whose
-// until has passed but which the server has not removed yet, up to about a
-// second late), a cooldown that ends no sooner than c is left alone, so a
-// running cooldown is never shortened; any other is replaced at its revision
-// with a fresh TTL. A conflict means someone else wrote first: read again.
-func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, ttl time.Duration) error {
-	key := CooldownKey(provider)
-	data, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("kvstate: encoding %s: %w", key, err)
-	}
-	for attempt := range maxCASRetries {
-		rev, err := s.kv.Create(ctx, key, data, jetstream.KeyTTL(ttl))
-		if err == nil {
-			s.opened(provider, c, rev)
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("kvstate: opening %s: %w", key, err)
-		}
-		cur, err := s.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			continue // expired meanwhile: create it afresh
-		}
-		if err != nil {
-			return fmt.Errorf("kvstate: reading %s: %w", key, err)
-		}
-		var running Cooldown
-		if json.Unmarshal(cur.Value(), &running) == nil && !running.Until.Before(c.Until) {
-			s.mu.Lock()
-			s.cooldowns.set(provider, running, cur.Revision())
-			s.mu.Unlock()
-			return nil
-		}
-		rev, err = s.replace(ctx, key, data, cur.Revision(), ttl)
-		if err == nil {
-			s.opened(provider, c, rev)
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return fmt.Errorf("kvstate: replacing %s: %w", key, err)
-		}
-		if err := casPause(ctx, attempt); err != nil {
-			return fmt.Errorf("kvstate: opening %s: %w", key, err)
-		}
-	}
-	return fmt.Errorf("kvstate: opening %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
-}
-
-// replace writes value to key at revision rev with a fresh TTL, in one
-// atomic step: KeyValue.Update would make the key permanent, so this
-// publishes to the key's subject with an expected last sequence and a
-// per-message TTL (ADR-43), as KeyValue.Create does for a new key. A
-// conflict is reported as jetstream.ErrKeyRevisionMismatch.
-func (s *Store) replace(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
-	msg := &nats.Msg{Subject: "$KV." + Bucket + "." + key, Data: value, Header: nats.Header{}}
-	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		return 0, fmt.Errorf("%w: %w", jetstream.ErrKeyRevisionMismatch, err)
-	}
-	if err != nil {
-		return 0, err
-	}
-	return ack.Sequence, nil
-}
-
-// opened applies a cooldown this store wrote to its mirror at once and
-// announces it.
-func (s *Store) opened(provider string, c Cooldown, rev uint64) {
-	s.mu.Lock()
-	s.cooldowns.set(provider, c, rev)
-	s.mu.Unlock()
-	if s.opts.OnCooldown != nil {
-		s.opts.OnCooldown(provider, c)
-	}
-	s.opts.Logger.Warn("provider cooling down", "provider", provider, "until", c.Until, "class", c.Class, "trip", c.Trip, "by", c.By)
 }

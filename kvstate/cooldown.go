@@ -1,0 +1,99 @@
+package kvstate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// openCooldown writes the cooldown key with its TTL. A trip is never lost:
+// when a key is still there (another worker's cooldown, or a stale one whose
+// until has passed but which the server has not removed yet, up to about a
+// second late), a cooldown that ends no sooner than c is left alone, so a
+// running cooldown is never shortened; any other is replaced at its revision
+// with a fresh TTL. A conflict means someone else wrote first: read again.
+func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, ttl time.Duration) error {
+	key := CooldownKey(provider)
+	data, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("kvstate: encoding %s: %w", key, err)
+	}
+	recreated := false
+	for attempt := range maxCASRetries {
+		rev, err := s.kv.Create(ctx, key, data, jetstream.KeyTTL(ttl))
+		if err == nil {
+			s.opened(provider, c, rev)
+			return nil
+		}
+		if bucketGone(err) && !recreated {
+			// The trip is recorded in the health value already; the key
+			// must not be lost to a deleted bucket either.
+			recreated = true
+			if err := s.recreateBucket(ctx); err != nil {
+				return fmt.Errorf("kvstate: opening %s: %w", key, err)
+			}
+			continue
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("kvstate: opening %s: %w", key, err)
+		}
+		cur, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue // expired meanwhile: create it afresh
+		}
+		if err != nil {
+			return fmt.Errorf("kvstate: reading %s: %w", key, err)
+		}
+		var running Cooldown
+		if json.Unmarshal(cur.Value(), &running) == nil && !running.Until.Before(c.Until) {
+			s.keep(func(m *mirror) bool { return m.cooldowns.set(provider, running, cur.Revision()) })
+			return nil
+		}
+		rev, err = s.replace(ctx, key, data, cur.Revision(), ttl)
+		if err == nil {
+			s.opened(provider, c, rev)
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("kvstate: replacing %s: %w", key, err)
+		}
+		if err := casPause(ctx, attempt); err != nil {
+			return fmt.Errorf("kvstate: opening %s: %w", key, err)
+		}
+	}
+	return fmt.Errorf("kvstate: opening %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
+}
+
+// replace writes value to key at revision rev with a fresh TTL, in one
+// atomic step: KeyValue.Update would make the key permanent, so this
+// publishes to the key's subject with an expected last sequence and a
+// per-message TTL (ADR-43), as KeyValue.Create does for a new key. A
+// conflict is reported as jetstream.ErrKeyRevisionMismatch.
+func (s *Store) replace(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
+	msg := &nats.Msg{Subject: "$KV." + Bucket + "." + key, Data: value, Header: nats.Header{}}
+	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return 0, fmt.Errorf("%w: %w", jetstream.ErrKeyRevisionMismatch, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// opened applies a cooldown this store wrote to its mirror at once and
+// announces it.
+func (s *Store) opened(provider string, c Cooldown, rev uint64) {
+	s.keep(func(m *mirror) bool { return m.cooldowns.set(provider, c, rev) })
+	if s.opts.OnCooldown != nil {
+		s.opts.OnCooldown(provider, c)
+	}
+	s.opts.Logger.Warn("provider cooling down", "provider", provider, "until", c.Until, "class", c.Class, "trip", c.Trip, "by", c.By)
+}

@@ -1,0 +1,88 @@
+package kvstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const (
+	// recreateEvery is the least time between two re-creations of the
+	// bucket by one store; writers that find it gone sooner share the last.
+	recreateEvery = 500 * time.Millisecond
+	// recreateTimeout bounds one re-creation.
+	recreateTimeout = 10 * time.Second
+)
+
+// errBucketGone marks the bucket found not to exist.
+var errBucketGone = errors.New("bucket does not exist")
+
+// bucketGone reports whether err says the bucket does not exist: a write no
+// stream takes, a read no stream answers, or the API saying so.
+func bucketGone(err error) bool {
+	return errors.Is(err, errBucketGone) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrBucketNotFound)
+}
+
+// recreateBucket creates the bucket again, with OpenBucket as at start, after
+// a write or the watch found it gone: once for every caller that finds it gone
+// at once, and only if it is still gone (another processor may have been
+// first). It also asks the watch to check the bucket, so that the mirror is
+// reloaded from the new one. A store without js cannot: it waits for a
+// processor to do it.
+func (s *Store) recreateBucket(ctx context.Context) error {
+	if s.js == nil {
+		return fmt.Errorf("kvstate: %s: %w", Bucket, errBucketGone)
+	}
+	s.checkSoon()
+	return s.recreate.Do(ctx, func(ctx context.Context) error {
+		if _, err := incarnation(ctx, s.kv); !errors.Is(err, errBucketGone) {
+			return err // back already, or the server cannot say
+		}
+		s.opts.Logger.Warn("provider state bucket missing; recreating it", "bucket", Bucket)
+		if _, err := OpenBucket(ctx, s.js, s.opts.Replicas); err != nil {
+			s.opts.Logger.Warn("recreating the provider state bucket failed; will try again", "bucket", Bucket, "err", err)
+			return err
+		}
+		s.opts.Logger.Info("provider state bucket recreated", "bucket", Bucket)
+		return nil
+	})
+}
+
+// refreshHealth puts the server's health of provider, just read, in the
+// mirror, whatever revision the mirror holds. Revisions never go down within
+// one bucket, so a mirror revision above the server's (or a key the server no
+// longer has) is one of a bucket since deleted: left in place, it would
+// outlive the write, and a probe's success that finds nothing to reset on
+// the server would leave the provider half-open in this mirror for good.
+func (s *Store) refreshHealth(provider string, cur versioned[Health]) {
+	s.mu.Lock()
+	held, ok := s.m.health[provider]
+	stale := ok && held.rev > cur.rev
+	if cur.rev == 0 {
+		delete(s.m.health, provider)
+	} else {
+		s.m.health[provider] = cur
+	}
+	if s.loading != nil && cur.rev != 0 {
+		s.loading.health.set(provider, cur.value, cur.rev)
+	}
+	s.mu.Unlock()
+	if stale {
+		s.checkSoon()
+	}
+}
+
+// checkSoon asks the watch to check the bucket now rather than at its next
+// tick.
+func (s *Store) checkSoon() {
+	select {
+	case s.recheck <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,299 @@
+package kvstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/internal/wait"
+)
+
+const (
+	// checkEvery is how often a watch confirms that the bucket it watches is
+	// still there and still the same bucket. A watcher does not end when its
+	// bucket is deleted and created again: it waits, silent, for revisions
+	// of the old bucket that never come.
+	checkEvery = time.Second
+	// checkTimeout bounds one check.
+	checkTimeout = 2 * time.Second
+	// loadTimeout bounds reading the bucket's current values.
+	loadTimeout = 10 * time.Second
+	// retryBase and retryMax bound the pause before watching again.
+	retryBase = 100 * time.Millisecond
+	retryMax  = 5 * time.Second
+)
+
+// Following reports whether the mirror follows the bucket: its values are
+// loaded, a watcher delivers changes, and the last check found the bucket it
+// watches still there. It is false before Load, while the store watches
+// again after a watch ended, and while the bucket cannot be reached.
+func (s *Store) Following() bool { return s.following.Load() }
+
+// Start loads the bucket into the mirror, returning once it holds every
+// current value, then keeps the mirror following the bucket (Run) in a
+// goroutine that ends when ctx ends. An owner that runs the watch in its own
+// lifecycle calls Load and then Run instead.
+func (s *Store) Start(ctx context.Context) error {
+	if err := s.Load(ctx); err != nil {
+		return err
+	}
+	go func() { _ = s.Run(ctx) }() // ends with ctx
+	return nil
+}
+
+// Load reads the bucket's current values into the mirror, from scratch, and
+// returns once it holds every one. The watch it opens is kept for Run, which
+// follows from there. A store with js recreates the bucket if it is gone.
+func (s *Store) Load(ctx context.Context) error {
+	w, err := s.load(ctx)
+	if err != nil {
+		return err
+	}
+	s.watchMu.Lock()
+	old := s.loaded
+	s.loaded = w
+	s.watchMu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+	return nil
+}
+
+// Run keeps the mirror following the bucket until ctx ends, then returns
+// nil; it never gives up before. When a watch ends (its watcher closed, the
+// bucket deleted or created anew, the connection re-established) the mirror
+// is not following until Run has opened the bucket again (recreating it if
+// gone, when the store can write), reloaded the mirror from scratch, so that
+// keys that no longer exist are dropped, and watches again; tries are spaced
+// by a growing, jittered pause. The end of a watch is logged once at warn,
+// with why, and the mirror following again at info. Call it once per store,
+// after Load or instead of it.
+func (s *Store) Run(ctx context.Context) error {
+	s.watchMu.Lock()
+	w := s.loaded
+	s.loaded = nil
+	s.watchMu.Unlock()
+	lost := "" // why the last watch ended, while none follows
+	tries := 0 // failed loads in a row
+	for {
+		if w == nil {
+			var err error
+			if w, err = s.load(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				log := s.opts.Logger.Debug
+				if tries == 0 {
+					log = s.opts.Logger.Warn
+				}
+				log("watching the provider state bucket failed; will try again", "bucket", Bucket, "err", err)
+				tries++
+				if wait.Sleep(ctx, retryPause(tries)) != nil {
+					return nil
+				}
+				continue
+			}
+			if lost != "" {
+				s.opts.Logger.Info("provider state followed again", "bucket", Bucket, "after", lost)
+				lost = ""
+			}
+			tries = 0
+		}
+		lost = w.follow(ctx, s.recheck, s.apply, s.following.Store)
+		w.stop()
+		w = nil
+		s.following.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.opts.Logger.Warn("provider state watch ended; not ready until it follows again", "bucket", Bucket, "why", lost)
+		// Even the first try waits a moment: a watch that ended with a
+		// server restart or a leader change would fail again at once.
+		if wait.Sleep(ctx, retryPause(0)) != nil {
+			return nil
+		}
+	}
+}
+
+// load opens a watch of the bucket, recreating the bucket first if it is
+// gone and the store can write, and reads its current values into a fresh
+// mirror that replaces the old one once complete.
+func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
+	w, err := openWatch(ctx, s.kv, s.conn)
+	if errors.Is(err, errBucketGone) && s.js != nil {
+		if err = s.recreateBucket(ctx); err == nil {
+			w, err = openWatch(ctx, s.kv, s.conn)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	fresh := newMirror()
+	s.mu.Lock()
+	s.loading = fresh
+	s.mu.Unlock()
+	loaded := false
+	defer func() {
+		if !loaded {
+			s.mu.Lock()
+			s.loading = nil
+			s.mu.Unlock()
+			w.stop()
+		}
+	}()
+	timeout := time.NewTimer(loadTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("kvstate: watcher of %s closed before the initial values", Bucket)
+			case e == nil: // end of the initial values
+				s.mu.Lock()
+				s.m, s.loading = fresh, nil
+				s.mu.Unlock()
+				s.following.Store(true)
+				loaded = true
+				return w, nil
+			}
+			s.mu.Lock()
+			err := fresh.apply(e)
+			s.mu.Unlock()
+			if err != nil {
+				s.opts.Logger.Warn("ignoring unreadable value", "key", e.Key(), "err", err)
+			}
+		case <-timeout.C:
+			return nil, fmt.Errorf("kvstate: reading %s: initial values not read within %s", Bucket, loadTimeout)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kvstate: reading %s: %w", Bucket, context.Cause(ctx))
+		}
+	}
+}
+
+// retryPause is the pause before try n (from 0) to watch again: from
+// retryBase, doubling up to retryMax, the upper half of it at random so that
+// processors that lost the same bucket do not return in step.
+func retryPause(n int) time.Duration {
+	d := min(retryBase<<min(n, 10), retryMax)
+	return d/2 + rand.N(d/2)
+}
+
+// bucketWatch is one watch of every key of the bucket, with what it takes to
+// tell that it ended without a word: which bucket it watches (see
+// incarnation) and how many times the connection had reconnected when it
+// began.
+type bucketWatch struct {
+	jetstream.KeyWatcher
+	kv         jetstream.KeyValue
+	conn       *nats.Conn // nil: reconnects are not checked
+	created    time.Time
+	reconnects uint64
+}
+
+// openWatch watches every key of kv. A bucket that does not exist is
+// reported as errBucketGone.
+func openWatch(ctx context.Context, kv jetstream.KeyValue, conn *nats.Conn) (*bucketWatch, error) {
+	// Read before the watch starts: read after, it could name a bucket
+	// created after the one watched, and hide the difference.
+	created, err := incarnation(ctx, kv)
+	if err != nil {
+		return nil, err
+	}
+	var reconnects uint64
+	if conn != nil {
+		reconnects = conn.Stats().Reconnects
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kvstate: watching %s: %w", Bucket, err)
+	}
+	return &bucketWatch{KeyWatcher: w, kv: kv, conn: conn, created: created, reconnects: reconnects}, nil
+}
+
+// incarnation returns when the bucket's stream was created, which tells a
+// bucket deleted and created again from the one before it: its revisions
+// start over. A bucket that does not exist is reported as errBucketGone.
+func incarnation(ctx context.Context, kv jetstream.KeyValue) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	st, err := kv.Status(ctx)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
+		return time.Time{}, fmt.Errorf("kvstate: %s: %w: %w", Bucket, errBucketGone, err)
+	case err != nil:
+		return time.Time{}, fmt.Errorf("kvstate: checking %s: %w", Bucket, err)
+	}
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		return bs.StreamInfo().Created, nil
+	}
+	return time.Time{}, nil // no stream to tell by: every check matches
+}
+
+// follow hands the watch's entries (nil marks the end of the initial values)
+// to apply until ctx ends, returning "", or until the watch ends, returning
+// why. Its watcher closing ends it; so does a check, every checkEvery and
+// whenever recheck fires, that finds the bucket gone or created anew, or the
+// connection re-established since the watch began (the watcher's consumer
+// is lost with a restarted server, and replaced only after several silent
+// seconds). confirmed, if set, hears after each other check whether it could
+// reach the bucket.
+func (w *bucketWatch) follow(ctx context.Context, recheck <-chan struct{}, apply func(jetstream.KeyValueEntry), confirmed func(bool)) string {
+	tick := time.NewTicker(checkEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ""
+		case e, ok := <-w.Updates():
+			if !ok {
+				return "watcher closed"
+			}
+			apply(e)
+			continue
+		case <-tick.C:
+		case <-recheck:
+		}
+		ended, err := w.check(ctx)
+		if ended != "" {
+			return ended
+		}
+		if confirmed != nil && ctx.Err() == nil {
+			confirmed(err == nil)
+		}
+	}
+}
+
+// check returns why the watch has ended, or "" and whether the bucket could
+// be reached to tell.
+func (w *bucketWatch) check(ctx context.Context) (ended string, err error) {
+	if w.conn != nil && w.conn.Stats().Reconnects != w.reconnects {
+		return "reconnected to NATS", nil
+	}
+	created, err := incarnation(ctx, w.kv)
+	switch {
+	case errors.Is(err, errBucketGone):
+		return "bucket deleted", nil
+	case err != nil:
+		return "", err
+	case !created.Equal(w.created):
+		return "bucket created anew", nil
+	}
+	return "", nil
+}
+
+// stop ends the watch. The client's delivery goroutine may be blocked
+// handing over an entry nobody reads any more, so the channel is drained
+// until the client closes it.
+func (w *bucketWatch) stop() {
+	_ = w.Stop()
+	go func() { // ends when the client closes the channel
+		for range w.Updates() {
+		}
+	}()
+}
