@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/internal/wait"
 )
 
 // EventKind is what happened to a provider's circuit.
@@ -52,31 +54,51 @@ func (e Event) String() string {
 // WatchEvents reports the outage events of the bucket as they happen, until
 // ctx ends. Only changes after the call are reported; the current values are
 // read first so that a health reset is reported as closed only when it ends
-// an outage (the provider had tripped and not succeeded since).
+// an outage (the provider had tripped and not succeeded since). It fails only
+// if the bucket cannot be watched at the start. A watch that ends later (the
+// bucket deleted or created anew, a server restart) is opened again, with a
+// growing pause between tries, and what changed meanwhile is reported then:
+// every entry newer than the last one read, or, in a bucket created anew,
+// every entry.
 func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event)) error {
-	w, err := kv.WatchAll(ctx)
+	w, err := openWatch(ctx, kv, nil)
 	if err != nil {
-		return fmt.Errorf("kvstate: watching %s: %w", Bucket, err)
+		return err
 	}
-	defer w.Stop()
 	health := map[string]Health{}
-	live := false // set once the current values have been read
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil
-			}
+	var seen uint64 // revision of the newest entry read from this bucket
+	live := false   // set once the current values at the call have been read
+	created := w.created
+	for tries := 0; ; {
+		w.follow(ctx, nil, func(e jetstream.KeyValueEntry) {
 			if e == nil {
 				live = true
-				continue
+				return
 			}
-			ev, isEvent := eventOf(e, health)
-			if isEvent && live {
+			if e.Revision() <= seen {
+				return // read before this watch began
+			}
+			seen = e.Revision()
+			if ev, isEvent := eventOf(e, health); isEvent && live {
 				report(ev)
 			}
+		}, nil)
+		w.stop()
+		for {
+			if wait.Sleep(ctx, retryPause(tries)) != nil {
+				return nil
+			}
+			if w, err = openWatch(ctx, kv, nil); err == nil {
+				break
+			}
+			tries++
+		}
+		tries = 0
+		if !w.created.Equal(created) {
+			// Revisions start over in a new bucket, and the old one's
+			// health is gone with it.
+			created, seen = w.created, 0
+			clear(health)
 		}
 	}
 }

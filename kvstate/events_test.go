@@ -2,6 +2,7 @@ package kvstate_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -84,4 +85,63 @@ func TestOutageEventsAndStatus(t *testing.T) {
 	if rows := s.Status(time.Now()); rows[0].State != kvstate.StateClosed || rows[0].ConsecutiveFailures != 0 || rows[0].Trips != 1 {
 		t.Fatalf("status after recovery: %+v", rows)
 	}
+}
+
+// TestWatchEventsResumesOnABucketCreatedAnew: `processor watch` does not go
+// quiet when the bucket is deleted; a cooldown opened in the new bucket is
+// reported.
+func TestWatchEventsResumesOnABucketCreatedAnew(t *testing.T) {
+	e := setup(t)
+	s := e.store(t, "proc", nil)
+	events := make(chan kvstate.Event, 16)
+	watching := make(chan error, 1)
+	go func() {
+		watching <- kvstate.WatchEvents(e.ctx, e.kv, func(ev kvstate.Event) { events <- ev })
+	}()
+	next := func(provider string) {
+		t.Helper()
+		for {
+			select {
+			case ev := <-events:
+				if strings.HasPrefix(ev.Provider, "before-") {
+					continue // late news of the warm-up below
+				}
+				if ev.Kind != kvstate.EventOpened || ev.Provider != provider {
+					t.Fatalf("event %+v, want opened of %s", ev, provider)
+				}
+				return
+			case err := <-watching:
+				t.Fatalf("WatchEvents ended: %v", err)
+			case <-time.After(15 * time.Second):
+				t.Fatalf("no event for %s", provider)
+			}
+		}
+	}
+	// An event reported shows the watch is live; one opened before it was
+	// would not be reported, so open cooldowns until one is.
+	n := 0
+	eventually(t, 10*time.Second, "the watch reporting", func() bool {
+		n++
+		if err := s.RecordFailure(e.ctx, fmt.Sprintf("before-%d", n), serverFailure(policy(1, time.Minute))); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-events:
+			return true
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	})
+	if err := e.js.DeleteKeyValue(e.ctx, kvstate.Bucket); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the store following a new bucket", func() bool { return bucketExists(e) && s.Following() })
+
+	// The watch resumes within its check interval and pauses; until it
+	// has, an event could be missed only if it were older than the watch,
+	// and the new watch reports everything of a new bucket.
+	if err := s.RecordFailure(e.ctx, "p", serverFailure(policy(1, time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	next("p")
 }
