@@ -29,6 +29,12 @@ type ConsumerConfig struct {
 	// context ends; the rest are NAK'd without delay.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// Repair recreates a consumer or stream that a pull finds gone; nil
+	// leaves the pulls failing until someone else does.
+	Repair *Repairer
+	// Health records whether each chain's pulls work, for readiness; nil
+	// records nothing.
+	Health *Health
 }
 
 const (
@@ -36,7 +42,8 @@ const (
 	// may wait for an idle pull to end, and how soon pulling resumes after
 	// the consumer's leader changes.
 	pullWait = time.Second
-	// pullRetry is the pause after a failed pull (no leader, consumer gone).
+	// pullRetry is the pause after a failed pull (no leader, consumer gone),
+	// repaired or not, before the next pull tries again.
 	pullRetry = 500 * time.Millisecond
 )
 
@@ -56,10 +63,14 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 	// Handlers get a context that outlives ctx by the shutdown timeout.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	p := &puller{ctx: ctx, workCtx: workCtx, h: h, log: cfg.Logger, slots: make(chan struct{}, workers)}
+	p := &puller{ctx: ctx, workCtx: workCtx, h: h, log: cfg.Logger, repair: cfg.Repair, health: cfg.Health,
+		slots: make(chan struct{}, workers)}
 	consumers := make([]jetstream.Consumer, len(cfg.Chains))
 	for i, name := range cfg.Chains {
 		cons, err := js.Consumer(ctx, RequestsStream, ConsumerName(name))
+		if streamGone(err) && cfg.Repair != nil && cfg.Repair.Ensure(ctx) == nil {
+			cons, err = js.Consumer(ctx, RequestsStream, ConsumerName(name))
+		}
 		if err != nil {
 			return fmt.Errorf("stream: consumer %s: %w", ConsumerName(name), err)
 		}
@@ -70,7 +81,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 		pulling.Add(1)
 		go func() {
 			defer pulling.Done()
-			p.run(name, consumers[i])
+			(&chainPuller{puller: p, chain: name, cons: consumers[i]}).run()
 		}()
 	}
 	pulling.Wait() // returns once ctx has ended and every pull is drained
@@ -91,30 +102,77 @@ type puller struct {
 	ctx, workCtx context.Context
 	h            Handler
 	log          *slog.Logger
+	repair       *Repairer
+	health       *Health
 	slots        chan struct{} // one token per busy worker
 	inFlight     sync.WaitGroup
 }
 
-// run pulls one chain until ctx ends. While work is waiting it fetches as
+// chainPuller is the pull loop of one chain.
+type chainPuller struct {
+	*puller
+	chain string
+	cons  jetstream.Consumer
+	// failing is set from a failed pull to the next one that works, so
+	// that an outage is logged once, not at every retry.
+	failing bool
+}
+
+// run pulls the chain until ctx ends. While work is waiting it fetches as
 // many deliveries as there are free workers, at once; while the chain is idle
 // it waits for one delivery holding a single worker, so an idle chain never
 // starves a busy one.
-func (p *puller) run(chainName string, cons jetstream.Consumer) {
-	for p.ctx.Err() == nil {
-		reserved := p.reserve()
+func (c *chainPuller) run() {
+	for c.ctx.Err() == nil {
+		reserved := c.reserve()
 		if reserved == 0 {
 			return
 		}
-		batch, err := cons.FetchNoWait(reserved)
-		got := p.dispatch(chainName, batch, err, reserved)
-		p.release(reserved - got)
+		batch, err := c.cons.FetchNoWait(reserved)
+		got, err := c.dispatch(c.chain, batch, err, reserved)
+		c.release(reserved - got)
+		c.settle(err)
 		if got > 0 || err != nil {
 			continue
 		}
-		if p.reserveOne() {
-			batch, err = cons.Fetch(1, jetstream.FetchMaxWait(pullWait))
-			p.release(1 - p.dispatch(chainName, batch, err, 1))
+		if c.reserveOne() {
+			batch, err = c.cons.Fetch(1, jetstream.FetchMaxWait(pullWait))
+			got, err = c.dispatch(c.chain, batch, err, 1)
+			c.release(1 - got)
+			c.settle(err)
 		}
+	}
+}
+
+// settle records the outcome of one pull. After a failure the chain is not
+// ready until a pull works; a consumer or stream found gone is recreated
+// (by whichever worker of any chain gets there first); then the loop waits
+// pullRetry before the next pull, for a leader election or the repair to
+// settle.
+func (c *chainPuller) settle(err error) {
+	if c.ctx.Err() != nil {
+		return // a pull cut short by the stop is no failure
+	}
+	c.health.pulled(c.chain, err)
+	if err == nil {
+		if c.failing {
+			c.failing = false
+			c.log.Info("pulling requests again", "chain", c.chain)
+		}
+		return
+	}
+	if !c.failing {
+		c.failing = true
+		c.log.Warn("pulling requests failed; not ready until a pull works, retrying", "chain", c.chain, "err", err)
+	} else {
+		c.log.Debug("pulling requests failed again", "chain", c.chain, "err", err)
+	}
+	if streamGone(err) {
+		_ = c.repair.Ensure(c.ctx)
+	}
+	select {
+	case <-c.ctx.Done():
+	case <-time.After(pullRetry):
 	}
 }
 
@@ -152,12 +210,12 @@ func (p *puller) release(n int) {
 }
 
 // dispatch starts a handler for each delivery of batch, each on a slot
-// reserved for it, and returns how many it started. Deliveries arriving after
-// the stop are NAK'd at once so another processor takes them.
-func (p *puller) dispatch(chainName string, batch jetstream.MessageBatch, err error, reserved int) (started int) {
+// reserved for it, and returns how many it started and the pull's error, if
+// any. Deliveries arriving after the stop are NAK'd at once so another
+// processor takes them.
+func (p *puller) dispatch(chainName string, batch jetstream.MessageBatch, err error, reserved int) (started int, _ error) {
 	if err != nil {
-		p.pause(chainName, err)
-		return 0
+		return 0, err
 	}
 	for msg := range batch.Messages() {
 		if p.ctx.Err() != nil || started == reserved {
@@ -172,21 +230,5 @@ func (p *puller) dispatch(chainName string, batch jetstream.MessageBatch, err er
 			p.h.Handle(p.workCtx, chainName, msg)
 		}()
 	}
-	if err := batch.Error(); err != nil {
-		p.pause(chainName, err)
-	}
-	return started
-}
-
-// pause logs a failed pull and waits before the next one: during a leader
-// election, or if the consumer was deleted, pulls fail until it is back.
-func (p *puller) pause(chainName string, err error) {
-	if p.ctx.Err() != nil {
-		return
-	}
-	p.log.Warn("pulling requests failed; retrying", "chain", chainName, "err", err)
-	select {
-	case <-p.ctx.Done():
-	case <-time.After(pullRetry):
-	}
+	return started, batch.Error()
 }

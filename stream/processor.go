@@ -49,6 +49,12 @@ type ProcessorConfig struct {
 	Now func() time.Time
 	// Metrics records outcomes; nil records nothing.
 	Metrics *metrics.Metrics
+	// Repair recreates the results stream when storing a result finds it
+	// gone; nil leaves the answers retrying until someone else does.
+	Repair *Repairer
+	// Health records whether results can be stored, for readiness; nil
+	// records nothing.
+	Health *Health
 }
 
 // Processor takes deliveries through their life (DESIGN.md §6).
@@ -284,6 +290,7 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 		attemptCtx, cancel := context.WithTimeout(storeCtx, publishTimeout)
 		err := d.publishResult(attemptCtx, res)
 		cancel()
+		d.p.resultStored(storeCtx, err)
 		if err == nil {
 			_ = d.msg.Ack()
 			outcome := "ok"

@@ -1,0 +1,136 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/internal/coalesce"
+)
+
+const (
+	// repairEvery is the least time between two checks of the topology: a
+	// worker that fails again sooner shares the last check's outcome.
+	repairEvery = 500 * time.Millisecond
+	// repairTimeout bounds one check and the re-creation that follows it.
+	repairTimeout = 10 * time.Second
+)
+
+// Repairer puts back what EnsureTopology built when part of it is found
+// gone: a consumer, or the requests, results or dead-letter stream, deleted
+// by an operator or lost with a server's store. It runs the same idempotent
+// EnsureTopology as at start, so a repaired part is configured as a new one
+// would be. Its methods are safe for concurrent use; a nil *Repairer repairs
+// nothing.
+type Repairer struct {
+	js   jetstream.JetStream
+	topo Topology
+	log  *slog.Logger
+	// gate makes one check for every worker that finds the same gap.
+	gate coalesce.Gate
+}
+
+// NewRepairer returns a Repairer of topology t; a nil logger discards.
+func NewRepairer(js jetstream.JetStream, t Topology, logger *slog.Logger) *Repairer {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Repairer{js: js, topo: t, log: logger, gate: coalesce.Gate{Every: repairEvery, Timeout: repairTimeout}}
+}
+
+// Ensure checks the topology and recreates what is missing. However many
+// workers call it at once, one check runs and they share its outcome; a call
+// within repairEvery of the last check reuses its outcome. Each re-creation
+// is logged once, at warn, naming what was missing. It returns nil when
+// everything is in place.
+func (r *Repairer) Ensure(ctx context.Context) error {
+	if r == nil {
+		return nil
+	}
+	return r.gate.Do(ctx, r.repair)
+}
+
+func (r *Repairer) repair(ctx context.Context) error {
+	missing, err := r.missing(ctx)
+	if err != nil {
+		// The server is unreachable or busy (a leader election): the
+		// caller's own error already says so.
+		return err
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	r.log.Warn("topology incomplete; recreating it", "missing", missing)
+	if err := EnsureTopology(ctx, r.js, r.topo); err != nil {
+		r.log.Warn("recreating the topology failed; will try again", "missing", missing, "err", err)
+		return err
+	}
+	r.log.Info("topology recreated", "recreated", missing)
+	return nil
+}
+
+// missing names the streams and consumers of the topology that the server
+// does not have. A missing requests stream implies its consumers.
+func (r *Repairer) missing(ctx context.Context) ([]string, error) {
+	var missing []string
+	requestsGone := false
+	for _, name := range []string{RequestsStream, ResultsStream, DeadLetterStream} {
+		_, err := r.js.Stream(ctx, name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			missing = append(missing, "stream "+name)
+			requestsGone = requestsGone || name == RequestsStream
+		case err != nil:
+			return nil, fmt.Errorf("stream: checking %s: %w", name, err)
+		}
+	}
+	for _, c := range r.topo.Chains {
+		if requestsGone {
+			missing = append(missing, "consumer "+ConsumerName(c))
+			continue
+		}
+		_, err := r.js.Consumer(ctx, RequestsStream, ConsumerName(c))
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+			missing = append(missing, "consumer "+ConsumerName(c))
+		case err != nil:
+			return nil, fmt.Errorf("stream: checking consumer %s: %w", ConsumerName(c), err)
+		}
+	}
+	return missing, nil
+}
+
+// streamGone reports whether a publish or API error says that no stream
+// takes the subject or that the stream or consumer does not exist, the
+// errors that a repair can cure.
+func streamGone(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, jetstream.ErrConsumerDeleted)
+}
+
+// resultStored records the outcome of one attempt to store a result. A
+// failure makes the processor not ready until a later store succeeds; one
+// that says the results stream is gone repairs the topology first, so that
+// the answer's next attempt finds the stream back. A result too large for
+// the server is that result's fault, not the processor's: it is not counted.
+func (p *Processor) resultStored(ctx context.Context, err error) {
+	if errors.Is(err, errTooLarge) {
+		return
+	}
+	switch changed := p.cfg.Health.stored(err); {
+	case changed && err != nil:
+		p.cfg.Logger.Warn("storing results fails; not ready until one is stored", "err", err)
+	case changed:
+		p.cfg.Logger.Info("results are stored again")
+	}
+	if err != nil && streamGone(err) {
+		_ = p.cfg.Repair.Ensure(ctx)
+	}
+}

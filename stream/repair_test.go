@@ -1,0 +1,170 @@
+package stream_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/stream"
+)
+
+func repairTopology() stream.Topology {
+	return stream.Topology{
+		Chains: []string{"default", "other"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
+		RequestTTL: time.Hour, ResultTTL: time.Hour,
+	}
+}
+
+// within polls cond every 10ms until it holds or limit passes.
+func within(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", limit, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// warnings counts the warnings logged, by message.
+type warnings struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n[r.Message]++
+	return nil
+}
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+func (w *warnings) count(prefix string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for msg, c := range w.n {
+		if strings.HasPrefix(msg, prefix) {
+			n += c
+		}
+	}
+	return n
+}
+
+// TestRepairerRecreatesWhatIsMissing: fifty workers that find the results
+// stream and a consumer gone at once make one repair, logged once, after
+// which the topology is whole again and configured as at start.
+func TestRepairerRecreatesWhatIsMissing(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.Start(t))
+	ctx := context.Background()
+	topo := repairTopology()
+	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, stream.ResultsStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteConsumer(ctx, stream.RequestsStream, stream.ConsumerName("other")); err != nil {
+		t.Fatal(err)
+	}
+	logs := &warnings{n: map[string]int{}}
+	r := stream.NewRepairer(js, topo, slog.New(logs))
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Ensure(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := logs.count("topology incomplete"); n != 1 {
+		t.Fatalf("repair logged %d times, want once", n)
+	}
+	checkTopology(t, js, topo)
+	var nilRepairer *stream.Repairer
+	if err := nilRepairer.Ensure(ctx); err != nil {
+		t.Fatalf("a nil Repairer: %v", err)
+	}
+}
+
+// TestConsumeRecreatesTheRequestsStream: when the requests stream is
+// deleted under a running consume loop, its pulls fail (Health says so), the
+// loop recreates the stream and its consumers, and requests published
+// afterwards are answered.
+func TestConsumeRecreatesTheRequestsStream(t *testing.T) {
+	nc, js := natstest.Connect(t, natstest.Start(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	topo := repairTopology()
+	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+		t.Fatal(err)
+	}
+	repair, health := stream.NewRepairer(js, topo, nil), &stream.Health{}
+	runner := &countingRunner{}
+	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
+		Chains:        map[string]stream.Runner{"default": runner, "other": runner},
+		ReplyPrefixes: []string{"detour.results."}, MaxPayload: 1 << 20, RequestTTL: time.Hour,
+		AckWait: 30 * time.Second, Repair: repair, Health: health,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumed := make(chan error, 1)
+	go func() {
+		consumed <- stream.Consume(ctx, js, p, stream.ConsumerConfig{
+			Chains: topo.Chains, Workers: 4, ShutdownTimeout: time.Second, Repair: repair, Health: health,
+		})
+	}()
+	answered := func(id string) bool {
+		s, err := js.Stream(ctx, stream.ResultsStream)
+		if err != nil {
+			return false
+		}
+		_, err = s.GetLastMsgForSubject(ctx, stream.ResultSubject(id))
+		return err == nil
+	}
+	publish := func(id string) {
+		t.Helper()
+		body, _ := json.Marshal(stream.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+		if _, err := js.Publish(ctx, stream.RequestSubject("default"), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("before")
+	within(t, 10*time.Second, "the first request answered", func() bool { return answered("before") })
+
+	if err := js.DeleteStream(ctx, stream.RequestsStream); err != nil {
+		t.Fatal(err)
+	}
+	sawFailing := false
+	within(t, 10*time.Second, "the requests stream recreated and pulled from again", func() bool {
+		if health.Err() != nil {
+			sawFailing = true
+			return false
+		}
+		_, err := js.Stream(ctx, stream.RequestsStream)
+		return sawFailing && err == nil
+	})
+	for _, c := range topo.Chains {
+		if _, err := js.Consumer(ctx, stream.RequestsStream, stream.ConsumerName(c)); err != nil {
+			t.Fatalf("consumer of %s: %v", c, err)
+		}
+	}
+	publish("after")
+	within(t, 10*time.Second, "a request published after the repair answered", func() bool { return answered("after") })
+	cancel()
+	if err := <-consumed; err != nil {
+		t.Fatal(err)
+	}
+}
