@@ -41,12 +41,19 @@ type Processor struct {
 	store   *kvstate.Store
 	handler *stream.Processor
 	chains  []string
+	// repair recreates streams and consumers that a pull or a result
+	// store finds gone; health is what those last saw, for readiness.
+	repair *stream.Repairer
+	health *stream.Health
 	// consuming is set while Run's consume loop runs; it makes /readyz ready.
 	consuming atomic.Bool
 }
 
 // New creates the topology, loads the provider-state mirror and builds the
-// chains. The mirror's watcher runs until ctx ends.
+// chains. The mirror follows the bucket (kvstate.Store.Run, which re-watches
+// and recreates the bucket should it be lost) from New until ctx ends: it is
+// live before Run, and it outlives Run's context, so that requests still in
+// flight while Run drains see other processors' cooldowns.
 func New(ctx context.Context, opts Options) (*Processor, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -57,20 +64,20 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		return nil, fmt.Errorf("service: jetstream: %w", err)
 	}
 	names := opts.File.ChainNames()
-	err = stream.EnsureTopology(ctx, js, stream.Topology{
+	topology := stream.Topology{
 		Chains: names, Replicas: s.Replicas, AckWait: s.AckWait, MaxAckPending: s.MaxAckPending,
 		RequestTTL: s.RequestTTL, ResultTTL: s.ResultTTL,
-	})
-	if err != nil {
+	}
+	if err := stream.EnsureTopology(ctx, js, topology); err != nil {
 		return nil, err
 	}
 	kv, err := kvstate.OpenBucket(ctx, js, s.Replicas)
 	if err != nil {
 		return nil, err
 	}
-	store := kvstate.New(js, kv, kvstate.Options{ID: processorID(), Logger: opts.Logger,
+	store := kvstate.New(js, kv, kvstate.Options{ID: processorID(), Logger: opts.Logger, Replicas: s.Replicas,
 		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) }})
-	if err := store.Start(ctx); err != nil {
+	if err := store.Load(ctx); err != nil {
 		return nil, err
 	}
 	chains, err := BuildChains(opts.File, store, opts.HTTPClient, opts.Logger)
@@ -78,15 +85,17 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		return nil, err
 	}
 	runners := lo.MapValues(chains, func(c *chain.Chain, _ string) stream.Runner { return c })
+	repair, health := stream.NewRepairer(js, topology, opts.Logger), &stream.Health{}
 	handler, err := stream.NewProcessor(ctx, opts.Conn, js, stream.ProcessorConfig{
 		Chains: runners, ReplyPrefixes: s.ReplyPrefixes, MaxPayload: s.MaxPayload,
 		RequestTTL: s.RequestTTL, AckWait: s.AckWait, MaxInvalidDeliveries: s.MaxInvalidDeliveries,
-		Logger: opts.Logger, Metrics: opts.Metrics,
+		Logger: opts.Logger, Metrics: opts.Metrics, Repair: repair, Health: health,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Processor{opts: opts, js: js, store: store, handler: handler, chains: names}, nil
+	go func() { _ = store.Run(ctx) }() // returns when ctx ends, never before
+	return &Processor{opts: opts, js: js, store: store, handler: handler, chains: names, repair: repair, health: health}, nil
 }
 
 // Store is the processor's provider-state mirror.
@@ -108,6 +117,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	err := stream.Consume(ctx, p.js, p.handler, stream.ConsumerConfig{
 		Chains: p.chains, Workers: p.opts.Settings.Workers,
 		ShutdownTimeout: p.opts.Settings.ShutdownTimeout, Logger: p.opts.Logger,
+		Repair: p.repair, Health: p.health,
 	})
 	if err == nil && ctx.Err() != nil {
 		p.opts.Logger.Info("shutdown complete")
@@ -115,10 +125,13 @@ func (p *Processor) Run(ctx context.Context) error {
 	return err
 }
 
-// Ready reports whether the processor takes work: consuming, and connected
-// to NATS. It backs /readyz.
+// Ready reports whether the processor takes work: consuming, connected to
+// NATS, its pulls working, its last result stored (or none tried yet), and
+// its provider-state mirror following the bucket. It backs /readyz. It turns
+// false while a lost stream, consumer or bucket is missing and true again
+// once it is recreated and used.
 func (p *Processor) Ready() bool {
-	return p.consuming.Load() && p.opts.Conn.IsConnected()
+	return p.consuming.Load() && p.opts.Conn.IsConnected() && p.health.Err() == nil && p.store.Following()
 }
 
 // processorID names this process in the cooldowns it opens.
