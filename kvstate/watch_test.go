@@ -3,13 +3,17 @@ package kvstate_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/kvstate"
 )
 
@@ -198,5 +202,51 @@ func TestReadOnlyStoreWaitsForTheBucket(t *testing.T) {
 	eventually(t, 10*time.Second, "the read-only store to follow the new bucket", func() bool {
 		_, ok := s.Cooldown("p")
 		return s.Following() && ok
+	})
+}
+
+// TestMirrorFollowsAfterServerRestart: the watcher's consumer is lost with a
+// restarted server; the store watches again once it has reconnected, so a
+// cooldown opened after the restart reaches its mirror (the client's own
+// recovery of the watcher would take several silent seconds).
+func TestMirrorFollowsAfterServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	srv := natstest.StartWith(t, &server.Options{StoreDir: dir})
+	port := srv.Addr().(*net.TCPAddr).Port
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	kv, err := kvstate.OpenBucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := kvstate.New(js, kv, kvstate.Options{ID: "follower"})
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := sampleFollowing(t, s)
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	natstest.StartWith(t, &server.Options{StoreDir: dir, Port: port})
+	eventually(t, 10*time.Second, "the store reconnected and following again", func() bool {
+		return nc.IsConnected() && stopped() && s.Following()
+	})
+
+	w := kvstate.New(js, kv, kvstate.Options{ID: "writer"})
+	if err := w.RecordFailure(ctx, "p", serverFailure(policy(1, time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Second, "the follower sees a cooldown opened after the restart", func() bool {
+		_, ok := s.Cooling("p", time.Now())
+		return ok
 	})
 }
