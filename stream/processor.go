@@ -420,6 +420,11 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 	})
 	if err != nil {
 		d.log().Error("dead-lettering failed; will retry", "reason", reason, "err", err)
+		if streamGone(err) {
+			// The dead-letter stream was deleted: put it back before the
+			// retry, as the answer path does for results.
+			_ = d.p.cfg.Repair.Ensure(context.WithoutCancel(ctx))
+		}
 		d.nak(retryDelayBase, "error")
 		return false
 	}

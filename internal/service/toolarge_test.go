@@ -99,3 +99,33 @@ func waitSettled(t *testing.T, h *harness, chainName string) {
 		return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.NumRedelivered == 0
 	})
 }
+
+// TestDeadLetterStreamDeletedIsRecreated: a processor that finds
+// DETOUR_DEADLETTER gone when it must dead-letter a request puts the stream
+// back and stores the dead letter, instead of retrying for ever.
+func TestDeadLetterStreamDeletedIsRecreated(t *testing.T) {
+	h := newHarness(t)
+	h.startProcessor(parseChainFile(t, `
+providers:
+  - {name: template, type: rules, default_reply: "sorry"}
+chains:
+  default: [template]
+`), testSettings())
+	ctx := context.Background()
+	if err := h.js.DeleteStream(ctx, stream.DeadLetterStream); err != nil {
+		t.Fatal(err)
+	}
+	h.publishRaw("default", []byte(`{"id":"no-messages","messages":[]}`), nil)
+	eventually(t, 10*time.Second, "the dead letter to be stored in a recreated stream", func() bool {
+		s, err := h.js.Stream(ctx, stream.DeadLetterStream)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs == 1
+	})
+	if dl := h.deadLetters()[0].Header; dl.Get(deadletter.HeaderReason) != string(deadletter.ReasonBadRequest) {
+		t.Fatalf("dead letter headers %v, want bad_request", dl)
+	}
+	waitSettled(t, h, "default")
+}
