@@ -195,6 +195,12 @@ func (p *puller) reserve() int {
 }
 
 func (p *puller) reserveOne() bool {
+	// Checked first: a select with both cases ready picks one at random,
+	// and a pull started after the stop brings in a delivery only to hand
+	// it back.
+	if p.ctx.Err() != nil {
+		return false
+	}
 	select {
 	case <-p.ctx.Done():
 		return false
