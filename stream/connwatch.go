@@ -36,7 +36,9 @@ func WatchConnection(nc *nats.Conn, logger *slog.Logger, lost func(error)) {
 		logger.Warn("disconnected from NATS; reconnecting", "err", scrub(err.Error(), secrets))
 	})
 	nc.SetReconnectHandler(func(nc *nats.Conn) {
-		logger.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted(), "reconnects", nc.Stats().Reconnects)
+		// ConnectedUrlRedacted hides a password but not a token URL
+		// (nats://TOKEN@host): redact both, then scrub what is left.
+		logger.Info("reconnected to NATS", "url", scrub(redactURL(nc.ConnectedUrl()), secrets), "reconnects", nc.Stats().Reconnects)
 	})
 	nc.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 		// Errors the client handles itself (a slow consumer, a pull

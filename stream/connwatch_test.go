@@ -111,3 +111,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestWatchConnectionHidesAToken: a token URL (nats://TOKEN@host) is logged
+// on reconnect without the token.
+func TestWatchConnectionHidesAToken(t *testing.T) {
+	const token = "tok-not-for-logs"
+	dir := t.TempDir()
+	srv := natstest.StartWith(t, &server.Options{StoreDir: dir, Authorization: token})
+	port := srv.Addr().(*net.TCPAddr).Port
+	nc, err := nats.Connect(fmt.Sprintf("nats://%s@127.0.0.1:%d", token, port), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var logs lockedBuffer
+	WatchConnection(nc, slog.New(slog.NewTextHandler(&logs, nil)), func(error) {})
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	natstest.StartWith(t, &server.Options{Port: port, StoreDir: dir, Authorization: token})
+	waitFor(t, "a reconnect", func() bool { return strings.Contains(logs.String(), "reconnected to NATS") })
+	if strings.Contains(logs.String(), token) {
+		t.Errorf("the log holds the token:\n%s", logs.String())
+	}
+}
