@@ -28,20 +28,23 @@ const payloadMargin = 256
 // fit cuts msg down until its headers and body fit in maxPayload bytes, so
 // that a request too large to be stored whole is still dead-lettered with
 // its reason rather than retried until it vanishes. It drops, in order, the
-// end of the body, the attempt list, and the request's own headers; it
-// reports whether anything was cut. maxPayload ≤ 0 means no limit is known.
+// attempt list, the end of the body, and the request's own headers (the
+// body first would make a dead letter unreplayable where dropping the
+// attempts was enough); it reports whether the body or the request's
+// headers were cut. maxPayload ≤ 0 means no limit is known.
 func fit(msg *nats.Msg, maxPayload int64) bool {
 	if maxPayload <= 0 || payloadSize(msg) <= maxPayload {
 		return false
 	}
 	limit := max(maxPayload-payloadMargin, 0)
+	msg.Header.Del(HeaderAttempts)
+	if payloadSize(msg) <= limit {
+		return false
+	}
 	msg.Header.Set(HeaderOriginalSize, strconv.Itoa(len(msg.Data)))
 	msg.Header.Set(HeaderTrimmed, "true")
 	if over := payloadSize(msg) - limit; over > 0 {
 		msg.Data = msg.Data[:max(int64(len(msg.Data))-over, 0)]
-	}
-	if payloadSize(msg) > limit {
-		msg.Header.Del(HeaderAttempts)
 	}
 	if payloadSize(msg) > limit {
 		for k := range msg.Header {

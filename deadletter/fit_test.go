@@ -65,3 +65,25 @@ func TestDeadLetterThatFitsIsUntouched(t *testing.T) {
 		t.Errorf("a small dead letter was changed: %q %v", m.Data, m.Header)
 	}
 }
+
+// TestDeadLetterDropsAttemptsBeforeTheBody: when leaving out the attempt
+// list is enough to fit, the body stays whole and replayable.
+func TestDeadLetterDropsAttemptsBeforeTheBody(t *testing.T) {
+	e := newEnv(t)
+	body := bytes.Repeat([]byte("y"), int(e.js.Conn().MaxPayload())-3000)
+	var attempts []chain.Attempt
+	for range 12 {
+		attempts = append(attempts, chain.Attempt{Provider: "p", Model: "m", Outcome: chain.OutcomeFailed, Class: chain.ClassServer, Error: strings.Repeat("e", 300)})
+	}
+	seq := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonExpired, Err: errors.New("late"), SourceSeq: 3, Attempts: attempts, Data: body})
+	m, err := e.store.Get(context.Background(), seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(m.Data, body) || m.Header.Get(deadletter.HeaderTrimmed) != "" {
+		t.Errorf("body of %d bytes (trimmed %q), want the whole %d bytes", len(m.Data), m.Header.Get(deadletter.HeaderTrimmed), len(body))
+	}
+	if m.Header.Get(deadletter.HeaderAttempts) != "" {
+		t.Error("the attempt list was kept although it does not fit")
+	}
+}

@@ -146,6 +146,11 @@ func (d *delivery) handle(ctx context.Context) {
 			// Not knowing is not "no": calling a provider again could pay
 			// twice for one request. Look again shortly (a leader election).
 			d.log().Warn("checking for an earlier result; will retry", "err", err)
+			// A redelivery (one waiting out a cooldown, say) may be the
+			// first to find the results stream gone: repair it as a failed
+			// store would, or such requests go round until a first
+			// delivery happens to fail a store.
+			d.p.resultStored(ctx, err)
 			d.nak(retryDelayBase, "error")
 			return
 		}
