@@ -60,10 +60,15 @@ func (s *Store) recreateBucket(ctx context.Context) error {
 // longer has) is one of a bucket since deleted: left in place, it would
 // outlive the write, and a probe's success that finds nothing to reset on
 // the server would leave the provider half-open in this mirror for good.
-func (s *Store) refreshHealth(provider string, cur versioned[Health]) {
+//
+// It reports whether the mirror held a higher revision than cur: then either
+// the bucket was recreated, or the watcher applied a newer value between the
+// read and now, which must not stay replaced by the older one (see
+// reconcileHealth).
+func (s *Store) refreshHealth(provider string, cur versioned[Health]) (stale bool) {
 	s.mu.Lock()
 	held, ok := s.m.health[provider]
-	stale := ok && held.rev > cur.rev
+	stale = ok && held.rev > cur.rev
 	if cur.rev == 0 {
 		delete(s.m.health, provider)
 	} else {
@@ -76,6 +81,22 @@ func (s *Store) refreshHealth(provider string, cur versioned[Health]) {
 	if stale {
 		s.checkSoon()
 	}
+	return stale
+}
+
+// reconcileHealth reads provider's health once more after refreshHealth
+// replaced a higher mirror revision, and keeps it if it is newer than what
+// the mirror now holds. Revisions only grow within a bucket, so if the
+// replaced value was the watcher's newer one from this same bucket, this
+// read returns it (or something newer) again; if it was one of a deleted
+// bucket, this read returns the new bucket's value. A value the watcher
+// applies meanwhile is newer still and is kept.
+func (s *Store) reconcileHealth(ctx context.Context, provider string) {
+	again, err := s.fetchHealth(ctx, provider)
+	if err != nil || again.rev == 0 {
+		return
+	}
+	s.keep(func(m *mirror) bool { return m.health.set(provider, again.value, again.rev) })
 }
 
 // checkSoon asks the watch to check the bucket now rather than at its next

@@ -286,7 +286,9 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 		if cur, err = s.fetchHealth(ctx, provider); err != nil {
 			return err
 		}
-		s.refreshHealth(provider, cur)
+		if s.refreshHealth(provider, cur) {
+			s.reconcileHealth(ctx, provider)
+		}
 	}
 	return fmt.Errorf("kvstate: writing %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
 }
