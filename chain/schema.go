@@ -20,6 +20,8 @@ import (
 // must satisfy before the answer may win. It is safe for concurrent use.
 type Schema struct {
 	compiled *jsonschema.Schema
+	// patterns is nil for a schema without patterns: its checks need no
+	// budget, so they run concurrently.
 	patterns *matchBudget
 }
 
@@ -80,7 +82,11 @@ func compileSchemaJSON(raw []byte) (*Schema, error) {
 	if err := checkEvaluations(compiled); err != nil {
 		return nil, err
 	}
-	return &Schema{compiled: compiled, patterns: match}, nil
+	s := &Schema{compiled: compiled}
+	if len(patterns.seen) > 0 {
+		s.patterns = match
+	}
+	return s, nil
 }
 
 // maxSchemaErrorText is how much of the compiler's or validator's error text
@@ -193,8 +199,9 @@ func (c *SchemaCache) entry(raw []byte) *schemaEntry {
 // Validate checks that content is JSON satisfying the schema. A Markdown code
 // fence around the JSON, which models often add, is tolerated. An answer
 // nested deeper than MaxAnswerDepth, or whose strings would cost more than
-// MaxPatternWork to match, fails. Checks against one Schema run one at a
-// time: each has that budget to itself.
+// MaxPatternWork to match, fails. Checks against one Schema with patterns run
+// one at a time, so each has that budget to itself; a cached Schema is shared
+// by every request that sends it, and most have no patterns.
 func (s *Schema) Validate(content string) error {
 	content = stripFence(content)
 	if jsonDeeperThan(content, MaxAnswerDepth) {
@@ -205,6 +212,12 @@ func (s *Schema) Validate(content string) error {
 	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(content))
 	if err != nil {
 		return fmt.Errorf("answer is not JSON: %w", err)
+	}
+	if s.patterns == nil {
+		if err := s.compiled.Validate(inst); err != nil {
+			return schemaError("answer does not satisfy response_schema", err)
+		}
+		return nil
 	}
 	s.patterns.mu.Lock()
 	defer s.patterns.mu.Unlock()
