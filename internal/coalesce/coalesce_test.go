@@ -25,10 +25,20 @@ func TestManyCallersMakeOneRun(t *testing.T) {
 		return boom
 	}
 	var wg sync.WaitGroup
+	var entered atomic.Int32
 	errs := make(chan error, 50)
 	for range 50 {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs <- g.Do(context.Background(), f) }()
+		go func() { defer wg.Done(); entered.Add(1); errs <- g.Do(context.Background(), f) }()
+	}
+	// While the first run is held, every other caller waits for it rather
+	// than running f itself (Every cannot help them: no run has ended).
+	for entered.Load() < 50 || runs.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("%d runs at once while the first was held, want 1", n)
 	}
 	close(release)
 	wg.Wait()
