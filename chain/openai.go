@@ -93,7 +93,7 @@ func (o *OpenAI) Call(ctx context.Context, req Request) (Response, error) {
 		if r := choice.Message.Refusal; r != nil && !isBlank(*r) {
 			resp.Refusal = *r
 			if unusualStop(resp.StopReason) == "" {
-				resp.StopReason = StopRefusal
+				resp.StopReason = stopRefusal
 			}
 		}
 	}

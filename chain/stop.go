@@ -17,10 +17,10 @@ const (
 
 // Stop reasons, compared ignoring case. A provider that stopped for any
 // other reason than a normal stop is recorded in Attempt.StopReason.
-// StopRefusal is the stop reason of an answer the model declined to give:
+// stopRefusal is the stop reason of an answer the model declined to give:
 // Anthropic's stop_reason, and what the OpenAI adapter records when an
 // answer carries message.refusal.
-const StopRefusal = "refusal"
+const stopRefusal = "refusal"
 
 var (
 	normalStops = []string{"", "stop", "end_turn", "stop_sequence"}
@@ -32,7 +32,7 @@ var (
 	// gateways pass on from Gemini ("SAFETY", "RECITATION", "BLOCKLIST",
 	// "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"), Bedrock
 	// ("guardrail_intervened") and others ("sensitive", "content_filtered").
-	filteredStops = []string{"content_filter", StopRefusal, "safety", "recitation", "prohibited_content", "blocklist",
+	filteredStops = []string{"content_filter", stopRefusal, "safety", "recitation", "prohibited_content", "blocklist",
 		"spii", "image_safety", "guardrail_intervened", "sensitive", "content_filtered"}
 )
 
@@ -58,7 +58,7 @@ func stopProblem(resp Response) error {
 	switch {
 	case resp.Refusal != "":
 		return errors.New("provider refused: " + text.Cut(resp.Refusal, maxRefusalText))
-	case strings.EqualFold(resp.StopReason, StopRefusal):
+	case strings.EqualFold(resp.StopReason, stopRefusal):
 		return errors.New("provider refused (stop_reason refusal)")
 	case stopIn(filteredStops, resp.StopReason):
 		return errors.New("answer stopped by a content filter (stop_reason " + resp.StopReason + ")")
