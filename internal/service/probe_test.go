@@ -227,7 +227,7 @@ chains:
 	loadCtx, stopLoad := context.WithTimeout(ctx, 20*time.Second)
 	defer stopLoad()
 	sent := steadyLoad(loadCtx, h.nc, 20*time.Millisecond)
-	windows := 0
+	reopens := 0
 	for {
 		var e cooldownOpened
 		select {
@@ -237,12 +237,19 @@ chains:
 		if loadCtx.Err() != nil {
 			break
 		}
-		windows++
-		if calls := e.calls - prev.calls; calls != 1 {
-			t.Errorf("window %d (after trip %d): the dead provider received %d calls, want exactly 1 (the probe)", windows, prev.cooldown.Trip, calls)
+		// Each reopen costs exactly one call, its probe, whose failure is
+		// the next trip: calls and trips between two cooldowns seen here
+		// are equal, and one each unless this watcher skipped a cooldown.
+		// (A KV watcher may: when it stalls under load and resumes, a key
+		// replaced meanwhile is delivered at its latest value only.)
+		trips := e.cooldown.Trip - prev.cooldown.Trip
+		reopens += trips
+		if calls := e.calls - prev.calls; calls != trips || trips < 1 {
+			t.Errorf("after trip %d: the dead provider received %d calls until trip %d, want exactly one per reopen (%d)",
+				prev.cooldown.Trip, calls, e.cooldown.Trip, trips)
 		}
-		if e.cooldown.Trip != prev.cooldown.Trip+1 {
-			t.Errorf("cooldown %+v followed trip %d: a trip was lost", e.cooldown, prev.cooldown.Trip)
+		if trips > 1 {
+			t.Logf("the test's watcher skipped %d cooldown(s) before trip %d", trips-1, e.cooldown.Trip)
 		}
 		if want := min(int64(1)<<(e.cooldown.Trip-1), 2); e.cooldown.DurationS != want {
 			t.Errorf("trip %d lasted %ds, want %ds", e.cooldown.Trip, e.cooldown.DurationS, want)
@@ -253,8 +260,8 @@ chains:
 	if calls := dead.Requests() - prev.calls; calls > 1 {
 		t.Errorf("after the last cooldown the dead provider received %d calls, want at most 1", calls)
 	}
-	if windows < 8 {
-		t.Errorf("%d reopens in 20 s with cooldowns of at most 2 s, want at least 8", windows)
+	if reopens < 8 {
+		t.Errorf("%d reopens in 20 s with cooldowns of at most 2 s, want at least 8", reopens)
 	}
-	t.Logf("%d requests sent, %d reopens, %d calls to the dead provider", sent.Load(), windows, dead.Requests())
+	t.Logf("%d requests sent, %d reopens, %d calls to the dead provider", sent.Load(), reopens, dead.Requests())
 }
