@@ -16,7 +16,6 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/metrics"
-	"github.com/detourhq/detour/internal/wait"
 )
 
 // Retry delays after real failures: exponential by delivery count.
@@ -282,68 +281,6 @@ func (d *delivery) annotate(res *chain.Result) {
 	res.Metadata = d.req.Metadata
 }
 
-// answer stores and publishes the result, then acks. The answer is already
-// paid for, so a failed store (a leader election, a slow server) is retried
-// here before giving the request back; the result's Nats-Msg-Id makes a
-// retry that did land harmless.
-func (d *delivery) answer(ctx context.Context, res chain.Result) {
-	delay := publishRetryBase
-	// The answer is paid for: storing it is not cut short by the shutdown
-	// deadline, only bounded by its own timeout per attempt.
-	storeCtx := context.WithoutCancel(ctx)
-	for attempt := 1; ; attempt++ {
-		attemptCtx, cancel := context.WithTimeout(storeCtx, publishTimeout)
-		err := d.publishResult(attemptCtx, res)
-		cancel()
-		d.p.resultStored(storeCtx, err)
-		if err == nil {
-			_ = d.msg.Ack()
-			outcome := "ok"
-			if res.Degraded {
-				outcome = "degraded"
-			}
-			d.p.cfg.Metrics.Settled(d.chain, outcome)
-			d.p.cfg.Metrics.Answered(d.chain, d.p.cfg.Now().Sub(d.meta.Timestamp))
-			return
-		}
-		if errors.Is(err, errTooLarge) {
-			// Retrying cannot help and the answer cannot be delivered: say
-			// so to the requester and keep the request, instead of paying
-			// the provider again on every redelivery until it ages out.
-			res.Content = ""
-			d.fail(ctx, deadletter.ReasonTooLarge, res, err)
-			return
-		}
-		if ctx.Err() != nil { // shutdown: another processor takes it at once
-			d.nak(0, "shutdown")
-			return
-		}
-		if attempt == publishAttempts {
-			d.log().Error("publishing result; giving the request back", "err", err)
-			d.nak(retryDelayBase, "error")
-			return
-		}
-		d.log().Warn("publishing result; retrying", "attempt", attempt, "err", err)
-		_ = d.msg.InProgress()
-		if wait.Sleep(ctx, delay) != nil {
-			d.nak(0, "shutdown")
-			return
-		}
-		delay *= 2
-	}
-}
-
-// Publishing a result is tried publishAttempts times, waiting from
-// publishRetryBase and doubling, before the request is given back. A result
-// keeps resultMargin bytes free below the server's max payload for the
-// headers that differ between the stored copy and the reply.
-const (
-	resultMargin     = 256
-	publishAttempts  = 5
-	publishRetryBase = 250 * time.Millisecond
-	publishTimeout   = 5 * time.Second
-)
-
 // retryLater NAKs with a delay: the earliest reopen when every provider was
 // cooling, else a backoff by delivery count that never ends before the
 // earliest reopen. A delay never runs past the deadline, so the next delivery
@@ -438,77 +375,3 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 	d.p.cfg.Metrics.Settled(d.chain, string(reason))
 	return true
 }
-
-// errTooLarge marks a result that does not fit the server's max payload.
-var errTooLarge = errors.New("too large for the server")
-
-// publishResult stores the result under detour.results.<id> and, when the
-// request named another reply subject, publishes it there too. An ok result
-// that does not fit the server's max payload is refused with errTooLarge; a
-// failed one is cut down to fit (metadata, then attempts), since it must
-// reach the requester whatever it carried.
-func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
-	data, err := EncodeResult(res, d.req.Encoding)
-	if err != nil {
-		return fmt.Errorf("encoding result: %w", err)
-	}
-	stored := d.resultMsg(ResultSubject(d.req.ID), data, res)
-	if limit := d.p.nc.MaxPayload() - resultMargin; limit > 0 && payloadSize(stored) > limit {
-		if res.Status == chain.StatusOK {
-			return fmt.Errorf("answer of %d bytes (a %d-byte result) does not fit the server's max payload of %d bytes: %w",
-				len(res.Content), payloadSize(stored), d.p.nc.MaxPayload(), errTooLarge)
-		}
-		if res.Metadata == nil && res.Attempts == nil {
-			return fmt.Errorf("failed result of %d bytes: %w", payloadSize(stored), errTooLarge)
-		}
-		res.Metadata, res.Attempts = nil, nil
-		res.Error += " (metadata and attempts left out: too large for the server)"
-		return d.publishResult(ctx, res)
-	}
-	ack, err := d.p.js.PublishMsg(ctx, stored)
-	if err != nil {
-		return fmt.Errorf("storing result: %w", err)
-	}
-	if ack.Duplicate {
-		// Either this request's own result was stored before (a retried
-		// publish), or the id's earlier result, for another request
-		// message, is still in the duplicate window: then store this one
-		// under an id of its own, unique to this request message.
-		answered, err := d.answered(ctx)
-		if err != nil {
-			return fmt.Errorf("checking a duplicate result: %w", err)
-		}
-		if !answered {
-			stored.Header.Set(HeaderMsgID, fmt.Sprintf("%s:%d", d.req.ID, d.meta.Sequence.Stream))
-			if _, err := d.p.js.PublishMsg(ctx, stored); err != nil {
-				return fmt.Errorf("storing result: %w", err)
-			}
-		}
-	}
-	if d.req.ReplyTo == "" || d.req.ReplyTo == stored.Subject {
-		return nil
-	}
-	reply := d.resultMsg(d.req.ReplyTo, data, res)
-	if err := d.p.nc.PublishMsg(reply); err != nil {
-		return fmt.Errorf("publishing to reply subject: %w", err)
-	}
-	return nil
-}
-
-func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nats.Msg {
-	m := nats.NewMsg(subject)
-	m.Data = data
-	m.Header.Set(HeaderMsgID, d.req.ID)
-	m.Header.Set(HeaderRequestID, d.req.ID)
-	m.Header.Set(HeaderModel, res.Model)
-	m.Header.Set(HeaderProvider, res.Provider)
-	m.Header.Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
-	m.Header.Set(HeaderStatus, string(res.Status))
-	m.Header.Set(HeaderContentType, d.req.Encoding.ContentType())
-	m.Header.Set(HeaderRequestSeq, strconv.FormatUint(d.meta.Sequence.Stream, 10))
-	return m
-}
-
-// payloadSize is what the server counts against its max payload: the
-// encoded headers and the body.
-func payloadSize(m *nats.Msg) int64 { return int64(m.Size() - len(m.Subject) - len(m.Reply)) }
