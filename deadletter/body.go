@@ -7,57 +7,39 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"mime"
 	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/detourhq/detour/internal/msgpackwalk"
+	"github.com/detourhq/detour/wire"
 )
 
 // This file reads and rewrites the few top-level request fields a dead
-// letter's tools need ("id", "deadline") without importing package stream,
-// which imports this one. It follows stream.DetectEncoding: Content-Type
-// decides, else a body starting with '{' is JSON and anything else msgpack.
-// Bodies are outside input (a dead letter is often a body that was refused),
+// letter's tools need ("id", "deadline") in the format wire.DetectEncoding
+// finds, as the processor does. Bodies are outside input (a dead letter is often a body that was refused),
 // so the msgpack side is a small walker that neither recurses nor allocates
 // by declared lengths: a hostile body cannot exhaust the stack or memory of
 // an operator's `processor dlq` command.
 
-// Request field names, as in stream.Request.
+// Request field names, as in wire.Request.
 const (
 	fieldID       = "id"
 	fieldDeadline = "deadline"
 )
 
-// bodyEncoding is the wire format of a body.
-type bodyEncoding int
+// encUnknown stands for a body in a format the processor refuses.
+const encUnknown wire.Encoding = -1
 
-const (
-	encUnknown bodyEncoding = iota
-	encJSON
-	encMsgpack
-)
-
-func detectEncoding(data []byte, header nats.Header) bodyEncoding {
-	if ct := header.Get("Content-Type"); ct != "" {
-		media, _, err := mime.ParseMediaType(ct)
-		switch {
-		case err != nil:
-			return encUnknown
-		case media == "application/json":
-			return encJSON
-		case media == "application/msgpack", media == "application/x-msgpack", media == "application/vnd.msgpack":
-			return encMsgpack
-		default:
-			return encUnknown
-		}
+// detectEncoding is the body's format as the processor detects it, or
+// encUnknown.
+func detectEncoding(data []byte, header nats.Header) wire.Encoding {
+	enc, err := wire.DetectEncoding(data, header)
+	if err != nil {
+		return encUnknown
 	}
-	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
-		return encJSON
-	}
-	return encMsgpack
+	return enc
 }
 
 // bodyFields are the top-level string fields of a request body that the
@@ -74,13 +56,13 @@ type bodyFields struct {
 func readFields(data []byte, header nats.Header) bodyFields {
 	var f bodyFields
 	switch detectEncoding(data, header) {
-	case encJSON:
+	case wire.JSON:
 		// A field of the wrong type is skipped; the others still decode.
 		var typeErr *json.UnmarshalTypeError
 		if err := json.Unmarshal(data, &f); err != nil && !errors.As(err, &typeErr) {
 			return bodyFields{}
 		}
-	case encMsgpack:
+	case wire.MsgPack:
 		entries, err := msgpackMap(data)
 		if err != nil {
 			return bodyFields{}
@@ -110,7 +92,7 @@ var errNotAnObject = errors.New("body is not a JSON object or msgpack map")
 // values. A JSON body comes back compacted with its keys sorted.
 func setFields(data []byte, header nats.Header, set map[string]string) ([]byte, error) {
 	switch detectEncoding(data, header) {
-	case encJSON:
+	case wire.JSON:
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
 			return nil, errNotAnObject
@@ -136,7 +118,7 @@ func setFields(data []byte, header nats.Header, set map[string]string) ([]byte, 
 			return nil, err
 		}
 		return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-	case encMsgpack:
+	case wire.MsgPack:
 		entries, err := msgpackMap(data)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", errNotAnObject, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/wire"
 )
 
 // Reason says why a request was dead-lettered.
@@ -53,17 +54,6 @@ const HeaderReplayOf = "Detour-Replay-Of"
 // headerDLQPrefix starts every header this package adds to a dead letter.
 const headerDLQPrefix = "Detour-DLQ-"
 
-// SubjectPrefix is the subject prefix of dead letters.
-const SubjectPrefix = "detour.deadletter."
-
-// StreamName is the stream that stores dead letters (DESIGN.md §2). Package
-// stream, which creates it, imports this one, so the name is repeated there.
-const StreamName = "DETOUR_DEADLETTER"
-
-// requestsPrefix is where a replay republishes a chain's request; it equals
-// stream.RequestsPrefix.
-const requestsPrefix = "detour.requests."
-
 // Letter is one request to dead-letter.
 type Letter struct {
 	Chain      string
@@ -90,7 +80,7 @@ func NewPublisher(js jetstream.JetStream) *Publisher {
 // Publish stores a dead letter and returns once the stream has acknowledged
 // it; only then may the request be terminated.
 func (p *Publisher) Publish(ctx context.Context, l Letter) error {
-	msg := nats.NewMsg(SubjectPrefix + l.Chain)
+	msg := nats.NewMsg(wire.DeadLetterSubject(l.Chain))
 	msg.Data = l.Data
 	for k, vs := range l.Header {
 		if isPublishDirective(k) {

@@ -11,6 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/internal/msgpackwalk"
+	"github.com/detourhq/detour/wire"
 )
 
 // BodyFormat says how RenderBody showed a body.
@@ -34,12 +35,12 @@ const maxRenderDepth = 64
 // it is, anything else as a hex dump.
 func RenderBody(data []byte, header nats.Header) (BodyFormat, string) {
 	switch detectEncoding(data, header) {
-	case encJSON:
+	case wire.JSON:
 		var buf bytes.Buffer
 		if err := json.Indent(&buf, data, "", "  "); err == nil {
 			return BodyJSON, buf.String()
 		}
-	case encMsgpack:
+	case wire.MsgPack:
 		if out, ok := msgpackAsJSON(data); ok {
 			return BodyMsgpack, out
 		}

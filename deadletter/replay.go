@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/wire"
 )
 
 // ErrDeadlinePassed is returned when a dead letter's request names a
@@ -107,13 +109,13 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 		return Replayed{}, fmt.Errorf("deadletter: replaying %d: "+format, append([]any{m.Seq}, args...)...)
 	}
 	if m.Chain == "" || strings.ContainsAny(m.Chain, ".*>") {
-		return fail("stored under an unexpected subject %q", SubjectPrefix+m.Chain)
+		return fail("stored under an unexpected subject %q", wire.DeadLetterSubject(m.Chain))
 	}
 	if m.Header.Get(HeaderTrimmed) != "" {
 		return fail("it was cut down to fit the server (original body %s bytes, %d kept), so it no longer holds the request",
 			cmp.Or(m.Header.Get(HeaderOriginalSize), "?"), len(m.Data))
 	}
-	r := Replayed{Seq: m.Seq, Chain: m.Chain, RequestID: m.RequestID, Subject: requestsPrefix + m.Chain}
+	r := Replayed{Seq: m.Seq, Chain: m.Chain, RequestID: m.RequestID, Subject: wire.RequestSubject(m.Chain)}
 	fields := readFields(m.Data, m.Header)
 	body := m.Data
 	if !opts.Deadline.IsZero() {

@@ -11,7 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 var replyPrefixes = []string{"detour.results.", "_INBOX."}
@@ -106,7 +106,7 @@ func TestReplayInsideTheDuplicateWindow(t *testing.T) {
 				t.Fatalf("queue %v", q)
 			}
 			// The processor sees the same request, with the same id.
-			dec, err := stream.DecodeRequest(q[1].Data, q[1].Header, q[1].Sequence, replyPrefixes)
+			dec, err := wire.DecodeRequest(q[1].Data, q[1].Header, q[1].Sequence, replyPrefixes)
 			if err != nil || dec.ID != "r1" || len(dec.Messages) != 1 {
 				t.Fatalf("replayed request decodes as %+v (%v)", dec, err)
 			}
@@ -153,7 +153,7 @@ func TestReplayWithoutMsgID(t *testing.T) {
 	if len(q) != 2 {
 		t.Fatalf("%d queued", len(q))
 	}
-	dec, err := stream.DecodeRequest(q[1].Data, q[1].Header, q[1].Sequence, replyPrefixes)
+	dec, err := wire.DecodeRequest(q[1].Data, q[1].Header, q[1].Sequence, replyPrefixes)
 	if err != nil || dec.ID != "6" {
 		t.Fatalf("replayed request decodes as %+v (%v)", dec, err)
 	}
@@ -194,7 +194,7 @@ func TestReplayDeadline(t *testing.T) {
 		t.Fatalf("%+v %v", r, err)
 	}
 	q := e.queued("default")
-	dec, err := stream.DecodeRequest(q[0].Data, q[0].Header, q[0].Sequence, replyPrefixes)
+	dec, err := wire.DecodeRequest(q[0].Data, q[0].Header, q[0].Sequence, replyPrefixes)
 	if err != nil || dec.ID != "late" || !dec.DeadlineAt.Equal(deadline) {
 		t.Fatalf("replayed request decodes as %+v (%v)", dec, err)
 	}

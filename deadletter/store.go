@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/wire"
 )
 
 // ErrNotFound is returned for a dead-letter sequence that the stream does
@@ -56,9 +58,9 @@ func (f Filter) validate() error {
 
 func (f Filter) subject() string {
 	if f.Chain != "" {
-		return SubjectPrefix + f.Chain
+		return wire.DeadLetterSubject(f.Chain)
 	}
-	return SubjectPrefix + ">"
+	return wire.DeadLetterPrefix + ">"
 }
 
 func (f Filter) match(e Entry) bool {
@@ -98,7 +100,7 @@ func newMessage(seq uint64, stored time.Time, subject string, header nats.Header
 	e := Entry{
 		Seq:    seq,
 		Time:   stored.UTC(),
-		Chain:  strings.TrimPrefix(subject, SubjectPrefix),
+		Chain:  strings.TrimPrefix(subject, wire.DeadLetterPrefix),
 		Reason: Reason(header.Get(HeaderReason)),
 		Error:  header.Get(HeaderError),
 		Size:   len(data),
@@ -137,12 +139,12 @@ func NewStore(js jetstream.JetStream) *Store {
 }
 
 func (s *Store) stream(ctx context.Context) (jetstream.Stream, error) {
-	str, err := s.js.Stream(ctx, StreamName)
+	str, err := s.js.Stream(ctx, wire.DeadLetterStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("deadletter: stream %s not found (has a processor run on this server?): %w", StreamName, err)
+		return nil, fmt.Errorf("deadletter: stream %s not found (has a processor run on this server?): %w", wire.DeadLetterStream, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("deadletter: opening %s: %w", StreamName, err)
+		return nil, fmt.Errorf("deadletter: opening %s: %w", wire.DeadLetterStream, err)
 	}
 	return str, nil
 }
@@ -220,7 +222,7 @@ func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
 			opts = append(opts, jetstream.WithPurgeSubject(f.subject()))
 		}
 		if err := str.Purge(ctx, opts...); err != nil {
-			return 0, fmt.Errorf("deadletter: purging %s: %w", StreamName, err)
+			return 0, fmt.Errorf("deadletter: purging %s: %w", wire.DeadLetterStream, err)
 		}
 		return int(n), nil
 	}
@@ -253,7 +255,7 @@ func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
 func count(ctx context.Context, str jetstream.Stream, f Filter) (n, last uint64, err error) {
 	info, err := str.Info(ctx, jetstream.WithSubjectFilter(f.subject()))
 	if err != nil {
-		return 0, 0, fmt.Errorf("deadletter: reading %s info: %w", StreamName, err)
+		return 0, 0, fmt.Errorf("deadletter: reading %s info: %w", wire.DeadLetterStream, err)
 	}
 	for _, c := range info.State.Subjects {
 		n += c
@@ -281,11 +283,11 @@ func (s *Store) each(ctx context.Context, f Filter, fn func(Message) error) erro
 	}
 	cons, err := str.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.subject()}})
 	if err != nil {
-		return fmt.Errorf("deadletter: reading %s: %w", StreamName, err)
+		return fmt.Errorf("deadletter: reading %s: %w", wire.DeadLetterStream, err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(256))
 	if err != nil {
-		return fmt.Errorf("deadletter: reading %s: %w", StreamName, err)
+		return fmt.Errorf("deadletter: reading %s: %w", wire.DeadLetterStream, err)
 	}
 	defer it.Stop()
 	for {
@@ -294,11 +296,11 @@ func (s *Store) each(ctx context.Context, f Filter, fn func(Message) error) erro
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 				return nil // the rest was removed while we read
 			}
-			return fmt.Errorf("deadletter: reading %s: %w", StreamName, err)
+			return fmt.Errorf("deadletter: reading %s: %w", wire.DeadLetterStream, err)
 		}
 		meta, err := msg.Metadata()
 		if err != nil {
-			return fmt.Errorf("deadletter: reading %s: %w", StreamName, err)
+			return fmt.Errorf("deadletter: reading %s: %w", wire.DeadLetterStream, err)
 		}
 		seq := meta.Sequence.Stream
 		if seq > last {

@@ -15,6 +15,7 @@ import (
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // env is an embedded server with detour's topology for chains "default" and
@@ -49,7 +50,7 @@ func (e *env) letter(l deadletter.Letter) uint64 {
 	if err := e.pub.Publish(context.Background(), l); err != nil {
 		e.t.Fatal(err)
 	}
-	s, err := e.js.Stream(context.Background(), stream.DeadLetterStream)
+	s, err := e.js.Stream(context.Background(), wire.DeadLetterStream)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func (e *env) letter(l deadletter.Letter) uint64 {
 // sequence in DETOUR_REQUESTS.
 func (e *env) queueRequest(chainName string, data []byte, header nats.Header) uint64 {
 	e.t.Helper()
-	msg := nats.NewMsg(stream.RequestSubject(chainName))
+	msg := nats.NewMsg(wire.RequestSubject(chainName))
 	msg.Data = data
 	for k, v := range header {
 		msg.Header[k] = v
@@ -83,13 +84,13 @@ func (e *env) queueRequest(chainName string, data []byte, header nats.Header) ui
 func (e *env) queued(chainName string) []*jetstream.RawStreamMsg {
 	e.t.Helper()
 	ctx := context.Background()
-	s, err := e.js.Stream(ctx, stream.RequestsStream)
+	s, err := e.js.Stream(ctx, wire.RequestsStream)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	var out []*jetstream.RawStreamMsg
 	for seq := uint64(1); ; seq++ {
-		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(stream.RequestSubject(chainName)))
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(wire.RequestSubject(chainName)))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return out
 		}
@@ -111,15 +112,6 @@ func jsonRequest(t *testing.T, fields map[string]any) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func TestStreamNamesMatch(t *testing.T) {
-	if deadletter.StreamName != stream.DeadLetterStream || deadletter.SubjectPrefix != stream.DeadLetterPrefix {
-		t.Fatalf("deadletter and stream disagree on the dead-letter stream")
-	}
-	if stream.RequestSubject("x") != "detour.requests.x" {
-		t.Fatalf("requests subject changed; update deadletter.requestsPrefix")
-	}
 }
 
 // TestListGetFilter: every dead letter is listed oldest first with its
@@ -290,7 +282,7 @@ func TestPurge(t *testing.T) {
 func TestPublishDropsPublishDirectives(t *testing.T) {
 	e := newEnv(t)
 	seq := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonBadRequest, SourceSeq: 1, Data: []byte("x"),
-		Header: nats.Header{"Nats-Expected-Stream": {stream.RequestsStream}, "Nats-Expected-Last-Sequence": {"0"}, "X-Keep": {"k"}}})
+		Header: nats.Header{"Nats-Expected-Stream": {wire.RequestsStream}, "Nats-Expected-Last-Sequence": {"0"}, "X-Keep": {"k"}}})
 	m, err := e.store.Get(context.Background(), seq)
 	if err != nil {
 		t.Fatal(err)

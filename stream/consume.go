@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/wire"
 )
 
 // Handler settles one delivery; *Processor implements it. It settles the
@@ -67,12 +69,12 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 		slots: make(chan struct{}, workers)}
 	consumers := make([]jetstream.Consumer, len(cfg.Chains))
 	for i, name := range cfg.Chains {
-		cons, err := js.Consumer(ctx, RequestsStream, ConsumerName(name))
+		cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(name))
 		if streamGone(err) && cfg.Repair != nil && cfg.Repair.Ensure(ctx) == nil {
-			cons, err = js.Consumer(ctx, RequestsStream, ConsumerName(name))
+			cons, err = js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(name))
 		}
 		if err != nil {
-			return fmt.Errorf("stream: consumer %s: %w", ConsumerName(name), err)
+			return fmt.Errorf("stream: consumer %s: %w", wire.ConsumerName(name), err)
 		}
 		consumers[i] = cons
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,6 +15,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/wire"
 )
 
 // Retry delays after real failures: exponential by delivery count.
@@ -56,7 +56,7 @@ type ProcessorConfig struct {
 	Health *Health
 }
 
-// Processor takes deliveries through their life (DESIGN.md §6).
+// Processor takes deliveries through their life.
 type Processor struct {
 	cfg     ProcessorConfig
 	nc      *nats.Conn
@@ -75,9 +75,9 @@ func NewProcessor(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cf
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	results, err := js.Stream(ctx, ResultsStream)
+	results, err := js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
-		return nil, fmt.Errorf("stream: opening %s: %w", ResultsStream, err)
+		return nil, fmt.Errorf("stream: opening %s: %w", wire.ResultsStream, err)
 	}
 	return &Processor{cfg: cfg, nc: nc, js: js, dlq: deadletter.NewPublisher(js), results: results,
 		schemas: chain.NewSchemaCache(chain.SchemaCacheSize)}, nil
@@ -105,7 +105,7 @@ type delivery struct {
 	msg     jetstream.Msg
 	meta    *jetstream.MsgMetadata
 	started time.Time
-	req     Decoded
+	req     wire.Decoded
 }
 
 func (d *delivery) log() *slog.Logger {
@@ -118,15 +118,15 @@ func (d *delivery) handle(ctx context.Context) {
 		d.deadLetter(ctx, deadletter.ReasonTooLarge, fmt.Errorf("payload of %d bytes exceeds DETOUR_MAX_PAYLOAD %d", len(data), d.p.cfg.MaxPayload), nil)
 		return
 	}
-	req, err := DecodeRequest(data, d.msg.Headers(), d.meta.Sequence.Stream, d.p.cfg.ReplyPrefixes)
+	req, err := wire.DecodeRequest(data, d.msg.Headers(), d.meta.Sequence.Stream, d.p.cfg.ReplyPrefixes)
 	d.req = req
 	if err != nil {
-		if ValidateID(req.ID) != nil {
+		if wire.ValidateID(req.ID) != nil {
 			// Not fit for a log field; the error quotes it, cut short.
 			d.req.ID = ""
 		}
 		reason := deadletter.ReasonBadRequest
-		if errors.Is(err, ErrBadReplySubject) {
+		if errors.Is(err, wire.ErrBadReplySubject) {
 			reason = deadletter.ReasonBadReplySubject
 		}
 		d.deadLetter(ctx, reason, err, nil)
@@ -169,8 +169,7 @@ func (d *delivery) handle(ctx context.Context) {
 	// Compiling a schema can take a while too: it runs under the heartbeat,
 	// and a shutdown or the deadline ends the wait for it.
 	stopBeat := d.heartbeat(runCtx)
-	chainReq, err := d.chainRequest(runCtx)
-	if err != nil {
+	if err := d.req.Compile(runCtx, d.p.schemas); err != nil {
 		stopBeat()
 		switch {
 		case ctx.Err() != nil:
@@ -182,7 +181,7 @@ func (d *delivery) handle(ctx context.Context) {
 		}
 		return
 	}
-	res, err := runner.Run(runCtx, chainReq)
+	res, err := runner.Run(runCtx, d.req.ChainRequest())
 	stopBeat()
 	d.annotate(&res)
 	d.p.cfg.Metrics.Attempts(res.Attempts)
@@ -207,21 +206,6 @@ func (d *delivery) handle(ctx context.Context) {
 	}
 }
 
-// chainRequest is what the chain is asked for this request, its
-// response_schema compiled through the processor's cache.
-func (d *delivery) chainRequest(ctx context.Context) (chain.Request, error) {
-	req := d.req.chainRequest()
-	if d.req.ResponseSchema == nil {
-		return req, nil
-	}
-	schema, err := d.p.schemas.Compile(ctx, d.req.ResponseSchema)
-	if err != nil {
-		return req, fmt.Errorf("%w: %v", ErrBadRequest, err)
-	}
-	req.Schema = schema
-	return req, nil
-}
-
 // deadline is the request's deadline, or its publish time plus the TTL.
 func (d *delivery) deadline() time.Time {
 	if !d.req.DeadlineAt.IsZero() {
@@ -233,7 +217,7 @@ func (d *delivery) deadline() time.Time {
 // answered reports whether a result for this request is already stored, so
 // a redelivery after a crash or a lost ack calls no provider again.
 func (d *delivery) answered(ctx context.Context) (bool, error) {
-	m, err := d.p.results.GetLastMsgForSubject(ctx, ResultSubject(d.req.ID))
+	m, err := d.p.results.GetLastMsgForSubject(ctx, wire.ResultSubject(d.req.ID))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return false, nil
@@ -243,7 +227,7 @@ func (d *delivery) answered(ctx context.Context) (bool, error) {
 	// A result stored for another request message with the same id (the
 	// failed result of a dead letter since replayed, or a client reusing an
 	// id) does not answer this one: results name the message they answer.
-	return m.Header.Get(HeaderRequestSeq) == strconv.FormatUint(d.meta.Sequence.Stream, 10), nil
+	return wire.Answers(m.Header, d.meta.Sequence.Stream), nil
 }
 
 // heartbeat tells the server the delivery is still being worked on every

@@ -14,6 +14,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // countingRunner answers every request and counts the calls.
@@ -50,12 +51,12 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 	// The deadline passes between the first delivery and the redelivery: an
 	// answered request must still be recognised, not expired after the fact.
 	deadline := time.Now().Add(1500 * time.Millisecond).UTC().Truncate(time.Second).Add(time.Second)
-	body, _ := json.Marshal(stream.Request{ID: "once", Messages: []chain.Message{{Role: "user", Content: "hi"}}, Deadline: deadline.Format(time.RFC3339)})
-	pub, err := js.Publish(ctx, stream.RequestSubject("default"), body)
+	body, _ := json.Marshal(wire.Request{ID: "once", Messages: []chain.Message{{Role: "user", Content: "hi"}}, Deadline: deadline.Format(time.RFC3339)})
+	pub, err := js.Publish(ctx, wire.RequestSubject("default"), body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.Consumer(ctx, stream.RequestsStream, stream.ConsumerName("default"))
+	cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName("default"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,10 +75,10 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 
 	// First delivery: a processor stored the result and died before acking.
 	first := fetch()
-	stored := nats.NewMsg(stream.ResultSubject("once"))
+	stored := nats.NewMsg(wire.ResultSubject("once"))
 	stored.Data = []byte(`{"id":"once","status":"ok","content":"from the first processor"}`)
-	stored.Header.Set(stream.HeaderMsgID, "once")
-	stored.Header.Set(stream.HeaderRequestSeq, strconv.FormatUint(pub.Sequence, 10))
+	stored.Header.Set(wire.HeaderMsgID, "once")
+	stored.Header.Set(wire.HeaderRequestSeq, strconv.FormatUint(pub.Sequence, 10))
 	if _, err := js.PublishMsg(ctx, stored); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 	if runner.calls.Load() != 0 {
 		t.Fatalf("the redelivery ran the chain (%d calls)", runner.calls.Load())
 	}
-	info, err := js.Stream(ctx, stream.ResultsStream)
+	info, err := js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,14 +105,14 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 	if si.State.Msgs != 1 {
 		t.Fatalf("%d results stored, want 1", si.State.Msgs)
 	}
-	if dl, err := js.Stream(ctx, stream.DeadLetterStream); err != nil {
+	if dl, err := js.Stream(ctx, wire.DeadLetterStream); err != nil {
 		t.Fatal(err)
 	} else if di, err := dl.Info(ctx); err != nil || di.State.Msgs != 0 {
 		t.Fatalf("an answered request was dead-lettered (%v)", err)
 	}
 	// The redelivery was acked: the work queue is empty.
 	eventually(t, func() bool {
-		rs, err := js.Stream(ctx, stream.RequestsStream)
+		rs, err := js.Stream(ctx, wire.RequestsStream)
 		if err != nil {
 			return false
 		}

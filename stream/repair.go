@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/internal/coalesce"
+	"github.com/detourhq/detour/wire"
 )
 
 const (
@@ -80,27 +81,27 @@ func (r *Repairer) repair(ctx context.Context) error {
 func (r *Repairer) missing(ctx context.Context) ([]string, error) {
 	var missing []string
 	requestsGone := false
-	for _, name := range []string{RequestsStream, ResultsStream, DeadLetterStream} {
+	for _, name := range []string{wire.RequestsStream, wire.ResultsStream, wire.DeadLetterStream} {
 		_, err := r.js.Stream(ctx, name)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			missing = append(missing, "stream "+name)
-			requestsGone = requestsGone || name == RequestsStream
+			requestsGone = requestsGone || name == wire.RequestsStream
 		case err != nil:
 			return nil, fmt.Errorf("stream: checking %s: %w", name, err)
 		}
 	}
 	for _, c := range r.topo.Chains {
 		if requestsGone {
-			missing = append(missing, "consumer "+ConsumerName(c))
+			missing = append(missing, "consumer "+wire.ConsumerName(c))
 			continue
 		}
-		_, err := r.js.Consumer(ctx, RequestsStream, ConsumerName(c))
+		_, err := r.js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(c))
 		switch {
 		case errors.Is(err, jetstream.ErrConsumerNotFound):
-			missing = append(missing, "consumer "+ConsumerName(c))
+			missing = append(missing, "consumer "+wire.ConsumerName(c))
 		case err != nil:
-			return nil, fmt.Errorf("stream: checking consumer %s: %w", ConsumerName(c), err)
+			return nil, fmt.Errorf("stream: checking consumer %s: %w", wire.ConsumerName(c), err)
 		}
 	}
 	return missing, nil

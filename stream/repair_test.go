@@ -12,6 +12,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 func repairTopology() stream.Topology {
@@ -69,10 +70,10 @@ func TestRepairerRecreatesWhatIsMissing(t *testing.T) {
 	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}
-	if err := js.DeleteStream(ctx, stream.ResultsStream); err != nil {
+	if err := js.DeleteStream(ctx, wire.ResultsStream); err != nil {
 		t.Fatal(err)
 	}
-	if err := js.DeleteConsumer(ctx, stream.RequestsStream, stream.ConsumerName("other")); err != nil {
+	if err := js.DeleteConsumer(ctx, wire.RequestsStream, wire.ConsumerName("other")); err != nil {
 		t.Fatal(err)
 	}
 	logs := &warnings{n: map[string]int{}}
@@ -127,24 +128,24 @@ func TestConsumeRecreatesTheRequestsStream(t *testing.T) {
 		})
 	}()
 	answered := func(id string) bool {
-		s, err := js.Stream(ctx, stream.ResultsStream)
+		s, err := js.Stream(ctx, wire.ResultsStream)
 		if err != nil {
 			return false
 		}
-		_, err = s.GetLastMsgForSubject(ctx, stream.ResultSubject(id))
+		_, err = s.GetLastMsgForSubject(ctx, wire.ResultSubject(id))
 		return err == nil
 	}
 	publish := func(id string) {
 		t.Helper()
-		body, _ := json.Marshal(stream.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hi"}}})
-		if _, err := js.Publish(ctx, stream.RequestSubject("default"), body); err != nil {
+		body, _ := json.Marshal(wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+		if _, err := js.Publish(ctx, wire.RequestSubject("default"), body); err != nil {
 			t.Fatal(err)
 		}
 	}
 	publish("before")
 	within(t, 10*time.Second, "the first request answered", func() bool { return answered("before") })
 
-	if err := js.DeleteStream(ctx, stream.RequestsStream); err != nil {
+	if err := js.DeleteStream(ctx, wire.RequestsStream); err != nil {
 		t.Fatal(err)
 	}
 	sawFailing := false
@@ -153,11 +154,11 @@ func TestConsumeRecreatesTheRequestsStream(t *testing.T) {
 			sawFailing = true
 			return false
 		}
-		_, err := js.Stream(ctx, stream.RequestsStream)
+		_, err := js.Stream(ctx, wire.RequestsStream)
 		return sawFailing && err == nil
 	})
 	for _, c := range topo.Chains {
-		if _, err := js.Consumer(ctx, stream.RequestsStream, stream.ConsumerName(c)); err != nil {
+		if _, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(c)); err != nil {
 			t.Fatalf("consumer of %s: %v", c, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/wait"
+	"github.com/detourhq/detour/wire"
 )
 
 // answer stores and publishes the result, then acks. The answer is already
@@ -85,11 +86,11 @@ var errTooLarge = errors.New("too large for the server")
 // failed one is cut down to fit (metadata, then attempts), since it must
 // reach the requester whatever it carried.
 func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
-	data, err := EncodeResult(res, d.req.Encoding)
+	data, err := wire.EncodeResult(res, d.req.Encoding)
 	if err != nil {
 		return fmt.Errorf("encoding result: %w", err)
 	}
-	stored := d.resultMsg(ResultSubject(d.req.ID), data, res)
+	stored := d.resultMsg(wire.ResultSubject(d.req.ID), data, res)
 	if limit := d.p.nc.MaxPayload() - resultMargin; limit > 0 && payloadSize(stored) > limit {
 		if res.Status == chain.StatusOK {
 			return fmt.Errorf("answer of %d bytes (a %d-byte result) does not fit the server's max payload of %d bytes: %w",
@@ -116,7 +117,7 @@ func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
 			return fmt.Errorf("checking a duplicate result: %w", err)
 		}
 		if !answered {
-			stored.Header.Set(HeaderMsgID, fmt.Sprintf("%s:%d", d.req.ID, d.meta.Sequence.Stream))
+			stored.Header.Set(wire.HeaderMsgID, fmt.Sprintf("%s:%d", d.req.ID, d.meta.Sequence.Stream))
 			if _, err := d.p.js.PublishMsg(ctx, stored); err != nil {
 				return fmt.Errorf("storing result: %w", err)
 			}
@@ -135,14 +136,14 @@ func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
 func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Data = data
-	m.Header.Set(HeaderMsgID, d.req.ID)
-	m.Header.Set(HeaderRequestID, d.req.ID)
-	m.Header.Set(HeaderModel, res.Model)
-	m.Header.Set(HeaderProvider, res.Provider)
-	m.Header.Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
-	m.Header.Set(HeaderStatus, string(res.Status))
-	m.Header.Set(HeaderContentType, d.req.Encoding.ContentType())
-	m.Header.Set(HeaderRequestSeq, strconv.FormatUint(d.meta.Sequence.Stream, 10))
+	m.Header.Set(wire.HeaderMsgID, d.req.ID)
+	m.Header.Set(wire.HeaderRequestID, d.req.ID)
+	m.Header.Set(wire.HeaderModel, res.Model)
+	m.Header.Set(wire.HeaderProvider, res.Provider)
+	m.Header.Set(wire.HeaderDegraded, strconv.FormatBool(res.Degraded))
+	m.Header.Set(wire.HeaderStatus, string(res.Status))
+	m.Header.Set(wire.HeaderContentType, d.req.Encoding.ContentType())
+	wire.MarkAnswers(m.Header, d.meta.Sequence.Stream)
 	return m
 }
 

@@ -3,40 +3,17 @@ package stream
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/wire"
 )
 
-// Names of the streams and subjects of DESIGN.md §2.
 const (
-	RequestsStream   = "DETOUR_REQUESTS"
-	ResultsStream    = "DETOUR_RESULTS"
-	DeadLetterStream = "DETOUR_DEADLETTER"
-
-	RequestsPrefix   = "detour.requests."
-	ResultsPrefix    = "detour.results."
-	DeadLetterPrefix = "detour.deadletter."
-
 	duplicateWindow = 2 * time.Minute
 	deadLetterAge   = 7 * 24 * time.Hour
 )
-
-// RequestSubject is where requests for chain are published.
-func RequestSubject(chain string) string { return RequestsPrefix + chain }
-
-// ResultSubject is where the result of request id is stored.
-func ResultSubject(id string) string { return ResultsPrefix + id }
-
-// IsResultSubject reports whether subject is captured by the results stream.
-func IsResultSubject(subject string) bool { return strings.HasPrefix(subject, ResultsPrefix) }
-
-// DeadLetterSubject is where a chain's dead letters go.
-func DeadLetterSubject(chain string) string { return DeadLetterPrefix + chain }
-
-// ConsumerName is the durable consumer of a chain.
-func ConsumerName(chain string) string { return "detour-" + chain }
 
 // Topology is what EnsureTopology creates.
 type Topology struct {
@@ -54,10 +31,10 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 	replicas := max(t.Replicas, 1)
 	subjects := make([]string, len(t.Chains))
 	for i, c := range t.Chains {
-		subjects[i] = RequestSubject(c)
+		subjects[i] = wire.RequestSubject(c)
 	}
 	streams := []jetstream.StreamConfig{{
-		Name:        RequestsStream,
+		Name:        wire.RequestsStream,
 		Description: "detour requests, one subject per chain",
 		Subjects:    subjects,
 		Retention:   jetstream.WorkQueuePolicy,
@@ -65,17 +42,17 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		Duplicates:  min(duplicateWindow, t.RequestTTL),
 		Replicas:    replicas,
 	}, {
-		Name:        ResultsStream,
+		Name:        wire.ResultsStream,
 		Description: "detour results by request id",
-		Subjects:    []string{ResultsPrefix + ">"},
+		Subjects:    []string{wire.ResultsPrefix + ">"},
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      t.ResultTTL,
 		Duplicates:  min(duplicateWindow, t.ResultTTL),
 		Replicas:    replicas,
 	}, {
-		Name:        DeadLetterStream,
+		Name:        wire.DeadLetterStream,
 		Description: "detour dead letters with their reasons",
-		Subjects:    []string{DeadLetterPrefix + ">"},
+		Subjects:    []string{wire.DeadLetterPrefix + ">"},
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      deadLetterAge,
 		Replicas:    replicas,
@@ -86,10 +63,10 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		}
 	}
 	for _, c := range t.Chains {
-		_, err := js.CreateOrUpdateConsumer(ctx, RequestsStream, jetstream.ConsumerConfig{
-			Durable:       ConsumerName(c),
+		_, err := js.CreateOrUpdateConsumer(ctx, wire.RequestsStream, jetstream.ConsumerConfig{
+			Durable:       wire.ConsumerName(c),
 			Description:   "detour processors of chain " + c,
-			FilterSubject: RequestSubject(c),
+			FilterSubject: wire.RequestSubject(c),
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       t.AckWait,
 			// Deliveries are unlimited: waiting for a cooldown must never
@@ -99,7 +76,7 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 			Replicas:      replicas,
 		})
 		if err != nil {
-			return fmt.Errorf("stream: creating consumer %s: %w", ConsumerName(c), err)
+			return fmt.Errorf("stream: creating consumer %s: %w", wire.ConsumerName(c), err)
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 func streamConfig(t *testing.T, js jetstream.JetStream, name string) jetstream.StreamConfig {
@@ -24,48 +25,48 @@ func streamConfig(t *testing.T, js jetstream.JetStream, name string) jetstream.S
 
 func consumerConfig(t *testing.T, js jetstream.JetStream, name string) jetstream.ConsumerConfig {
 	t.Helper()
-	c, err := js.Consumer(context.Background(), stream.RequestsStream, name)
+	c, err := js.Consumer(context.Background(), wire.RequestsStream, name)
 	if err != nil {
 		t.Fatalf("consumer %s: %v", name, err)
 	}
 	return c.CachedInfo().Config
 }
 
-// checkTopology compares what the server holds with DESIGN.md §2.
+// checkTopology compares what the server holds with the documented topology (docs/state.md, docs/requests.md).
 func checkTopology(t *testing.T, js jetstream.JetStream, topo stream.Topology) {
 	t.Helper()
-	req := streamConfig(t, js, stream.RequestsStream)
+	req := streamConfig(t, js, wire.RequestsStream)
 	var wantSubjects []string
 	for _, c := range topo.Chains {
 		wantSubjects = append(wantSubjects, "detour.requests."+c)
 	}
 	if got := slices.Sorted(slices.Values(req.Subjects)); !slices.Equal(got, slices.Sorted(slices.Values(wantSubjects))) {
-		t.Errorf("%s subjects = %v, want %v", stream.RequestsStream, req.Subjects, wantSubjects)
+		t.Errorf("%s subjects = %v, want %v", wire.RequestsStream, req.Subjects, wantSubjects)
 	}
 	if req.Retention != jetstream.WorkQueuePolicy {
-		t.Errorf("%s retention = %v, want WorkQueue", stream.RequestsStream, req.Retention)
+		t.Errorf("%s retention = %v, want WorkQueue", wire.RequestsStream, req.Retention)
 	}
 	if req.MaxAge != topo.RequestTTL {
-		t.Errorf("%s MaxAge = %v, want %v", stream.RequestsStream, req.MaxAge, topo.RequestTTL)
+		t.Errorf("%s MaxAge = %v, want %v", wire.RequestsStream, req.MaxAge, topo.RequestTTL)
 	}
 	if req.Duplicates != 2*time.Minute {
-		t.Errorf("%s Duplicates = %v, want 2m", stream.RequestsStream, req.Duplicates)
+		t.Errorf("%s Duplicates = %v, want 2m", wire.RequestsStream, req.Duplicates)
 	}
 
-	res := streamConfig(t, js, stream.ResultsStream)
+	res := streamConfig(t, js, wire.ResultsStream)
 	if !slices.Equal(res.Subjects, []string{"detour.results.>"}) {
-		t.Errorf("%s subjects = %v", stream.ResultsStream, res.Subjects)
+		t.Errorf("%s subjects = %v", wire.ResultsStream, res.Subjects)
 	}
 	if res.Retention != jetstream.LimitsPolicy || res.MaxAge != topo.ResultTTL || res.Duplicates != 2*time.Minute {
-		t.Errorf("%s retention %v, MaxAge %v, Duplicates %v; want Limits, %v, 2m", stream.ResultsStream, res.Retention, res.MaxAge, res.Duplicates, topo.ResultTTL)
+		t.Errorf("%s retention %v, MaxAge %v, Duplicates %v; want Limits, %v, 2m", wire.ResultsStream, res.Retention, res.MaxAge, res.Duplicates, topo.ResultTTL)
 	}
 
-	dl := streamConfig(t, js, stream.DeadLetterStream)
+	dl := streamConfig(t, js, wire.DeadLetterStream)
 	if !slices.Equal(dl.Subjects, []string{"detour.deadletter.>"}) {
-		t.Errorf("%s subjects = %v", stream.DeadLetterStream, dl.Subjects)
+		t.Errorf("%s subjects = %v", wire.DeadLetterStream, dl.Subjects)
 	}
 	if dl.Retention != jetstream.LimitsPolicy || dl.MaxAge != 7*24*time.Hour {
-		t.Errorf("%s retention %v, MaxAge %v; want Limits, 168h", stream.DeadLetterStream, dl.Retention, dl.MaxAge)
+		t.Errorf("%s retention %v, MaxAge %v; want Limits, 168h", wire.DeadLetterStream, dl.Retention, dl.MaxAge)
 	}
 
 	for _, c := range topo.Chains {
@@ -114,12 +115,12 @@ func TestEnsureTopology(t *testing.T) {
 
 	// A publish to a configured chain is stored and deduplicated by Nats-Msg-Id.
 	for i, wantDup := range []bool{false, true} {
-		ack, err := js.Publish(ctx, stream.RequestSubject("default"), []byte(`{}`), jetstream.WithMsgID("dup-1"))
+		ack, err := js.Publish(ctx, wire.RequestSubject("default"), []byte(`{}`), jetstream.WithMsgID("dup-1"))
 		if err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
-		if ack.Stream != stream.RequestsStream || ack.Duplicate != wantDup {
-			t.Errorf("publish %d: stream %q duplicate %v, want %q %v", i, ack.Stream, ack.Duplicate, stream.RequestsStream, wantDup)
+		if ack.Stream != wire.RequestsStream || ack.Duplicate != wantDup {
+			t.Errorf("publish %d: stream %q duplicate %v, want %q %v", i, ack.Stream, ack.Duplicate, wire.RequestsStream, wantDup)
 		}
 	}
 
@@ -128,12 +129,12 @@ func TestEnsureTopology(t *testing.T) {
 			t.Fatalf("second EnsureTopology: %v", err)
 		}
 		checkTopology(t, js, topo)
-		info, err := js.Stream(ctx, stream.RequestsStream)
+		info, err := js.Stream(ctx, wire.RequestsStream)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n := info.CachedInfo().State.Msgs; n != 1 {
-			t.Errorf("%s holds %d messages after a second run, want 1 (kept)", stream.RequestsStream, n)
+			t.Errorf("%s holds %d messages after a second run, want 1 (kept)", wire.RequestsStream, n)
 		}
 	})
 
@@ -146,7 +147,7 @@ func TestEnsureTopology(t *testing.T) {
 			t.Fatalf("EnsureTopology with a new chain: %v", err)
 		}
 		checkTopology(t, js, grown)
-		if _, err := js.Publish(ctx, stream.RequestSubject("extra"), []byte(`{}`)); err != nil {
+		if _, err := js.Publish(ctx, wire.RequestSubject("extra"), []byte(`{}`)); err != nil {
 			t.Errorf("publish to the new chain: %v", err)
 		}
 	})
@@ -179,13 +180,13 @@ func TestEnsureTopologyShortTTLs(t *testing.T) {
 	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
 		t.Fatalf("EnsureTopology: %v", err)
 	}
-	if d := streamConfig(t, js, stream.RequestsStream).Duplicates; d != 30*time.Second {
-		t.Errorf("%s Duplicates = %v, want the TTL 30s", stream.RequestsStream, d)
+	if d := streamConfig(t, js, wire.RequestsStream).Duplicates; d != 30*time.Second {
+		t.Errorf("%s Duplicates = %v, want the TTL 30s", wire.RequestsStream, d)
 	}
-	if d := streamConfig(t, js, stream.ResultsStream).Duplicates; d != time.Minute {
-		t.Errorf("%s Duplicates = %v, want the TTL 1m", stream.ResultsStream, d)
+	if d := streamConfig(t, js, wire.ResultsStream).Duplicates; d != time.Minute {
+		t.Errorf("%s Duplicates = %v, want the TTL 1m", wire.ResultsStream, d)
 	}
-	if r := streamConfig(t, js, stream.RequestsStream).Replicas; r != 1 {
+	if r := streamConfig(t, js, wire.RequestsStream).Replicas; r != 1 {
 		t.Errorf("Replicas = %d, want 1 when unset", r)
 	}
 }

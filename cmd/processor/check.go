@@ -41,16 +41,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)
 		return 2
 	}
-	reqs, err := client.ReadRequests(f, *samplesPath)
+	samples, err := client.ReadSamples(f, *samplesPath)
 	f.Close()
 	if err != nil {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)
 		return 2
-	}
-	samples := make([]chain.Request, len(reqs))
-	for i, r := range reqs {
-		// ReadRequests has compiled every schema already.
-		samples[i], _ = r.ChainRequest()
 	}
 	chains, err := service.BuildChains(file, nil, nil, nil)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/detourhq/detour/internal/client"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // rulesChain is a chain file that needs no provider outside the process.
@@ -134,9 +135,9 @@ func servesAndStops(t *testing.T, bin string, env []string, url string, opts str
 	// The processor creates the streams once connected; until then the
 	// publish finds no stream.
 	id := nuid.Next()
-	req := stream.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hello"}}}
+	req := wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hello"}}}
 	for {
-		if _, err = c.Run(ctx, "default", []stream.Request{req}, false); err == nil {
+		if _, err = c.Run(ctx, "default", []wire.Request{req}, false); err == nil {
 			break
 		}
 		if _, exited := p.exitCode(300 * time.Millisecond); exited || ctx.Err() != nil {
@@ -154,7 +155,7 @@ func servesAndStops(t *testing.T, bin string, env []string, url string, opts str
 			break
 		}
 		if _, exited := p.exitCode(200 * time.Millisecond); exited || ctx.Err() != nil {
-			t.Fatalf("no result for %s in %s: %v\nprocessor output:\n%s", id, stream.ResultsStream, err, p.out.String())
+			t.Fatalf("no result for %s in %s: %v\nprocessor output:\n%s", id, wire.ResultsStream, err, p.out.String())
 		}
 	}
 	if res.Status != chain.StatusOK || !strings.Contains(res.Content, "answered by the rules") {
@@ -175,15 +176,15 @@ func servesAndStops(t *testing.T, bin string, env []string, url string, opts str
 
 // resultInStream reads the result of request id from DETOUR_RESULTS.
 func resultInStream(ctx context.Context, js jetstream.JetStream, id string) (chain.Result, error) {
-	s, err := js.Stream(ctx, stream.ResultsStream)
+	s, err := js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
 		return chain.Result{}, err
 	}
-	msg, err := s.GetLastMsgForSubject(ctx, stream.ResultSubject(id))
+	msg, err := s.GetLastMsgForSubject(ctx, wire.ResultSubject(id))
 	if err != nil {
 		return chain.Result{}, err
 	}
-	return stream.DecodeResult(msg.Data, msg.Header)
+	return wire.DecodeResult(msg.Data, msg.Header)
 }
 
 // securedEnv is a processor's environment with no DETOUR_* variable of the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // TestCrashLosesNothingAndCallsNoProviderTwice is the crash half of "Nothing
@@ -56,7 +56,7 @@ func TestCrashLosesNothingAndCallsNoProviderTwice(t *testing.T) {
 		}
 	}
 	waitUntil(t, 30*time.Second, "the provider to receive calls from A", func() bool { return fake.Requests() >= killAt }, a)
-	cons, err := js.Consumer(ctx, stream.RequestsStream, stream.ConsumerName(testChain))
+	cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(testChain))
 	if err != nil {
 		t.Fatal(err)
 	}

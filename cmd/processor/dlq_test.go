@@ -15,6 +15,7 @@ import (
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // TestDLQCommand runs `processor dlq` against a real server: list (table,
@@ -40,7 +41,7 @@ func TestDLQCommand(t *testing.T) {
 			Data: []byte(body), Header: nats.Header{"Content-Type": {"application/json"}}}); err != nil {
 			t.Fatal(err)
 		}
-		s, _ := js.Stream(ctx, stream.DeadLetterStream)
+		s, _ := js.Stream(ctx, wire.DeadLetterStream)
 		info, _ := s.Info(ctx)
 		return strconv.FormatUint(info.State.LastSeq, 10)
 	}

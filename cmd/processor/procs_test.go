@@ -25,7 +25,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // testChain is the one chain the process tests configure.
@@ -242,11 +242,11 @@ func prompt(id string) string { return "request " + id }
 // publishRequest publishes one JSON request with a Nats-Msg-Id and returns
 // the time its PubAck arrived, an upper bound of the time the stream stored it.
 func publishRequest(ctx context.Context, js jetstream.JetStream, id string) (time.Time, error) {
-	data, err := json.Marshal(stream.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: prompt(id)}}})
+	data, err := json.Marshal(wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: prompt(id)}}})
 	if err != nil {
 		return time.Time{}, err
 	}
-	msg := nats.NewMsg(stream.RequestSubject(testChain))
+	msg := nats.NewMsg(wire.RequestSubject(testChain))
 	msg.Data = data
 	msg.Header.Set(nats.MsgIdHdr, id)
 	msg.Header.Set("Content-Type", "application/json")
@@ -259,7 +259,7 @@ func publishRequest(ctx context.Context, js jetstream.JetStream, id string) (tim
 // storedResults is the number of distinct subjects in DETOUR_RESULTS.
 func storedResults(t *testing.T, js jetstream.JetStream) int {
 	t.Helper()
-	s, err := js.Stream(context.Background(), stream.ResultsStream)
+	s, err := js.Stream(context.Background(), wire.ResultsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,11 +273,11 @@ func storedResults(t *testing.T, js jetstream.JetStream) int {
 // resultsPerSubject counts the messages of DETOUR_RESULTS per subject.
 func resultsPerSubject(t *testing.T, js jetstream.JetStream) map[string]uint64 {
 	t.Helper()
-	s, err := js.Stream(context.Background(), stream.ResultsStream)
+	s, err := js.Stream(context.Background(), wire.ResultsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(stream.ResultsPrefix+">"))
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(wire.ResultsPrefix+">"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ type storedResult struct {
 func readResults(t *testing.T, js jetstream.JetStream) []storedResult {
 	t.Helper()
 	ctx := context.Background()
-	s, err := js.Stream(ctx, stream.ResultsStream)
+	s, err := js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func readResults(t *testing.T, js jetstream.JetStream) []storedResult {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := stream.DecodeResult(m.Data, m.Header)
+		res, err := wire.DecodeResult(m.Data, m.Header)
 		if err != nil {
 			t.Fatalf("result at seq %d on %s: %v", seq, m.Subject, err)
 		}
@@ -328,14 +328,14 @@ func checkExactlyOneOKResult(t *testing.T, js jetstream.JetStream, n int) map[st
 	t.Helper()
 	perSubject := resultsPerSubject(t, js)
 	for i := range n {
-		subject := stream.ResultSubject(requestID(i))
+		subject := wire.ResultSubject(requestID(i))
 		if got := perSubject[subject]; got != 1 {
 			t.Errorf("%s holds %d results, want exactly 1", subject, got)
 		}
 		delete(perSubject, subject)
 	}
 	for subject, count := range perSubject {
-		t.Errorf("unexpected subject %s in %s (%d messages)", subject, stream.ResultsStream, count)
+		t.Errorf("unexpected subject %s in %s (%d messages)", subject, wire.ResultsStream, count)
 	}
 	byID := map[string]storedResult{}
 	for _, r := range readResults(t, js) {
@@ -343,7 +343,7 @@ func checkExactlyOneOKResult(t *testing.T, js jetstream.JetStream, n int) map[st
 			t.Errorf("second result for %s", r.ID)
 		}
 		byID[r.ID] = r
-		if r.subject != stream.ResultSubject(r.ID) || r.Status != chain.StatusOK ||
+		if r.subject != wire.ResultSubject(r.ID) || r.Status != chain.StatusOK ||
 			!strings.HasSuffix(r.Content, " answers: "+prompt(r.ID)) {
 			t.Errorf("result on %s: id %q status %q content %q error %q", r.subject, r.ID, r.Status, r.Content, r.Error)
 		}
@@ -384,7 +384,7 @@ func waitRequestsSettled(t *testing.T, js jetstream.JetStream, timeout time.Dura
 	var last string
 	deadline := time.Now().Add(timeout)
 	for {
-		cons, err := js.Consumer(ctx, stream.RequestsStream, stream.ConsumerName(testChain))
+		cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(testChain))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +392,7 @@ func waitRequestsSettled(t *testing.T, js jetstream.JetStream, timeout time.Dura
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := js.Stream(ctx, stream.RequestsStream)
+		s, err := js.Stream(ctx, wire.RequestsStream)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,12 +431,12 @@ func waitAllResults(t *testing.T, js jetstream.JetStream, n int, timeout time.Du
 		perSubject := resultsPerSubject(t, js)
 		var missing []string
 		for i := range n {
-			if perSubject[stream.ResultSubject(requestID(i))] == 0 {
+			if perSubject[wire.ResultSubject(requestID(i))] == 0 {
 				missing = append(missing, requestID(i))
 			}
 		}
 		state := "unknown"
-		if cons, err := js.Consumer(context.Background(), stream.RequestsStream, stream.ConsumerName(testChain)); err == nil {
+		if cons, err := js.Consumer(context.Background(), wire.RequestsStream, wire.ConsumerName(testChain)); err == nil {
 			if ci, err := cons.Info(context.Background()); err == nil {
 				state = fmt.Sprintf("pending %d, ack pending %d, redelivered %d, waiting pulls %d",
 					ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting)

@@ -12,7 +12,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // TestSIGTERMWhileCompilingLargeSchemas: a processor busy compiling the
@@ -37,7 +37,7 @@ func TestSIGTERMWhileCompilingLargeSchemas(t *testing.T) {
 	for i := range n {
 		schema := maps.Clone(base)
 		schema["$comment"] = requestID(i) // a different schema each, so none is cached
-		data, err := json.Marshal(stream.Request{
+		data, err := json.Marshal(wire.Request{
 			ID:             requestID(i),
 			Messages:       []chain.Message{{Role: "user", Content: prompt(requestID(i))}},
 			ResponseSchema: schema,
@@ -45,11 +45,11 @@ func TestSIGTERMWhileCompilingLargeSchemas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := js.Publish(context.Background(), stream.RequestSubject(testChain), data); err != nil {
+		if _, err := js.Publish(context.Background(), wire.RequestSubject(testChain), data); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cons, err := js.Consumer(context.Background(), stream.RequestsStream, stream.ConsumerName(testChain))
+	cons, err := js.Consumer(context.Background(), wire.RequestsStream, wire.ConsumerName(testChain))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // TestShutdownHandsBackWithoutWaitingForAckWait is the graceful-shutdown
@@ -95,7 +95,7 @@ func TestShutdownHandsBackWithoutWaitingForAckWait(t *testing.T) {
 
 	// SIGTERM once both processors are busy and a backlog waits: then A is
 	// surely in the middle of calls.
-	cons, err := js.Consumer(context.Background(), stream.RequestsStream, stream.ConsumerName(testChain))
+	cons, err := js.Consumer(context.Background(), wire.RequestsStream, wire.ConsumerName(testChain))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ import (
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/client"
 	"github.com/detourhq/detour/internal/service"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 func main() {
@@ -127,8 +127,8 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 
 // requests builds the requests of a run from the prompt or the file, and
 // the schema.
-func (f flags) requests(stdin io.Reader) ([]stream.Request, error) {
-	var reqs []stream.Request
+func (f flags) requests(stdin io.Reader) ([]wire.Request, error) {
+	var reqs []wire.Request
 	if f.file == "" {
 		reqs = client.Copies(f.prompt, f.n)
 	} else {
@@ -235,7 +235,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 // printPublished reports a run that did not wait: how many requests went
 // out and, with -json, their ids, so their results can be read later.
 func printPublished(w io.Writer, f flags, outcomes []client.Outcome, sent int) {
-	subject := stream.RequestSubject(f.chain)
+	subject := wire.RequestSubject(f.chain)
 	if !f.json {
 		fmt.Fprintf(w, "published %d request(s) to %s\n", sent, subject)
 		return

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // Client sends requests over one NATS connection.
@@ -106,7 +105,7 @@ type Options struct {
 
 // Run publishes reqs to chainName and, when wait is set, waits until every
 // result has arrived or ctx ends. It is RunWith without pacing or callbacks.
-func (c *Client) Run(ctx context.Context, chainName string, reqs []stream.Request, wait bool) ([]Outcome, error) {
+func (c *Client) Run(ctx context.Context, chainName string, reqs []wire.Request, wait bool) ([]Outcome, error) {
 	return c.RunWith(ctx, chainName, reqs, Options{Wait: wait})
 }
 
@@ -118,7 +117,7 @@ func (c *Client) Run(ctx context.Context, chainName string, reqs []stream.Reques
 // was sent (then the outcomes of the requests that were sent are still
 // collected), and alone when nothing was sent. Stopping through opts.Stop is
 // not an error.
-func (c *Client) RunWith(ctx context.Context, chainName string, reqs []stream.Request, opts Options) ([]Outcome, error) {
+func (c *Client) RunWith(ctx context.Context, chainName string, reqs []wire.Request, opts Options) ([]Outcome, error) {
 	inbox := c.nc.NewInbox()
 	col := newCollector(reqs, opts)
 	replySubjects := map[string]bool{}
@@ -144,7 +143,7 @@ func (c *Client) RunWith(ctx context.Context, chainName string, reqs []stream.Re
 		replySubjects[inbox+".>"] = true
 		for subject := range replySubjects {
 			sub, err := c.nc.Subscribe(subject, func(m *nats.Msg) {
-				if res, err := stream.DecodeResult(m.Data, m.Header); err == nil {
+				if res, err := wire.DecodeResult(m.Data, m.Header); err == nil {
 					col.deliver(res.ID, res, time.Now())
 				}
 			})
@@ -182,7 +181,7 @@ func (c *Client) RunWith(ctx context.Context, chainName string, reqs []stream.Re
 // publishAll publishes reqs in order, paced, and stops at the first error
 // or when opts.Stop closes; the requests after that are marked as not
 // published.
-func (c *Client) publishAll(ctx context.Context, chainName string, reqs []stream.Request, col *collector, opts Options) (int, error) {
+func (c *Client) publishAll(ctx context.Context, chainName string, reqs []wire.Request, col *collector, opts Options) (int, error) {
 	pacer := NewPacer(opts.Rate)
 	pacing, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -235,15 +234,15 @@ func (c *Client) await(ctx context.Context, col *collector) {
 	}
 }
 
-func (c *Client) publish(ctx context.Context, chainName string, r stream.Request) (*jetstream.PubAck, error) {
+func (c *Client) publish(ctx context.Context, chainName string, r wire.Request) (*jetstream.PubAck, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("client: encoding request %s: %w", r.ID, err)
 	}
-	msg := nats.NewMsg(stream.RequestSubject(chainName))
+	msg := nats.NewMsg(wire.RequestSubject(chainName))
 	msg.Data = body
-	msg.Header.Set(stream.HeaderContentType, stream.JSON.ContentType())
-	msg.Header.Set(stream.HeaderMsgID, r.ID)
+	msg.Header.Set(wire.HeaderContentType, wire.JSON.ContentType())
+	msg.Header.Set(wire.HeaderMsgID, r.ID)
 	ack, err := c.js.PublishMsg(ctx, msg)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
@@ -261,22 +260,22 @@ func (c *Client) collectStored(col *collector, ids []string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := c.js.Stream(ctx, stream.ResultsStream)
+	s, err := c.js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
 		return
 	}
 	for _, id := range ids {
-		m, err := s.GetLastMsgForSubject(ctx, stream.ResultSubject(id))
+		m, err := s.GetLastMsgForSubject(ctx, wire.ResultSubject(id))
 		if err != nil {
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				continue
 			}
 			return // the stream is unreachable: the rest would fail alike
 		}
-		if !col.answers(id, m.Header.Get(stream.HeaderRequestSeq)) {
+		if !col.answers(id, m.Header) {
 			continue // a result of an earlier request that reused the id
 		}
-		if res, err := stream.DecodeResult(m.Data, m.Header); err == nil {
+		if res, err := wire.DecodeResult(m.Data, m.Header); err == nil {
 			col.deliver(id, res, m.Time)
 		}
 	}
@@ -293,7 +292,7 @@ type collector struct {
 	done     chan struct{}
 }
 
-func newCollector(reqs []stream.Request, opts Options) *collector {
+func newCollector(reqs []wire.Request, opts Options) *collector {
 	col := &collector{
 		opts: opts, index: make(map[string]int, len(reqs)), outcomes: make([]Outcome, len(reqs)),
 		waiting: len(reqs), done: make(chan struct{}),
@@ -310,13 +309,13 @@ func (col *collector) settle() {
 	}
 }
 
-// answers reports whether a stored result naming request sequence seq (its
-// Detour-Request-Seq header) answers the request id of this run.
-func (col *collector) answers(id, seq string) bool {
+// answers reports whether a stored result with header h answers the
+// request id of this run.
+func (col *collector) answers(id string, h nats.Header) bool {
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	i, ok := col.index[id]
-	return ok && seq == strconv.FormatUint(col.outcomes[i].RequestSeq, 10)
+	return ok && wire.Answers(h, col.outcomes[i].RequestSeq)
 }
 
 func (col *collector) published(i int, at time.Time, ack *jetstream.PubAck) {

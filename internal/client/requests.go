@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,9 +11,10 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // LineError is a line of a requests file that cannot be sent.
@@ -67,7 +69,7 @@ func (e *FileError) Unwrap() []error {
 // fileLine is one line of a requests file: a request in the shape of
 // DESIGN.md §3 or, as a convenience, a prompt in place of messages.
 type fileLine struct {
-	stream.Request
+	wire.Request
 	Prompt string `json:"prompt"`
 }
 
@@ -78,9 +80,34 @@ type fileLine struct {
 // trailing data and ids used twice; when any line is bad the error is a
 // *FileError naming each such line, and no request is returned, so a run
 // sends all of the file or none of it. name labels the errors.
-func ReadRequests(r io.Reader, name string) ([]stream.Request, error) {
+func ReadRequests(r io.Reader, name string) ([]wire.Request, error) {
+	lines, err := readLines(r, name)
+	if err != nil {
+		return nil, err
+	}
+	return lo.Map(lines, func(l checkedLine, _ int) wire.Request { return l.req }), nil
+}
+
+// ReadSamples reads a requests file as ReadRequests does and returns what
+// the chain is asked for each line, response_schema compiled.
+func ReadSamples(r io.Reader, name string) ([]chain.Request, error) {
+	lines, err := readLines(r, name)
+	if err != nil {
+		return nil, err
+	}
+	return lo.Map(lines, func(l checkedLine, _ int) chain.Request { return l.chain }), nil
+}
+
+// checkedLine is a line that passed every check: the request to send, and
+// what a processor asks its chain for it.
+type checkedLine struct {
+	req   wire.Request
+	chain chain.Request
+}
+
+func readLines(r io.Reader, name string) ([]checkedLine, error) {
 	var (
-		reqs   []stream.Request
+		reqs   []checkedLine
 		bad    FileError
 		idLine = map[string]int{}
 	)
@@ -95,7 +122,7 @@ func ReadRequests(r io.Reader, name string) ([]stream.Request, error) {
 			text = bytes.TrimPrefix(text, []byte("\ufeff"))
 		}
 		if trimmed := bytes.TrimSpace(text); len(trimmed) > 0 {
-			req, err := parseLine(trimmed)
+			req, chainReq, err := parseLine(trimmed)
 			if err == nil && req.ID != "" {
 				if first, dup := idLine[req.ID]; dup {
 					err = fmt.Errorf("id %q is already used on line %d", req.ID, first)
@@ -104,7 +131,7 @@ func ReadRequests(r io.Reader, name string) ([]stream.Request, error) {
 			}
 			switch {
 			case err == nil:
-				reqs = append(reqs, req)
+				reqs = append(reqs, checkedLine{req: req, chain: chainReq})
 			case len(bad.Lines) < maxReportedLines:
 				bad.Lines = append(bad.Lines, &LineError{Line: n, Err: err})
 			default:
@@ -124,56 +151,62 @@ func ReadRequests(r io.Reader, name string) ([]stream.Request, error) {
 	return reqs, nil
 }
 
-func parseLine(data []byte) (stream.Request, error) {
+func parseLine(data []byte) (wire.Request, chain.Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var l fileLine
 	if err := dec.Decode(&l); err != nil {
-		return stream.Request{}, fmt.Errorf("not a JSON request object: %w", err)
+		return wire.Request{}, chain.Request{}, fmt.Errorf("not a JSON request object: %w", err)
 	}
 	if dec.More() {
-		return stream.Request{}, errors.New("more than one JSON value on the line")
+		return wire.Request{}, chain.Request{}, errors.New("more than one JSON value on the line")
 	}
 	req := l.Request
 	switch {
 	case len(req.Messages) > 0 && l.Prompt != "":
-		return req, errors.New(`give "messages" or "prompt", not both`)
+		return req, chain.Request{}, errors.New(`give "messages" or "prompt", not both`)
 	case len(req.Messages) == 0 && l.Prompt != "":
 		req.Messages = []chain.Message{{Role: "user", Content: l.Prompt}}
 	}
-	return req, Check(req)
+	chainReq, err := check(req)
+	return req, chainReq, err
 }
 
 // Check applies to req the checks a processor makes on decoding (DESIGN.md
 // §3), so that a request it would dead-letter is refused before sending. The
 // processor's reply prefixes are its own setting, so any valid reply subject
 // passes here; and an empty id passes, since the client assigns one.
-func Check(req stream.Request) error {
+func Check(req wire.Request) error {
+	_, err := check(req)
+	return err
+}
+
+// check is Check, returning what the chain is asked for req.
+func check(req wire.Request) (chain.Request, error) {
 	if req.ID == "" {
 		req.ID = "placeholder"
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return err
+		return chain.Request{}, err
 	}
-	header := nats.Header{stream.HeaderContentType: {stream.JSON.ContentType()}}
+	header := nats.Header{wire.HeaderContentType: {wire.JSON.ContentType()}}
 	// The empty prefix admits every valid publish subject.
-	if _, err := stream.DecodeRequest(body, header, 0, []string{""}); err != nil {
-		return err
+	d, err := wire.DecodeRequest(body, header, 0, []string{""})
+	if err != nil {
+		return chain.Request{}, err
 	}
-	if req.ResponseSchema != nil {
-		if _, err := chain.CompileSchema(req.ResponseSchema); err != nil {
-			return err
-		}
+	if err := d.Compile(context.Background(), nil); err != nil {
+		return chain.Request{}, err
 	}
-	return nil
+	return d.ChainRequest(), nil
 }
 
 // Copies returns n requests that each ask prompt as one user message.
-func Copies(prompt string, n int) []stream.Request {
-	reqs := make([]stream.Request, n)
+func Copies(prompt string, n int) []wire.Request {
+	reqs := make([]wire.Request, n)
 	for i := range reqs {
-		reqs[i] = stream.Request{Messages: []chain.Message{{Role: "user", Content: prompt}}}
+		reqs[i] = wire.Request{Messages: []chain.Message{{Role: "user", Content: prompt}}}
 	}
 	return reqs
 }
@@ -200,7 +233,7 @@ func ReadSchema(r io.Reader) (map[string]any, error) {
 
 // WithSchema puts schema into the response_schema of every request that has
 // none of its own; a request that names one keeps it.
-func WithSchema(reqs []stream.Request, schema map[string]any) {
+func WithSchema(reqs []wire.Request, schema map[string]any) {
 	for i := range reqs {
 		if reqs[i].ResponseSchema == nil {
 			reqs[i].ResponseSchema = schema

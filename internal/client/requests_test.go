@@ -9,7 +9,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/client"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 func TestReadRequestsAcceptsTheRequestShapeAndPrompts(t *testing.T) {
@@ -24,7 +24,7 @@ func TestReadRequestsAcceptsTheRequestShapeAndPrompts(t *testing.T) {
 		t.Fatal(err)
 	}
 	half := 0.5
-	want := []stream.Request{
+	want := []wire.Request{
 		{ID: "a-1", Messages: []chain.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}},
 			MaxTokens: 20, Metadata: map[string]string{"tenant": "acme"}},
 		{Messages: []chain.Message{{Role: "user", Content: "just a prompt"}}, Temperature: &half},
@@ -138,7 +138,7 @@ func TestReadSchema(t *testing.T) {
 func TestWithSchemaKeepsARequestsOwnSchema(t *testing.T) {
 	own := map[string]any{"type": "string"}
 	shared := map[string]any{"type": "object"}
-	reqs := append(client.Copies("x", 2), stream.Request{ResponseSchema: own})
+	reqs := append(client.Copies("x", 2), wire.Request{ResponseSchema: own})
 	client.WithSchema(reqs, shared)
 	for i, want := range []map[string]any{shared, shared, own} {
 		if !reflect.DeepEqual(reqs[i].ResponseSchema, want) {

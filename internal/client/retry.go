@@ -11,7 +11,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/wait"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // Publishing a request is retried with exponential backoff and full jitter
@@ -34,7 +34,7 @@ var errNoStream = errors.New("no stream takes the subject")
 // was lost is not queued twice. "No stream takes the subject" is final while
 // nothing of the run is stored yet (an unknown chain), and retried once the
 // run has stored a request (the stream is coming back after a restart).
-func (c *Client) publishRetrying(ctx context.Context, chainName string, r stream.Request, budget time.Duration, stored bool, onRetry func(error)) (*jetstream.PubAck, error) {
+func (c *Client) publishRetrying(ctx context.Context, chainName string, r wire.Request, budget time.Duration, stored bool, onRetry func(error)) (*jetstream.PubAck, error) {
 	var giveUp time.Time
 	for attempt := 0; ; attempt++ {
 		attemptCtx, cancel := context.WithTimeout(ctx, publishAttemptTimeout)

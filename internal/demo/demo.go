@@ -12,7 +12,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // Outage is how long the demo's primary is down after start.
@@ -81,7 +81,7 @@ func (d *Demo) Close() {
 func Trickle(ctx context.Context, nc *nats.Conn, every time.Duration, logger *slog.Logger) error {
 	inbox := nc.NewInbox()
 	sub, err := nc.Subscribe(inbox+".>", func(m *nats.Msg) {
-		res, err := stream.DecodeResult(m.Data, m.Header)
+		res, err := wire.DecodeResult(m.Data, m.Header)
 		if err != nil {
 			logger.Warn("demo: unreadable result", "err", err)
 			return
@@ -102,12 +102,12 @@ func Trickle(ctx context.Context, nc *nats.Conn, every time.Duration, logger *sl
 		case <-t.C:
 		}
 		id := fmt.Sprintf("demo-%d-%d", time.Now().Unix(), n)
-		body, _ := json.Marshal(stream.Request{
+		body, _ := json.Marshal(wire.Request{
 			ID:       id,
 			Messages: []chain.Message{{Role: "user", Content: fmt.Sprintf("demo question %d", n)}},
 			ReplyTo:  inbox + "." + id,
 		})
-		if err := nc.Publish(stream.RequestSubject("default"), body); err != nil {
+		if err := nc.Publish(wire.RequestSubject("default"), body); err != nil {
 			logger.Warn("demo: publishing", "err", err)
 		}
 	}

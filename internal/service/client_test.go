@@ -8,7 +8,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/client"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // TestClientCollectsEveryResult checks what the publisher relies on: n
@@ -23,9 +23,9 @@ func TestClientCollectsEveryResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs := make([]stream.Request, 5)
+	reqs := make([]wire.Request, 5)
 	for i := range reqs {
-		reqs[i] = stream.Request{Messages: []chain.Message{{Role: "user", Content: "hello"}}}
+		reqs[i] = wire.Request{Messages: []chain.Message{{Role: "user", Content: "hello"}}}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -56,7 +56,7 @@ func TestClientReportsAnUnknownChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Run(context.Background(), "nosuch", []stream.Request{{Messages: []chain.Message{{Role: "user", Content: "x"}}}}, true)
+	_, err = c.Run(context.Background(), "nosuch", []wire.Request{{Messages: []chain.Message{{Role: "user", Content: "x"}}}}, true)
 	if err == nil {
 		t.Fatal("publishing to an unknown chain succeeded")
 	}

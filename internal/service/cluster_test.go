@@ -25,6 +25,7 @@ import (
 	"github.com/detourhq/detour/internal/service"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // TestClusterNodeLossLosesNothingAndDoesNothingTwice is the acceptance of the
@@ -78,17 +79,17 @@ chains:
 	if _, err := kvstate.OpenBucket(ctx, js, settings.Replicas); err != nil {
 		t.Fatal(err)
 	}
-	leader := natstest.StreamLeader(t, servers, stream.RequestsStream)
+	leader := natstest.StreamLeader(t, servers, wire.RequestsStream)
 	var survivors []*server.Server
 	for _, s := range servers {
 		if s != leader {
 			survivors = append(survivors, s)
 		}
 	}
-	consumerLeader := natstest.ConsumerLeader(t, servers, stream.RequestsStream, stream.ConsumerName("default"))
+	consumerLeader := natstest.ConsumerLeader(t, servers, wire.RequestsStream, wire.ConsumerName("default"))
 	t.Logf("DETOUR_REQUESTS leader %s, consumer %s leader %s, %s leader %s, KV leader %s",
-		leader.Name(), stream.ConsumerName("default"), consumerLeader.Name(),
-		stream.ResultsStream, natstest.StreamLeader(t, servers, stream.ResultsStream).Name(),
+		leader.Name(), wire.ConsumerName("default"), consumerLeader.Name(),
+		wire.ResultsStream, natstest.StreamLeader(t, servers, wire.ResultsStream).Name(),
 		natstest.StreamLeader(t, servers, "KV_"+kvstate.Bucket).Name())
 
 	logs := &countingHandler{counts: map[string]int{}}
@@ -113,7 +114,7 @@ chains:
 		}) < 0
 	})
 
-	results, err := js.Stream(ctx, stream.ResultsStream)
+	results, err := js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ chains:
 	progress.Unlock()
 	natstest.Stop(leader)
 	killed := time.Now()
-	newLeader := natstest.StreamLeader(t, survivors, stream.RequestsStream)
+	newLeader := natstest.StreamLeader(t, survivors, wire.RequestsStream)
 	elected := time.Since(killed)
 	t.Logf("stopped %s after %s with %d results; %s leads DETOUR_REQUESTS after %s",
 		leader.Name(), killed.Sub(started).Round(time.Millisecond), atKill, newLeader.Name(), elected.Round(time.Millisecond))
@@ -189,7 +190,7 @@ chains:
 
 	// Settled: nothing pending or unacknowledged is left to produce another
 	// result later.
-	cons, err := js.Consumer(ctx, stream.RequestsStream, stream.ConsumerName("default"))
+	cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName("default"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,14 +203,14 @@ chains:
 	})
 
 	// Exactly one stored result per id.
-	info, err := results.Info(ctx, jetstream.WithSubjectFilter(stream.ResultsPrefix+">"))
+	info, err := results.Info(ctx, jetstream.WithSubjectFilter(wire.ResultsPrefix+">"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var missing, twice []string
 	for i := range total {
 		id := fmt.Sprintf("r-%04d", i)
-		switch n := info.State.Subjects[stream.ResultSubject(id)]; {
+		switch n := info.State.Subjects[wire.ResultSubject(id)]; {
 		case n == 0:
 			missing = append(missing, id)
 		case n > 1:
@@ -363,9 +364,9 @@ func (p *retryingPublisher) publish(ctx context.Context, id string) error {
 		return err
 	}
 	for {
-		msg := nats.NewMsg(stream.RequestSubject("default"))
+		msg := nats.NewMsg(wire.RequestSubject("default"))
 		msg.Data = data
-		msg.Header.Set(stream.HeaderMsgID, id)
+		msg.Header.Set(wire.HeaderMsgID, id)
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		ack, err := p.js.PublishMsg(pctx, msg)
 		cancel()
@@ -397,11 +398,11 @@ func waitStored(t *testing.T, ctx context.Context, stored *atomic.Int64, n int64
 // readResults yields every stored result, read with an ordered consumer.
 func readResults(t *testing.T, ctx context.Context, js jetstream.JetStream) func(yield func(chain.Result) bool) {
 	return func(yield func(chain.Result) bool) {
-		cons, err := js.OrderedConsumer(ctx, stream.ResultsStream, jetstream.OrderedConsumerConfig{})
+		cons, err := js.OrderedConsumer(ctx, wire.ResultsStream, jetstream.OrderedConsumerConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := js.Stream(ctx, stream.ResultsStream)
+		s, err := js.Stream(ctx, wire.ResultsStream)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -419,7 +420,7 @@ func readResults(t *testing.T, ctx context.Context, js jetstream.JetStream) func
 			// itself; it resumes where it stopped, so read on.
 			for m := range batch.Messages() {
 				read++
-				res, err := stream.DecodeResult(m.Data(), m.Headers())
+				res, err := wire.DecodeResult(m.Data(), m.Headers())
 				if err != nil {
 					t.Fatalf("result %s: %v", m.Subject(), err)
 				}

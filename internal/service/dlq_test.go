@@ -14,7 +14,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // TestDLQReplay is the dead-letter acceptance of "Nothing lost, nothing
@@ -45,7 +45,7 @@ chains:
   strict: [picky]
 `, solo.URL, pickyServer.URL)), settings)
 
-	jsonBody := func(r stream.Request) []byte {
+	jsonBody := func(r wire.Request) []byte {
 		b, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/internal/service"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // harness is one embedded server plus the processors a scenario starts on it.
@@ -115,7 +115,7 @@ func (h *harness) buildProcessor(file *config.File, settings config.Settings) *t
 }
 
 // publish sends a JSON request to a chain and returns its id.
-func (h *harness) publish(chainName string, req stream.Request) string {
+func (h *harness) publish(chainName string, req wire.Request) string {
 	h.t.Helper()
 	data, err := json.Marshal(req)
 	if err != nil {
@@ -127,7 +127,7 @@ func (h *harness) publish(chainName string, req stream.Request) string {
 
 func (h *harness) publishRaw(chainName string, data []byte, header nats.Header) *jetstream.PubAck {
 	h.t.Helper()
-	msg := nats.NewMsg(stream.RequestSubject(chainName))
+	msg := nats.NewMsg(wire.RequestSubject(chainName))
 	msg.Data = data
 	for k, v := range header {
 		msg.Header[k] = v
@@ -140,8 +140,8 @@ func (h *harness) publishRaw(chainName string, data []byte, header nats.Header) 
 }
 
 // request builds a one-message request.
-func request(id, prompt string) stream.Request {
-	return stream.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: prompt}}}
+func request(id, prompt string) wire.Request {
+	return wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: prompt}}}
 }
 
 // waitResult waits for the stored result of id.
@@ -157,14 +157,14 @@ func (h *harness) waitResult(id string, timeout time.Duration) (chain.Result, na
 func (h *harness) result(id string, timeout time.Duration) (chain.Result, nats.Header, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	s, err := h.js.Stream(ctx, stream.ResultsStream)
+	s, err := h.js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
 		return chain.Result{}, nil, err
 	}
 	for {
-		m, err := s.GetLastMsgForSubject(ctx, stream.ResultSubject(id))
+		m, err := s.GetLastMsgForSubject(ctx, wire.ResultSubject(id))
 		if err == nil {
-			res, err := stream.DecodeResult(m.Data, m.Header)
+			res, err := wire.DecodeResult(m.Data, m.Header)
 			return res, m.Header, err
 		}
 		if !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -182,7 +182,7 @@ func (h *harness) result(id string, timeout time.Duration) (chain.Result, nats.H
 func (h *harness) deadLetters() []*jetstream.RawStreamMsg {
 	h.t.Helper()
 	ctx := context.Background()
-	s, err := h.js.Stream(ctx, stream.DeadLetterStream)
+	s, err := h.js.Stream(ctx, wire.DeadLetterStream)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // TestHostileInputNeitherKnocksOutNorIsLost is the acceptance of "Never
@@ -48,7 +48,7 @@ func TestHostileInputNeitherKnocksOutNorIsLost(t *testing.T) {
 		reason deadletter.Reason
 	}{
 		{bodyJSON, nil, deadletter.ReasonBadReplySubject},
-		{inHeader, nats.Header{stream.HeaderReplyTo: {longReply}}, deadletter.ReasonBadReplySubject},
+		{inHeader, nats.Header{wire.HeaderReplyTo: {longReply}}, deadletter.ReasonBadReplySubject},
 		{[]byte(nested), nil, deadletter.ReasonBadRequest},
 	}
 	bySeq := map[string]int{}

@@ -12,7 +12,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 func okChain(t *testing.T, url string) string {
@@ -84,7 +84,7 @@ func TestReplyToAPISubjectIsRefused(t *testing.T) {
 	if got := dl.Header.Get(deadletter.HeaderReason); got != string(deadletter.ReasonBadReplySubject) {
 		t.Fatalf("reason %q, want bad_reply_subject", got)
 	}
-	if _, err := h.js.Stream(context.Background(), stream.RequestsStream); err != nil {
+	if _, err := h.js.Stream(context.Background(), wire.RequestsStream); err != nil {
 		t.Fatalf("requests stream gone: %v", err)
 	}
 	if solo.Requests() != 0 {

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/internal/service"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // readiness samples the Ready of some processors every millisecond until
@@ -108,7 +108,7 @@ func (h *harness) startLoad(prefix string, interval time.Duration, reply string)
 				h.t.Error(err)
 				return
 			}
-			if _, err := h.js.Publish(context.Background(), stream.RequestSubject("default"), data); err != nil {
+			if _, err := h.js.Publish(context.Background(), wire.RequestSubject("default"), data); err != nil {
 				h.t.Errorf("publishing %s: %v", id, err)
 				return
 			}
@@ -178,7 +178,7 @@ func (c *replyCounter) distinct() int {
 // storedResults is how many messages DETOUR_RESULTS holds (0 while it is
 // gone).
 func (h *harness) storedResults() uint64 {
-	s, err := h.js.Stream(context.Background(), stream.ResultsStream)
+	s, err := h.js.Stream(context.Background(), wire.ResultsStream)
 	if err != nil {
 		return 0
 	}
@@ -193,14 +193,14 @@ func (h *harness) storedResults() uint64 {
 func (h *harness) resultsPerSubject() map[string]uint64 {
 	h.t.Helper()
 	ctx := context.Background()
-	s, err := h.js.Stream(ctx, stream.ResultsStream)
+	s, err := h.js.Stream(ctx, wire.ResultsStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(stream.ResultsPrefix+">"))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(wire.ResultsPrefix+">"))
 	if err != nil {
 		h.t.Fatal(err)
 	}

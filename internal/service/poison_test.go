@@ -12,7 +12,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // TestRejectedRequestsArePoisonNotOutages is acceptance 2 of the
@@ -50,7 +50,7 @@ chains:
 		h.publish("default", request(fmt.Sprintf("r%d", i), prompt))
 	}
 	ctx := context.Background()
-	results, err := h.js.Stream(ctx, stream.ResultsStream)
+	results, err := h.js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ chains:
 		t.Fatal(err)
 	}
 	for m := range batch.Messages() {
-		res, err := stream.DecodeResult(m.Data(), m.Headers())
+		res, err := wire.DecodeResult(m.Data(), m.Headers())
 		if err != nil {
 			t.Fatal(err)
 		}

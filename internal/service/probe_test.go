@@ -14,7 +14,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/kvstate"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // cooldownOpened is one cooldown key seen by a test watcher, with the dead
@@ -66,7 +66,7 @@ func steadyLoad(ctx context.Context, nc *nats.Conn, every time.Duration) *atomic
 			}
 			n := sent.Add(1)
 			body, _ := json.Marshal(request(fmt.Sprintf("load-%d", n), "hello"))
-			_ = nc.Publish(stream.RequestSubject("default"), body)
+			_ = nc.Publish(wire.RequestSubject("default"), body)
 		}
 	}()
 	return &sent

@@ -15,7 +15,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/client"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // degradingChain is primary then backup, with one attempt each and no
@@ -33,7 +33,7 @@ chains:
 // writeRequests writes n requests as JSON Lines, odd lines with messages and
 // even ones with the prompt convenience, and reads them back as the
 // publisher does.
-func writeRequests(t *testing.T, n int) []stream.Request {
+func writeRequests(t *testing.T, n int) []wire.Request {
 	t.Helper()
 	var b strings.Builder
 	for i := range n {
@@ -170,7 +170,7 @@ func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs := []stream.Request{
+	reqs := []wire.Request{
 		request("fine", "hello"),
 		request("late", "hello"),
 		request("lost", "hello"),

@@ -13,7 +13,7 @@ import (
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/service"
 	"github.com/detourhq/detour/kvstate"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // TestBucketDeletedUnderLoadIsRecreated: deleting detour_providers under a
@@ -42,12 +42,12 @@ func TestBucketDeletedUnderLoadIsRecreated(t *testing.T) {
 // exactly one reply.
 func TestResultsStreamDeletedUnderLoadIsRecreated(t *testing.T) {
 	runRepairScenario(t, repairScenario{
-		part: "stream " + stream.ResultsStream,
+		part: "stream " + wire.ResultsStream,
 		remove: func(ctx context.Context, js jetstream.JetStream) error {
-			return js.DeleteStream(ctx, stream.ResultsStream)
+			return js.DeleteStream(ctx, wire.ResultsStream)
 		},
 		exists: func(ctx context.Context, js jetstream.JetStream) bool {
-			_, err := js.Stream(ctx, stream.ResultsStream)
+			_, err := js.Stream(ctx, wire.ResultsStream)
 			return err == nil
 		},
 		resultsLost: true,
@@ -60,12 +60,12 @@ func TestResultsStreamDeletedUnderLoadIsRecreated(t *testing.T) {
 // answered, each result stored once.
 func TestConsumerDeletedUnderLoadIsRecreated(t *testing.T) {
 	runRepairScenario(t, repairScenario{
-		part: "consumer " + stream.ConsumerName("default"),
+		part: "consumer " + wire.ConsumerName("default"),
 		remove: func(ctx context.Context, js jetstream.JetStream) error {
-			return js.DeleteConsumer(ctx, stream.RequestsStream, stream.ConsumerName("default"))
+			return js.DeleteConsumer(ctx, wire.RequestsStream, wire.ConsumerName("default"))
 		},
 		exists: func(ctx context.Context, js jetstream.JetStream) bool {
-			_, err := js.Consumer(ctx, stream.RequestsStream, stream.ConsumerName("default"))
+			_, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName("default"))
 			return err == nil
 		},
 	})
@@ -157,7 +157,7 @@ func runRepairScenario(t *testing.T, sc repairScenario) {
 		}
 		stored := h.resultsPerSubject()
 		for i, id := range ids {
-			n := stored[stream.ResultSubject(id)]
+			n := stored[wire.ResultSubject(id)]
 			if n > 1 || (i >= recovered && n != 1) {
 				t.Errorf("%s (published %s the repair): %d results stored", id, map[bool]string{true: "after", false: "before"}[i >= recovered], n)
 			}
@@ -167,14 +167,14 @@ func runRepairScenario(t *testing.T, sc repairScenario) {
 		eventually(t, 30*time.Second, "a stored result for every request", func() bool {
 			stored = h.resultsPerSubject()
 			for _, id := range ids {
-				if stored[stream.ResultSubject(id)] == 0 {
+				if stored[wire.ResultSubject(id)] == 0 {
 					return false
 				}
 			}
 			return true
 		})
 		for _, id := range ids {
-			if n := stored[stream.ResultSubject(id)]; n != 1 {
+			if n := stored[wire.ResultSubject(id)]; n != 1 {
 				t.Errorf("%s: %d results stored, want 1", id, n)
 			}
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/client"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // TestPublisherRidesOutAServerRestart: the server is down for 5 s while a
@@ -52,9 +52,9 @@ func TestPublisherRidesOutAServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 500
-	reqs := make([]stream.Request, n)
+	reqs := make([]wire.Request, n)
 	for i := range reqs {
-		reqs[i] = stream.Request{ID: fmt.Sprintf("r%03d", i), Messages: []chain.Message{{Role: "user", Content: "hello"}}}
+		reqs[i] = wire.Request{ID: fmt.Sprintf("r%03d", i), Messages: []chain.Message{{Role: "user", Content: "hello"}}}
 	}
 	var published, retries atomic.Int64
 	done := make(chan struct{})
@@ -87,11 +87,11 @@ func TestPublisherRidesOutAServerRestart(t *testing.T) {
 			t.Fatalf("request %s: %+v (err %v)", o.ID, o.Result, o.Err)
 		}
 	}
-	results, err := h.js.Stream(context.Background(), stream.ResultsStream)
+	results, err := h.js.Stream(context.Background(), wire.ResultsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := results.Info(context.Background(), jetstream.WithSubjectFilter(stream.ResultSubject(">")))
+	info, err := results.Info(context.Background(), jetstream.WithSubjectFilter(wire.ResultSubject(">")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // bodyOfSize is a JSON request of exactly size bytes whose prompt is filler.
@@ -90,7 +90,7 @@ chains:
 // unacknowledged: every request was settled for good.
 func waitSettled(t *testing.T, h *harness, chainName string) {
 	t.Helper()
-	cons, err := h.js.Consumer(context.Background(), stream.RequestsStream, stream.ConsumerName(chainName))
+	cons, err := h.js.Consumer(context.Background(), wire.RequestsStream, wire.ConsumerName(chainName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +112,12 @@ chains:
   default: [template]
 `), testSettings())
 	ctx := context.Background()
-	if err := h.js.DeleteStream(ctx, stream.DeadLetterStream); err != nil {
+	if err := h.js.DeleteStream(ctx, wire.DeadLetterStream); err != nil {
 		t.Fatal(err)
 	}
 	h.publishRaw("default", []byte(`{"id":"no-messages","messages":[]}`), nil)
 	eventually(t, 10*time.Second, "the dead letter to be stored in a recreated stream", func() bool {
-		s, err := h.js.Stream(ctx, stream.DeadLetterStream)
+		s, err := h.js.Stream(ctx, wire.DeadLetterStream)
 		if err != nil {
 			return false
 		}

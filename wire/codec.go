@@ -1,7 +1,8 @@
-package stream
+package wire
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,7 +49,7 @@ const (
 	HeaderRequestSeq = "Detour-Request-Seq"
 )
 
-// Request is a request as published on detour.requests.<chain> (DESIGN.md §3).
+// Request is a request as published on detour.requests.<chain> (docs/requests.md).
 type Request struct {
 	ID             string            `msgpack:"id,omitempty" json:"id,omitempty"`
 	Messages       []chain.Message   `msgpack:"messages" json:"messages"`
@@ -74,6 +75,9 @@ type Decoded struct {
 	Encoding Encoding
 	// DeadlineAt is the parsed deadline, zero when the request named none.
 	DeadlineAt time.Time
+	// Schema is the compiled response_schema once Compile has run; nil
+	// before, and for a request without one.
+	Schema *chain.Schema
 }
 
 // DetectEncoding picks the wire format from the Content-Type header or, when
@@ -178,24 +182,31 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 	return ValidateReplySubject(d.ReplyTo, replyPrefixes)
 }
 
-// ChainRequest is what the chain is asked for this request; a
-// response_schema is compiled here, and one that does not compile makes the
-// request a bad one. The processor compiles through its cache instead.
-func (r Request) ChainRequest() (chain.Request, error) {
-	req := r.chainRequest()
-	if r.ResponseSchema != nil {
-		schema, err := chain.CompileSchema(r.ResponseSchema)
-		if err != nil {
-			return req, fmt.Errorf("%w: %v", ErrBadRequest, err)
-		}
-		req.Schema = schema
+// Compile compiles the request's response_schema into d.Schema, through
+// schemas when it is not nil (a cache that also bounds the wait: Compile
+// returns once ctx ends). A request without a schema needs nothing. A schema
+// that does not compile makes the request a bad one: the error wraps
+// ErrBadRequest, and ctx's error when ctx ended first.
+func (d *Decoded) Compile(ctx context.Context, schemas *chain.SchemaCache) error {
+	if d.ResponseSchema == nil || d.Schema != nil {
+		return nil
 	}
-	return req, nil
+	var err error
+	if schemas != nil {
+		d.Schema, err = schemas.Compile(ctx, d.ResponseSchema)
+	} else {
+		d.Schema, err = chain.CompileSchema(d.ResponseSchema)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return nil
 }
 
-// chainRequest is the request for the chain, without its schema.
-func (r Request) chainRequest() chain.Request {
-	return chain.Request{ID: r.ID, Messages: r.Messages, MaxTokens: r.MaxTokens, Temperature: r.Temperature}
+// ChainRequest is what the chain is asked for this request, with the schema
+// Compile compiled (none before it runs).
+func (d Decoded) ChainRequest() chain.Request {
+	return chain.Request{ID: d.ID, Messages: d.Messages, MaxTokens: d.MaxTokens, Temperature: d.Temperature, Schema: d.Schema}
 }
 
 // EncodeResult encodes a result in the request's format.

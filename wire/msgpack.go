@@ -1,4 +1,4 @@
-package stream
+package wire
 
 import (
 	"github.com/vmihailenco/msgpack/v5"

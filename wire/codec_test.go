@@ -1,4 +1,4 @@
-package stream_test
+package wire_test
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // prefixes are the default DETOUR_REPLY_PREFIXES.
@@ -32,24 +32,24 @@ func TestDetectEncoding(t *testing.T) {
 		name    string
 		data    string
 		header  nats.Header
-		want    stream.Encoding
+		want    wire.Encoding
 		wantErr bool
 	}{
-		{name: "header json", data: "\x81", header: hdr("Content-Type", "application/json"), want: stream.JSON},
-		{name: "header msgpack", data: "{", header: hdr("Content-Type", "application/msgpack"), want: stream.MsgPack},
-		{name: "header x-msgpack", data: "{", header: hdr("Content-Type", "application/x-msgpack"), want: stream.MsgPack},
-		{name: "header vnd.msgpack", data: "{", header: hdr("Content-Type", "application/vnd.msgpack"), want: stream.MsgPack},
-		{name: "header json with charset", data: "\x81", header: hdr("Content-Type", "application/json; charset=utf-8"), want: stream.JSON},
-		{name: "header json upper case", data: "\x81", header: hdr("Content-Type", "Application/JSON"), want: stream.JSON},
+		{name: "header json", data: "\x81", header: hdr("Content-Type", "application/json"), want: wire.JSON},
+		{name: "header msgpack", data: "{", header: hdr("Content-Type", "application/msgpack"), want: wire.MsgPack},
+		{name: "header x-msgpack", data: "{", header: hdr("Content-Type", "application/x-msgpack"), want: wire.MsgPack},
+		{name: "header vnd.msgpack", data: "{", header: hdr("Content-Type", "application/vnd.msgpack"), want: wire.MsgPack},
+		{name: "header json with charset", data: "\x81", header: hdr("Content-Type", "application/json; charset=utf-8"), want: wire.JSON},
+		{name: "header json upper case", data: "\x81", header: hdr("Content-Type", "Application/JSON"), want: wire.JSON},
 		{name: "header unsupported", data: "{}", header: hdr("Content-Type", "text/plain"), wantErr: true},
 		{name: "header unreadable", data: "{}", header: hdr("Content-Type", "application/json; ="), wantErr: true},
-		{name: "no header brace", data: `{"id":"a"}`, want: stream.JSON},
-		{name: "nil header brace", data: `{}`, header: nil, want: stream.JSON},
-		{name: "no header leading whitespace", data: " \t\r\n{}", want: stream.JSON},
-		{name: "no header msgpack map", data: "\x81\xa2id\xa1a", want: stream.MsgPack},
-		{name: "no header array is msgpack", data: "[]", want: stream.MsgPack},
-		{name: "no header empty", data: "", want: stream.MsgPack},
-		{name: "no header only whitespace", data: "   ", want: stream.MsgPack},
+		{name: "no header brace", data: `{"id":"a"}`, want: wire.JSON},
+		{name: "nil header brace", data: `{}`, header: nil, want: wire.JSON},
+		{name: "no header leading whitespace", data: " \t\r\n{}", want: wire.JSON},
+		{name: "no header msgpack map", data: "\x81\xa2id\xa1a", want: wire.MsgPack},
+		{name: "no header array is msgpack", data: "[]", want: wire.MsgPack},
+		{name: "no header empty", data: "", want: wire.MsgPack},
+		{name: "no header only whitespace", data: "   ", want: wire.MsgPack},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,9 +57,9 @@ func TestDetectEncoding(t *testing.T) {
 			if header == nil && !strings.HasPrefix(tt.name, "nil header") {
 				header = nats.Header{}
 			}
-			got, err := stream.DetectEncoding([]byte(tt.data), header)
+			got, err := wire.DetectEncoding([]byte(tt.data), header)
 			if tt.wantErr {
-				if !errors.Is(err, stream.ErrBadRequest) {
+				if !errors.Is(err, wire.ErrBadRequest) {
 					t.Fatalf("err = %v, want ErrBadRequest", err)
 				}
 				return
@@ -75,18 +75,18 @@ func TestDetectEncoding(t *testing.T) {
 }
 
 func TestEncodingContentType(t *testing.T) {
-	if got := stream.JSON.ContentType(); got != "application/json" {
+	if got := wire.JSON.ContentType(); got != "application/json" {
 		t.Errorf("JSON.ContentType() = %q", got)
 	}
-	if got := stream.MsgPack.ContentType(); got != "application/msgpack" {
+	if got := wire.MsgPack.ContentType(); got != "application/msgpack" {
 		t.Errorf("MsgPack.ContentType() = %q", got)
 	}
 }
 
-// fullRequest sets every field of DESIGN.md §3.
-func fullRequest() stream.Request {
+// fullRequest sets every field of a request (docs/requests.md).
+func fullRequest() wire.Request {
 	temp := 0.25
-	return stream.Request{
+	return wire.Request{
 		ID: "req-1",
 		Messages: []chain.Message{
 			{Role: "system", Content: "be brief"},
@@ -136,16 +136,16 @@ func TestDecodeRequestRoundTrip(t *testing.T) {
 		name   string
 		body   []byte
 		header nats.Header
-		enc    stream.Encoding
+		enc    wire.Encoding
 	}{
-		{"json sniffed", jsonBody, nats.Header{}, stream.JSON},
-		{"json header", jsonBody, hdr("Content-Type", "application/json"), stream.JSON},
-		{"msgpack sniffed", mpBody, nats.Header{}, stream.MsgPack},
-		{"msgpack header", mpBody, hdr("Content-Type", "application/msgpack"), stream.MsgPack},
+		{"json sniffed", jsonBody, nats.Header{}, wire.JSON},
+		{"json header", jsonBody, hdr("Content-Type", "application/json"), wire.JSON},
+		{"msgpack sniffed", mpBody, nats.Header{}, wire.MsgPack},
+		{"msgpack header", mpBody, hdr("Content-Type", "application/msgpack"), wire.MsgPack},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := stream.DecodeRequest(tt.body, tt.header, 7, prefixes)
+			d, err := wire.DecodeRequest(tt.body, tt.header, 7, prefixes)
 			if err != nil {
 				t.Fatalf("DecodeRequest: %v", err)
 			}
@@ -184,7 +184,7 @@ func TestDecodeRequestRoundTrip(t *testing.T) {
 }
 
 func TestDecodeRequestMinimal(t *testing.T) {
-	d, err := stream.DecodeRequest([]byte(`{"id":"x","messages":[{"role":"user","content":"hi"}]}`), nats.Header{}, 1, prefixes)
+	d, err := wire.DecodeRequest([]byte(`{"id":"x","messages":[{"role":"user","content":"hi"}]}`), nats.Header{}, 1, prefixes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,9 +230,9 @@ func TestDecodeRequestID(t *testing.T) {
 			if header == nil {
 				header = nats.Header{}
 			}
-			d, err := stream.DecodeRequest([]byte(tt.body), header, tt.seq, prefixes)
+			d, err := wire.DecodeRequest([]byte(tt.body), header, tt.seq, prefixes)
 			if tt.wantErr {
-				if !errors.Is(err, stream.ErrBadRequest) {
+				if !errors.Is(err, wire.ErrBadRequest) {
 					t.Fatalf("err = %v, want ErrBadRequest", err)
 				}
 				return
@@ -252,12 +252,12 @@ func TestDecodeRequestID(t *testing.T) {
 
 func TestValidateID(t *testing.T) {
 	for _, id := range []string{"", " ", "a b", "a.b", ".", "*", ">", "a*", "x\x00", strings.Repeat("z", 129)} {
-		if err := stream.ValidateID(id); !errors.Is(err, stream.ErrBadRequest) {
+		if err := wire.ValidateID(id); !errors.Is(err, wire.ErrBadRequest) {
 			t.Errorf("ValidateID(%q) = %v, want ErrBadRequest", id, err)
 		}
 	}
 	for _, id := range []string{"a", "42", "A_b-c", "01HXYZ", strings.Repeat("z", 128)} {
-		if err := stream.ValidateID(id); err != nil {
+		if err := wire.ValidateID(id); err != nil {
 			t.Errorf("ValidateID(%q) = %v, want nil", id, err)
 		}
 	}
@@ -292,11 +292,11 @@ func TestDecodeRequestInvalid(t *testing.T) {
 			if header == nil {
 				header = nats.Header{}
 			}
-			_, err := stream.DecodeRequest([]byte(tt.body), header, 1, prefixes)
-			if !errors.Is(err, stream.ErrBadRequest) {
+			_, err := wire.DecodeRequest([]byte(tt.body), header, 1, prefixes)
+			if !errors.Is(err, wire.ErrBadRequest) {
 				t.Fatalf("err = %v, want ErrBadRequest", err)
 			}
-			if errors.Is(err, stream.ErrBadReplySubject) {
+			if errors.Is(err, wire.ErrBadReplySubject) {
 				t.Fatalf("err = %v also wraps ErrBadReplySubject", err)
 			}
 		})
@@ -336,7 +336,7 @@ func TestDecodeRequestReplyTo(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body, err := json.Marshal(stream.Request{
+			body, err := json.Marshal(wire.Request{
 				ID:       "r1",
 				Messages: []chain.Message{{Role: "user", Content: "hi"}},
 				ReplyTo:  tt.field,
@@ -346,11 +346,11 @@ func TestDecodeRequestReplyTo(t *testing.T) {
 			}
 			header := nats.Header{}
 			if tt.header != "" {
-				header.Set(stream.HeaderReplyTo, tt.header)
+				header.Set(wire.HeaderReplyTo, tt.header)
 			}
-			d, err := stream.DecodeRequest(body, header, 1, prefixes)
+			d, err := wire.DecodeRequest(body, header, 1, prefixes)
 			if tt.wantErr {
-				if !errors.Is(err, stream.ErrBadReplySubject) {
+				if !errors.Is(err, wire.ErrBadReplySubject) {
 					t.Fatalf("err = %v, want ErrBadReplySubject", err)
 				}
 				return
@@ -366,13 +366,13 @@ func TestDecodeRequestReplyTo(t *testing.T) {
 }
 
 func TestValidateReplySubjectPrefixes(t *testing.T) {
-	if err := stream.ValidateReplySubject("replies.a", []string{"replies."}); err != nil {
+	if err := wire.ValidateReplySubject("replies.a", []string{"replies."}); err != nil {
 		t.Errorf("custom prefix refused: %v", err)
 	}
-	if err := stream.ValidateReplySubject("_INBOX.a", []string{"replies."}); !errors.Is(err, stream.ErrBadReplySubject) {
+	if err := wire.ValidateReplySubject("_INBOX.a", []string{"replies."}); !errors.Is(err, wire.ErrBadReplySubject) {
 		t.Errorf("subject outside custom prefixes: err = %v, want ErrBadReplySubject", err)
 	}
-	if err := stream.ValidateReplySubject("_INBOX.a", nil); !errors.Is(err, stream.ErrBadReplySubject) {
+	if err := wire.ValidateReplySubject("_INBOX.a", nil); !errors.Is(err, wire.ErrBadReplySubject) {
 		t.Errorf("no prefixes: err = %v, want ErrBadReplySubject", err)
 	}
 }
@@ -404,15 +404,15 @@ func TestResultRoundTrip(t *testing.T) {
 	failed := chain.Result{ID: "r-10", Status: chain.StatusFailed, Error: "every provider failed", Attempts: []chain.Attempt{
 		{Provider: "primary", Outcome: chain.OutcomeFailed, Class: chain.ClassAuth, StatusCode: 401},
 	}}
-	for _, enc := range []stream.Encoding{stream.JSON, stream.MsgPack} {
+	for _, enc := range []wire.Encoding{wire.JSON, wire.MsgPack} {
 		for _, res := range []chain.Result{want, failed} {
 			t.Run(enc.ContentType()+"/"+res.ID, func(t *testing.T) {
-				data, err := stream.EncodeResult(res, enc)
+				data, err := wire.EncodeResult(res, enc)
 				if err != nil {
 					t.Fatal(err)
 				}
 				for _, header := range []nats.Header{{}, hdr("Content-Type", enc.ContentType())} {
-					got, err := stream.DecodeResult(data, header)
+					got, err := wire.DecodeResult(data, header)
 					if err != nil {
 						t.Fatalf("DecodeResult: %v", err)
 					}
@@ -428,7 +428,7 @@ func TestResultRoundTrip(t *testing.T) {
 // TestResultMsgpackGeneric checks what a client in another language sees: the
 // class travels as a string, not as an int or binary text.
 func TestResultMsgpackGeneric(t *testing.T) {
-	data, err := stream.EncodeResult(sampleResult(), stream.MsgPack)
+	data, err := wire.EncodeResult(sampleResult(), wire.MsgPack)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestResultMsgpackGeneric(t *testing.T) {
 		t.Errorf("top-level fields = %v", m)
 	}
 
-	jdata, err := stream.EncodeResult(sampleResult(), stream.JSON)
+	jdata, err := wire.EncodeResult(sampleResult(), wire.JSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,13 +471,13 @@ func TestResultMsgpackGeneric(t *testing.T) {
 }
 
 func TestDecodeResultErrors(t *testing.T) {
-	if _, err := stream.DecodeResult([]byte(`{}`), hdr("Content-Type", "text/html")); !errors.Is(err, stream.ErrBadRequest) {
+	if _, err := wire.DecodeResult([]byte(`{}`), hdr("Content-Type", "text/html")); !errors.Is(err, wire.ErrBadRequest) {
 		t.Errorf("unsupported content type: err = %v, want ErrBadRequest", err)
 	}
-	if _, err := stream.DecodeResult([]byte(`{"id":`), nats.Header{}); err == nil {
+	if _, err := wire.DecodeResult([]byte(`{"id":`), nats.Header{}); err == nil {
 		t.Error("truncated JSON result decoded without error")
 	}
-	if _, err := stream.DecodeResult([]byte{0xc1}, nats.Header{}); err == nil {
+	if _, err := wire.DecodeResult([]byte{0xc1}, nats.Header{}); err == nil {
 		t.Error("garbage msgpack result decoded without error")
 	}
 }
@@ -486,7 +486,7 @@ func TestDecodeResultErrors(t *testing.T) {
 // billions of elements: the decoder must refuse it without allocating for
 // them (the msgpack library sizes slices from the header before reading).
 func TestDecodeRequestHugeLengths(t *testing.T) {
-	minimal, err := msgpack.Marshal(stream.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+	minimal, err := msgpack.Marshal(wire.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,9 +513,9 @@ func TestDecodeRequestHugeLengths(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			_, err := stream.DecodeRequest(data, nats.Header{}, 1, prefixes)
+			_, err := wire.DecodeRequest(data, nats.Header{}, 1, prefixes)
 			runtime.ReadMemStats(&after)
-			if !errors.Is(err, stream.ErrBadRequest) {
+			if !errors.Is(err, wire.ErrBadRequest) {
 				t.Fatalf("err = %v, want ErrBadRequest", err)
 			}
 			if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {

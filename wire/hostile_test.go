@@ -1,4 +1,4 @@
-package stream_test
+package wire_test
 
 import (
 	"encoding/json"
@@ -15,21 +15,21 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // hostileRequest is a valid one-message request, for the tests below to spoil
 // one field of.
-func hostileRequest() stream.Request {
-	return stream.Request{ID: "r1", Messages: []chain.Message{{Role: "user", Content: "hi"}}}
+func hostileRequest() wire.Request {
+	return wire.Request{ID: "r1", Messages: []chain.Message{{Role: "user", Content: "hi"}}}
 }
 
 // TestDecodeRequestBoundsReplySubjects: a reply subject becomes the subject
 // of a PUB line, so one the server would refuse (over its control-line limit)
 // or read as a wildcard is refused at decode, from the body or the header.
 func TestDecodeRequestBoundsReplySubjects(t *testing.T) {
-	longest := "_INBOX." + strings.Repeat("a", stream.MaxReplySubjectLen-len("_INBOX."))
-	mostTokens := "_INBOX" + strings.Repeat(".t", stream.MaxReplySubjectTokens-1)
+	longest := "_INBOX." + strings.Repeat("a", wire.MaxReplySubjectLen-len("_INBOX."))
+	mostTokens := "_INBOX" + strings.Repeat(".t", wire.MaxReplySubjectTokens-1)
 	refused := map[string]string{
 		"5000 bytes":                "_INBOX." + strings.Repeat("x", 5000),
 		"one byte over the limit":   longest + "a",
@@ -53,14 +53,14 @@ func TestDecodeRequestBoundsReplySubjects(t *testing.T) {
 				if via == "body" {
 					req.ReplyTo = subject
 				} else {
-					header.Set(stream.HeaderReplyTo, subject)
+					header.Set(wire.HeaderReplyTo, subject)
 				}
 				body, err := msgpack.Marshal(req)
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, err = stream.DecodeRequest(body, header, 1, prefixes)
-				if !errors.Is(err, stream.ErrBadReplySubject) {
+				_, err = wire.DecodeRequest(body, header, 1, prefixes)
+				if !errors.Is(err, wire.ErrBadReplySubject) {
 					t.Fatalf("err = %v, want ErrBadReplySubject", err)
 				}
 				if len(err.Error()) > 300 {
@@ -76,7 +76,7 @@ func TestDecodeRequestBoundsReplySubjects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d, err := stream.DecodeRequest(body, nats.Header{}, 1, prefixes); err != nil || d.ReplyTo != subject {
+		if d, err := wire.DecodeRequest(body, nats.Header{}, 1, prefixes); err != nil || d.ReplyTo != subject {
 			t.Errorf("reply subject %.40q (%d bytes) refused: %v", subject, len(subject), err)
 		}
 	}
@@ -108,7 +108,7 @@ func TestDecodeRequestBoundsIDs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := stream.DecodeRequest(body, nats.Header{}, 1, prefixes); !errors.Is(err, stream.ErrBadRequest) {
+			if _, err := wire.DecodeRequest(body, nats.Header{}, 1, prefixes); !errors.Is(err, wire.ErrBadRequest) {
 				t.Fatalf("err = %v, want ErrBadRequest", err)
 			}
 		})
@@ -119,13 +119,13 @@ func TestDecodeRequestBoundsIDs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := stream.DecodeRequest(body, hdr(stream.HeaderMsgID, id), 1, prefixes); !errors.Is(err, stream.ErrBadRequest) {
+			if _, err := wire.DecodeRequest(body, hdr(wire.HeaderMsgID, id), 1, prefixes); !errors.Is(err, wire.ErrBadRequest) {
 				t.Fatalf("err = %v, want ErrBadRequest", err)
 			}
 		})
 	}
 	for _, id := range []string{"日本語-1", "ü", "a:b", "emoji-😀", "x" + strings.Repeat("é", 63)} {
-		if err := stream.ValidateID(id); err != nil {
+		if err := wire.ValidateID(id); err != nil {
 			t.Errorf("ValidateID(%q) = %v, want nil", id, err)
 		}
 	}
@@ -142,7 +142,7 @@ func TestDecodeRequestBoundsNumbers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := stream.DecodeRequest(body, nats.Header{}, 1, prefixes); !errors.Is(err, stream.ErrBadRequest) {
+		if _, err := wire.DecodeRequest(body, nats.Header{}, 1, prefixes); !errors.Is(err, wire.ErrBadRequest) {
 			t.Errorf("temperature %s: err = %v, want ErrBadRequest", name, err)
 		}
 	}
@@ -151,7 +151,7 @@ func TestDecodeRequestBoundsNumbers(t *testing.T) {
 		"max_tokens too large": `{"messages":[{"role":"user"}],"max_tokens":10000000000}`,
 		"max_tokens 2^63":      `{"messages":[{"role":"user"}],"max_tokens":9223372036854775808}`,
 	} {
-		if _, err := stream.DecodeRequest([]byte(body), nats.Header{}, 1, prefixes); !errors.Is(err, stream.ErrBadRequest) {
+		if _, err := wire.DecodeRequest([]byte(body), nats.Header{}, 1, prefixes); !errors.Is(err, wire.ErrBadRequest) {
 			t.Errorf("%s: err = %v, want ErrBadRequest", name, err)
 		}
 	}
@@ -161,15 +161,15 @@ func TestDecodeRequestBoundsNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stream.DecodeRequest(body, nats.Header{}, 1, prefixes); !errors.Is(err, stream.ErrBadRequest) {
+	if _, err := wire.DecodeRequest(body, nats.Header{}, 1, prefixes); !errors.Is(err, wire.ErrBadRequest) {
 		t.Errorf("msgpack max_tokens 2^63-1: err = %v, want ErrBadRequest", err)
 	}
 	ok := hostileRequest()
-	ok.MaxTokens = stream.MaxMaxTokens
+	ok.MaxTokens = wire.MaxMaxTokens
 	if body, err = msgpack.Marshal(ok); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stream.DecodeRequest(body, nats.Header{}, 1, prefixes); err != nil {
+	if _, err := wire.DecodeRequest(body, nats.Header{}, 1, prefixes); err != nil {
 		t.Errorf("max_tokens at the limit refused: %v", err)
 	}
 }
@@ -193,7 +193,7 @@ func TestDecodeRequestRefusesExpensiveSchemas(t *testing.T) {
 	// the decoder builds the whole value and the schema check must refuse it.
 	deep := `{"messages":[{"role":"user"}],"response_schema":` +
 		strings.Repeat(`{"items":`, 9990) + `{}` + strings.Repeat(`}`, 9990) + `}`
-	deepMsgpack, err := msgpack.Marshal(stream.Request{Messages: []chain.Message{{Role: "user"}}, ResponseSchema: nestedSchema(9990)})
+	deepMsgpack, err := msgpack.Marshal(wire.Request{Messages: []chain.Message{{Role: "user"}}, ResponseSchema: nestedSchema(9990)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestDecodeRequestRefusesExpensiveSchemas(t *testing.T) {
 	for i := range 3000 {
 		props[fmt.Sprintf("property-%d", i)] = map[string]any{"type": "string"}
 	}
-	wide, err := json.Marshal(stream.Request{Messages: []chain.Message{{Role: "user"}}, ResponseSchema: map[string]any{"properties": props}})
+	wide, err := json.Marshal(wire.Request{Messages: []chain.Message{{Role: "user"}}, ResponseSchema: map[string]any{"properties": props}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,10 +211,10 @@ func TestDecodeRequestRefusesExpensiveSchemas(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			start := time.Now()
-			_, err := stream.DecodeRequest(body, nats.Header{}, 1, prefixes)
+			_, err := wire.DecodeRequest(body, nats.Header{}, 1, prefixes)
 			took := time.Since(start)
 			runtime.ReadMemStats(&after)
-			if !errors.Is(err, stream.ErrBadRequest) {
+			if !errors.Is(err, wire.ErrBadRequest) {
 				t.Fatalf("err = %v, want ErrBadRequest", err)
 			}
 			grew := after.TotalAlloc - before.TotalAlloc
@@ -240,12 +240,12 @@ func TestDecodeRequestNestedSchema(t *testing.T) {
 		schema = map[string]any{"type": "object", "properties": map[string]any{"x": schema}, "enum": []any{1, "a", nil, true, 2.5}}
 	}
 	deeper := map[string]any{"items": schema}
-	for _, enc := range []stream.Encoding{stream.JSON, stream.MsgPack} {
+	for _, enc := range []wire.Encoding{wire.JSON, wire.MsgPack} {
 		for _, s := range []map[string]any{schema, deeper} {
-			req := stream.Request{ID: "deep", Messages: []chain.Message{{Role: "user"}}, ResponseSchema: s}
+			req := wire.Request{ID: "deep", Messages: []chain.Message{{Role: "user"}}, ResponseSchema: s}
 			var data []byte
 			var err error
-			if enc == stream.JSON {
+			if enc == wire.JSON {
 				data, err = json.Marshal(req)
 			} else {
 				data, err = msgpack.Marshal(req)
@@ -253,9 +253,9 @@ func TestDecodeRequestNestedSchema(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := stream.DecodeRequest(data, nats.Header{}, 1, prefixes)
+			d, err := wire.DecodeRequest(data, nats.Header{}, 1, prefixes)
 			if isDeeper := len(s) == 1; isDeeper {
-				if !errors.Is(err, stream.ErrBadRequest) {
+				if !errors.Is(err, wire.ErrBadRequest) {
 					t.Errorf("%s: schema one level too deep: err = %v, want ErrBadRequest", enc.ContentType(), err)
 				}
 				continue

@@ -1,4 +1,4 @@
-package stream_test
+package wire_test
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
 )
 
 // FuzzDecodeRequest feeds outside input to the request decoder. Whatever the
@@ -28,7 +28,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	minimal, err := msgpack.Marshal(stream.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+	minimal, err := msgpack.Marshal(wire.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -98,25 +98,25 @@ func FuzzDecodeRequest(f *testing.F) {
 		header := nats.Header{}
 		if withCT {
 			if isJSON {
-				header.Set(stream.HeaderContentType, "application/json")
+				header.Set(wire.HeaderContentType, "application/json")
 			} else {
-				header.Set(stream.HeaderContentType, "application/msgpack")
+				header.Set(wire.HeaderContentType, "application/msgpack")
 			}
 		}
 		if msgID != "" {
-			header.Set(stream.HeaderMsgID, msgID)
+			header.Set(wire.HeaderMsgID, msgID)
 		}
 		if replyTo != "" {
-			header.Set(stream.HeaderReplyTo, replyTo)
+			header.Set(wire.HeaderReplyTo, replyTo)
 		}
-		d, err := stream.DecodeRequest(body, header, seq, prefixes)
+		d, err := wire.DecodeRequest(body, header, seq, prefixes)
 		if err != nil {
-			if !errors.Is(err, stream.ErrBadRequest) && !errors.Is(err, stream.ErrBadReplySubject) {
+			if !errors.Is(err, wire.ErrBadRequest) && !errors.Is(err, wire.ErrBadReplySubject) {
 				t.Fatalf("error %v wraps neither ErrBadRequest nor ErrBadReplySubject", err)
 			}
 			return
 		}
-		if err := stream.ValidateID(d.ID); err != nil {
+		if err := wire.ValidateID(d.ID); err != nil {
 			t.Fatalf("accepted id %q: %v", d.ID, err)
 		}
 		if len(d.Messages) == 0 {
@@ -127,15 +127,15 @@ func FuzzDecodeRequest(f *testing.F) {
 				t.Fatalf("accepted messages[%d] without a role", i)
 			}
 		}
-		if d.ReplyTo != stream.ResultSubject(d.ID) {
-			if err := stream.ValidateReplySubject(d.ReplyTo, prefixes); err != nil {
+		if d.ReplyTo != wire.ResultSubject(d.ID) {
+			if err := wire.ValidateReplySubject(d.ReplyTo, prefixes); err != nil {
 				t.Fatalf("accepted reply subject %q: %v", d.ReplyTo, err)
 			}
 		}
-		if !utf8.ValidString(d.ReplyTo) || len(d.ReplyTo) > max(stream.MaxReplySubjectLen, len(stream.ResultSubject(d.ID))) {
+		if !utf8.ValidString(d.ReplyTo) || len(d.ReplyTo) > max(wire.MaxReplySubjectLen, len(wire.ResultSubject(d.ID))) {
 			t.Fatalf("accepted reply subject %q of %d bytes", d.ReplyTo, len(d.ReplyTo))
 		}
-		if d.MaxTokens < 0 || d.MaxTokens > stream.MaxMaxTokens {
+		if d.MaxTokens < 0 || d.MaxTokens > wire.MaxMaxTokens {
 			t.Fatalf("accepted max_tokens %d", d.MaxTokens)
 		}
 		if tp := d.Temperature; tp != nil && (math.IsNaN(*tp) || math.IsInf(*tp, 0) || *tp < 0) {
@@ -150,9 +150,9 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("deadline %q accepted but not parsed", d.Deadline)
 		}
 		if withCT {
-			want := stream.MsgPack
+			want := wire.MsgPack
 			if isJSON {
-				want = stream.JSON
+				want = wire.JSON
 			}
 			if d.Encoding != want {
 				t.Fatalf("encoding %v, Content-Type said %v", d.Encoding, want)
@@ -172,15 +172,15 @@ type hostileSeed struct {
 // than its size.
 func hostileSeeds(f *testing.F) []hostileSeed {
 	f.Helper()
-	mp := func(r stream.Request) []byte {
+	mp := func(r wire.Request) []byte {
 		b, err := msgpack.Marshal(r)
 		if err != nil {
 			f.Fatal(err)
 		}
 		return b
 	}
-	base := func() stream.Request {
-		return stream.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}}
+	base := func() wire.Request {
+		return wire.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}}
 	}
 	longReply := "_INBOX." + strings.Repeat("x", 5000)
 	withReply := base()
