@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -208,4 +209,54 @@ func hostileSeeds(f *testing.F) []hostileSeed {
 		{body: []byte(`{"messages":[{"role":"user"}],"max_tokens":10000000000}`)},
 		{body: []byte(nested)},
 	}
+}
+
+// FuzzDecodeResult feeds outside input to the result decoder, which clients
+// (the publisher, status tools) run on whatever arrives on a reply subject:
+// it must not panic, and a result it encodes must decode to the same result.
+func FuzzDecodeResult(f *testing.F) {
+	res := sampleResult()
+	for _, enc := range []wire.Encoding{wire.JSON, wire.MsgPack} {
+		data, err := wire.EncodeResult(res, enc)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data, enc.ContentType())
+		f.Add(data, "")
+	}
+	f.Add([]byte(`{"status":"ok","attempts":[{"class":"nope"}]}`), "application/json")
+	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff}, "")
+	f.Add([]byte(`{"status":`), "text/plain")
+	f.Fuzz(func(t *testing.T, data []byte, contentType string) {
+		header := nats.Header{}
+		if contentType != "" {
+			header.Set(wire.HeaderContentType, contentType)
+		}
+		got, err := wire.DecodeResult(data, header)
+		if err != nil {
+			return
+		}
+		enc, err := wire.DetectEncoding(data, header)
+		if err != nil {
+			t.Fatalf("decoded a result whose encoding was refused: %v", err)
+		}
+		again, err := wire.EncodeResult(got, enc)
+		if err != nil {
+			return // a decoded float such as NaN has no JSON form
+		}
+		header = nats.Header{wire.HeaderContentType: {enc.ContentType()}}
+		back, err := wire.DecodeResult(again, header)
+		if err != nil {
+			t.Fatalf("a result re-encoded as %s does not decode: %v", enc.ContentType(), err)
+		}
+		// One round normalises (invalid UTF-8, empty lists); a second must
+		// change nothing.
+		third, err := wire.EncodeResult(back, enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again2, err := wire.DecodeResult(third, header); err != nil || !reflect.DeepEqual(back, again2) {
+			t.Fatalf("round trip changed the result (%v):\n%+v\n%+v", err, back, again2)
+		}
+	})
 }
