@@ -55,6 +55,12 @@ func (e *ExhaustedError) Error() string {
 // Is makes errors.Is(err, ErrExhausted) hold.
 func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
 
+// Unwrap returns Last, the failure that ended the last provider's pass (a
+// *CallError), so errors.As and errors.Is reach its class, status and cause;
+// nil when no provider was called (AllCooling). errors.Is(err, ErrExhausted)
+// still holds through Is.
+func (e *ExhaustedError) Unwrap() error { return e.Last }
+
 // Chain is an ordered list of providers sharing one State.
 type Chain struct {
 	Name  string
