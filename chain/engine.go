@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
+	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/wait"
 )
 
@@ -280,10 +280,7 @@ func (c *Chain) rand() float64 {
 }
 
 func (c *Chain) logger() *slog.Logger {
-	if c.Logger != nil {
-		return c.Logger
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return logs.OrDiscard(c.Logger)
 }
 
 func earliest(a, b time.Time) time.Time {
