@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
+	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/wait"
 )
 
@@ -54,6 +54,12 @@ func (e *ExhaustedError) Error() string {
 
 // Is makes errors.Is(err, ErrExhausted) hold.
 func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
+
+// Unwrap returns Last, the failure that ended the last provider's pass (a
+// *CallError), so errors.As and errors.Is reach its class, status and cause;
+// nil when no provider was called (AllCooling). errors.Is(err, ErrExhausted)
+// still holds through Is.
+func (e *ExhaustedError) Unwrap() error { return e.Last }
 
 // Chain is an ordered list of providers sharing one State.
 type Chain struct {
@@ -274,10 +280,7 @@ func (c *Chain) rand() float64 {
 }
 
 func (c *Chain) logger() *slog.Logger {
-	if c.Logger != nil {
-		return c.Logger
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return logs.OrDiscard(c.Logger)
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -318,6 +318,42 @@ func TestPoisonRequestIsNotAnsweredByRules(t *testing.T) {
 	wantTrail(t, res, "primary failed request 400", "backup failed request 422")
 }
 
+func TestExhaustedErrorUnwrapsToLastFailure(t *testing.T) {
+	t.Parallel()
+	primary, _ := fakeProvider(t, "primary", providertest.Status(http.StatusServiceUnavailable), chain.Policy{})
+	backup, _ := fakeProvider(t, "backup", providertest.Status(http.StatusUnprocessableEntity), chain.Policy{})
+
+	_, err := newChain(newMemState(), primary, backup).Run(context.Background(), hello)
+
+	if !errors.Is(err, chain.ErrExhausted) {
+		t.Fatalf("Run error = %v, want it to match ErrExhausted", err)
+	}
+	var ce *chain.CallError
+	if !errors.As(err, &ce) {
+		t.Fatalf("errors.As(%v, *CallError) = false, want the last provider's failure", err)
+	}
+	if ce.Class != chain.ClassRequest || ce.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("unwrapped failure class %s, status %d; want request, 422 (the backup's)", ce.Class, ce.StatusCode)
+	}
+}
+
+func TestAllCoolingExhaustedErrorUnwrapsToNothing(t *testing.T) {
+	t.Parallel()
+	state := newMemState()
+	state.open("primary", time.Now().Add(time.Minute))
+	primary, _ := fakeProvider(t, "primary", providertest.OK(), chain.Policy{})
+
+	_, err := newChain(state, primary).Run(context.Background(), hello)
+
+	var ex *chain.ExhaustedError
+	if !errors.As(err, &ex) {
+		t.Fatalf("Run error = %v, want *ExhaustedError", err)
+	}
+	if got := ex.Unwrap(); got != nil {
+		t.Errorf("Unwrap() = %v, want nil: no provider was called", got)
+	}
+}
+
 func TestOutageIsAnsweredByRulesTemplate(t *testing.T) {
 	t.Parallel()
 	state := newMemState()

@@ -30,11 +30,6 @@ const (
 	TypeRules ProviderType = "rules"
 )
 
-// Valid reports whether t is one of the known provider types.
-func (t ProviderType) Valid() bool {
-	return t == TypeOpenAI || t == TypeAnthropic || t == TypeRules
-}
-
 // Default provider settings, applied when the chain file leaves a key out.
 const (
 	DefaultTimeout          = 30 * time.Second

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/coalesce"
+	"github.com/detourhq/detour/internal/logs"
 )
 
 // Bucket is the KV bucket that holds provider state.
@@ -106,9 +106,7 @@ func New(js jetstream.JetStream, kv jetstream.KeyValue, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	opts.Logger = logs.OrDiscard(opts.Logger)
 	s := &Store{js: js, kv: kv, opts: opts, m: newMirror(), held: map[string]uint64{},
 		recheck: make(chan struct{}, 1), recreate: coalesce.Gate{Every: recreateEvery, Timeout: recreateTimeout}}
 	if js != nil {

@@ -3,13 +3,13 @@ package stream
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -58,9 +58,7 @@ const (
 // for up to ShutdownTimeout, cancels the rest (their handlers NAK them), and
 // returns when all are settled.
 func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg ConsumerConfig) error {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	cfg.Logger = logs.OrDiscard(cfg.Logger)
 	workers := max(cfg.Workers, 1)
 	// Handlers get a context that outlives ctx by the shutdown timeout.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))

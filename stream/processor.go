@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/wire"
 )
@@ -72,9 +72,7 @@ func NewProcessor(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cf
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	cfg.Logger = logs.OrDiscard(cfg.Logger)
 	results, err := js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
 		return nil, fmt.Errorf("stream: opening %s: %w", wire.ResultsStream, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/internal/coalesce"
+	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -39,9 +39,7 @@ type Repairer struct {
 
 // NewRepairer returns a Repairer of topology t; a nil logger discards.
 func NewRepairer(js jetstream.JetStream, t Topology, logger *slog.Logger) *Repairer {
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	logger = logs.OrDiscard(logger)
 	return &Repairer{js: js, topo: t, log: logger, gate: coalesce.Gate{Every: repairEvery, Timeout: repairTimeout}}
 }
 

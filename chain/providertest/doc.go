@@ -19,7 +19,8 @@
 // inside an array, and a proxy's HTML error page.
 //
 // The server counts what it receives (Requests, InFlight) and keeps a copy of
-// every decoded request (Received), headers and arrival time included, so
-// tests can assert that a cooling provider was not called, how long a client
-// waited before retrying, and that adapters send what the real APIs expect.
+// every decoded request (Received), headers, raw body and arrival time
+// included, so tests can assert that a cooling provider was not called, how
+// long a client waited before retrying, and that adapters send what the real
+// APIs expect.
 package providertest

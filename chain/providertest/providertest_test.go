@@ -344,6 +344,9 @@ func TestReceivedRecordsRequests(t *testing.T) {
 		if last != (pt.Message{Role: "user", Content: "second"}) {
 			t.Errorf("%s: last message %+v", f, last)
 		}
+		if string(got[1].Body) != body(f, "m-b", "second") {
+			t.Errorf("%s: body %s, want it as sent", f, got[1].Body)
+		}
 		if f == pt.Anthropic {
 			if got[0].Header.Get("X-Api-Key") != "sk-ant-test" || got[0].Header.Get("anthropic-version") != "2023-06-01" {
 				t.Errorf("headers %v", got[0].Header)
@@ -362,8 +365,9 @@ func TestReceivedRecordsRequests(t *testing.T) {
 		// Received hands out copies.
 		got[0].Header.Set("X-Api-Key", "changed")
 		got[0].Messages[0].Content = "changed"
+		got[0].Body[0] = 'X'
 		again := s.Received()
-		if again[0].Header.Get("X-Api-Key") == "changed" || again[0].Messages[0].Content == "changed" {
+		if again[0].Header.Get("X-Api-Key") == "changed" || again[0].Messages[0].Content == "changed" || again[0].Body[0] == 'X' {
 			t.Errorf("%s: Received shares memory with the server", f)
 		}
 	}

@@ -25,6 +25,10 @@ type Request struct {
 	// Header is a copy of the HTTP request headers (x-api-key,
 	// anthropic-version, Authorization, ...).
 	Header http.Header
+	// Body is the request body exactly as it arrived (JSON), for checks the
+	// decoded fields above cannot make: which key carried max_tokens, whether
+	// system was a string or blocks, which fields were sent at all.
+	Body []byte
 	// Flavor is the flavour of the server that received the request, so a
 	// script can answer as that service would (OutOfCredit).
 	Flavor Flavor
@@ -66,6 +70,7 @@ func decodeRequest(body []byte, header http.Header) (Request, error) {
 		MaxTokens:   w.MaxTokens,
 		Temperature: w.Temperature,
 		Header:      header.Clone(),
+		Body:        bytes.Clone(body),
 	}
 	if req.MaxTokens == 0 {
 		req.MaxTokens = w.MaxCompletionTokens
@@ -134,6 +139,7 @@ func text(raw json.RawMessage) (string, error) {
 func (r Request) clone() Request {
 	r.Messages = append([]Message(nil), r.Messages...)
 	r.Header = r.Header.Clone()
+	r.Body = bytes.Clone(r.Body)
 	if r.Temperature != nil {
 		t := *r.Temperature
 		r.Temperature = &t

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/stream"
@@ -55,9 +55,7 @@ type Processor struct {
 // live before Run, and it outlives Run's context, so that requests still in
 // flight while Run drains see other processors' cooldowns.
 func New(ctx context.Context, opts Options) (*Processor, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	opts.Logger = logs.OrDiscard(opts.Logger)
 	s := opts.Settings
 	js, err := jetstream.New(opts.Conn)
 	if err != nil {
