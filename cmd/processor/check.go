@@ -20,7 +20,7 @@ import (
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	samplesPath := fs.String("samples", "", "JSON Lines file of requests (DESIGN.md §3 shape, or {\"prompt\": …}), one per line")
+	samplesPath := fs.String("samples", "", "JSON Lines file of requests (shape of docs/requests.md, or {\"prompt\": …}), one per line")
 	chainName := fs.String("chain", "default", "chain whose providers to check")
 	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG, detour.yaml)")
 	if err := fs.Parse(args); err != nil {

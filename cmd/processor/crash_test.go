@@ -17,8 +17,9 @@ import (
 // in the middle of 500 requests, processor B starts afterwards, and
 //
 //   - every request ends with exactly one ok result in DETOUR_RESULTS;
-//   - no request whose result A stored calls the provider again (DESIGN.md
-//     §6 step 3 covers the ones whose ack died with A);
+//   - no request whose result A stored calls the provider again (a
+//     redelivery that finds its stored result is acked: that covers the
+//     ones whose ack died with A);
 //   - the only requests that reach the provider twice are those A was
 //     calling when it died, at most one per worker of A, so the provider
 //     sees at most 500 + (A's calls in flight at the kill) calls;
@@ -137,7 +138,8 @@ func TestCrashLosesNothingAndCallsNoProviderTwice(t *testing.T) {
 		n, recovered.Round(time.Millisecond), answeredByA, answeredByB, redelivered, lostInFlight, bufferedByA)
 	// A request whose result A stored but whose ack died with A was
 	// delivered to B once more, and B acked it after finding the result
-	// (DESIGN.md §6 step 3): such deliveries appear in no result.
+	// (docs/results.md, "Where results go"): such deliveries appear in no
+	// result.
 	t.Logf("deliveries: %d in all, %d accounted for by results; %d answered by A and redelivered after its ack was lost",
 		ci.Delivered.Consumer, deliveries, ci.Delivered.Consumer-deliveries)
 	t.Logf("provider calls: %d in all = %d from A + %d from B; bound %d + %d held by A at the kill (%d of them lost in flight)",

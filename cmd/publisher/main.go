@@ -14,8 +14,8 @@
 // no result or was not sent, and 2 for bad flags or a bad requests file
 // (which sends nothing).
 //
-// A requests file holds one request a line in the JSON shape of DESIGN.md
-// §3; as a convenience a line may give "prompt": "text" in place of
+// A requests file holds one request a line in the JSON shape of
+// docs/requests.md; as a convenience a line may give "prompt": "text" in place of
 // "messages". Blank lines are skipped; "-f -" reads standard input.
 //
 // It connects to DETOUR_NATS_URL or, when that is empty, to the embedded
@@ -82,7 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.chain, "chain", "default", "chain to send to")
 	fs.IntVar(&f.n, "n", 1, "number of copies of PROMPT to send")
-	fs.StringVar(&f.file, "f", "", "send the requests of this JSON Lines `file` (\"-\": standard input) instead of PROMPT;\none request a line in the JSON shape of DESIGN.md §3, or {\"prompt\": \"text\", ...} in place of messages;\na bad line is reported with its number and nothing is sent")
+	fs.StringVar(&f.file, "f", "", "send the requests of this JSON Lines `file` (\"-\": standard input) instead of PROMPT;\none request a line in the JSON shape of docs/requests.md, or {\"prompt\": \"text\", ...} in place of messages;\na bad line is reported with its number and nothing is sent")
 	fs.Float64Var(&f.rate, "rate", 0, "publish `n` requests per second (0: as fast as possible)")
 	fs.StringVar(&f.schema, "schema", "", "JSON Schema `file` put into the response_schema of each request that has none")
 	fs.BoolVar(&f.wait, "wait", true, "wait for the results and print them (-wait=false only publishes)")
