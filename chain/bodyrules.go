@@ -8,10 +8,10 @@ import (
 )
 
 // bodyRule is one row of the table that reads a failure's class from the
-// error body as well as the status (DESIGN.md §4). README.md reproduces the
-// table row by row (see markdownRow); a test keeps the two equal.
+// error body as well as the status. docs/failures.md reproduces the table
+// row by row (see markdownRow); a test keeps the two equal.
 type bodyRule struct {
-	// description says when the rule holds, in README's words.
+	// description says when the rule holds, in the words of the docs.
 	description string
 	// class is what the rule gives; ClassNone means the class of the
 	// embedded numeric code, through Classify.
@@ -144,7 +144,7 @@ func rateLimited(status int, u upstreamError) bool {
 	})
 }
 
-// markdownRow is the rule as a row of README.md's table.
+// markdownRow is the rule as a row of the table in docs/failures.md.
 func (r bodyRule) markdownRow() string {
 	names := "—"
 	if len(r.names) > 0 {

@@ -7,7 +7,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Class is the failure class of one provider attempt (DESIGN.md §4). It is the
+// Class is the failure class of one provider attempt (docs/failures.md). It is the
 // only input to what happens after a failure: retry, count, cool down or move on.
 type Class int
 

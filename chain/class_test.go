@@ -9,7 +9,7 @@ import (
 	"github.com/detourhq/detour/chain"
 )
 
-// TestClassifyStatusFollowsDesignTable checks DESIGN.md §4 row by row: which
+// TestClassifyStatusFollowsDesignTable checks the table of docs/failures.md row by row: which
 // class an HTTP status gets, whether it is retried on the same provider, and
 // whether it counts toward the provider's cooldown.
 func TestClassifyStatusFollowsDesignTable(t *testing.T) {

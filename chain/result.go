@@ -34,7 +34,7 @@ type Attempt struct {
 	StopReason string `msgpack:"stop_reason,omitempty" json:"stop_reason,omitempty"`
 }
 
-// Result is the annotated answer to one request (DESIGN.md §3). The chain
+// Result is the annotated answer to one request (docs/results.md). The chain
 // fills in what it knows; the stream adds the request's id, queue time,
 // delivery count and metadata before publishing it.
 type Result struct {

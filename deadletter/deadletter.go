@@ -18,7 +18,7 @@ import (
 // Reason says why a request was dead-lettered.
 type Reason string
 
-// The dead-letter reasons of DESIGN.md §6.
+// The dead-letter reasons of docs/failures.md.
 const (
 	ReasonBadRequest      Reason = "bad_request"
 	ReasonBadReplySubject Reason = "bad_reply_subject"

@@ -19,7 +19,7 @@ import (
 // not hold (never stored, replayed, purged or aged out).
 var ErrNotFound = errors.New("deadletter: no such dead letter")
 
-// Reasons lists every dead-letter reason, in the order of DESIGN.md §6.
+// Reasons lists every dead-letter reason, in the order of docs/failures.md.
 func Reasons() []Reason {
 	return []Reason{ReasonBadRequest, ReasonBadReplySubject, ReasonTooLarge, ReasonExpired, ReasonPoison, ReasonInvalidOutput}
 }
@@ -111,7 +111,7 @@ func newMessage(seq uint64, stored time.Time, subject string, header nats.Header
 	return Message{Entry: e, Header: header, Data: data}
 }
 
-// requestID applies the processor's rule (DESIGN.md §3): the body's id, else
+// requestID applies the processor's rule (docs/requests.md): the body's id, else
 // the Nats-Msg-Id header, else the stream sequence.
 func requestID(bodyID, msgID string, sourceSeq uint64) string {
 	switch {

@@ -67,14 +67,14 @@ func (e *FileError) Unwrap() []error {
 }
 
 // fileLine is one line of a requests file: a request in the shape of
-// DESIGN.md §3 or, as a convenience, a prompt in place of messages.
+// docs/requests.md or, as a convenience, a prompt in place of messages.
 type fileLine struct {
 	wire.Request
 	Prompt string `json:"prompt"`
 }
 
 // ReadRequests reads a JSON Lines file of requests, one JSON object a line in
-// the shape of DESIGN.md §3 (blank lines are skipped). A line may give
+// the shape of docs/requests.md (blank lines are skipped). A line may give
 // "prompt": "text" instead of "messages", meaning one user message. Every line
 // is checked as a processor would check it, and also for unknown fields,
 // trailing data and ids used twice; when any line is bad the error is a
@@ -172,10 +172,11 @@ func parseLine(data []byte) (wire.Request, chain.Request, error) {
 	return req, chainReq, err
 }
 
-// Check applies to req the checks a processor makes on decoding (DESIGN.md
-// §3), so that a request it would dead-letter is refused before sending. The
-// processor's reply prefixes are its own setting, so any valid reply subject
-// passes here; and an empty id passes, since the client assigns one.
+// Check applies to req the checks a processor makes on decoding
+// (docs/requests.md), so that a request it would dead-letter is refused
+// before sending. The processor's reply prefixes are its own setting, so any
+// valid reply subject passes here; and an empty id passes, since the client
+// assigns one.
 func Check(req wire.Request) error {
 	_, err := check(req)
 	return err

@@ -97,7 +97,7 @@ type Row struct {
 // DegradedShare is the share of the row's answers that were degraded.
 func (r Row) DegradedShare() float64 { return share(r.Degraded, r.OK) }
 
-// Summary is what a run adds up to (DESIGN.md §8, publisher).
+// Summary is what a run adds up to (docs/commands.md, publisher).
 type Summary struct {
 	Chain      string
 	Requests   int // in the run

@@ -17,7 +17,7 @@ import (
 
 // TestFailureClassTable is acceptance 1 of the failure-semantics issue: each
 // status, a refused connection and an attempt timeout get the class, the
-// retry decision and the cooldown decision of DESIGN.md §4, for both
+// retry decision and the cooldown decision of docs/failures.md, for both
 // adapters, with the real KV state. With max_retries 1 and
 // failure_threshold 2, a retried class makes two calls and trips the
 // provider; auth makes one call and trips it at once; request makes one call

@@ -37,7 +37,7 @@ func newHarness(t *testing.T) *harness {
 	return &harness{t: t, srv: srv, nc: nc, js: js}
 }
 
-// testSettings are the defaults of DESIGN.md §7 with fewer workers.
+// testSettings are the defaults of docs/settings.md with fewer workers.
 func testSettings() config.Settings {
 	return config.Settings{
 		Workers: 8, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000,

@@ -27,7 +27,7 @@ chains:
 
 // TestReplyToInbox is the first half of acceptance 5: a result published to
 // a custom reply subject under _INBOX. reaches a plain core-NATS subscriber
-// with the headers of DESIGN.md §3.
+// with the headers of docs/requests.md.
 func TestReplyToInbox(t *testing.T) {
 	solo := providertest.New(providertest.OpenAI, providertest.OK())
 	defer solo.Close()
