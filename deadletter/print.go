@@ -53,6 +53,22 @@ func WriteMessage(w io.Writer, m Message) error {
 	return err
 }
 
+// WriteReplayed prints what `processor dlq replay` did: one line per
+// replayed dead letter, then how many there were.
+func WriteReplayed(w io.Writer, done []Replayed) error {
+	for _, r := range done {
+		note := ""
+		if r.AlreadyQueued {
+			note = " (already queued by an earlier replay)"
+		}
+		if _, err := fmt.Fprintf(w, "replayed %d: id %s to %s as sequence %d%s\n", r.Seq, r.RequestID, r.Subject, r.StreamSeq, note); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "replayed %d dead letter(s)\n", len(done))
+	return err
+}
+
 // ParseDeadline reads a replay deadline: a duration from now ("30m") or an
 // RFC 3339 time. It must lie in the future.
 func ParseDeadline(s string, now time.Time) (time.Time, error) {
