@@ -1,6 +1,7 @@
 package deadletter
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -51,6 +52,17 @@ func WriteMessage(w io.Writer, m Message) error {
 	format, body := RenderBody(m.Data, m.Header)
 	_, err := fmt.Fprintf(w, "\nbody (%d bytes, %s):\n%s\n", len(m.Data), format, strings.TrimSuffix(body, "\n"))
 	return err
+}
+
+// WriteMessageJSON prints one dead letter as indented JSON: the fields of
+// Message with the body base64-encoded under "body".
+func WriteMessageJSON(w io.Writer, m Message) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Message
+		Body []byte `json:"body"`
+	}{m, m.Data})
 }
 
 // WriteReplayed prints what `processor dlq replay` did: one line per

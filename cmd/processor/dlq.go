@@ -198,10 +198,6 @@ func (c *dlqCommand) list(ctx context.Context) error {
 		}
 		return nil
 	}
-	if len(entries) == 0 {
-		fmt.Fprintln(c.stdout, "no dead letters")
-		return nil
-	}
 	return deadletter.WriteTable(c.stdout, entries)
 }
 
@@ -211,12 +207,7 @@ func (c *dlqCommand) show(ctx context.Context) error {
 		return err
 	}
 	if c.json {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			deadletter.Message
-			Body []byte `json:"body"`
-		}{m, m.Data})
+		return deadletter.WriteMessageJSON(c.stdout, m)
 	}
 	return deadletter.WriteMessage(c.stdout, m)
 }
