@@ -198,6 +198,15 @@ func (s Settings) SlogLevel() slog.Level {
 	return slog.LevelInfo
 }
 
+// ChainFile is the chain file to load: override (a command's -config flag)
+// when it is set, else DETOUR_CONFIG.
+func (s Settings) ChainFile(override string) string {
+	if override != "" {
+		return override
+	}
+	return s.Config
+}
+
 // ClientURL is where client commands connect: DETOUR_NATS_URL, or when it is
 // empty the embedded server at DETOUR_LISTEN. A wildcard listen host
 // (":4222", "0.0.0.0:4222") is reached through loopback.

@@ -237,6 +237,32 @@ func TestClientURL(t *testing.T) {
 	}
 }
 
+// TestChainFile: a -config flag overrides DETOUR_CONFIG, which defaults to
+// detour.yaml.
+func TestChainFile(t *testing.T) {
+	clearEnv(t)
+	s, err := LoadSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ChainFile(""); got != "detour.yaml" {
+		t.Errorf("ChainFile(\"\") without DETOUR_CONFIG = %q, want detour.yaml", got)
+	}
+	if got := s.ChainFile("flag.yaml"); got != "flag.yaml" {
+		t.Errorf("ChainFile(flag.yaml) = %q", got)
+	}
+	t.Setenv("DETOUR_CONFIG", "/etc/detour/chains.yaml")
+	if s, err = LoadSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ChainFile(""); got != "/etc/detour/chains.yaml" {
+		t.Errorf("ChainFile(\"\") with DETOUR_CONFIG set = %q", got)
+	}
+	if got := s.ChainFile("flag.yaml"); got != "flag.yaml" {
+		t.Errorf("ChainFile(flag.yaml) with DETOUR_CONFIG set = %q, want the flag", got)
+	}
+}
+
 func TestPrintUsage(t *testing.T) {
 	var buf bytes.Buffer
 	if err := PrintUsage(&buf); err != nil {

@@ -1,6 +1,7 @@
 package deadletter
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -50,6 +51,33 @@ func WriteMessage(w io.Writer, m Message) error {
 	}
 	format, body := RenderBody(m.Data, m.Header)
 	_, err := fmt.Fprintf(w, "\nbody (%d bytes, %s):\n%s\n", len(m.Data), format, strings.TrimSuffix(body, "\n"))
+	return err
+}
+
+// WriteMessageJSON prints one dead letter as indented JSON: the fields of
+// Message with the body base64-encoded under "body".
+func WriteMessageJSON(w io.Writer, m Message) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Message
+		Body []byte `json:"body"`
+	}{m, m.Data})
+}
+
+// WriteReplayed prints what `processor dlq replay` did: one line per
+// replayed dead letter, then how many there were.
+func WriteReplayed(w io.Writer, done []Replayed) error {
+	for _, r := range done {
+		note := ""
+		if r.AlreadyQueued {
+			note = " (already queued by an earlier replay)"
+		}
+		if _, err := fmt.Fprintf(w, "replayed %d: id %s to %s as sequence %d%s\n", r.Seq, r.RequestID, r.Subject, r.StreamSeq, note); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "replayed %d dead letter(s)\n", len(done))
 	return err
 }
 

@@ -104,6 +104,34 @@ func (s *Store) ReplayAll(ctx context.Context, f Filter, opts ReplayOptions) ([]
 	return done, errors.Join(errs...)
 }
 
+// ReplaySelected replays the dead letters sel names: those of sel.Seqs in
+// that order, else every one sel.Filter selects (ReplayAll). A failed replay
+// leaves its dead letter in place and does not stop the others; the errors
+// are joined, and the replays that succeeded are returned.
+func (s *Store) ReplaySelected(ctx context.Context, sel Selection, opts ReplayOptions) ([]Replayed, error) {
+	if err := sel.validate(); err != nil {
+		return nil, err
+	}
+	if len(sel.Seqs) == 0 {
+		return s.ReplayAll(ctx, sel.Filter, opts)
+	}
+	var done []Replayed
+	var errs []error
+	for _, seq := range sel.Seqs {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		r, err := s.Replay(ctx, seq, opts)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = append(done, r)
+	}
+	return done, errors.Join(errs...)
+}
+
 func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Replayed, error) {
 	fail := func(format string, args ...any) (Replayed, error) {
 		return Replayed{}, fmt.Errorf("deadletter: replaying %d: "+format, append([]any{m.Seq}, args...)...)

@@ -223,3 +223,41 @@ func TestReplayAll(t *testing.T) {
 		t.Fatalf("left %+v (%v)", left, err)
 	}
 }
+
+// TestReplaySelected: named sequences are replayed in the order given; one
+// that is missing or refused is reported and does not stop the others, and
+// stays. Sequences and a filter together are refused before anything is
+// replayed; a filter alone replays what it selects.
+func TestReplaySelected(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	a := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonPoison, SourceSeq: 1, Data: jsonRequest(t, map[string]any{"id": "a"})})
+	stuck := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonExpired, SourceSeq: 2, Data: jsonRequest(t, map[string]any{"id": "b", "deadline": past})})
+	c := e.letter(deadletter.Letter{Chain: "other", Reason: deadletter.ReasonPoison, SourceSeq: 3, Data: jsonRequest(t, map[string]any{"id": "c"})})
+
+	if done, err := e.store.ReplaySelected(ctx, deadletter.Selection{Seqs: []uint64{a}, Filter: deadletter.Filter{Chain: "default"}}, deadletter.ReplayOptions{}); err == nil || len(done) != 0 {
+		t.Fatalf("sequences and a filter together: replayed %+v (%v)", done, err)
+	}
+	if left, err := e.store.List(ctx, deadletter.Filter{}); err != nil || len(left) != 3 {
+		t.Fatalf("a refused selection changed the dead letters: %+v (%v)", left, err)
+	}
+
+	done, err := e.store.ReplaySelected(ctx, deadletter.Selection{Seqs: []uint64{c, 999, stuck, a}}, deadletter.ReplayOptions{})
+	if !errors.Is(err, deadletter.ErrNotFound) || !errors.Is(err, deadletter.ErrDeadlinePassed) {
+		t.Fatalf("error %v, want the missing sequence and the passed deadline reported", err)
+	}
+	if len(done) != 2 || done[0].Seq != c || done[0].RequestID != "c" || done[1].Seq != a || done[1].RequestID != "a" {
+		t.Fatalf("replayed %+v, want c then a", done)
+	}
+	left, err := e.store.List(ctx, deadletter.Filter{})
+	if err != nil || len(left) != 1 || left[0].Seq != stuck {
+		t.Fatalf("left %+v (%v), want only the refused one", left, err)
+	}
+
+	done, err = e.store.ReplaySelected(ctx, deadletter.Selection{Filter: deadletter.Filter{Chain: "default"}},
+		deadletter.ReplayOptions{Deadline: time.Now().Add(time.Hour)})
+	if err != nil || len(done) != 1 || done[0].Seq != stuck || !done[0].BodyChanged {
+		t.Fatalf("filtered replay with a new deadline: %+v (%v)", done, err)
+	}
+}

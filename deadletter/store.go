@@ -250,6 +250,52 @@ func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
 	return removed, nil
 }
 
+// Selection names the dead letters a replay or purge acts on: Seqs, when
+// there are any, by sequence and in that order; else every dead letter
+// Filter selects (all of them for the zero Selection).
+type Selection struct {
+	Seqs   []uint64
+	Filter Filter
+}
+
+func (sel Selection) validate() error {
+	if len(sel.Seqs) > 0 && sel.Filter != (Filter{}) {
+		return errors.New("deadletter: name sequences or a filter, not both")
+	}
+	return nil
+}
+
+// PurgeSelected removes the dead letters sel names and returns how many it
+// removed. A named dead letter that cannot be removed (ErrNotFound, for one
+// replayed, purged or aged out) does not stop the others; the errors are
+// joined. Without sequences it is Purge.
+func (s *Store) PurgeSelected(ctx context.Context, sel Selection) (int, error) {
+	if err := sel.validate(); err != nil {
+		return 0, err
+	}
+	if len(sel.Seqs) == 0 {
+		return s.Purge(ctx, sel.Filter)
+	}
+	str, err := s.stream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	removed := 0
+	for _, seq := range sel.Seqs {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if err := deleteMsg(ctx, str, seq); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed++
+	}
+	return removed, errors.Join(errs...)
+}
+
 // count returns how many dead letters are stored under f's subject, and the
 // stream's last sequence.
 func count(ctx context.Context, str jetstream.Stream, f Filter) (n, last uint64, err error) {

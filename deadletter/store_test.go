@@ -291,3 +291,30 @@ func TestPublishDropsPublishDirectives(t *testing.T) {
 		t.Fatalf("headers %v", m.Header)
 	}
 }
+
+// TestPurgeSelected: named sequences are removed and counted; a missing one
+// is reported and does not stop the others. Sequences and a filter together
+// are refused; the zero Selection removes everything.
+func TestPurgeSelected(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var seqs []uint64
+	for i := range 3 {
+		seqs = append(seqs, e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonPoison, SourceSeq: uint64(i + 1), Data: []byte("{}")}))
+	}
+	n, err := e.store.PurgeSelected(ctx, deadletter.Selection{Seqs: []uint64{seqs[2], 999, seqs[0]}})
+	if n != 2 || !errors.Is(err, deadletter.ErrNotFound) {
+		t.Fatalf("purged %d (%v), want 2 and the missing sequence reported", n, err)
+	}
+	left, err := e.store.List(ctx, deadletter.Filter{})
+	if err != nil || len(left) != 1 || left[0].Seq != seqs[1] {
+		t.Fatalf("left %+v (%v)", left, err)
+	}
+	n, err = e.store.PurgeSelected(ctx, deadletter.Selection{Seqs: []uint64{seqs[1]}, Filter: deadletter.Filter{Reason: deadletter.ReasonPoison}})
+	if n != 0 || err == nil {
+		t.Fatalf("sequences and a filter together: purged %d (%v)", n, err)
+	}
+	if n, err = e.store.PurgeSelected(ctx, deadletter.Selection{}); n != 1 || err != nil {
+		t.Fatalf("purging everything: %d (%v), want 1", n, err)
+	}
+}

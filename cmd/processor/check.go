@@ -22,7 +22,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	samplesPath := fs.String("samples", "", "JSON Lines file of requests (shape of docs/requests.md, or {\"prompt\": …}), one per line")
 	chainName := fs.String("chain", "default", "chain whose providers to check")
-	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG, detour.yaml)")
+	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
@@ -30,7 +30,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "processor check: -samples FILE is required")
 		return 2
 	}
-	path := chainFilePath(*configPath)
+	settings, err := config.LoadSettings()
+	if err != nil {
+		fmt.Fprintf(stderr, "processor check: settings: %v\n", err)
+		return 2
+	}
+	path := settings.ChainFile(*configPath)
 	file, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)

@@ -113,46 +113,46 @@ type dlqCommand struct {
 
 	reason, chain, deadline string
 	json, all               bool
-	filter                  deadletter.Filter
-	seqs                    []uint64
+	sel                     deadletter.Selection
 }
 
 // setArgs checks flags and positional arguments against the command.
 func (c *dlqCommand) setArgs(cmd string, positional []string) error {
-	c.filter = deadletter.Filter{Chain: c.chain}
+	c.sel.Filter = deadletter.Filter{Chain: c.chain}
 	if c.reason != "" {
 		r, err := deadletter.ParseReason(c.reason)
 		if err != nil {
 			return err
 		}
-		c.filter.Reason = r
+		c.sel.Filter.Reason = r
 	}
 	for _, a := range positional {
 		seq, err := strconv.ParseUint(a, 10, 64)
 		if err != nil || seq == 0 {
 			return fmt.Errorf("%q is not a dead-letter sequence", a)
 		}
-		c.seqs = append(c.seqs, seq)
+		c.sel.Seqs = append(c.sel.Seqs, seq)
 	}
-	filtered := c.filter != (deadletter.Filter{})
+	seqs := len(c.sel.Seqs)
+	filtered := c.sel.Filter != (deadletter.Filter{})
 	switch cmd {
 	case "list", "ls":
-		if len(c.seqs) > 0 {
+		if seqs > 0 {
 			return errors.New("list takes no sequences (use show SEQ)")
 		}
 	case "show":
-		if len(c.seqs) != 1 {
+		if seqs != 1 {
 			return errors.New("show takes one sequence")
 		}
 	case "replay":
 		switch {
-		case len(c.seqs) > 0 && (c.all || filtered):
+		case seqs > 0 && (c.all || filtered):
 			return errors.New("name sequences or select with -all/-reason/-chain, not both")
-		case len(c.seqs) == 0 && !c.all && !filtered:
+		case seqs == 0 && !c.all && !filtered:
 			return errors.New("name the sequences to replay, or -all")
 		}
 	case "purge":
-		if len(c.seqs) > 0 && filtered {
+		if seqs > 0 && filtered {
 			return errors.New("name sequences or filter with -reason/-chain, not both")
 		}
 	}
@@ -185,7 +185,7 @@ func dlqConnect() (*deadletter.Store, func(), error) {
 }
 
 func (c *dlqCommand) list(ctx context.Context) error {
-	entries, err := c.store.List(ctx, c.filter)
+	entries, err := c.store.List(ctx, c.sel.Filter)
 	if err != nil {
 		return err
 	}
@@ -198,25 +198,16 @@ func (c *dlqCommand) list(ctx context.Context) error {
 		}
 		return nil
 	}
-	if len(entries) == 0 {
-		fmt.Fprintln(c.stdout, "no dead letters")
-		return nil
-	}
 	return deadletter.WriteTable(c.stdout, entries)
 }
 
 func (c *dlqCommand) show(ctx context.Context) error {
-	m, err := c.store.Get(ctx, c.seqs[0])
+	m, err := c.store.Get(ctx, c.sel.Seqs[0])
 	if err != nil {
 		return err
 	}
 	if c.json {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			deadletter.Message
-			Body []byte `json:"body"`
-		}{m, m.Data})
+		return deadletter.WriteMessageJSON(c.stdout, m)
 	}
 	return deadletter.WriteMessage(c.stdout, m)
 }
@@ -230,36 +221,14 @@ func (c *dlqCommand) replay(ctx context.Context) error {
 		}
 		opts.Deadline = d
 	}
-	var done []deadletter.Replayed
-	var err error
-	if len(c.seqs) > 0 {
-		var errs []error
-		for _, seq := range c.seqs {
-			r, err := c.store.Replay(ctx, seq, opts)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			done = append(done, r)
-		}
-		err = errors.Join(errs...)
-	} else {
-		done, err = c.store.ReplayAll(ctx, c.filter, opts)
-	}
-	enc := json.NewEncoder(c.stdout)
-	for _, r := range done {
-		if c.json {
+	done, err := c.store.ReplaySelected(ctx, c.sel, opts)
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		for _, r := range done {
 			_ = enc.Encode(r)
-			continue
 		}
-		note := ""
-		if r.AlreadyQueued {
-			note = " (already queued by an earlier replay)"
-		}
-		fmt.Fprintf(c.stdout, "replayed %d: id %s to %s as sequence %d%s\n", r.Seq, r.RequestID, r.Subject, r.StreamSeq, note)
-	}
-	if !c.json {
-		fmt.Fprintf(c.stdout, "replayed %d dead letter(s)\n", len(done))
+	} else {
+		_ = deadletter.WriteReplayed(c.stdout, done)
 	}
 	if err != nil && errors.Is(err, deadletter.ErrDeadlinePassed) && c.deadline == "" {
 		err = fmt.Errorf("%w\n(replay with -deadline 1h to give such requests a new deadline)", err)
@@ -268,23 +237,7 @@ func (c *dlqCommand) replay(ctx context.Context) error {
 }
 
 func (c *dlqCommand) purge(ctx context.Context) error {
-	if len(c.seqs) == 0 {
-		n, err := c.store.Purge(ctx, c.filter)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(c.stdout, "purged %d dead letter(s)\n", n)
-		return nil
-	}
-	var errs []error
-	n := 0
-	for _, seq := range c.seqs {
-		if err := c.store.Delete(ctx, seq); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		n++
-	}
+	n, err := c.store.PurgeSelected(ctx, c.sel)
 	fmt.Fprintf(c.stdout, "purged %d dead letter(s)\n", n)
-	return errors.Join(errs...)
+	return err
 }

@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	demoMode := fs.Bool("demo", false, "embedded NATS with local fake providers (primary down for its first minute) and a rules fallback")
-	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG, detour.yaml)")
+	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout, fs)
@@ -121,12 +121,8 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		}
 		logger.Info("demo: primary is down for its first minute, then healthy", "primary", d.Primary.URL, "backup", d.Backup.URL)
 	} else {
-		path := configPath
-		if path == "" {
-			path = settings.Config
-		}
 		var err error
-		if file, err = config.Load(path); err != nil {
+		if file, err = config.Load(settings.ChainFile(configPath)); err != nil {
 			return err
 		}
 	}

@@ -24,12 +24,17 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the rows as a JSON array")
-	configPath := fs.String("config", "", "chain file whose providers to list even without state (default $DETOUR_CONFIG, detour.yaml)")
+	configPath := fs.String("config", "", "chain file whose providers to list even without state (default $DETOUR_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
+	settings, err := config.LoadSettings()
+	if err != nil {
+		fmt.Fprintf(stderr, "processor status: settings: %v\n", err)
+		return 1
+	}
 	var known []string
-	if file, err := config.Load(chainFilePath(*configPath)); err == nil {
+	if file, err := config.Load(settings.ChainFile(*configPath)); err == nil {
 		known = lo.Map(file.Providers, func(p config.Provider, _ int) string { return p.Name })
 	} else {
 		fmt.Fprintf(stderr, "processor status: chain file not read (%v); listing providers with recorded state only\n", err)
@@ -118,15 +123,4 @@ func flagExit(err error) int {
 		return 0
 	}
 	return 2
-}
-
-// chainFilePath is the -config flag, else DETOUR_CONFIG, else detour.yaml.
-func chainFilePath(flagValue string) string {
-	if flagValue != "" {
-		return flagValue
-	}
-	if env := os.Getenv("DETOUR_CONFIG"); env != "" {
-		return env
-	}
-	return "detour.yaml"
 }
