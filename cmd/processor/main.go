@@ -22,7 +22,7 @@ import (
 	"github.com/detourhq/detour/internal/demo"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/service"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/natsconn"
 )
 
 func main() {
@@ -182,7 +182,7 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	if err := p.Run(runCtx); err != nil {
 		return err
 	}
-	if cause := context.Cause(runCtx); errors.Is(cause, stream.ErrConnectionLost) {
+	if cause := context.Cause(runCtx); errors.Is(cause, natsconn.ErrLost) {
 		return cause
 	}
 	return nil

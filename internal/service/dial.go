@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/natsconn"
 	"github.com/detourhq/detour/stream"
 )
 
@@ -28,7 +29,7 @@ func Dial(s config.Settings, dataDir, name string, logger *slog.Logger) (*Conn, 
 	c := &Conn{lost: make(chan error, 1)}
 	opts := connectOptions(s, name)
 	if s.NATSURL != "" {
-		nc, err := stream.Connect(s.NATSURL, opts)
+		nc, err := natsconn.Connect(s.NATSURL, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -46,7 +47,7 @@ func Dial(s config.Settings, dataDir, name string, logger *slog.Logger) (*Conn, 
 		}
 		c.Conn, c.embedded = nc, srv
 	}
-	stream.WatchConnection(c.Conn, logger, func(err error) { c.lost <- err })
+	natsconn.Watch(c.Conn, logger, func(err error) { c.lost <- err })
 	return c, nil
 }
 
@@ -75,15 +76,15 @@ func (c *Conn) Close() {
 }
 
 // connectOptions maps the DETOUR_NATS_* credential and TLS settings.
-func connectOptions(s config.Settings, name string) stream.ConnectOptions {
-	return stream.ConnectOptions{Name: name, Creds: s.NATSCreds, TLSCA: s.NATSTLSCA, TLSCert: s.NATSTLSCert, TLSKey: s.NATSTLSKey}
+func connectOptions(s config.Settings, name string) natsconn.ConnectOptions {
+	return natsconn.ConnectOptions{Name: name, Creds: s.NATSCreds, TLSCA: s.NATSTLSCA, TLSCert: s.NATSTLSCert, TLSKey: s.NATSTLSKey}
 }
 
 // ConnectClient connects a client command (publisher, status, watch, dlq)
 // to DETOUR_NATS_URL or, when that is empty, to a local processor's embedded
 // server on DETOUR_LISTEN, with the same credentials and TLS as a processor.
 func ConnectClient(s config.Settings, name string) (*nats.Conn, error) {
-	nc, err := stream.Connect(s.ClientURL(), connectOptions(s, name))
+	nc, err := natsconn.Connect(s.ClientURL(), connectOptions(s, name))
 	if errors.Is(err, nats.ErrNoServers) {
 		err = fmt.Errorf("%w\n(is a processor running? try `go run ./cmd/processor -demo`)", err)
 	}

@@ -1,4 +1,4 @@
-package stream
+package natsconn
 
 import (
 	"crypto/tls"
@@ -43,7 +43,7 @@ type ConnectError struct {
 
 // Error says where, why, and what the client reported, secrets hidden.
 func (e *ConnectError) Error() string {
-	msg := "stream: connecting to NATS at " + e.URL
+	msg := "natsconn: connecting to NATS at " + e.URL
 	if e.Reason != "" {
 		msg += ": " + e.Reason
 	}
