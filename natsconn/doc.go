@@ -10,6 +10,14 @@
 // happens to a connection afterwards and reports, once, a close for good as
 // an error wrapping ErrLost.
 //
-// natsconn does not link the NATS server: the publisher and the other client
-// commands import it.
+// Two callers build on them. ConnectClient is the client commands'
+// connection (publisher, status, watch, dlq) from the DETOUR_* settings.
+// A processor's connection is a Conn, from Dial (DETOUR_NATS_URL) or
+// DialInProcess (the embedded server the processor started): watched, with
+// Lost for a close for good and a Close that drains before it stops the
+// embedded server.
+//
+// natsconn does not link the NATS server, so that the client commands do
+// not either: an in-process server is passed in as a Server interface, and
+// starting one is package stream's StartEmbedded.
 package natsconn

@@ -20,7 +20,7 @@ var ErrLost = errors.New("natsconn: the NATS connection closed for good")
 // the server's URL, credentials hidden) and the errors the client reports
 // asynchronously (warn), and calls lost, once, with an error wrapping
 // [ErrLost] if the connection closes. Whoever closes nc on purpose replaces
-// the closed handler first, as service.Conn.Close does, or lost is called for that
+// the closed handler first, as [Conn.Close] does, or lost is called for that
 // close too. Secrets of the connection's URLs never reach the log or lost's
 // error. Watch replaces nc's disconnect, reconnect, error and closed
 // handlers.

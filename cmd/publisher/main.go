@@ -38,7 +38,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/client"
-	"github.com/detourhq/detour/internal/service"
+	"github.com/detourhq/detour/natsconn"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -178,7 +178,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 		fmt.Fprintf(stderr, "publisher: settings: %v\n", err)
 		return 2
 	}
-	nc, err := service.ConnectClient(settings, "detour-publisher")
+	nc, err := natsconn.ConnectClient(settings, "detour-publisher")
 	if err != nil {
 		fmt.Fprintf(stderr, "publisher: %v\n", err)
 		return 1
