@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/internal/client"
 	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/natsconn"
 	"github.com/detourhq/detour/wire"
 )
@@ -125,7 +125,7 @@ func servesAndStops(t *testing.T, bin string, env []string, url string, opts nat
 		t.Fatalf("client: %v", err)
 	}
 	defer nc.Close()
-	c, err := client.New(nc)
+	c, err := publisher.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
