@@ -36,7 +36,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestWatchConnection: a disconnect and a reconnect are logged, the URL with
+// TestWatch: a disconnect and a reconnect are logged, the URL with
 // its password hidden; when the server comes back refusing the credentials,
 // the client closes for good and lost receives why, as ErrLost,
 // without the password. A close on purpose, with the closed handler
@@ -112,9 +112,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestWatchConnectionHidesAToken: a token URL (nats://TOKEN@host) is logged
+// TestWatchHidesAToken: a token URL (nats://TOKEN@host) is logged
 // on reconnect without the token.
-func TestWatchConnectionHidesAToken(t *testing.T) {
+func TestWatchHidesAToken(t *testing.T) {
 	const token = "tok-not-for-logs"
 	dir := t.TempDir()
 	srv := natstest.StartWith(t, &server.Options{StoreDir: dir, Authorization: token})
