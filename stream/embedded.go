@@ -11,8 +11,11 @@ import (
 
 // StartEmbedded starts a NATS server with JetStream in this process, storing
 // in dataDir and listening on listen (host:port) so other clients, such as
-// the publisher or the nats CLI, can connect. Shut it down with
-// Shutdown/WaitForShutdown after the processor's connection has drained.
+// the publisher or the nats CLI, can connect. It fails if listen is not
+// host:port, or if the server is not ready for connections within 10
+// seconds (for example, the address is in use). Shut it down with
+// Shutdown/WaitForShutdown after the processor's connection has drained;
+// natsconn.DialInProcess hands that to the connection's Close.
 func StartEmbedded(listen, dataDir string) (*server.Server, error) {
 	host, portText, err := net.SplitHostPort(listen)
 	if err != nil {

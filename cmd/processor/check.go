@@ -11,7 +11,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/client"
+	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/internal/service"
 )
 
@@ -46,7 +46,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)
 		return 2
 	}
-	samples, err := client.ReadSamples(f, *samplesPath)
+	samples, err := publisher.ReadSamples(f, *samplesPath)
 	f.Close()
 	if err != nil {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)

@@ -7,7 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/service"
+	"github.com/detourhq/detour/natsconn"
 )
 
 // connectClient connects a client command (status, watch, dlq) to
@@ -18,7 +18,7 @@ func connectClient(name string) (*nats.Conn, jetstream.JetStream, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("settings: %w", err)
 	}
-	nc, err := service.ConnectClient(settings, name)
+	nc, err := natsconn.ConnectClient(settings, name)
 	if err != nil {
 		return nil, nil, err
 	}

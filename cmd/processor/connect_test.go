@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/internal/client"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/natsconn"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -68,7 +68,7 @@ func TestProcessorOnASecuredServer(t *testing.T) {
 		})
 		t.Run("right", func(t *testing.T) {
 			env := securedEnv(t, chainFile, "DETOUR_NATS_URL="+url, "DETOUR_NATS_CREDS="+op.Creds(t, "processor"))
-			servesAndStops(t, bin, env, url, stream.ConnectOptions{Name: "test", Creds: op.Creds(t, "publisher")})
+			servesAndStops(t, bin, env, url, natsconn.ConnectOptions{Name: "test", Creds: op.Creds(t, "publisher")})
 		})
 	})
 
@@ -90,7 +90,7 @@ func TestProcessorOnASecuredServer(t *testing.T) {
 		t.Run("right", func(t *testing.T) {
 			env := securedEnv(t, chainFile, "DETOUR_NATS_URL="+url, "DETOUR_NATS_TLS_CA="+files.CA,
 				"DETOUR_NATS_TLS_CERT="+files.ClientCert, "DETOUR_NATS_TLS_KEY="+files.ClientKey)
-			servesAndStops(t, bin, env, url, stream.ConnectOptions{
+			servesAndStops(t, bin, env, url, natsconn.ConnectOptions{
 				Name: "test", TLSCA: files.CA, TLSCert: files.ClientCert, TLSKey: files.ClientKey,
 			})
 		})
@@ -117,15 +117,15 @@ func failsToStart(t *testing.T, bin string, env []string) string {
 // servesAndStops runs the processor, has a client connected with opts
 // publish a request, waits for its result in DETOUR_RESULTS, then stops the
 // processor with SIGTERM and expects exit code 0.
-func servesAndStops(t *testing.T, bin string, env []string, url string, opts stream.ConnectOptions) {
+func servesAndStops(t *testing.T, bin string, env []string, url string, opts natsconn.ConnectOptions) {
 	t.Helper()
 	p := startProcess(t, bin, "secured", env)
-	nc, err := stream.Connect(url, opts)
+	nc, err := natsconn.Connect(url, opts)
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
 	defer nc.Close()
-	c, err := client.New(nc)
+	c, err := publisher.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/detourhq/detour/internal/demo"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/service"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/natsconn"
 )
 
 func main() {
@@ -127,7 +127,7 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		}
 	}
 
-	conn, err := service.Dial(settings, dataDir, "detour-processor", logger)
+	conn, err := dial(settings, dataDir, "detour-processor", logger)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	stateCtx, stopState := context.WithCancel(context.Background())
 	defer stopState()
 	m := metrics.New()
-	p, err := service.New(stateCtx, service.Options{Settings: settings, File: file, Conn: conn.Conn, Logger: logger, Metrics: m})
+	p, err := service.New(stateCtx, service.Options{Settings: settings, File: file, Conn: conn.NATS(), Logger: logger, Metrics: m})
 	if err != nil {
 		return err
 	}
@@ -172,13 +172,13 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		}
 	}()
 	if demoMode {
-		go func() { _ = demo.Trickle(runCtx, conn.Conn, 2*time.Second, logger) }()
+		go func() { _ = demo.Trickle(runCtx, conn.NATS(), 2*time.Second, logger) }()
 		logger.Info("demo: try `go run ./cmd/publisher \"hello\"` in another terminal")
 	}
 	if err := p.Run(runCtx); err != nil {
 		return err
 	}
-	if cause := context.Cause(runCtx); errors.Is(cause, stream.ErrConnectionLost) {
+	if cause := context.Cause(runCtx); errors.Is(cause, natsconn.ErrLost) {
 		return cause
 	}
 	return nil

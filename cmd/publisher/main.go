@@ -37,8 +37,8 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/client"
-	"github.com/detourhq/detour/internal/service"
+	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/natsconn"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -130,7 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 func (f flags) requests(stdin io.Reader) ([]wire.Request, error) {
 	var reqs []wire.Request
 	if f.file == "" {
-		reqs = client.Copies(f.prompt, f.n)
+		reqs = publisher.Copies(f.prompt, f.n)
 	} else {
 		r, name := stdin, "stdin"
 		if f.file != "-" {
@@ -142,7 +142,7 @@ func (f flags) requests(stdin io.Reader) ([]wire.Request, error) {
 			r, name = file, f.file
 		}
 		var err error
-		if reqs, err = client.ReadRequests(r, name); err != nil {
+		if reqs, err = publisher.ReadRequests(r, name); err != nil {
 			return nil, err
 		}
 	}
@@ -152,11 +152,11 @@ func (f flags) requests(stdin io.Reader) ([]wire.Request, error) {
 			return nil, fmt.Errorf("-schema: %w", err)
 		}
 		defer file.Close()
-		schema, err := client.ReadSchema(file)
+		schema, err := publisher.ReadSchema(file)
 		if err != nil {
 			return nil, fmt.Errorf("-schema %s: %w", f.schema, err)
 		}
-		client.WithSchema(reqs, schema)
+		publisher.WithSchema(reqs, schema)
 	}
 	return reqs, nil
 }
@@ -178,13 +178,13 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 		fmt.Fprintf(stderr, "publisher: settings: %v\n", err)
 		return 2
 	}
-	nc, err := service.ConnectClient(settings, "detour-publisher")
+	nc, err := natsconn.ConnectClient(settings, "detour-publisher")
 	if err != nil {
 		fmt.Fprintf(stderr, "publisher: %v\n", err)
 		return 1
 	}
 	defer nc.Close()
-	c, err := client.New(nc)
+	c, err := publisher.New(nc)
 	if err != nil {
 		fmt.Fprintf(stderr, "publisher: %v\n", err)
 		return 1
@@ -193,12 +193,12 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	bulk := len(reqs) > 1
 	bar := newProgress(stderr, len(reqs), f.wait)
 	enc := json.NewEncoder(stdout)
-	opts := client.Options{Wait: f.wait, Rate: f.rate, Timeout: f.timeout, OnPublished: bar.published, OnResult: bar.result, Stop: stop}
+	opts := publisher.Options{Wait: f.wait, Rate: f.rate, Timeout: f.timeout, OnPublished: bar.published, OnResult: bar.result, Stop: stop}
 	opts.OnRetry = func(err error) {
 		bar.above(func() { fmt.Fprintf(stderr, "publisher: publishing failed, retrying: %v\n", err) })
 	}
 	if f.json && f.wait {
-		opts.OnResult = func(o client.Outcome) {
+		opts.OnResult = func(o publisher.Outcome) {
 			bar.above(func() { _ = enc.Encode(o.Result) })
 			bar.result(o)
 		}
@@ -208,7 +208,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	if runErr != nil {
 		fmt.Fprintf(stderr, "publisher: %v\n", runErr)
 	}
-	sum := client.Summarize(f.chain, outcomes)
+	sum := publisher.Summarize(f.chain, outcomes)
 	switch {
 	case sum.Sent == 0:
 		if runErr == nil {
@@ -218,7 +218,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	case !f.wait:
 		printPublished(stdout, f, outcomes, sum.Sent)
 	case bulk && f.json:
-		_ = enc.Encode(map[string]client.Summary{"summary": sum})
+		_ = enc.Encode(map[string]publisher.Summary{"summary": sum})
 	case bulk:
 		_ = sum.WriteText(stdout)
 	case f.json:
@@ -234,7 +234,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 
 // printPublished reports a run that did not wait: how many requests went
 // out and, with -json, their ids, so their results can be read later.
-func printPublished(w io.Writer, f flags, outcomes []client.Outcome, sent int) {
+func printPublished(w io.Writer, f flags, outcomes []publisher.Outcome, sent int) {
 	subject := wire.RequestSubject(f.chain)
 	if !f.json {
 		fmt.Fprintf(w, "published %d request(s) to %s\n", sent, subject)
@@ -251,7 +251,7 @@ func printPublished(w io.Writer, f flags, outcomes []client.Outcome, sent int) {
 
 // printMissing reports, for -json, the requests without a result; their
 // results, if any, were printed as they arrived.
-func printMissing(w io.Writer, outcomes []client.Outcome) {
+func printMissing(w io.Writer, outcomes []publisher.Outcome) {
 	for _, o := range outcomes {
 		if o.Err != nil {
 			fmt.Fprintf(w, "publisher: %s: %v\n", o.ID, o.Err)
@@ -260,7 +260,7 @@ func printMissing(w io.Writer, outcomes []client.Outcome) {
 }
 
 // printOutcomes prints each result as a block.
-func printOutcomes(w io.Writer, outcomes []client.Outcome) {
+func printOutcomes(w io.Writer, outcomes []publisher.Outcome) {
 	for _, o := range outcomes {
 		if o.Err != nil {
 			fmt.Fprintf(w, "%s  no result: %v\n", o.ID, o.Err)

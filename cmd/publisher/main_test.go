@@ -68,8 +68,8 @@ func writeFile(t *testing.T, name, content string) string {
 	return path
 }
 
-// publisher runs the command and returns its exit code and output.
-func publisher(t *testing.T, args ...string) (code int, stdout, stderr string) {
+// runPublisher runs the command and returns its exit code and output.
+func runPublisher(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code = run(context.Background(), nil, args, strings.NewReader(""), &out, &errOut)
@@ -98,13 +98,13 @@ func TestFlagsRefuseWhatCannotRun(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			code, _, stderr := publisher(t, tt.args...)
+			code, _, stderr := runPublisher(t, tt.args...)
 			if code != 2 || !strings.Contains(stderr, tt.want) {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tt.want)
 			}
 		})
 	}
-	if code, _, stderr := publisher(t, "-help"); code != 0 || !strings.Contains(stderr, "-rate") {
+	if code, _, stderr := runPublisher(t, "-help"); code != 0 || !strings.Contains(stderr, "-rate") {
 		t.Fatalf("-help: exit %d, %q", code, stderr)
 	}
 }
@@ -121,7 +121,7 @@ func TestABadLineSendsNothing(t *testing.T) {
 	}
 	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
 	file := writeFile(t, "r.jsonl", `{"prompt":"one"}`+"\n"+`{"prompt":"two","max_tokens":"many"}`+"\n"+`{"prompt":"three"}`+"\n")
-	code, _, stderr := publisher(t, "-f", file)
+	code, _, stderr := runPublisher(t, "-f", file)
 	if code != 2 || !strings.Contains(stderr, "1 bad line, nothing sent") || !strings.Contains(stderr, "line 2:") {
 		t.Fatalf("exit %d, stderr %q; want 2 naming line 2", code, stderr)
 	}
@@ -139,14 +139,14 @@ func TestSingleRequestPrintsItsResult(t *testing.T) {
 	solo := providertest.New(providertest.OpenAI, providertest.OK())
 	defer solo.Close()
 	startProcessor(t, soloChain(solo.URL))
-	code, stdout, _ := publisher(t, "-timeout", "20s", "hello")
+	code, stdout, _ := runPublisher(t, "-timeout", "20s", "hello")
 	if code != 0 || !regexp.MustCompile(`(?m)^\S+  ok  model=solo-model provider=solo degraded=false attempts=1 latency=\d+ms\n  \S`).MatchString(stdout) {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
 	}
 	if strings.Contains(stdout, "PROVIDER") {
 		t.Fatal("a single request printed a summary")
 	}
-	code, stdout, _ = publisher(t, "-json", "hello")
+	code, stdout, _ = runPublisher(t, "-json", "hello")
 	var res chain.Result
 	if err := json.Unmarshal([]byte(stdout), &res); code != 0 || err != nil || res.Status != chain.StatusOK || strings.Count(stdout, "\n") != 1 {
 		t.Fatalf("-json: exit %d, %v, stdout %q; want one result line", code, err, stdout)
@@ -163,7 +163,7 @@ func TestBulkJSONEndsWithTheSummary(t *testing.T) {
 	for i := range 6 {
 		fmt.Fprintf(&lines, `{"id":"j-%d","prompt":"q%d"}`+"\n", i, i)
 	}
-	code, stdout, stderr := publisher(t, "-f", writeFile(t, "r.jsonl", lines.String()), "-rate", "200", "-json", "-timeout", "20s")
+	code, stdout, stderr := runPublisher(t, "-f", writeFile(t, "r.jsonl", lines.String()), "-rate", "200", "-json", "-timeout", "20s")
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
@@ -220,7 +220,7 @@ chains:
 `, plain.URL, structured.URL))
 	schema := writeFile(t, "schema.json", `{"type":"object","required":["answer"]}`)
 
-	code, stdout, _ := publisher(t, "-n", "4", "-schema", schema, "-timeout", "20s", "hello")
+	code, stdout, _ := runPublisher(t, "-n", "4", "-schema", schema, "-timeout", "20s", "hello")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -240,7 +240,7 @@ chains:
 	}
 
 	file := writeFile(t, "r.jsonl", `{"id":"kept","prompt":"a"}`+"\n"+`{"id":"lost","prompt":"b","reply_to":"elsewhere.reply"}`+"\n")
-	code, stdout, _ = publisher(t, "-f", file, "-schema", schema, "-timeout", "2s")
+	code, stdout, _ = runPublisher(t, "-f", file, "-schema", schema, "-timeout", "2s")
 	if code != 1 || !strings.Contains(stdout, "no result 1") || !strings.Contains(stdout, "no result for: lost") {
 		t.Fatalf("exit %d; want 1 and the lost request named", code)
 	}
@@ -250,11 +250,11 @@ func TestPublishWithoutWaiting(t *testing.T) {
 	solo := providertest.New(providertest.OpenAI, providertest.OK())
 	defer solo.Close()
 	startProcessor(t, soloChain(solo.URL))
-	code, stdout, _ := publisher(t, "-wait=false", "-n", "3", "hello")
+	code, stdout, _ := runPublisher(t, "-wait=false", "-n", "3", "hello")
 	if code != 0 || stdout != "published 3 request(s) to detour.requests.default\n" {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
 	}
-	code, stdout, _ = publisher(t, "-wait=false", "-json", "hello")
+	code, stdout, _ = runPublisher(t, "-wait=false", "-json", "hello")
 	var out struct {
 		Published int      `json:"published"`
 		IDs       []string `json:"ids"`
@@ -268,7 +268,7 @@ func TestUnknownChainExits1(t *testing.T) {
 	solo := providertest.New(providertest.OpenAI, providertest.OK())
 	defer solo.Close()
 	startProcessor(t, soloChain(solo.URL))
-	code, _, stderr := publisher(t, "-chain", "nosuch", "-n", "2", "hello")
+	code, _, stderr := runPublisher(t, "-chain", "nosuch", "-n", "2", "hello")
 	if code != 1 || !strings.Contains(stderr, `is chain "nosuch" configured`) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}

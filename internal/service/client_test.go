@@ -7,7 +7,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/internal/client"
+	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -19,7 +19,7 @@ func TestClientCollectsEveryResult(t *testing.T) {
 	h := newHarness(t)
 	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
 
-	c, err := client.New(h.nc)
+	c, err := publisher.New(h.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestClientReportsAnUnknownChain(t *testing.T) {
 	defer solo.Close()
 	h := newHarness(t)
 	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
-	c, err := client.New(h.nc)
+	c, err := publisher.New(h.nc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/internal/client"
+	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -52,7 +52,7 @@ func writeRequests(t *testing.T, n int) []wire.Request {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	reqs, err := client.ReadRequests(f, path)
+	reqs, err := publisher.ReadRequests(f, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,17 +73,17 @@ func TestPublisherBulkRunSummarisesDegradedAnswers(t *testing.T) {
 	h := newHarness(t)
 	h.startProcessor(parseChainFile(t, degradingChain(primary.URL, backup.URL)), testSettings())
 
-	c, err := client.New(h.nc)
+	c, err := publisher.New(h.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var published, results atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	outcomes, err := c.RunWith(ctx, "default", writeRequests(t, n), client.Options{
+	outcomes, err := c.RunWith(ctx, "default", writeRequests(t, n), publisher.Options{
 		Wait: true, Rate: rate, Timeout: 30 * time.Second,
-		OnPublished: func(client.Outcome) { published.Add(1) },
-		OnResult:    func(client.Outcome) { results.Add(1) },
+		OnPublished: func(publisher.Outcome) { published.Add(1) },
+		OnResult:    func(publisher.Outcome) { results.Add(1) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestPublisherBulkRunSummarisesDegradedAnswers(t *testing.T) {
 		t.Errorf("50 publishes at %v/s spread over %s; want about %s", rate, spread, time.Duration(float64(n-1)/rate*float64(time.Second)))
 	}
 
-	s := client.Summarize("default", outcomes)
+	s := publisher.Summarize("default", outcomes)
 	var text strings.Builder
 	_ = s.WriteText(&text)
 	t.Logf("summary:\n%s", text.String())
@@ -140,11 +140,11 @@ func TestPublisherBulkRunSummarisesDegradedAnswers(t *testing.T) {
 	// publish, no provider is called, and the run reads the earlier results
 	// back from DETOUR_RESULTS instead of waiting for its timeout.
 	start := time.Now()
-	again, err := c.RunWith(ctx, "default", writeRequests(t, n), client.Options{Wait: true, Timeout: 30 * time.Second})
+	again, err := c.RunWith(ctx, "default", writeRequests(t, n), publisher.Options{Wait: true, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2 := client.Summarize("default", again)
+	s2 := publisher.Summarize("default", again)
 	if s2.Duplicates != n || s2.OK != n || s2.Degraded != failing || s2.Failures() != 0 || s2.EndToEnd.N != 0 {
 		t.Errorf("repeat summary %+v; want %d duplicates answered by the earlier results", s2, n)
 	}
@@ -166,7 +166,7 @@ func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
 	defer solo.Close()
 	h := newHarness(t)
 	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
-	c, err := client.New(h.nc)
+	c, err := publisher.New(h.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,19 +178,19 @@ func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
 	reqs[1].Deadline = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	reqs[2].ReplyTo = "elsewhere.reply"
 	for _, r := range reqs {
-		if err := client.Check(r); err != nil {
+		if err := publisher.Check(r); err != nil {
 			t.Fatalf("client refuses %s: %v", r.ID, err)
 		}
 	}
-	outcomes, err := c.RunWith(context.Background(), "default", reqs, client.Options{Wait: true, Timeout: 3 * time.Second})
+	outcomes, err := c.RunWith(context.Background(), "default", reqs, publisher.Options{Wait: true, Timeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := client.Summarize("default", outcomes)
+	s := publisher.Summarize("default", outcomes)
 	if s.OK != 1 || s.Failed != 1 || s.Missing != 1 || s.Failures() != 2 || fmt.Sprint(s.MissingIDs) != "[lost]" {
 		t.Fatalf("summary %+v; want 1 ok, 1 failed, 1 missing (lost)", s)
 	}
-	if o := outcomes[2]; o.HasResult() || !errors.Is(o.Err, client.ErrNoResult) {
+	if o := outcomes[2]; o.HasResult() || !errors.Is(o.Err, publisher.ErrNoResult) {
 		t.Errorf("lost request outcome %+v; want ErrNoResult", o)
 	}
 	if len(s.Rows) != 2 || s.Rows[1].Provider != "" || s.Rows[1].Failed != 1 {
@@ -206,15 +206,15 @@ func TestPublisherStopEndsSendingNotWaiting(t *testing.T) {
 	defer solo.Close()
 	h := newHarness(t)
 	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
-	c, err := client.New(h.nc)
+	c, err := publisher.New(h.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
 	var published int
-	outcomes, err := c.RunWith(context.Background(), "default", writeRequests(t, 20), client.Options{
+	outcomes, err := c.RunWith(context.Background(), "default", writeRequests(t, 20), publisher.Options{
 		Wait: true, Rate: 50, Timeout: 20 * time.Second, Stop: stop,
-		OnPublished: func(client.Outcome) {
+		OnPublished: func(publisher.Outcome) {
 			if published++; published == 5 {
 				close(stop)
 			}
@@ -223,11 +223,11 @@ func TestPublisherStopEndsSendingNotWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stopping is not an error: %v", err)
 	}
-	s := client.Summarize("default", outcomes)
+	s := publisher.Summarize("default", outcomes)
 	if s.Sent != 5 || s.OK != 5 || s.Missing != 0 || s.Unsent != 15 || s.Failures() != 15 {
 		t.Fatalf("summary %+v; want 5 sent and answered, 15 not sent", s)
 	}
-	if o := outcomes[19]; !errors.Is(o.Err, client.ErrNotPublished) || !errors.Is(o.Err, client.ErrStopped) {
+	if o := outcomes[19]; !errors.Is(o.Err, publisher.ErrNotPublished) || !errors.Is(o.Err, publisher.ErrStopped) {
 		t.Errorf("unsent outcome error %v; want ErrNotPublished and ErrStopped", o.Err)
 	}
 }

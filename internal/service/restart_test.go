@@ -14,8 +14,8 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/internal/client"
 	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -47,7 +47,7 @@ func TestPublisherRidesOutAServerRestart(t *testing.T) {
 		h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), settings)
 	}
 
-	c, err := client.New(nc)
+	c, err := publisher.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,15 +58,15 @@ func TestPublisherRidesOutAServerRestart(t *testing.T) {
 	}
 	var published, retries atomic.Int64
 	done := make(chan struct{})
-	var outcomes []client.Outcome
+	var outcomes []publisher.Outcome
 	var runErr error
 	go func() {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		outcomes, runErr = c.RunWith(ctx, "default", reqs, client.Options{
+		outcomes, runErr = c.RunWith(ctx, "default", reqs, publisher.Options{
 			Wait: true, Rate: 100, Timeout: time.Minute,
-			OnPublished: func(client.Outcome) { published.Add(1) },
+			OnPublished: func(publisher.Outcome) { published.Add(1) },
 			OnRetry:     func(error) { retries.Add(1) },
 		})
 	}()

@@ -1,4 +1,4 @@
-package client_test
+package publisher_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/internal/client"
+	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -19,7 +19,7 @@ func TestReadRequestsAcceptsTheRequestShapeAndPrompts(t *testing.T) {
    
 {"id":"a-3","prompt":"with crlf","response_schema":{"type":"object"}}` + "\r\n" +
 		`{"messages":[{"role":"user","content":"no newline at the end"}],"deadline":"2030-01-01T00:00:00Z"}`
-	reqs, err := client.ReadRequests(strings.NewReader(file), "good.jsonl")
+	reqs, err := publisher.ReadRequests(strings.NewReader(file), "good.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,15 +64,15 @@ func TestReadRequestsReportsABadLine(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			file := good + "\n\n" + tt.line + "\n" + good + "\n"
 			badLine := 3 + strings.Count(tt.line, "\n")
-			reqs, err := client.ReadRequests(strings.NewReader(file), "reqs.jsonl")
+			reqs, err := publisher.ReadRequests(strings.NewReader(file), "reqs.jsonl")
 			if err == nil {
 				t.Fatalf("accepted: %+v", reqs)
 			}
 			if reqs != nil {
 				t.Errorf("returned %d requests with the error; want none", len(reqs))
 			}
-			var fileErr *client.FileError
-			var lineErr *client.LineError
+			var fileErr *publisher.FileError
+			var lineErr *publisher.LineError
 			if !errors.As(err, &fileErr) || !errors.As(err, &lineErr) {
 				t.Fatalf("error %T %v; want a *FileError holding a *LineError", err, err)
 			}
@@ -90,8 +90,8 @@ func TestReadRequestsReportsABadLine(t *testing.T) {
 
 func TestReadRequestsReportsTenBadLinesAndCountsTheRest(t *testing.T) {
 	file := strings.Repeat("hello\n", 25)
-	_, err := client.ReadRequests(strings.NewReader(file), "words.txt")
-	var fileErr *client.FileError
+	_, err := publisher.ReadRequests(strings.NewReader(file), "words.txt")
+	var fileErr *publisher.FileError
 	if !errors.As(err, &fileErr) {
 		t.Fatalf("error %v; want a *FileError", err)
 	}
@@ -104,7 +104,7 @@ func TestReadRequestsReportsTenBadLinesAndCountsTheRest(t *testing.T) {
 }
 
 func TestReadRequestsRefusesAnEmptyFile(t *testing.T) {
-	if _, err := client.ReadRequests(strings.NewReader("\n  \n"), "empty.jsonl"); err == nil || !strings.Contains(err.Error(), "no requests") {
+	if _, err := publisher.ReadRequests(strings.NewReader("\n  \n"), "empty.jsonl"); err == nil || !strings.Contains(err.Error(), "no requests") {
 		t.Fatalf("error %v; want no requests", err)
 	}
 }
@@ -124,7 +124,7 @@ func TestReadSchema(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			schema, err := client.ReadSchema(strings.NewReader(tt.doc))
+			schema, err := publisher.ReadSchema(strings.NewReader(tt.doc))
 			switch {
 			case tt.want == "" && (err != nil || schema == nil):
 				t.Fatalf("error %v", err)
@@ -138,8 +138,8 @@ func TestReadSchema(t *testing.T) {
 func TestWithSchemaKeepsARequestsOwnSchema(t *testing.T) {
 	own := map[string]any{"type": "string"}
 	shared := map[string]any{"type": "object"}
-	reqs := append(client.Copies("x", 2), wire.Request{ResponseSchema: own})
-	client.WithSchema(reqs, shared)
+	reqs := append(publisher.Copies("x", 2), wire.Request{ResponseSchema: own})
+	publisher.WithSchema(reqs, shared)
 	for i, want := range []map[string]any{shared, shared, own} {
 		if !reflect.DeepEqual(reqs[i].ResponseSchema, want) {
 			t.Errorf("request %d schema %v, want %v", i, reqs[i].ResponseSchema, want)

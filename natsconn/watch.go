@@ -1,4 +1,4 @@
-package stream
+package natsconn
 
 import (
 	"errors"
@@ -9,21 +9,22 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// ErrConnectionLost marks a NATS connection that closed for good while it
-// was in use: the client gave up reconnecting (the server refused the
-// credentials twice in a row) or the server sent an error the client does
-// not recover from. A processor cannot work without it and should exit, so
-// that its supervisor starts it afresh.
-var ErrConnectionLost = errors.New("stream: the NATS connection closed for good")
+// ErrLost marks a NATS connection that closed for good while it was in
+// use: the client gave up reconnecting (the server refused the credentials
+// twice in a row) or the server sent an error the client does not recover
+// from. A processor cannot work without it and should exit, so that its
+// supervisor starts it afresh.
+var ErrLost = errors.New("natsconn: the NATS connection closed for good")
 
-// WatchConnection logs nc's disconnects (warn, with the error), reconnects
-// (info, with the server's URL, credentials hidden) and the errors the client
-// reports asynchronously (warn), and calls lost, once,
-// with an error wrapping ErrConnectionLost if the connection closes. Whoever
-// closes nc on purpose replaces the closed handler first, as
-// service.Conn.Close does, or lost is called for that close too. Secrets of
-// the connection's URLs never reach the log or lost's error.
-func WatchConnection(nc *nats.Conn, logger *slog.Logger, lost func(error)) {
+// Watch logs nc's disconnects (warn, with the error), reconnects (info, with
+// the server's URL, credentials hidden) and the errors the client reports
+// asynchronously (warn), and calls lost, once, with an error wrapping
+// [ErrLost] if the connection closes. Whoever closes nc on purpose replaces
+// the closed handler first, as [Conn.Close] does, or lost is called for that
+// close too. Secrets of the connection's URLs never reach the log or lost's
+// error. Watch replaces nc's disconnect, reconnect, error and closed
+// handlers.
+func Watch(nc *nats.Conn, logger *slog.Logger, lost func(error)) {
 	secrets := urlSecrets(strings.Join(append([]string{nc.Opts.Url}, nc.Opts.Servers...), ","))
 	nc.SetDisconnectErrHandler(func(nc *nats.Conn, err error) {
 		if nc.IsClosed() {
@@ -55,7 +56,7 @@ func WatchConnection(nc *nats.Conn, logger *slog.Logger, lost func(error)) {
 		if err := nc.LastError(); err != nil {
 			reason = scrub(err.Error(), secrets)
 		}
-		err := fmt.Errorf("%w: %s", ErrConnectionLost, reason)
+		err := fmt.Errorf("%w: %s", ErrLost, reason)
 		logger.Error("NATS connection closed for good; stopping", "err", err)
 		lost(err)
 	})

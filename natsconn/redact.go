@@ -1,4 +1,4 @@
-package stream
+package natsconn
 
 import (
 	"net/url"

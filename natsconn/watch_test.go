@@ -1,4 +1,4 @@
-package stream
+package natsconn
 
 import (
 	"bytes"
@@ -36,12 +36,12 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestWatchConnection: a disconnect and a reconnect are logged, the URL with
+// TestWatch: a disconnect and a reconnect are logged, the URL with
 // its password hidden; when the server comes back refusing the credentials,
-// the client closes for good and lost receives why, as ErrConnectionLost,
+// the client closes for good and lost receives why, as ErrLost,
 // without the password. A close on purpose, with the closed handler
 // replaced first, logs nothing.
-func TestWatchConnection(t *testing.T) {
+func TestWatch(t *testing.T) {
 	const user, password = "u", "pw-not-for-logs"
 	dir := t.TempDir()
 	first := natstest.StartWith(t, &server.Options{StoreDir: dir, Username: user, Password: password})
@@ -54,7 +54,7 @@ func TestWatchConnection(t *testing.T) {
 	defer nc.Close()
 	var logs lockedBuffer
 	lost := make(chan error, 1)
-	WatchConnection(nc, slog.New(slog.NewTextHandler(&logs, nil)), func(err error) { lost <- err })
+	Watch(nc, slog.New(slog.NewTextHandler(&logs, nil)), func(err error) { lost <- err })
 
 	restart := func(pw string) {
 		t.Helper()
@@ -74,8 +74,8 @@ func TestWatchConnection(t *testing.T) {
 	restart("another")
 	select {
 	case err := <-lost:
-		if !errors.Is(err, ErrConnectionLost) || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
-			t.Errorf("lost(%v), want ErrConnectionLost naming the authorization violation", err)
+		if !errors.Is(err, ErrLost) || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+			t.Errorf("lost(%v), want ErrLost naming the authorization violation", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the connection did not close after its credentials were refused; log:\n%s", logs.String())
@@ -90,7 +90,7 @@ func TestWatchConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	var quiet lockedBuffer
-	WatchConnection(other, slog.New(slog.NewTextHandler(&quiet, nil)), func(err error) { t.Errorf("lost(%v) on a close on purpose", err) })
+	Watch(other, slog.New(slog.NewTextHandler(&quiet, nil)), func(err error) { t.Errorf("lost(%v) on a close on purpose", err) })
 	closed := make(chan struct{})
 	other.SetClosedHandler(func(*nats.Conn) { close(closed) })
 	other.Close()
@@ -112,9 +112,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestWatchConnectionHidesAToken: a token URL (nats://TOKEN@host) is logged
+// TestWatchHidesAToken: a token URL (nats://TOKEN@host) is logged
 // on reconnect without the token.
-func TestWatchConnectionHidesAToken(t *testing.T) {
+func TestWatchHidesAToken(t *testing.T) {
 	const token = "tok-not-for-logs"
 	dir := t.TempDir()
 	srv := natstest.StartWith(t, &server.Options{StoreDir: dir, Authorization: token})
@@ -125,7 +125,7 @@ func TestWatchConnectionHidesAToken(t *testing.T) {
 	}
 	defer nc.Close()
 	var logs lockedBuffer
-	WatchConnection(nc, slog.New(slog.NewTextHandler(&logs, nil)), func(error) {})
+	Watch(nc, slog.New(slog.NewTextHandler(&logs, nil)), func(error) {})
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	natstest.StartWith(t, &server.Options{Port: port, StoreDir: dir, Authorization: token})

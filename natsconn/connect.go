@@ -1,4 +1,4 @@
-package stream
+package natsconn
 
 import (
 	"crypto/tls"
@@ -43,7 +43,7 @@ type ConnectError struct {
 
 // Error says where, why, and what the client reported, secrets hidden.
 func (e *ConnectError) Error() string {
-	msg := "stream: connecting to NATS at " + e.URL
+	msg := "natsconn: connecting to NATS at " + e.URL
 	if e.Reason != "" {
 		msg += ": " + e.Reason
 	}
@@ -55,11 +55,12 @@ func (e *ConnectError) Error() string {
 func (e *ConnectError) Unwrap() error { return e.err }
 
 // Connect dials url (one URL or a comma-separated list) with credentials and
-// TLS as configured. A wrong credential, an untrusted certificate or an
-// unreachable server fails within a few seconds with a [*ConnectError]
-// saying why; Connect never retries a first connection, so start-up cannot
+// TLS as configured. A missing file of o, a wrong credential, an untrusted
+// certificate or an unreachable server fails with a [*ConnectError] saying
+// why, after at most 5 seconds per server of the list for the dial and the
+// handshake; Connect never retries a first connection, so start-up cannot
 // hang on a server that refuses it. Once connected, the client reconnects
-// without limit.
+// without limit. The caller closes the connection.
 func Connect(url string, o ConnectOptions) (*nats.Conn, error) {
 	fail := func(reason string, err error) error {
 		return &ConnectError{URL: redactURL(url), Reason: reason, err: err, secrets: urlSecrets(url)}

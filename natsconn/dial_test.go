@@ -1,0 +1,66 @@
+package natsconn
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/natstest"
+)
+
+// TestDialInProcess: a Conn on an in-process server carries messages;
+// Close drains it, stops the server and says nothing on Lost.
+func TestDialInProcess(t *testing.T) {
+	srv := natstest.Start(t)
+	conn, err := DialInProcess(srv, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := conn.NATS()
+	sub, err := nc.SubscribeSync("hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish("hello", []byte("world")); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := sub.NextMsg(5 * time.Second); err != nil || string(msg.Data) != "world" {
+		t.Fatalf("NextMsg = %v, %v; want world", msg, err)
+	}
+	conn.Close()
+	if !nc.IsClosed() {
+		t.Error("the connection is open after Close")
+	}
+	if srv.Running() {
+		t.Error("the server runs after Close")
+	}
+	select {
+	case err := <-conn.Lost():
+		t.Errorf("Lost() = %v after Close", err)
+	default:
+	}
+}
+
+// TestDialByURL: Dial connects to DETOUR_NATS_URL and refuses an empty one.
+func TestDialByURL(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := natstest.Start(t)
+	conn, err := Dial(config.Settings{NATSURL: srv.ClientURL()}, "test", logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !conn.NATS().IsConnected() {
+		t.Error("not connected")
+	}
+	conn.Close()
+	if !srv.Running() {
+		t.Error("Close stopped a server it does not own")
+	}
+
+	if _, err := Dial(config.Settings{}, "test", logger); err == nil || !strings.Contains(err.Error(), "DETOUR_NATS_URL is empty") {
+		t.Errorf("Dial with no URL: %v", err)
+	}
+}
