@@ -150,12 +150,12 @@ func (d *delivery) handle(ctx context.Context) {
 			// store would, or such requests go round until a first
 			// delivery happens to fail a store.
 			d.p.resultStored(ctx, err)
-			d.nak(retryDelayBase, "error")
+			d.nak(retryDelayBase, metrics.NakError)
 			return
 		}
 		if answered {
 			_ = d.msg.Ack()
-			d.p.cfg.Metrics.Settled(d.chain, "already_answered")
+			d.p.cfg.Metrics.Settled(d.chain, metrics.OutcomeAlreadyAnswered)
 			return
 		}
 	}
@@ -173,7 +173,7 @@ func (d *delivery) handle(ctx context.Context) {
 		stopBeat()
 		switch {
 		case ctx.Err() != nil:
-			d.nak(0, "shutdown")
+			d.nak(0, metrics.NakShutdown)
 		case runCtx.Err() != nil:
 			d.expire(ctx, nil)
 		default:
@@ -200,7 +200,7 @@ func (d *delivery) handle(ctx context.Context) {
 		d.retryLater(ctx, res, exhausted)
 	case ctx.Err() != nil:
 		// Shutdown: hand the request to another processor at once.
-		d.nak(0, "shutdown")
+		d.nak(0, metrics.NakShutdown)
 	default: // the request's own deadline ended the run
 		d.expire(ctx, res.Attempts)
 	}
@@ -284,22 +284,22 @@ func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.E
 		delay = max(left, 0)
 	}
 	d.log().Info("no provider answered; retrying later", "delay", delay, "all_cooling", ex.AllCooling, "deliveries", d.meta.NumDelivered)
-	reason := "failures"
+	reason := metrics.NakFailures
 	if ex.AllCooling {
-		reason = "all_cooling"
+		reason = metrics.NakAllCooling
 	}
 	d.nak(delay, reason)
 }
 
 // nak hands the delivery back, after delay (none when zero), and counts why.
-func (d *delivery) nak(delay time.Duration, reason string) {
+func (d *delivery) nak(delay time.Duration, reason metrics.NakReason) {
 	if delay > 0 {
 		_ = d.msg.NakWithDelay(delay)
 	} else {
 		_ = d.msg.Nak()
 	}
 	d.p.cfg.Metrics.Nak(d.chain, reason)
-	d.p.cfg.Metrics.Settled(d.chain, "retry")
+	d.p.cfg.Metrics.Settled(d.chain, metrics.OutcomeRetry)
 }
 
 // expire dead-letters a request whose deadline passed and publishes a failed
@@ -351,11 +351,11 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 			// retry, as the answer path does for results.
 			_ = d.p.cfg.Repair.Ensure(context.WithoutCancel(ctx))
 		}
-		d.nak(retryDelayBase, "error")
+		d.nak(retryDelayBase, metrics.NakError)
 		return false
 	}
 	d.log().Warn("dead-lettered", "reason", reason, "err", cause)
-	d.p.cfg.Metrics.DeadLetter(d.chain, string(reason))
-	d.p.cfg.Metrics.Settled(d.chain, string(reason))
+	d.p.cfg.Metrics.DeadLetter(d.chain, reason)
+	d.p.cfg.Metrics.Settled(d.chain, metrics.DeadLettered(reason))
 	return true
 }
