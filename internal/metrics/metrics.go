@@ -78,14 +78,6 @@ func New() *Metrics {
 	return m
 }
 
-// Registry is where the collectors live, for the HTTP handler and tests.
-func (m *Metrics) Registry() *prometheus.Registry {
-	if m == nil {
-		return nil
-	}
-	return m.registry
-}
-
 // Settled counts a delivery's outcome.
 func (m *Metrics) Settled(chainName string, outcome Outcome) {
 	if m != nil {
