@@ -22,21 +22,50 @@ type Handler interface {
 	Handle(ctx context.Context, chainName string, msg jetstream.Msg)
 }
 
-// ConsumerConfig configures the consume loop.
+// ConsumerConfig configures the consume loop. Its settings come from
+// config.Settings, which owns their defaults; Consume refuses a config whose
+// required fields are unset, naming the field. An optional field's comment
+// says what its zero value means.
 type ConsumerConfig struct {
+	// Chains names the chains to consume, each by its durable consumer,
+	// which must exist (EnsureTopology). Required: at least one.
 	Chains []string
 	// Workers is the number of deliveries handled at once, across chains.
+	// Required: positive.
 	Workers int
-	// ShutdownTimeout is how long in-flight deliveries may run after Run's
-	// context ends; the rest are NAK'd without delay.
+	// ShutdownTimeout is how long in-flight deliveries may run after Consume's
+	// context ends; the rest are NAK'd without delay. Required: positive
+	// (zero would cut short every provider call in flight at a stop, to be
+	// paid for again by the next processor).
 	ShutdownTimeout time.Duration
-	Logger          *slog.Logger
+	// Logger receives the consume loop's logs; nil discards them.
+	Logger *slog.Logger
 	// Repair recreates a consumer or stream that a pull finds gone; nil
 	// leaves the pulls failing until someone else does.
 	Repair *Repairer
 	// Health records whether each chain's pulls work, for readiness; nil
 	// records nothing.
 	Health *Health
+}
+
+// check reports every field of cfg that is unset or out of range.
+func (cfg ConsumerConfig) check() error {
+	var p problems
+	if len(cfg.Chains) == 0 {
+		p.add("ConsumerConfig.Chains", "must name at least one chain")
+	}
+	for i, c := range cfg.Chains {
+		if c == "" {
+			p.add(fmt.Sprintf("ConsumerConfig.Chains[%d]", i), "must not be empty")
+		}
+	}
+	if cfg.Workers <= 0 {
+		p.add("ConsumerConfig.Workers", "must be positive")
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		p.add("ConsumerConfig.ShutdownTimeout", "must be positive")
+	}
+	return p.err()
 }
 
 const (
@@ -56,15 +85,18 @@ const (
 // for twice. It blocks until ctx ends, then stops pulling (a delivery that
 // arrives after that is NAK'd without delay), lets in-flight deliveries finish
 // for up to ShutdownTimeout, cancels the rest (their handlers NAK them), and
-// returns when all are settled.
+// returns when all are settled. It refuses a config with a required field
+// unset before touching the server.
 func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg ConsumerConfig) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
 	cfg.Logger = logs.OrDiscard(cfg.Logger)
-	workers := max(cfg.Workers, 1)
 	// Handlers get a context that outlives ctx by the shutdown timeout.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	p := &puller{ctx: ctx, workCtx: workCtx, h: h, log: cfg.Logger, repair: cfg.Repair, health: cfg.Health,
-		slots: make(chan struct{}, workers)}
+		slots: make(chan struct{}, cfg.Workers)}
 	consumers := make([]jetstream.Consumer, len(cfg.Chains))
 	for i, name := range cfg.Chains {
 		cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(name))

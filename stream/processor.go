@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,19 +33,38 @@ type Runner interface {
 	Run(ctx context.Context, req chain.Request) (chain.Result, error)
 }
 
-// ProcessorConfig holds what a Processor needs besides its connections.
+// ProcessorConfig holds what a Processor needs besides its connections. Its
+// settings come from config.Settings, which owns their defaults;
+// NewProcessor refuses a config whose required fields are unset, naming the
+// field. An optional field's comment says what its zero value means.
 type ProcessorConfig struct {
-	// Chains maps a chain name to its runner.
-	Chains        map[string]Runner
+	// Chains maps a chain name to its runner; a delivery of a chain not in
+	// it is dead-lettered bad_request. Required: at least one chain, and no
+	// nil runner.
+	Chains map[string]Runner
+	// ReplyPrefixes are the subject prefixes a request's reply_to may start
+	// with (DETOUR_REPLY_PREFIXES, whose form config.Settings checks). A
+	// request may always be answered on its own result subject; nil allows
+	// no other, and a request naming another is dead-lettered
+	// bad_reply_subject. An empty prefix is refused: it would allow any
+	// subject.
 	ReplyPrefixes []string
-	MaxPayload    int
-	RequestTTL    time.Duration
-	AckWait       time.Duration
+	// MaxPayload is the largest request body, in bytes; a larger one is
+	// dead-lettered too_large. Required: positive.
+	MaxPayload int
+	// RequestTTL is the deadline of a request that sets none, counted from
+	// its publication. Required: positive.
+	RequestTTL time.Duration
+	// AckWait is the consumers' ack wait (Topology.AckWait): a delivery
+	// being worked on tells the server so every AckWait/3, so that it is
+	// not delivered again meanwhile. Required: positive.
+	AckWait time.Duration
 	// MaxInvalidDeliveries is how many deliveries a request gets when every
 	// provider called answers it, but never validly; then it is
 	// dead-lettered invalid_output. Zero means 1.
 	MaxInvalidDeliveries uint64
-	Logger               *slog.Logger
+	// Logger receives the processor's logs; nil discards them.
+	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Metrics records outcomes; nil records nothing.
@@ -54,6 +75,34 @@ type ProcessorConfig struct {
 	// Health records whether results can be stored, for readiness; nil
 	// records nothing.
 	Health *Health
+}
+
+// check reports every field of cfg that is unset or out of range.
+func (cfg ProcessorConfig) check() error {
+	var p problems
+	if len(cfg.Chains) == 0 {
+		p.add("ProcessorConfig.Chains", "must name at least one chain")
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Chains)) {
+		if cfg.Chains[name] == nil {
+			p.add(fmt.Sprintf("ProcessorConfig.Chains[%q]", name), "must not be nil")
+		}
+	}
+	for i, prefix := range cfg.ReplyPrefixes {
+		if prefix == "" {
+			p.add(fmt.Sprintf("ProcessorConfig.ReplyPrefixes[%d]", i), "must not be empty")
+		}
+	}
+	if cfg.MaxPayload <= 0 {
+		p.add("ProcessorConfig.MaxPayload", "must be positive")
+	}
+	if cfg.RequestTTL <= 0 {
+		p.add("ProcessorConfig.RequestTTL", "must be positive")
+	}
+	if cfg.AckWait <= 0 {
+		p.add("ProcessorConfig.AckWait", "must be positive")
+	}
+	return p.err()
 }
 
 // Processor takes deliveries through their life.
@@ -67,8 +116,13 @@ type Processor struct {
 	schemas *chain.SchemaCache
 }
 
-// NewProcessor returns a Processor; the topology must already exist.
+// NewProcessor returns a Processor; the topology must already exist. It
+// refuses a config with a required field unset before touching the server.
 func NewProcessor(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg ProcessorConfig) (*Processor, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	cfg.MaxInvalidDeliveries = max(cfg.MaxInvalidDeliveries, 1)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -148,12 +202,12 @@ func (d *delivery) handle(ctx context.Context) {
 			// store would, or such requests go round until a first
 			// delivery happens to fail a store.
 			d.p.resultStored(ctx, err)
-			d.nak(retryDelayBase, "error")
+			d.nak(retryDelayBase, metrics.NakError)
 			return
 		}
 		if answered {
 			_ = d.msg.Ack()
-			d.p.cfg.Metrics.Settled(d.chain, "already_answered")
+			d.p.cfg.Metrics.Settled(d.chain, metrics.OutcomeAlreadyAnswered)
 			return
 		}
 	}
@@ -171,7 +225,7 @@ func (d *delivery) handle(ctx context.Context) {
 		stopBeat()
 		switch {
 		case ctx.Err() != nil:
-			d.nak(0, "shutdown")
+			d.nak(0, metrics.NakShutdown)
 		case runCtx.Err() != nil:
 			d.expire(ctx, nil)
 		default:
@@ -189,7 +243,7 @@ func (d *delivery) handle(ctx context.Context) {
 		d.answer(ctx, res)
 	case errors.As(err, &exhausted) && exhausted.Poison:
 		d.fail(ctx, deadletter.ReasonPoison, res, err)
-	case errors.As(err, &exhausted) && exhausted.InvalidOutput && d.meta.NumDelivered >= max(d.p.cfg.MaxInvalidDeliveries, 1):
+	case errors.As(err, &exhausted) && exhausted.InvalidOutput && d.meta.NumDelivered >= d.p.cfg.MaxInvalidDeliveries:
 		// No outage is to blame and the same answers came back every time:
 		// waiting for the deadline would pay every provider once a minute
 		// for a day.
@@ -198,7 +252,7 @@ func (d *delivery) handle(ctx context.Context) {
 		d.retryLater(ctx, res, exhausted)
 	case ctx.Err() != nil:
 		// Shutdown: hand the request to another processor at once.
-		d.nak(0, "shutdown")
+		d.nak(0, metrics.NakShutdown)
 	default: // the request's own deadline ended the run
 		d.expire(ctx, res.Attempts)
 	}
@@ -282,22 +336,22 @@ func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.E
 		delay = max(left, 0)
 	}
 	d.log().Info("no provider answered; retrying later", "delay", delay, "all_cooling", ex.AllCooling, "deliveries", d.meta.NumDelivered)
-	reason := "failures"
+	reason := metrics.NakFailures
 	if ex.AllCooling {
-		reason = "all_cooling"
+		reason = metrics.NakAllCooling
 	}
 	d.nak(delay, reason)
 }
 
 // nak hands the delivery back, after delay (none when zero), and counts why.
-func (d *delivery) nak(delay time.Duration, reason string) {
+func (d *delivery) nak(delay time.Duration, reason metrics.NakReason) {
 	if delay > 0 {
 		_ = d.msg.NakWithDelay(delay)
 	} else {
 		_ = d.msg.Nak()
 	}
 	d.p.cfg.Metrics.Nak(d.chain, reason)
-	d.p.cfg.Metrics.Settled(d.chain, "retry")
+	d.p.cfg.Metrics.Settled(d.chain, metrics.OutcomeRetry)
 }
 
 // expire dead-letters a request whose deadline passed and publishes a failed
@@ -349,11 +403,11 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 			// retry, as the answer path does for results.
 			_ = d.p.cfg.Repair.Ensure(context.WithoutCancel(ctx))
 		}
-		d.nak(retryDelayBase, "error")
+		d.nak(retryDelayBase, metrics.NakError)
 		return false
 	}
 	d.log().Warn("dead-lettered", "reason", reason, "err", cause)
-	d.p.cfg.Metrics.DeadLetter(d.chain, string(reason))
-	d.p.cfg.Metrics.Settled(d.chain, string(reason))
+	d.p.cfg.Metrics.DeadLetter(d.chain, reason)
+	d.p.cfg.Metrics.Settled(d.chain, metrics.DeadLettered(reason))
 	return true
 }

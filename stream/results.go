@@ -11,6 +11,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/wire"
 )
@@ -31,9 +32,9 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 		d.p.resultStored(storeCtx, err)
 		if err == nil {
 			_ = d.msg.Ack()
-			outcome := "ok"
+			outcome := metrics.OutcomeOK
 			if res.Degraded {
-				outcome = "degraded"
+				outcome = metrics.OutcomeDegraded
 			}
 			d.p.cfg.Metrics.Settled(d.chain, outcome)
 			d.p.cfg.Metrics.Answered(d.chain, d.p.cfg.Now().Sub(d.meta.Timestamp))
@@ -48,18 +49,18 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 			return
 		}
 		if ctx.Err() != nil { // shutdown: another processor takes it at once
-			d.nak(0, "shutdown")
+			d.nak(0, metrics.NakShutdown)
 			return
 		}
 		if attempt == publishAttempts {
 			d.log().Error("publishing result; giving the request back", "err", err)
-			d.nak(retryDelayBase, "error")
+			d.nak(retryDelayBase, metrics.NakError)
 			return
 		}
 		d.log().Warn("publishing result; retrying", "attempt", attempt, "err", err)
 		_ = d.msg.InProgress()
 		if wait.Sleep(ctx, delay) != nil {
-			d.nak(0, "shutdown")
+			d.nak(0, metrics.NakShutdown)
 			return
 		}
 		delay *= 2

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,19 +16,82 @@ const (
 	deadLetterAge   = 7 * 24 * time.Hour
 )
 
-// Topology is what EnsureTopology creates.
+// Topology is what EnsureTopology creates. Its settings come from
+// config.Settings, which owns their defaults; EnsureTopology refuses a
+// Topology whose required fields are unset, naming the field.
 type Topology struct {
-	Chains        []string
-	Replicas      int
-	AckWait       time.Duration
+	// Chains names the chains, each with a requests subject and a durable
+	// consumer. Required: at least one, none empty.
+	Chains []string
+	// Replicas is how many copies every stream and consumer keeps (the
+	// server allows 1 to 5). Zero means 1; negative is refused.
+	Replicas int
+	// AckWait is how long a delivery may stay unacknowledged before the
+	// server delivers it again; the processor's heartbeat follows it
+	// (ProcessorConfig.AckWait). Required: positive (JetStream would read
+	// zero as its own default, which the processor cannot know).
+	AckWait time.Duration
+	// MaxAckPending is how many deliveries of one chain may be
+	// unacknowledged at once, across processors. Required: positive.
 	MaxAckPending int
-	RequestTTL    time.Duration
-	ResultTTL     time.Duration
+	// RequestTTL is how long a request is kept queued, the age limit of
+	// the requests stream; it also bounds its duplicate window. Required:
+	// positive (zero would keep requests forever).
+	RequestTTL time.Duration
+	// ResultTTL is how long a result is kept in the results stream; it
+	// also bounds its duplicate window. Required: positive (zero would keep
+	// results forever).
+	ResultTTL time.Duration
 }
 
+// check reports every field of t that is unset or out of range.
+func (t Topology) check() error {
+	var p problems
+	if len(t.Chains) == 0 {
+		p.add("Topology.Chains", "must name at least one chain")
+	}
+	for i, c := range t.Chains {
+		if c == "" {
+			p.add(fmt.Sprintf("Topology.Chains[%d]", i), "must not be empty")
+		}
+	}
+	if t.Replicas < 0 {
+		p.add("Topology.Replicas", "must not be negative")
+	}
+	if t.AckWait <= 0 {
+		p.add("Topology.AckWait", "must be positive")
+	}
+	if t.MaxAckPending <= 0 {
+		p.add("Topology.MaxAckPending", "must be positive")
+	}
+	if t.RequestTTL <= 0 {
+		p.add("Topology.RequestTTL", "must be positive")
+	}
+	if t.ResultTTL <= 0 {
+		p.add("Topology.ResultTTL", "must be positive")
+	}
+	return p.err()
+}
+
+// problems collects what is wrong with a configuration, each naming its
+// field: "stream: Topology.AckWait must be positive".
+type problems []error
+
+func (p *problems) add(field, what string) {
+	*p = append(*p, fmt.Errorf("stream: %s %s", field, what))
+}
+
+// err joins the problems, or returns nil when there are none.
+func (p problems) err() error { return errors.Join(p...) }
+
 // EnsureTopology creates or updates the streams and one durable consumer per
-// chain, idempotently, so that every processor can run it at start.
+// chain, idempotently, so that every processor can run it at start. It
+// refuses a Topology with a required field unset before touching the
+// server.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	if err := t.check(); err != nil {
+		return err
+	}
 	replicas := max(t.Replicas, 1)
 	subjects := make([]string, len(t.Chains))
 	for i, c := range t.Chains {

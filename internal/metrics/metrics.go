@@ -1,12 +1,14 @@
 package metrics
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/deadletter"
 )
 
 // Metrics holds every collector detour exports, on its own registry.
@@ -33,7 +35,7 @@ func New() *Metrics {
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "detour_requests_total",
-			Help: "Deliveries settled, by chain and outcome (ok, degraded, retry, already_answered, shutdown, or a dead-letter reason).",
+			Help: fmt.Sprintf("Deliveries settled, by chain and outcome (%s).", list(Outcomes())),
 		}, []string{"chain", "outcome"}),
 		providerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "detour_provider_calls_total",
@@ -59,11 +61,11 @@ func New() *Metrics {
 		}, []string{"chain"}),
 		naks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "detour_naks_total",
-			Help: "Deliveries handed back, by chain and reason (all_cooling, failures, shutdown, error).",
+			Help: fmt.Sprintf("Deliveries handed back, by chain and reason (%s).", list(NakReasons())),
 		}, []string{"chain", "reason"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "detour_dead_letters_total",
-			Help: "Requests dead-lettered, by chain and reason.",
+			Help: fmt.Sprintf("Requests dead-lettered, by chain and reason (%s).", list(deadletter.Reasons())),
 		}, []string{"chain", "reason"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "detour_in_flight",
@@ -76,18 +78,10 @@ func New() *Metrics {
 	return m
 }
 
-// Registry is where the collectors live, for the HTTP handler and tests.
-func (m *Metrics) Registry() *prometheus.Registry {
-	if m == nil {
-		return nil
-	}
-	return m.registry
-}
-
 // Settled counts a delivery's outcome.
-func (m *Metrics) Settled(chainName, outcome string) {
+func (m *Metrics) Settled(chainName string, outcome Outcome) {
 	if m != nil {
-		m.requests.WithLabelValues(chainName, outcome).Inc()
+		m.requests.WithLabelValues(chainName, string(outcome)).Inc()
 	}
 }
 
@@ -118,16 +112,16 @@ func (m *Metrics) Answered(chainName string, sincePublished time.Duration) {
 }
 
 // Nak counts a delivery handed back for later.
-func (m *Metrics) Nak(chainName, reason string) {
+func (m *Metrics) Nak(chainName string, reason NakReason) {
 	if m != nil {
-		m.naks.WithLabelValues(chainName, reason).Inc()
+		m.naks.WithLabelValues(chainName, string(reason)).Inc()
 	}
 }
 
 // DeadLetter counts a dead-lettered request.
-func (m *Metrics) DeadLetter(chainName, reason string) {
+func (m *Metrics) DeadLetter(chainName string, reason deadletter.Reason) {
 	if m != nil {
-		m.deadLetters.WithLabelValues(chainName, reason).Inc()
+		m.deadLetters.WithLabelValues(chainName, string(reason)).Inc()
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/metrics"
@@ -66,7 +67,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		h.waitResult(id, 10*time.Second)
 	}
 	eventually(t, 5*time.Second, "every delivery counted", func() bool {
-		return gathered(t, m.Registry(), "detour_requests_total", "chain", "default", "outcome", "degraded") == n
+		return gathered(t, m, "detour_requests_total", "chain", "default", "outcome", "degraded") == n
 	})
 	checks := []struct {
 		name   string
@@ -79,7 +80,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		{"detour_cooldowns_opened_total", []string{"provider", "dead", "class", "server"}, 1},
 	}
 	for _, c := range checks {
-		if got := gathered(t, m.Registry(), c.name, c.labels...); got != c.want {
+		if got := gathered(t, m, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
@@ -100,10 +101,16 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 }
 
 // gathered returns the value of the counter or gauge name with the given
-// label pairs, as the registry exports it (0 when absent).
-func gathered(t *testing.T, reg *prometheus.Registry, name string, labelPairs ...string) float64 {
+// label pairs, as reg's /metrics serves it (0 when absent).
+func gathered(t *testing.T, reg *metrics.Metrics, name string, labelPairs ...string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
+	rec := httptest.NewRecorder()
+	reg.Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d", rec.Code)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(rec.Body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,98 @@
+package metrics_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/internal/metrics"
+)
+
+// TestLabelValues pins every label value: dashboards and alerts select on
+// them, so a renamed constant must not rename the series.
+func TestLabelValues(t *testing.T) {
+	outcomes := []string{"ok", "degraded", "retry", "already_answered",
+		"bad_request", "bad_reply_subject", "too_large", "expired", "poison", "invalid_output"}
+	if got := strs(metrics.Outcomes()); !slices.Equal(got, outcomes) {
+		t.Errorf("Outcomes() = %v, want %v", got, outcomes)
+	}
+	naks := []string{"all_cooling", "failures", "shutdown", "error"}
+	if got := strs(metrics.NakReasons()); !slices.Equal(got, naks) {
+		t.Errorf("NakReasons() = %v, want %v", got, naks)
+	}
+	if got := metrics.DeadLettered(deadletter.ReasonExpired); got != "expired" {
+		t.Errorf("DeadLettered(expired) = %q, want the reason itself", got)
+	}
+}
+
+// TestHelpListsLabelValues checks that each labelled counter's help text
+// names every value its label takes, and that the values count.
+func TestHelpListsLabelValues(t *testing.T) {
+	m := metrics.New()
+	for _, o := range metrics.Outcomes() {
+		m.Settled("default", o)
+	}
+	for _, r := range metrics.NakReasons() {
+		m.Nak("default", r)
+	}
+	for _, r := range deadletter.Reasons() {
+		m.DeadLetter("default", r)
+	}
+	text := scrape(t, m)
+	cases := []struct {
+		name, label string
+		values      []string
+	}{
+		{"detour_requests_total", "outcome", strs(metrics.Outcomes())},
+		{"detour_naks_total", "reason", strs(metrics.NakReasons())},
+		{"detour_dead_letters_total", "reason", strs(deadletter.Reasons())},
+	}
+	for _, c := range cases {
+		help := line(text, "# HELP "+c.name+" ")
+		if help == "" {
+			t.Errorf("%s: no help text in\n%s", c.name, text)
+			continue
+		}
+		for _, v := range c.values {
+			if !strings.Contains(help, v) {
+				t.Errorf("%s: help %q does not name %s", c.name, help, v)
+			}
+			series := c.name + `{chain="default",` + c.label + `="` + v + `"} 1`
+			if line(text, series) == "" {
+				t.Errorf("%s: no series %s", c.name, series)
+			}
+		}
+	}
+}
+
+// scrape returns what /metrics serves.
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d", rec.Code)
+	}
+	return rec.Body.String()
+}
+
+// line returns the first line of text that starts with prefix, or "".
+func line(text, prefix string) string {
+	for l := range strings.Lines(text) {
+		if strings.HasPrefix(l, prefix) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
+func strs[T ~string](values []T) []string {
+	s := make([]string, len(values))
+	for i, v := range values {
+		s[i] = string(v)
+	}
+	return s
+}
