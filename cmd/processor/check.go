@@ -11,8 +11,8 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/chains"
 	"github.com/detourhq/detour/internal/publisher"
-	"github.com/detourhq/detour/internal/service"
 )
 
 // runCheck sends fixed samples to every provider of a chain directly:
@@ -52,12 +52,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)
 		return 2
 	}
-	chains, err := service.BuildChains(file, nil, nil, nil)
+	built, err := chains.Build(file, nil, nil, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)
 		return 2
 	}
-	c, ok := chains[*chainName]
+	c, ok := built[*chainName]
 	if !ok {
 		fmt.Fprintf(stderr, "processor check: no chain named %q in %s\n", *chainName, path)
 		return 2

@@ -10,8 +10,8 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/internal/chains"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/internal/service"
 	"github.com/detourhq/detour/kvstate"
 )
 
@@ -81,11 +81,11 @@ chains:
 				}
 				var logged bytes.Buffer
 				logger := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelError}))
-				chains, err := service.BuildChains(file, store, nil, logger)
+				built, err := chains.Build(file, store, nil, logger)
 				if err != nil {
 					t.Fatal(err)
 				}
-				res, err := chains["default"].Run(ctx, chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+				res, err := built["default"].Run(ctx, chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
 				if err == nil {
 					t.Fatalf("run succeeded: %+v", res)
 				}

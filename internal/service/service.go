@@ -15,6 +15,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/chains"
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/kvstate"
@@ -78,11 +79,11 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	if err := store.Load(ctx); err != nil {
 		return nil, err
 	}
-	chains, err := BuildChains(opts.File, store, opts.HTTPClient, opts.Logger)
+	built, err := chains.Build(opts.File, store, opts.HTTPClient, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
-	runners := lo.MapValues(chains, func(c *chain.Chain, _ string) stream.Runner { return c })
+	runners := lo.MapValues(built, func(c *chain.Chain, _ string) stream.Runner { return c })
 	repair, health := stream.NewRepairer(js, topology, opts.Logger), &stream.Health{}
 	handler, err := stream.NewProcessor(ctx, opts.Conn, js, stream.ProcessorConfig{
 		Chains: runners, ReplyPrefixes: s.ReplyPrefixes, MaxPayload: s.MaxPayload,

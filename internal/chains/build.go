@@ -1,4 +1,4 @@
-package service
+package chains
 
 import (
 	"fmt"
@@ -9,21 +9,23 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/logs"
 )
 
-// BuildChains turns the chain file into runnable chains sharing state. A nil
-// logger discards.
-func BuildChains(file *config.File, state chain.State, client *http.Client, logger *slog.Logger) (map[string]*chain.Chain, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+// Build turns the chain file into runnable chains, keyed by chain name, that
+// share state (nil: no outage memory, as `processor check` runs them). client
+// calls the HTTP providers (nil: chain.DefaultHTTPClient); a nil logger
+// discards. The file has been validated by config.Load; a provider type it
+// does not know is an error.
+func Build(file *config.File, state chain.State, client *http.Client, logger *slog.Logger) (map[string]*chain.Chain, error) {
+	logger = logs.OrDiscard(logger)
 	providers := make(map[string]chain.Step, len(file.Providers))
 	for _, p := range file.Providers {
-		provider, err := NewProvider(p, client)
+		provider, err := newProvider(p, client)
 		if err != nil {
 			return nil, err
 		}
-		providers[p.Name] = chain.Step{Provider: provider, Policy: PolicyOf(p)}
+		providers[p.Name] = chain.Step{Provider: provider, Policy: policyOf(p)}
 	}
 	chains := make(map[string]*chain.Chain, len(file.Chains))
 	for name, members := range file.Chains {
@@ -33,8 +35,8 @@ func BuildChains(file *config.File, state chain.State, client *http.Client, logg
 	return chains, nil
 }
 
-// NewProvider builds the adapter for one provider of the chain file.
-func NewProvider(p config.Provider, client *http.Client) (chain.Provider, error) {
+// newProvider builds the adapter for one provider of the chain file.
+func newProvider(p config.Provider, client *http.Client) (chain.Provider, error) {
 	switch p.Type {
 	case config.TypeOpenAI:
 		return chain.NewOpenAI(p.Name, p.BaseURL, p.Model, p.APIKey, client), nil
@@ -48,8 +50,8 @@ func NewProvider(p config.Provider, client *http.Client) (chain.Provider, error)
 	}
 }
 
-// PolicyOf maps a provider's chain-file knobs to the chain's policy.
-func PolicyOf(p config.Provider) chain.Policy {
+// policyOf maps a provider's chain-file knobs to the chain's policy.
+func policyOf(p config.Provider) chain.Policy {
 	return chain.Policy{
 		Timeout:      p.Timeout,
 		MaxRetries:   p.MaxRetries,
