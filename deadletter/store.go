@@ -176,16 +176,6 @@ func (s *Store) Get(ctx context.Context, seq uint64) (Message, error) {
 	return newMessage(raw.Sequence, raw.Time, raw.Subject, raw.Header, raw.Data), nil
 }
 
-// Delete removes the dead letter with sequence seq, or returns an error
-// wrapping ErrNotFound.
-func (s *Store) Delete(ctx context.Context, seq uint64) error {
-	str, err := s.stream(ctx)
-	if err != nil {
-		return err
-	}
-	return deleteMsg(ctx, str, seq)
-}
-
 func deleteMsg(ctx context.Context, str jetstream.Stream, seq uint64) error {
 	err := str.DeleteMsg(ctx, seq)
 	if err != nil {

@@ -267,10 +267,10 @@ func TestPurge(t *testing.T) {
 		}
 	}
 	seq := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonPoison, SourceSeq: 9, Data: []byte("{}")})
-	if err := e.store.Delete(ctx, seq); err != nil {
+	if _, err := e.store.PurgeSelected(ctx, deadletter.Selection{Seqs: []uint64{seq}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Delete(ctx, seq); !errors.Is(err, deadletter.ErrNotFound) {
+	if _, err := e.store.PurgeSelected(ctx, deadletter.Selection{Seqs: []uint64{seq}}); !errors.Is(err, deadletter.ErrNotFound) {
 		t.Fatalf("second delete: %v, want ErrNotFound", err)
 	}
 }

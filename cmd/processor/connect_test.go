@@ -137,7 +137,7 @@ func servesAndStops(t *testing.T, bin string, env []string, url string, opts nat
 	id := nuid.Next()
 	req := wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hello"}}}
 	for {
-		if _, err = c.Run(ctx, "default", []wire.Request{req}, false); err == nil {
+		if _, err = c.Run(ctx, "default", []wire.Request{req}, publisher.Options{}); err == nil {
 			break
 		}
 		if _, exited := p.exitCode(300 * time.Millisecond); exited || ctx.Err() != nil {

@@ -203,7 +203,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 			bar.result(o)
 		}
 	}
-	outcomes, runErr := c.RunWith(ctx, f.chain, reqs, opts)
+	outcomes, runErr := c.Run(ctx, f.chain, reqs, opts)
 	bar.close()
 	if runErr != nil {
 		fmt.Fprintf(stderr, "publisher: %v\n", runErr)

@@ -103,13 +103,7 @@ type Options struct {
 	Stop <-chan struct{}
 }
 
-// Run publishes reqs to chainName and, when wait is set, waits until every
-// result has arrived or ctx ends. It is RunWith without pacing or callbacks.
-func (c *Client) Run(ctx context.Context, chainName string, reqs []wire.Request, wait bool) ([]Outcome, error) {
-	return c.RunWith(ctx, chainName, reqs, Options{Wait: wait})
-}
-
-// RunWith publishes reqs to chainName and, when opts.Wait is set, collects
+// Run publishes reqs to chainName and, when opts.Wait is set, collects
 // their results. Requests without an id get a unique one; each is published
 // with Nats-Msg-Id so a retried publish is not queued twice. The outcomes are
 // in the order of reqs, one per request, whatever happened; the error is
@@ -117,7 +111,7 @@ func (c *Client) Run(ctx context.Context, chainName string, reqs []wire.Request,
 // was sent (then the outcomes of the requests that were sent are still
 // collected), and alone when nothing was sent. Stopping through opts.Stop is
 // not an error.
-func (c *Client) RunWith(ctx context.Context, chainName string, reqs []wire.Request, opts Options) ([]Outcome, error) {
+func (c *Client) Run(ctx context.Context, chainName string, reqs []wire.Request, opts Options) ([]Outcome, error) {
 	inbox := c.nc.NewInbox()
 	col := newCollector(reqs, opts)
 	replySubjects := map[string]bool{}

@@ -6,7 +6,7 @@
 // A run has four parts, one file each: ReadRequests turns a JSON Lines file
 // into requests, checked the way a processor checks them so that a bad line
 // stops the run before anything is sent; a Pacer spaces the publishes at a
-// fixed rate; Client.RunWith publishes and collects; Summarize reduces the
+// fixed rate; Client.Run publishes and collects; Summarize reduces the
 // outcomes to counts and latency percentiles per provider and model.
 // ReadSamples reads the same files as chain requests, for the processor's
 // check command, which sends them to each provider directly.

@@ -172,17 +172,11 @@ func parseLine(data []byte) (wire.Request, chain.Request, error) {
 	return req, chainReq, err
 }
 
-// Check applies to req the checks a processor makes on decoding
+// check applies to req the checks a processor makes on decoding
 // (docs/requests.md), so that a request it would dead-letter is refused
-// before sending. The processor's reply prefixes are its own setting, so any
-// valid reply subject passes here; and an empty id passes, since the client
-// assigns one.
-func Check(req wire.Request) error {
-	_, err := check(req)
-	return err
-}
-
-// check is Check, returning what the chain is asked for req.
+// before sending, and returns what the chain is asked for req. The
+// processor's reply prefixes are its own setting, so any valid reply subject
+// passes here; and an empty id passes, since the client assigns one.
 func check(req wire.Request) (chain.Request, error) {
 	if req.ID == "" {
 		req.ID = "placeholder"

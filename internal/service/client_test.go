@@ -29,7 +29,7 @@ func TestClientCollectsEveryResult(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	outcomes, err := c.Run(ctx, "default", reqs, true)
+	outcomes, err := c.Run(ctx, "default", reqs, publisher.Options{Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestClientReportsAnUnknownChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Run(context.Background(), "nosuch", []wire.Request{{Messages: []chain.Message{{Role: "user", Content: "x"}}}}, true)
+	_, err = c.Run(context.Background(), "nosuch", []wire.Request{{Messages: []chain.Message{{Role: "user", Content: "x"}}}}, publisher.Options{Wait: true})
 	if err == nil {
 		t.Fatal("publishing to an unknown chain succeeded")
 	}

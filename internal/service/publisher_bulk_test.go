@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -80,7 +81,7 @@ func TestPublisherBulkRunSummarisesDegradedAnswers(t *testing.T) {
 	var published, results atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	outcomes, err := c.RunWith(ctx, "default", writeRequests(t, n), publisher.Options{
+	outcomes, err := c.Run(ctx, "default", writeRequests(t, n), publisher.Options{
 		Wait: true, Rate: rate, Timeout: 30 * time.Second,
 		OnPublished: func(publisher.Outcome) { published.Add(1) },
 		OnResult:    func(publisher.Outcome) { results.Add(1) },
@@ -140,7 +141,7 @@ func TestPublisherBulkRunSummarisesDegradedAnswers(t *testing.T) {
 	// publish, no provider is called, and the run reads the earlier results
 	// back from DETOUR_RESULTS instead of waiting for its timeout.
 	start := time.Now()
-	again, err := c.RunWith(ctx, "default", writeRequests(t, n), publisher.Options{Wait: true, Timeout: 30 * time.Second})
+	again, err := c.Run(ctx, "default", writeRequests(t, n), publisher.Options{Wait: true, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,12 +178,18 @@ func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
 	}
 	reqs[1].Deadline = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	reqs[2].ReplyTo = "elsewhere.reply"
+	var file strings.Builder
 	for _, r := range reqs {
-		if err := publisher.Check(r); err != nil {
-			t.Fatalf("client refuses %s: %v", r.ID, err)
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
 		}
+		file.Write(append(line, '\n'))
 	}
-	outcomes, err := c.RunWith(context.Background(), "default", reqs, publisher.Options{Wait: true, Timeout: 3 * time.Second})
+	if _, err := publisher.ReadRequests(strings.NewReader(file.String()), "reqs.jsonl"); err != nil {
+		t.Fatalf("client refuses a request: %v", err)
+	}
+	outcomes, err := c.Run(context.Background(), "default", reqs, publisher.Options{Wait: true, Timeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +219,7 @@ func TestPublisherStopEndsSendingNotWaiting(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var published int
-	outcomes, err := c.RunWith(context.Background(), "default", writeRequests(t, 20), publisher.Options{
+	outcomes, err := c.Run(context.Background(), "default", writeRequests(t, 20), publisher.Options{
 		Wait: true, Rate: 50, Timeout: 20 * time.Second, Stop: stop,
 		OnPublished: func(publisher.Outcome) {
 			if published++; published == 5 {

@@ -64,7 +64,7 @@ func TestPublisherRidesOutAServerRestart(t *testing.T) {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		outcomes, runErr = c.RunWith(ctx, "default", reqs, publisher.Options{
+		outcomes, runErr = c.Run(ctx, "default", reqs, publisher.Options{
 			Wait: true, Rate: 100, Timeout: time.Minute,
 			OnPublished: func(publisher.Outcome) { published.Add(1) },
 			OnRetry:     func(error) { retries.Add(1) },
