@@ -169,19 +169,6 @@ func (s *Store) Cooling(provider string, now time.Time) (time.Time, bool) {
 	return until, true
 }
 
-// EarliestReopen returns the earliest end of the running cooldowns among
-// providers, or the zero time when none of them is cooling.
-func (s *Store) EarliestReopen(providers []string) time.Time {
-	now := s.opts.Now()
-	var earliest time.Time
-	for _, p := range providers {
-		if until, ok := s.Cooling(p, now); ok && (earliest.IsZero() || until.Before(earliest)) {
-			earliest = until
-		}
-	}
-	return earliest
-}
-
 // Health returns the mirrored health of provider.
 func (s *Store) Health(provider string) (Health, bool) {
 	s.mu.RLock()
