@@ -177,14 +177,6 @@ func (s *Store) Health(provider string) (Health, bool) {
 	return h.value, ok
 }
 
-// Cooldown returns the mirrored cooldown of provider, if a key is present.
-func (s *Store) Cooldown(provider string) (Cooldown, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	c, ok := s.m.cooldowns[provider]
-	return c.value, ok
-}
-
 // RecordFailure counts a failure with compare-and-set and opens a cooldown
 // when it trips the provider.
 func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Failure) error {

@@ -187,7 +187,7 @@ func TestRecordFailureOpensCooldownSeenByAll(t *testing.T) {
 	if u, _ := b.Cooling("primary", time.Now()); !u.Equal(wantUntil) {
 		t.Errorf("B until = %v, want %v", u, wantUntil)
 	}
-	if c, ok := b.Cooldown("primary"); !ok || c.By != "proc-a" || c.Trip != 1 || c.DurationS != 30 {
+	if c, ok := b.CooldownForTest("primary"); !ok || c.By != "proc-a" || c.Trip != 1 || c.DurationS != 30 {
 		t.Errorf("B cooldown = %+v %v", c, ok)
 	}
 	eventually(t, 3*time.Second, "B mirrors the health", func() bool {
@@ -354,11 +354,11 @@ func TestCooldownExpiresByTTL(t *testing.T) {
 	if err := a.RecordFailure(e.ctx, "blip", serverFailure(policy(1, time.Second))); err != nil {
 		t.Fatal(err)
 	}
-	if c, ok := a.Cooldown("blip"); !ok || c.DurationS != 1 {
+	if c, ok := a.CooldownForTest("blip"); !ok || c.DurationS != 1 {
 		t.Fatalf("A cooldown = %+v %v, want 1s", c, ok)
 	}
 	eventually(t, 3*time.Second, "B mirrors the cooldown", func() bool {
-		_, ok := b.Cooldown("blip")
+		_, ok := b.CooldownForTest("blip")
 		return ok
 	})
 	eventually(t, 3*time.Second, "the watcher sees the cooldown open", opened.Load)
@@ -372,7 +372,7 @@ func TestCooldownExpiresByTTL(t *testing.T) {
 	eventually(t, 6*time.Second, "the watcher sees a purge marker", purged.Load)
 	for name, s := range map[string]*kvstate.Store{"A": a, "B": b} {
 		eventually(t, 3*time.Second, name+" drops the cooldown from its mirror", func() bool {
-			_, ok := s.Cooldown("blip")
+			_, ok := s.CooldownForTest("blip")
 			return !ok
 		})
 		if _, ok := s.Cooling("blip", time.Now()); ok {

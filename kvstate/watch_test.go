@@ -65,7 +65,7 @@ func TestMirrorFollowsABucketCreatedAnew(t *testing.T) {
 	if err := a.RecordFailure(e.ctx, "old", serverFailure(p)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "B sees the first cooldown", func() bool { _, ok := b.Cooldown("old"); return ok })
+	eventually(t, 5*time.Second, "B sees the first cooldown", func() bool { _, ok := b.CooldownForTest("old"); return ok })
 	if !a.Following() || !b.Following() {
 		t.Fatal("a started store is not following")
 	}
@@ -78,7 +78,7 @@ func TestMirrorFollowsABucketCreatedAnew(t *testing.T) {
 		return bucketExists(e) && aStopped() && bStopped() && a.Following() && b.Following()
 	})
 	for name, s := range map[string]*kvstate.Store{"A": a, "B": b} {
-		if _, ok := s.Cooldown("old"); ok {
+		if _, ok := s.CooldownForTest("old"); ok {
 			t.Errorf("%s still holds the deleted bucket's cooldown", name)
 		}
 		if _, ok := s.Health("old"); ok {
@@ -200,7 +200,7 @@ func TestReadOnlyStoreWaitsForTheBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the read-only store to follow the new bucket", func() bool {
-		_, ok := s.Cooldown("p")
+		_, ok := s.CooldownForTest("p")
 		return s.Following() && ok
 	})
 }
