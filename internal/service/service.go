@@ -98,9 +98,6 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	return &Processor{opts: opts, js: js, store: store, handler: handler, chains: names, repair: repair, health: health}, nil
 }
 
-// Store is the processor's provider-state mirror.
-func (p *Processor) Store() *kvstate.Store { return p.store }
-
 // Run consumes every chain until ctx ends, then shuts down gracefully.
 func (p *Processor) Run(ctx context.Context) error {
 	p.opts.Logger.Info("processing", "chains", p.chains, "workers", p.opts.Settings.Workers)
