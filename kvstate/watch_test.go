@@ -250,3 +250,37 @@ func TestMirrorFollowsAfterServerRestart(t *testing.T) {
 		return ok
 	})
 }
+
+// TestRunAgainAfterRunReturned: Run stops following when its ctx ends, and
+// a later Run reloads the mirror, so a cooldown opened in between reaches it.
+func TestRunAgainAfterRunReturned(t *testing.T) {
+	e := setup(t)
+	s := e.loaded(t, "follower", time.Now)
+	run := func(follow func()) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(e.ctx)
+		ran := make(chan error, 1)
+		go func() { ran <- s.Run(ctx) }()
+		follow()
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatalf("Run returned %v, want nil once its ctx ended", err)
+		}
+		if s.Following() {
+			t.Fatal("following after Run returned")
+		}
+	}
+	run(func() {
+		eventually(t, 5*time.Second, "the first Run following", s.Following)
+	})
+	w := kvstate.New(e.js, e.kv, kvstate.Options{ID: "writer"})
+	if err := w.RecordFailure(e.ctx, "p", serverFailure(policy(1, time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	run(func() {
+		eventually(t, 5*time.Second, "the second Run following, with the cooldown opened in between", func() bool {
+			_, ok := s.CooldownForTest("p")
+			return ok && s.Following()
+		})
+	})
+}
