@@ -156,8 +156,8 @@ func (c *SchemaCache) Compile(ctx context.Context, doc map[string]any) (*Schema,
 	}
 }
 
-// Len returns how many schemas the cache holds, compiled or under way.
-func (c *SchemaCache) Len() int {
+// held returns how many schemas the cache holds, compiled or under way.
+func (c *SchemaCache) held() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.recent.Len()

@@ -167,33 +167,12 @@ func (s *Store) Cooling(provider string, now time.Time) (time.Time, bool) {
 	return until, true
 }
 
-// EarliestReopen returns the earliest end of the running cooldowns among
-// providers, or the zero time when none of them is cooling.
-func (s *Store) EarliestReopen(providers []string) time.Time {
-	now := s.opts.Now()
-	var earliest time.Time
-	for _, p := range providers {
-		if until, ok := s.Cooling(p, now); ok && (earliest.IsZero() || until.Before(earliest)) {
-			earliest = until
-		}
-	}
-	return earliest
-}
-
 // Health returns the mirrored health of provider.
 func (s *Store) Health(provider string) (Health, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	h, ok := s.m.health[provider]
 	return h.value, ok
-}
-
-// Cooldown returns the mirrored cooldown of provider, if a key is present.
-func (s *Store) Cooldown(provider string) (Cooldown, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	c, ok := s.m.cooldowns[provider]
-	return c.value, ok
 }
 
 // RecordFailure counts a failure with compare-and-set and opens a cooldown

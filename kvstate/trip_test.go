@@ -58,7 +58,7 @@ func TestStaleCooldownKeyIsReplaced(t *testing.T) {
 	stale := kvstate.Cooldown{Until: time.Now().Add(-time.Millisecond).UTC(), Class: chain.ClassServer, Trip: 1, DurationS: 1, By: "proc-x"}
 	putCooldown(t, e, "p", stale, 30*time.Second)
 	eventually(t, 3*time.Second, "A mirrors the stale key", func() bool {
-		_, ok := a.Cooldown("p")
+		_, ok := a.CooldownForTest("p")
 		return ok
 	})
 

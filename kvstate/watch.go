@@ -71,8 +71,9 @@ func (s *Store) Load(ctx context.Context) error {
 // gone, when the store can write), reloaded the mirror from scratch, so that
 // keys that no longer exist are dropped, and watches again; tries are spaced
 // by a growing, jittered pause. The end of a watch is logged once at warn,
-// with why, and the mirror following again at info. Call it once per store,
-// after Load or instead of it.
+// with why, and the mirror following again at info. Call it after Load or
+// instead of it, and once at a time: a call made after another returned
+// reloads the mirror and follows from there.
 func (s *Store) Run(ctx context.Context) error {
 	s.watchMu.Lock()
 	w := s.loaded

@@ -65,7 +65,7 @@ func TestMirrorFollowsABucketCreatedAnew(t *testing.T) {
 	if err := a.RecordFailure(e.ctx, "old", serverFailure(p)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "B sees the first cooldown", func() bool { _, ok := b.Cooldown("old"); return ok })
+	eventually(t, 5*time.Second, "B sees the first cooldown", func() bool { _, ok := b.CooldownForTest("old"); return ok })
 	if !a.Following() || !b.Following() {
 		t.Fatal("a started store is not following")
 	}
@@ -78,7 +78,7 @@ func TestMirrorFollowsABucketCreatedAnew(t *testing.T) {
 		return bucketExists(e) && aStopped() && bStopped() && a.Following() && b.Following()
 	})
 	for name, s := range map[string]*kvstate.Store{"A": a, "B": b} {
-		if _, ok := s.Cooldown("old"); ok {
+		if _, ok := s.CooldownForTest("old"); ok {
 			t.Errorf("%s still holds the deleted bucket's cooldown", name)
 		}
 		if _, ok := s.Health("old"); ok {
@@ -200,7 +200,7 @@ func TestReadOnlyStoreWaitsForTheBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the read-only store to follow the new bucket", func() bool {
-		_, ok := s.Cooldown("p")
+		_, ok := s.CooldownForTest("p")
 		return s.Following() && ok
 	})
 }
@@ -248,5 +248,39 @@ func TestMirrorFollowsAfterServerRestart(t *testing.T) {
 	eventually(t, 3*time.Second, "the follower sees a cooldown opened after the restart", func() bool {
 		_, ok := s.Cooling("p", time.Now())
 		return ok
+	})
+}
+
+// TestRunAgainAfterRunReturned: Run stops following when its ctx ends, and
+// a later Run reloads the mirror, so a cooldown opened in between reaches it.
+func TestRunAgainAfterRunReturned(t *testing.T) {
+	e := setup(t)
+	s := e.loaded(t, "follower", time.Now)
+	run := func(follow func()) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(e.ctx)
+		ran := make(chan error, 1)
+		go func() { ran <- s.Run(ctx) }()
+		follow()
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatalf("Run returned %v, want nil once its ctx ended", err)
+		}
+		if s.Following() {
+			t.Fatal("following after Run returned")
+		}
+	}
+	run(func() {
+		eventually(t, 5*time.Second, "the first Run following", s.Following)
+	})
+	w := kvstate.New(e.js, e.kv, kvstate.Options{ID: "writer"})
+	if err := w.RecordFailure(e.ctx, "p", serverFailure(policy(1, time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	run(func() {
+		eventually(t, 5*time.Second, "the second Run following, with the cooldown opened in between", func() bool {
+			_, ok := s.CooldownForTest("p")
+			return ok && s.Following()
+		})
 	})
 }

@@ -132,13 +132,8 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		return err
 	}
 	defer conn.Close()
-	// The provider-state mirror outlives the signal: in-flight requests may
-	// run for the shutdown timeout and must still see other processors'
-	// cooldowns.
-	stateCtx, stopState := context.WithCancel(context.Background())
-	defer stopState()
 	m := metrics.New()
-	p, err := service.New(stateCtx, service.Options{Settings: settings, File: file, Conn: conn.NATS(), Logger: logger, Metrics: m})
+	p, err := service.New(ctx, service.Options{Settings: settings, File: file, Conn: conn.NATS(), Logger: logger, Metrics: m})
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ providers:
 chains:
   default: [primary, backup]
 `, flavor, primary.URL, backup.URL, knobs)), testSettings())
-	return &bodyScenario{h: h, primary: primary, backup: backup, store: p.Store()}
+	return &bodyScenario{h: h, primary: primary, backup: backup, store: p.StoreForTest()}
 }
 
 // answer publishes a request and waits for its result.

@@ -3,10 +3,14 @@ package service_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
@@ -94,7 +98,7 @@ chains:
 					calls = fake.Requests()
 				}
 				last := res.Attempts[len(res.Attempts)-1]
-				_, cooled := store.Cooldown(name)
+				_, cooled := bucketCooldown(t, kv, name)
 				got := want{last.Class, calls, cooled}
 				if got != tc.want {
 					t.Fatalf("got class=%s calls=%d cooled=%v, want class=%s calls=%d cooled=%v",
@@ -104,7 +108,7 @@ chains:
 				if tc.want.class == chain.ClassAuth {
 					// auth_cooldown (60s) opens at once, and the operator is
 					// told at error level: a key or model is wrong.
-					if c, _ := store.Cooldown(name); c.DurationS != 60 {
+					if c, _ := bucketCooldown(t, kv, name); c.DurationS != 60 {
 						t.Fatalf("auth cooldown of %d s, want auth_cooldown 60 s", c.DurationS)
 					}
 					if !errorLogged {
@@ -121,4 +125,22 @@ chains:
 			})
 		}
 	}
+}
+
+// bucketCooldown reads provider's cooldown key from the bucket, as an
+// operator would; false when there is none.
+func bucketCooldown(t *testing.T, kv jetstream.KeyValue, provider string) (kvstate.Cooldown, bool) {
+	t.Helper()
+	e, err := kv.Get(context.Background(), kvstate.CooldownKey(provider))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return kvstate.Cooldown{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c kvstate.Cooldown
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		t.Fatal(err)
+	}
+	return c, true
 }

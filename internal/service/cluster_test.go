@@ -109,7 +109,7 @@ chains:
 	}
 	eventually(t, 5*time.Second, "both mirrors to see dead cooling", func() bool {
 		return slices.IndexFunc(processors, func(p *clusterProcessor) bool {
-			_, cooling := p.Store().Cooling("dead", time.Now())
+			_, cooling := p.StoreForTest().Cooling("dead", time.Now())
 			return !cooling
 		}) < 0
 	})
@@ -252,7 +252,7 @@ chains:
 		t.Fatalf("cooldown of dead after the loss: %s (%v), want until about 10m from the warmup", entry.Value(), err)
 	}
 	for _, p := range processors {
-		if _, cooling := p.Store().Cooling("dead", time.Now()); !cooling {
+		if _, cooling := p.StoreForTest().Cooling("dead", time.Now()); !cooling {
 			t.Fatalf("processor on %s: mirror does not report dead cooling after the loss", p.nc.ConnectedServerName())
 		}
 	}

@@ -35,7 +35,7 @@ chains:
 
 	ctx := context.Background()
 	for _, name := range []string{"one", "two"} {
-		err := p.Store().RecordFailure(ctx, name, chain.Failure{
+		err := p.StoreForTest().RecordFailure(ctx, name, chain.Failure{
 			Class: chain.ClassServer, Error: "scenario outage", CooldownFor: 2 * time.Second,
 			Policy: chain.CooldownPolicy{FailureThreshold: 3, Cooldown: 2 * time.Second, MaxCooldown: time.Minute, TripWindow: time.Hour},
 		})
@@ -43,14 +43,14 @@ chains:
 			t.Fatal(err)
 		}
 	}
-	c1, ok1 := p.Store().Cooldown("one")
-	c2, ok2 := p.Store().Cooldown("two")
+	until1, ok1 := p.StoreForTest().Cooling("one", time.Now())
+	until2, ok2 := p.StoreForTest().Cooling("two", time.Now())
 	if !ok1 || !ok2 {
 		t.Fatal("cooldowns not in the mirror after opening them")
 	}
-	reopen := c1.Until
-	if c2.Until.Before(reopen) {
-		reopen = c2.Until
+	reopen := until1
+	if until2.Before(reopen) {
+		reopen = until2
 	}
 
 	h.publish("default", request("waits", "hello"))
@@ -79,7 +79,7 @@ chains:
 			if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
 				return false
 			}
-			if _, ok := p.Store().Cooldown(name); ok {
+			if _, ok := p.StoreForTest().Cooling(name, time.Now()); ok {
 				return false
 			}
 		}

@@ -60,22 +60,31 @@ func parseChainFile(t *testing.T, yaml string) *config.File {
 // until the test ends.
 func (h *harness) startProcessor(file *config.File, settings config.Settings) *service.Processor {
 	h.t.Helper()
-	p := h.buildProcessor(file, settings)
+	p := h.assemble(file, settings, false)
 	p.run()
 	return p.Processor
 }
 
-// testProcessor is an assembled processor whose consume loop starts with run
-// and ends with stop (or at the end of the test).
+// testProcessor is an assembled processor whose Run starts with run and ends
+// with stop (or at the end of the test).
 type testProcessor struct {
 	*service.Processor
 	run  func()
 	stop func()
 }
 
-// buildProcessor assembles a processor (its mirror is live) without starting
-// to consume.
+// buildProcessor assembles a processor that does not consume until run, but
+// whose mirror follows the bucket from now on, as it does while the
+// processor runs: a scenario can see a processor that takes no work yet
+// learn of other processors' cooldowns. run hands the mirror over to Run.
 func (h *harness) buildProcessor(file *config.File, settings config.Settings) *testProcessor {
+	h.t.Helper()
+	return h.assemble(file, settings, true)
+}
+
+// assemble makes a processor with its own connection, one context for New
+// and Run, and, if following, its mirror following the bucket until run.
+func (h *harness) assemble(file *config.File, settings config.Settings, following bool) *testProcessor {
 	h.t.Helper()
 	nc, err := nats.Connect(h.srv.ClientURL())
 	if err != nil {
@@ -92,23 +101,36 @@ func (h *harness) buildProcessor(file *config.File, settings config.Settings) *t
 		nc.Close()
 		h.t.Fatal(err)
 	}
+	// handOver stops the mirror following on its own, if it does, and
+	// returns once it has: Run follows the bucket itself, and a store
+	// follows it once at a time.
+	handOver := func() {}
+	if following {
+		followCtx, stopFollowing := context.WithCancel(ctx)
+		followed := make(chan struct{})
+		go func() { // ends with followCtx, at the latest when the test ends
+			defer close(followed)
+			_ = p.StoreForTest().Run(followCtx)
+		}()
+		handOver = func() { stopFollowing(); <-followed }
+	}
 	var wg sync.WaitGroup
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
 			cancel()
+			handOver()
 			wg.Wait()
 			nc.Close()
 		})
 	}
 	run := func() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		handOver()
+		wg.Go(func() {
 			if err := p.Run(ctx); err != nil {
 				h.t.Errorf("processor: %v", err)
 			}
-		}()
+		})
 	}
 	h.t.Cleanup(stop)
 	return &testProcessor{Processor: p, run: run, stop: stop}

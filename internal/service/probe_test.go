@@ -171,7 +171,7 @@ chains:
 	dead.SetScript(providertest.OK())
 	eventually(t, 15*time.Second, "the circuit to close on every processor", func() bool {
 		for _, p := range procs {
-			if p.Store().State("dead", time.Now()) != kvstate.StateClosed {
+			if p.StoreForTest().State("dead", time.Now()) != kvstate.StateClosed {
 				return false
 			}
 		}

@@ -197,8 +197,8 @@ func checkCooldownShared(t *testing.T, h *harness, primary *providertest.Server,
 	// result is stored, so asking the mirrors after each result sends no
 	// request past the trip.
 	cooling := func() bool {
-		_, okA := a.Store().Cooling("primary", time.Now())
-		_, okB := b.Store().Cooling("primary", time.Now())
+		_, okA := a.StoreForTest().Cooling("primary", time.Now())
+		_, okB := b.StoreForTest().Cooling("primary", time.Now())
 		return okA || okB
 	}
 	for i := 0; !cooling(); i++ {
@@ -244,7 +244,7 @@ func watchCooling(a, b *service.Processor, provider string) *coolingSeen {
 	s := &coolingSeen{done: make(chan struct{})}
 	go func() { // ends once both have shown it, or after 30 s
 		defer close(s.done)
-		stores := [2]*kvstate.Store{a.Store(), b.Store()}
+		stores := [2]*kvstate.Store{a.StoreForTest(), b.StoreForTest()}
 		for stop := time.Now().Add(30 * time.Second); time.Now().Before(stop); {
 			now := time.Now()
 			s.mu.Lock()

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -46,15 +47,18 @@ type Processor struct {
 	// store finds gone; health is what those last saw, for readiness.
 	repair *stream.Repairer
 	health *stream.Health
-	// consuming is set while Run's consume loop runs; it makes /readyz ready.
+	// consuming is set while Run's consume loop takes work; it makes
+	// /readyz ready.
 	consuming atomic.Bool
 }
 
-// New creates the topology, loads the provider-state mirror and builds the
-// chains. The mirror follows the bucket (kvstate.Store.Run, which re-watches
-// and recreates the bucket should it be lost) from New until ctx ends: it is
-// live before Run, and it outlives Run's context, so that requests still in
-// flight while Run drains see other processors' cooldowns.
+// New creates the topology, builds the chains and loads the provider-state
+// mirror: start-up I/O only, done with ctx. It runs nothing, and ctx bounds
+// nothing once it returns: Run runs the processor. What New leaves open is
+// the watch that Load opened, held for Run to follow the bucket from (the
+// changes made meanwhile wait in it); Load comes last so that no step after
+// it can fail and leave that watch open. A processor that is never run
+// leaves it to the connection, which ends it when closed.
 func New(ctx context.Context, opts Options) (*Processor, error) {
 	opts.Logger = logs.OrDiscard(opts.Logger)
 	s := opts.Settings
@@ -76,9 +80,6 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	}
 	store := kvstate.New(js, kv, kvstate.Options{ID: processorID(), Logger: opts.Logger, Replicas: s.Replicas,
 		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) }})
-	if err := store.Load(ctx); err != nil {
-		return nil, err
-	}
 	built, err := chains.Build(opts.File, store, opts.HTTPClient, opts.Logger)
 	if err != nil {
 		return nil, err
@@ -93,42 +94,71 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	if err != nil {
 		return nil, err
 	}
-	go func() { _ = store.Run(ctx) }() // returns when ctx ends, never before
+	if err := store.Load(ctx); err != nil { // last, see above
+		return nil, err
+	}
 	return &Processor{opts: opts, js: js, store: store, handler: handler, chains: names, repair: repair, health: health}, nil
 }
 
-// Store is the processor's provider-state mirror.
-func (p *Processor) Store() *kvstate.Store { return p.store }
-
-// Run consumes every chain until ctx ends, then shuts down gracefully.
+// Run runs the processor's two actors until ctx ends, and returns once both
+// have returned: the provider-state mirror, which follows the bucket
+// (kvstate.Store.Run, which watches again and recreates the bucket should
+// it be lost), and the consume loop, which takes every chain's requests and
+// shuts down gracefully when ctx ends. The mirror stops only after the
+// consume loop has returned, so that requests still in flight while it
+// drains see other processors' cooldowns. Should the mirror end first, the
+// consume loop stops as if ctx had ended, and Run returns why the mirror
+// ended. Call Run once.
 func (p *Processor) Run(ctx context.Context) error {
 	p.opts.Logger.Info("processing", "chains", p.chains, "workers", p.opts.Settings.Workers)
+	consumeCtx, stopConsuming := context.WithCancelCause(ctx)
+	defer stopConsuming(nil)
+	mirrorCtx, stopMirror := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMirror()
+	mirrored := make(chan error, 1)
+	go func() { // ends with mirrorCtx, cancelled once the consume loop returned
+		err := p.store.Run(mirrorCtx)
+		if mirrorCtx.Err() == nil { // it is not meant to end before it is stopped
+			if err == nil {
+				err = errors.New("kvstate: Run returned")
+			}
+			err = fmt.Errorf("service: the provider-state mirror stopped following the bucket: %w", err)
+			stopConsuming(err)
+		}
+		mirrored <- err
+	}()
+
 	p.consuming.Store(true)
 	defer p.consuming.Store(false)
 	// Not ready from the moment the stop begins: the drain that follows
 	// takes no new work.
-	stopReady := context.AfterFunc(ctx, func() {
+	stopReady := context.AfterFunc(consumeCtx, func() {
 		p.consuming.Store(false)
 		p.opts.Logger.Info("shutting down: taking no new requests; those in flight may finish",
-			"shutdown_timeout", p.opts.Settings.ShutdownTimeout, "cause", context.Cause(ctx))
+			"shutdown_timeout", p.opts.Settings.ShutdownTimeout, "cause", context.Cause(consumeCtx))
 	})
 	defer stopReady()
-	err := stream.Consume(ctx, p.js, p.handler, stream.ConsumerConfig{
+	err := stream.Consume(consumeCtx, p.js, p.handler, stream.ConsumerConfig{
 		Chains: p.chains, Workers: p.opts.Settings.Workers,
 		ShutdownTimeout: p.opts.Settings.ShutdownTimeout, Logger: p.opts.Logger,
 		Repair: p.repair, Health: p.health,
 	})
-	if err == nil && ctx.Err() != nil {
+	stopMirror()
+	if err := errors.Join(<-mirrored, err); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
 		p.opts.Logger.Info("shutdown complete")
 	}
-	return err
+	return nil
 }
 
-// Ready reports whether the processor takes work: consuming, connected to
-// NATS, its pulls working, its last result stored (or none tried yet), and
-// its provider-state mirror following the bucket. It backs /readyz. It turns
-// false while a lost stream, consumer or bucket is missing and true again
-// once it is recreated and used.
+// Ready reports whether the processor takes work: Run's consume loop taking
+// requests, connected to NATS, its pulls working, its last result stored
+// (or none tried yet), and Run's provider-state mirror following the bucket.
+// It backs /readyz. It turns false while a lost stream, consumer or bucket
+// is missing and true again once it is recreated and used, and for good
+// once Run begins to stop.
 func (p *Processor) Ready() bool {
 	return p.consuming.Load() && p.opts.Conn.IsConnected() && p.health.Err() == nil && p.store.Following()
 }

@@ -29,10 +29,10 @@ func TestCooldownIsSharedBetweenProcessors(t *testing.T) {
 		var seenA, seenB time.Time
 		for stop := time.Now().Add(15 * time.Second); time.Now().Before(stop) && (seenA.IsZero() || seenB.IsZero()); {
 			now := time.Now()
-			if _, ok := a.Store().Cooling("dead", now); ok && seenA.IsZero() {
+			if _, ok := a.StoreForTest().Cooling("dead", now); ok && seenA.IsZero() {
 				seenA = now
 			}
-			if _, ok := b.Store().Cooling("dead", now); ok && seenB.IsZero() {
+			if _, ok := b.StoreForTest().Cooling("dead", now); ok && seenB.IsZero() {
 				seenB = now
 			}
 			time.Sleep(200 * time.Microsecond)
