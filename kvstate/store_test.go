@@ -51,9 +51,7 @@ func setup(t *testing.T) env {
 func (e env) store(t *testing.T, id string, now func() time.Time) *kvstate.Store {
 	t.Helper()
 	s := kvstate.New(e.js, e.kv, kvstate.Options{ID: id, Now: now})
-	if err := s.Start(e.ctx); err != nil {
-		t.Fatalf("Start %s: %v", id, err)
-	}
+	follow(t, e.ctx, s)
 	return s
 }
 

@@ -34,18 +34,6 @@ const (
 // again after a watch ended, and while the bucket cannot be reached.
 func (s *Store) Following() bool { return s.following.Load() }
 
-// Start loads the bucket into the mirror, returning once it holds every
-// current value, then keeps the mirror following the bucket (Run) in a
-// goroutine that ends when ctx ends. An owner that runs the watch in its own
-// lifecycle calls Load and then Run instead.
-func (s *Store) Start(ctx context.Context) error {
-	if err := s.Load(ctx); err != nil {
-		return err
-	}
-	go func() { _ = s.Run(ctx) }() // ends with ctx
-	return nil
-}
-
 // Load reads the bucket's current values into the mirror, from scratch, and
 // returns once it holds every one. The watch it opens is kept for Run, which
 // follows from there. A store with js recreates the bucket if it is gone.

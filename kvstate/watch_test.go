@@ -185,9 +185,7 @@ func TestProbeSuccessOnABucketCreatedAnewClosesTheCircuit(t *testing.T) {
 func TestReadOnlyStoreWaitsForTheBucket(t *testing.T) {
 	e := setup(t)
 	s := kvstate.New(nil, e.kv, kvstate.Options{})
-	if err := s.Start(e.ctx); err != nil {
-		t.Fatal(err)
-	}
+	follow(t, e.ctx, s)
 	if err := e.js.DeleteKeyValue(e.ctx, kvstate.Bucket); err != nil {
 		t.Fatal(err)
 	}
@@ -229,9 +227,7 @@ func TestMirrorFollowsAfterServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := kvstate.New(js, kv, kvstate.Options{ID: "follower"})
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	follow(t, ctx, s)
 	stopped := sampleFollowing(t, s)
 
 	srv.Shutdown()
@@ -283,4 +279,17 @@ func TestRunAgainAfterRunReturned(t *testing.T) {
 			return ok && s.Following()
 		})
 	})
+}
+
+// follow loads s and keeps it following the bucket until the test ends, as
+// a processor's run group does.
+func follow(t *testing.T, ctx context.Context, s *kvstate.Store) {
+	t.Helper()
+	if err := s.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }

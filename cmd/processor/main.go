@@ -134,6 +134,11 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	defer conn.Close()
 	m := metrics.New()
 	p, err := service.New(ctx, service.Options{Settings: settings, File: file, Conn: conn.NATS(), Logger: logger, Metrics: m})
+	if err != nil && ctx.Err() != nil {
+		// A stop signal during start-up is a stop, not a failure.
+		logger.Info("stopped during start-up", "cause", context.Cause(ctx))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -167,7 +172,9 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		}
 	}()
 	if demoMode {
-		go func() { _ = demo.Trickle(runCtx, conn.NATS(), 2*time.Second, logger) }()
+		trickled := make(chan struct{})
+		go func() { defer close(trickled); _ = demo.Trickle(runCtx, conn.NATS(), 2*time.Second, logger) }()
+		defer func() { stopRun(nil); <-trickled }()
 		logger.Info("demo: try `go run ./cmd/publisher \"hello\"` in another terminal")
 	}
 	if err := p.Run(runCtx); err != nil {

@@ -80,9 +80,7 @@ chains:
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				store := kvstate.New(js, kv, kvstate.Options{ID: "table"})
-				if err := store.Start(ctx); err != nil {
-					t.Fatal(err)
-				}
+				follow(t, ctx, store)
 				var logged bytes.Buffer
 				logger := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelError}))
 				built, err := chains.Build(file, store, nil, logger)
@@ -143,4 +141,17 @@ func bucketCooldown(t *testing.T, kv jetstream.KeyValue, provider string) (kvsta
 		t.Fatal(err)
 	}
 	return c, true
+}
+
+// follow loads s and keeps it following the bucket until the test ends, as
+// a processor's run group does.
+func follow(t *testing.T, ctx context.Context, s *kvstate.Store) {
+	t.Helper()
+	if err := s.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }
