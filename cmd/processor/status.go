@@ -48,7 +48,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	defer closeConn()
 	store := kvstate.New(nil, kv, kvstate.Options{}) // read only: it never opens a cooldown
-	if err := store.Load(ctx); err != nil { // a snapshot: nothing follows the bucket
+	if err := store.Load(ctx); err != nil {          // a snapshot: nothing follows the bucket
 		fmt.Fprintf(stderr, "processor status: %v\n", err)
 		return 1
 	}
