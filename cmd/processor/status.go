@@ -47,8 +47,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn()
-	store := kvstate.New(nil, kv, kvstate.Options{}) // read only: it never opens a cooldown
-	if err := store.Load(ctx); err != nil {          // a snapshot: nothing follows the bucket
+	// Read only (it never opens a cooldown), and a snapshot: Load, no Run.
+	store := kvstate.New(nil, kv, kvstate.Options{})
+	if err := store.Load(ctx); err != nil {
 		fmt.Fprintf(stderr, "processor status: %v\n", err)
 		return 1
 	}
