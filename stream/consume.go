@@ -96,7 +96,16 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	p := &puller{ctx: ctx, workCtx: workCtx, h: h, log: cfg.Logger, repair: cfg.Repair, health: cfg.Health,
-		slots: make(chan struct{}, cfg.Workers)}
+		slots: make(chan struct{}, cfg.Workers), work: make(chan pulled, cfg.Workers)}
+	// Workers live as long as Consume: a goroutine per delivery would grow
+	// a fresh stack for every request (a tenth of the CPU a fast chain
+	// costs). A slot is reserved before each delivery is pulled, so a send
+	// on work never waits.
+	var working sync.WaitGroup
+	for range cfg.Workers {
+		working.Go(p.worker)
+	}
+	defer func() { close(p.work); working.Wait() }()
 	consumers := make([]jetstream.Consumer, len(cfg.Chains))
 	for i, name := range cfg.Chains {
 		cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(name))
@@ -137,7 +146,24 @@ type puller struct {
 	repair       *Repairer
 	health       *Health
 	slots        chan struct{} // one token per busy worker
+	work         chan pulled   // deliveries handed to the workers
 	inFlight     sync.WaitGroup
+}
+
+// pulled is a delivery of a chain, handed to a worker.
+type pulled struct {
+	chain string
+	msg   jetstream.Msg
+}
+
+// worker handles deliveries until work is closed, freeing its slot after
+// each.
+func (p *puller) worker() {
+	for d := range p.work {
+		p.h.Handle(p.workCtx, d.chain, d.msg)
+		p.release(1)
+		p.inFlight.Done()
+	}
 }
 
 // chainPuller is the pull loop of one chain.
@@ -247,7 +273,7 @@ func (p *puller) release(n int) {
 	}
 }
 
-// dispatch starts a handler for each delivery of batch, each on a slot
+// dispatch hands each delivery of batch to a worker, each on a slot
 // reserved for it, and returns how many it started and the pull's error, if
 // any. Deliveries arriving after the stop are NAK'd at once so another
 // processor takes them.
@@ -262,11 +288,7 @@ func (p *puller) dispatch(chainName string, batch jetstream.MessageBatch, err er
 		}
 		started++
 		p.inFlight.Add(1)
-		go func() {
-			defer p.inFlight.Done()
-			defer p.release(1)
-			p.h.Handle(p.workCtx, chainName, msg)
-		}()
+		p.work <- pulled{chain: chainName, msg: msg}
 	}
 	return started, batch.Error()
 }
