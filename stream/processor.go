@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -284,30 +285,36 @@ func (d *delivery) answered(ctx context.Context) (bool, error) {
 
 // heartbeat tells the server the delivery is still being worked on every
 // AckWait/3, so a slow provider call is not redelivered to another worker.
-// The goroutine it starts ends when the returned stop is called.
+// No beat is sent once the returned stop has returned.
 func (d *delivery) heartbeat(ctx context.Context) (stop func()) {
 	every := d.p.cfg.AckWait / 3
 	if every <= 0 {
 		return func() {}
 	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = d.msg.InProgress()
-			}
+	// A timer, not a goroutine with a ticker: most deliveries end long
+	// before the first beat, and then cost no goroutine at all.
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || ctx.Err() != nil {
+			return
 		}
-	}()
-	return func() { close(done); <-finished }
+		_ = d.msg.InProgress()
+		t.Reset(every)
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true // no beat after stop returns
+		t.Stop()
+	}
 }
 
 func (d *delivery) annotate(res *chain.Result) {
