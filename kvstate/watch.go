@@ -179,6 +179,7 @@ func retryPause(n int) time.Duration {
 // began.
 type bucketWatch struct {
 	jetstream.KeyWatcher
+	cancel     context.CancelFunc // ends the watch's context, at stop
 	kv         jetstream.KeyValue
 	conn       *nats.Conn // nil: reconnects are not checked
 	created    time.Time
@@ -198,11 +199,16 @@ func openWatch(ctx context.Context, kv jetstream.KeyValue, conn *nats.Conn) (*bu
 	if conn != nil {
 		reconnects = conn.Stats().Reconnects
 	}
-	w, err := kv.WatchAll(ctx)
+	// The watch lives until stop, not until ctx ends: nats.go ends a watch
+	// with its context, and Load's context is the caller's start-up I/O,
+	// which may end (a stop signal) while the mirror must go on following.
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w, err := kv.WatchAll(wctx)
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("kvstate: watching %s: %w", Bucket, err)
 	}
-	return &bucketWatch{KeyWatcher: w, kv: kv, conn: conn, created: created, reconnects: reconnects}, nil
+	return &bucketWatch{KeyWatcher: w, cancel: cancel, kv: kv, conn: conn, created: created, reconnects: reconnects}, nil
 }
 
 // incarnation returns when the bucket's stream was created, which tells a
@@ -281,6 +287,7 @@ func (w *bucketWatch) check(ctx context.Context) (ended string, err error) {
 // until the client closes it.
 func (w *bucketWatch) stop() {
 	_ = w.Stop()
+	w.cancel()
 	go func() { // ends when the client closes the channel
 		for range w.Updates() {
 		}

@@ -28,7 +28,9 @@ chains:
 `, slow.URL))
 	settings := testSettings()
 	settings.ShutdownTimeout = 2 * callTime
-	p := h.buildProcessor(file, settings)
+	// Assembled as cmd/processor does: one context for New and Run, which
+	// the stop ends.
+	p := h.assemble(file, settings, false)
 	p.run()
 	eventually(t, 5*time.Second, "the processor ready", p.Ready)
 
@@ -40,6 +42,14 @@ chains:
 		p.stop()
 	}()
 	eventually(t, time.Second, "the processor not ready once it stops", func() bool { return !p.Ready() })
+	// The stop ends New's context too: the watch Load opened must not end
+	// with it.
+	for range 50 {
+		if !p.StoreForTest().Following() {
+			t.Fatal("the mirror stopped following at the stop, while a call was in flight")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	ctx := context.Background()
 	kv, err := h.js.KeyValue(ctx, kvstate.Bucket)
