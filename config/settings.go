@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -198,13 +200,19 @@ func (s Settings) SlogLevel() slog.Level {
 	return slog.LevelInfo
 }
 
-// ChainFile is the chain file to load: override (a command's -config flag)
-// when it is set, else DETOUR_CONFIG.
-func (s Settings) ChainFile(override string) string {
+// ChainFile is the chain file a command reads: override (its -config flag)
+// when it is set, else DETOUR_CONFIG, else that setting's default. It reads
+// no other setting, so `processor check`, which needs only the chain file,
+// runs whatever the others say.
+func ChainFile(override string) string {
 	if override != "" {
 		return override
 	}
-	return s.Config
+	f, _ := reflect.TypeFor[Settings]().FieldByName("Config")
+	if v, ok := os.LookupEnv(f.Tag.Get("envconfig")); ok {
+		return v
+	}
+	return f.Tag.Get("default")
 }
 
 // ClientURL is where client commands connect: DETOUR_NATS_URL, or when it is

@@ -241,25 +241,27 @@ func TestClientURL(t *testing.T) {
 // detour.yaml.
 func TestChainFile(t *testing.T) {
 	clearEnv(t)
+	if got := ChainFile(""); got != "detour.yaml" {
+		t.Errorf("ChainFile(\"\") without DETOUR_CONFIG = %q, want detour.yaml", got)
+	}
+	if got := ChainFile("flag.yaml"); got != "flag.yaml" {
+		t.Errorf("ChainFile(flag.yaml) = %q", got)
+	}
+	t.Setenv("DETOUR_CONFIG", "/etc/detour/chains.yaml")
+	t.Setenv("DETOUR_WORKERS", "0") // another setting, invalid, is not read
+	if got := ChainFile(""); got != "/etc/detour/chains.yaml" {
+		t.Errorf("ChainFile(\"\") with DETOUR_CONFIG set = %q", got)
+	}
+	if got := ChainFile("flag.yaml"); got != "flag.yaml" {
+		t.Errorf("ChainFile(flag.yaml) with DETOUR_CONFIG set = %q, want the flag", got)
+	}
+	t.Setenv("DETOUR_WORKERS", "64")
 	s, err := LoadSettings()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.ChainFile(""); got != "detour.yaml" {
-		t.Errorf("ChainFile(\"\") without DETOUR_CONFIG = %q, want detour.yaml", got)
-	}
-	if got := s.ChainFile("flag.yaml"); got != "flag.yaml" {
-		t.Errorf("ChainFile(flag.yaml) = %q", got)
-	}
-	t.Setenv("DETOUR_CONFIG", "/etc/detour/chains.yaml")
-	if s, err = LoadSettings(); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.ChainFile(""); got != "/etc/detour/chains.yaml" {
-		t.Errorf("ChainFile(\"\") with DETOUR_CONFIG set = %q", got)
-	}
-	if got := s.ChainFile("flag.yaml"); got != "flag.yaml" {
-		t.Errorf("ChainFile(flag.yaml) with DETOUR_CONFIG set = %q, want the flag", got)
+	if s.Config != ChainFile("") {
+		t.Errorf("Settings.Config = %q, ChainFile = %q: they must agree", s.Config, ChainFile(""))
 	}
 }
 

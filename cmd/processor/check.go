@@ -30,12 +30,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "processor check: -samples FILE is required")
 		return 2
 	}
-	settings, err := config.LoadSettings()
-	if err != nil {
-		fmt.Fprintf(stderr, "processor check: settings: %v\n", err)
-		return 2
-	}
-	path := settings.ChainFile(*configPath)
+	path := config.ChainFile(*configPath)
 	file, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)

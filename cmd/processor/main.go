@@ -122,7 +122,7 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		logger.Info("demo: primary is down for its first minute, then healthy", "primary", d.Primary.URL, "backup", d.Backup.URL)
 	} else {
 		var err error
-		if file, err = config.Load(settings.ChainFile(configPath)); err != nil {
+		if file, err = config.Load(config.ChainFile(configPath)); err != nil {
 			return err
 		}
 	}

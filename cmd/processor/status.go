@@ -28,13 +28,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
-	settings, err := config.LoadSettings()
-	if err != nil {
-		fmt.Fprintf(stderr, "processor status: settings: %v\n", err)
-		return 1
-	}
 	var known []string
-	if file, err := config.Load(settings.ChainFile(*configPath)); err == nil {
+	if file, err := config.Load(config.ChainFile(*configPath)); err == nil {
 		known = lo.Map(file.Providers, func(p config.Provider, _ int) string { return p.Name })
 	} else {
 		fmt.Fprintf(stderr, "processor status: chain file not read (%v); listing providers with recorded state only\n", err)
