@@ -19,6 +19,11 @@ type ProviderStatus struct {
 	LastError           string       `json:"last_error,omitempty"`
 	LastFailure         time.Time    `json:"last_failure,omitzero"`
 	LastSuccess         time.Time    `json:"last_success,omitzero"`
+	// Cooldown is the provider's cooldown key as the mirror holds it (who
+	// opened it, its class, reason, trip and length), nil when there is
+	// none; the key may outlive CooldownUntil by up to about a second,
+	// until the server removes it.
+	Cooldown *Cooldown `json:"cooldown,omitempty"`
 }
 
 // MarshalText writes the circuit state by name.
@@ -50,6 +55,11 @@ func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 		if until, cooling := s.Cooling(p, now); cooling {
 			row.CooldownUntil = until
 		}
+		s.mu.RLock()
+		if c, ok := s.m.cooldowns[p]; ok {
+			row.Cooldown = &c.value
+		}
+		s.mu.RUnlock()
 		rows = append(rows, row)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Provider < rows[j].Provider })

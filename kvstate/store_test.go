@@ -14,6 +14,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/kvstate"
+	"github.com/detourhq/detour/kvstate/kvstatetest"
 )
 
 // eventually polls cond every 10ms until it holds or limit passes.
@@ -51,7 +52,7 @@ func setup(t *testing.T) env {
 func (e env) store(t *testing.T, id string, now func() time.Time) *kvstate.Store {
 	t.Helper()
 	s := kvstate.New(e.js, e.kv, kvstate.Options{ID: id, Now: now})
-	follow(t, e.ctx, s)
+	kvstatetest.Follow(t, e.ctx, s)
 	return s
 }
 

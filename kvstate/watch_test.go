@@ -15,6 +15,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/kvstate"
+	"github.com/detourhq/detour/kvstate/kvstatetest"
 )
 
 // loaded returns a store whose mirror is loaded but not followed (no Run),
@@ -185,7 +186,7 @@ func TestProbeSuccessOnABucketCreatedAnewClosesTheCircuit(t *testing.T) {
 func TestReadOnlyStoreWaitsForTheBucket(t *testing.T) {
 	e := setup(t)
 	s := kvstate.New(nil, e.kv, kvstate.Options{})
-	follow(t, e.ctx, s)
+	kvstatetest.Follow(t, e.ctx, s)
 	if err := e.js.DeleteKeyValue(e.ctx, kvstate.Bucket); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestMirrorFollowsAfterServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := kvstate.New(js, kv, kvstate.Options{ID: "follower"})
-	follow(t, ctx, s)
+	kvstatetest.Follow(t, ctx, s)
 	stopped := sampleFollowing(t, s)
 
 	srv.Shutdown()
@@ -279,17 +280,4 @@ func TestRunAgainAfterRunReturned(t *testing.T) {
 			return ok && s.Following()
 		})
 	})
-}
-
-// follow loads s and keeps it following the bucket until the test ends, as
-// a processor's run group does.
-func follow(t *testing.T, ctx context.Context, s *kvstate.Store) {
-	t.Helper()
-	if err := s.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/kvstate"
+	"github.com/detourhq/detour/kvstate/kvstatetest"
 )
 
 // TestStatusCommand runs `processor status` against a server whose bucket
@@ -42,7 +43,7 @@ chains:
 		t.Fatal(err)
 	}
 	store := kvstate.New(js, kv, kvstate.Options{ID: "test"})
-	follow(t, ctx, store)
+	kvstatetest.Follow(t, ctx, store)
 	err = store.RecordFailure(ctx, "primary", chain.Failure{
 		Class: chain.ClassServer, Error: "HTTP 503 from primary", At: time.Now(),
 		Policy: chain.CooldownPolicy{FailureThreshold: 1, Cooldown: time.Minute, MaxCooldown: time.Hour, TripWindow: time.Hour},
@@ -64,17 +65,4 @@ chains:
 	if len(primary) < 5 || primary[0] != "primary" || primary[1] != "open" || primary[2] != "1" || !strings.Contains(out.String(), "HTTP 503 from primary") {
 		t.Fatalf("status table:\n%s", out.String())
 	}
-}
-
-// follow loads s and keeps it following the bucket until the test ends, as
-// a processor's run group does.
-func follow(t *testing.T, ctx context.Context, s *kvstate.Store) {
-	t.Helper()
-	if err := s.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 }

@@ -44,7 +44,7 @@ chains:
 	if got := picky.Requests(); got != n {
 		t.Fatalf("picky received %d requests, want %d (one per request, never skipped, never retried)", got, n)
 	}
-	if _, cooling := p.StoreForTest().Cooling("picky", time.Now()); cooling {
+	if _, cooling := mirroredCooldown(p.StoreForTest(), "picky"); cooling {
 		t.Fatal("a 400 opened a cooldown")
 	}
 	kv, err := h.js.KeyValue(context.Background(), kvstate.Bucket)

@@ -3,20 +3,17 @@ package service_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/chains"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/kvstate"
+	"github.com/detourhq/detour/kvstate/kvstatetest"
 )
 
 // TestFailureClassTable is acceptance 1 of the failure-semantics issue: each
@@ -80,7 +77,7 @@ chains:
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				store := kvstate.New(js, kv, kvstate.Options{ID: "table"})
-				follow(t, ctx, store)
+				kvstatetest.Follow(t, ctx, store)
 				var logged bytes.Buffer
 				logger := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelError}))
 				built, err := chains.Build(file, store, nil, logger)
@@ -96,7 +93,7 @@ chains:
 					calls = fake.Requests()
 				}
 				last := res.Attempts[len(res.Attempts)-1]
-				_, cooled := bucketCooldown(t, kv, name)
+				_, cooled := mirroredCooldown(store, name)
 				got := want{last.Class, calls, cooled}
 				if got != tc.want {
 					t.Fatalf("got class=%s calls=%d cooled=%v, want class=%s calls=%d cooled=%v",
@@ -106,7 +103,7 @@ chains:
 				if tc.want.class == chain.ClassAuth {
 					// auth_cooldown (60s) opens at once, and the operator is
 					// told at error level: a key or model is wrong.
-					if c, _ := bucketCooldown(t, kv, name); c.DurationS != 60 {
+					if c, _ := mirroredCooldown(store, name); c.DurationS != 60 {
 						t.Fatalf("auth cooldown of %d s, want auth_cooldown 60 s", c.DurationS)
 					}
 					if !errorLogged {
@@ -123,35 +120,4 @@ chains:
 			})
 		}
 	}
-}
-
-// bucketCooldown reads provider's cooldown key from the bucket, as an
-// operator would; false when there is none.
-func bucketCooldown(t *testing.T, kv jetstream.KeyValue, provider string) (kvstate.Cooldown, bool) {
-	t.Helper()
-	e, err := kv.Get(context.Background(), kvstate.CooldownKey(provider))
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return kvstate.Cooldown{}, false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c kvstate.Cooldown
-	if err := json.Unmarshal(e.Value(), &c); err != nil {
-		t.Fatal(err)
-	}
-	return c, true
-}
-
-// follow loads s and keeps it following the bucket until the test ends, as
-// a processor's run group does.
-func follow(t *testing.T, ctx context.Context, s *kvstate.Store) {
-	t.Helper()
-	if err := s.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 }

@@ -43,14 +43,14 @@ chains:
 			t.Fatal(err)
 		}
 	}
-	until1, ok1 := p.StoreForTest().Cooling("one", time.Now())
-	until2, ok2 := p.StoreForTest().Cooling("two", time.Now())
+	c1, ok1 := mirroredCooldown(p.StoreForTest(), "one")
+	c2, ok2 := mirroredCooldown(p.StoreForTest(), "two")
 	if !ok1 || !ok2 {
 		t.Fatal("cooldowns not in the mirror after opening them")
 	}
-	reopen := until1
-	if until2.Before(reopen) {
-		reopen = until2
+	reopen := c1.Until
+	if c2.Until.Before(reopen) {
+		reopen = c2.Until
 	}
 
 	h.publish("default", request("waits", "hello"))
@@ -79,7 +79,7 @@ chains:
 			if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
 				return false
 			}
-			if _, ok := p.StoreForTest().Cooling(name, time.Now()); ok {
+			if _, ok := mirroredCooldown(p.StoreForTest(), name); ok {
 				return false
 			}
 		}

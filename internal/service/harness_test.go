@@ -19,6 +19,7 @@ import (
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/internal/service"
+	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -236,4 +237,15 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// mirroredCooldown is provider's cooldown key as store's mirror holds it,
+// as `processor status` reads it; false once the key has left the mirror.
+func mirroredCooldown(store *kvstate.Store, provider string) (kvstate.Cooldown, bool) {
+	for _, row := range store.Status(time.Now(), provider) {
+		if row.Provider == provider && row.Cooldown != nil {
+			return *row.Cooldown, true
+		}
+	}
+	return kvstate.Cooldown{}, false
 }

@@ -101,7 +101,7 @@ chains:
 		t.Fatalf("picky received %d requests, want %d: one call each, never retried or skipped", got, total)
 	}
 	for _, name := range []string{"picky", "backup"} {
-		if _, cooled := p.StoreForTest().Cooling(name, time.Now()); cooled {
+		if _, cooled := mirroredCooldown(p.StoreForTest(), name); cooled {
 			t.Fatalf("%s was put in cooldown by request errors", name)
 		}
 	}
