@@ -80,7 +80,8 @@ func LoadSettings() (Settings, error) {
 
 // reservedSubjects are the prefixes detour consumes or stores dead letters
 // under: a reply prefix overlapping one would let a request make the
-// processor feed its own queues.
+// processor feed its own queues. They are wire.RequestsPrefix and
+// wire.DeadLetterPrefix; config knows no NATS, so a test checks they agree.
 var reservedSubjects = []string{"detour.requests.", "detour.deadletter."}
 
 var subjectPrefixRE = regexp.MustCompile(`^[^\s*>.]+(\.[^\s*>.]+)*\.$`)

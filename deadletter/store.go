@@ -107,22 +107,8 @@ func newMessage(seq uint64, stored time.Time, subject string, header nats.Header
 	}
 	e.Deliveries, _ = strconv.ParseUint(header.Get(HeaderDeliveries), 10, 64)
 	e.SourceSeq, _ = strconv.ParseUint(header.Get(HeaderSourceSeq), 10, 64)
-	e.RequestID = requestID(readFields(data, header).ID, header.Get(HeaderOriginalMsgID), e.SourceSeq)
+	e.RequestID = wire.RequestID(readFields(data, header).ID, header.Get(HeaderOriginalMsgID), e.SourceSeq)
 	return Message{Entry: e, Header: header, Data: data}
-}
-
-// requestID applies the processor's rule (docs/requests.md): the body's id, else
-// the Nats-Msg-Id header, else the stream sequence.
-func requestID(bodyID, msgID string, sourceSeq uint64) string {
-	switch {
-	case bodyID != "":
-		return bodyID
-	case msgID != "":
-		return msgID
-	case sourceSeq != 0:
-		return strconv.FormatUint(sourceSeq, 10)
-	}
-	return ""
 }
 
 // Store reads, replays and removes the dead letters in DETOUR_DEADLETTER.

@@ -49,10 +49,13 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jets
 
 // Options tune a Store. The zero value is usable.
 type Options struct {
-	// ID names this processor in the cooldowns it opens (the "by" field).
+	// ID names this processor in the cooldowns it opens (the "by" field);
+	// empty leaves "by" empty, as a read-only store opens none.
 	ID string
 	// Now is the clock; nil means time.Now.
-	Now    func() time.Time
+	Now func() time.Time
+	// Logger reports watches lost and found and unreadable values; nil
+	// discards.
 	Logger *slog.Logger
 	// OnCooldown, if set, is called for each cooldown this store opens.
 	OnCooldown func(provider string, c Cooldown)

@@ -222,7 +222,8 @@ func (d *delivery) handle(ctx context.Context) {
 	// Compiling a schema can take a while too: it runs under the heartbeat,
 	// and a shutdown or the deadline ends the wait for it.
 	stopBeat := d.heartbeat(runCtx)
-	if err := d.req.Compile(runCtx, d.p.schemas); err != nil {
+	chainReq, err := d.req.ChainRequest(runCtx, d.p.schemas)
+	if err != nil {
 		stopBeat()
 		switch {
 		case ctx.Err() != nil:
@@ -234,7 +235,7 @@ func (d *delivery) handle(ctx context.Context) {
 		}
 		return
 	}
-	res, err := runner.Run(runCtx, d.req.ChainRequest())
+	res, err := runner.Run(runCtx, chainReq)
 	stopBeat()
 	d.annotate(&res)
 	d.p.cfg.Metrics.Attempts(res.Attempts)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"mime"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -75,9 +76,6 @@ type Decoded struct {
 	Encoding Encoding
 	// DeadlineAt is the parsed deadline, zero when the request named none.
 	DeadlineAt time.Time
-	// Schema is the compiled response_schema once Compile has run; nil
-	// before, and for a request without one.
-	Schema *chain.Schema
 }
 
 // DetectEncoding picks the wire format from the Content-Type header or, when
@@ -102,6 +100,21 @@ func DetectEncoding(data []byte, header nats.Header) (Encoding, error) {
 	return MsgPack, nil
 }
 
+// RequestID is a request's id: the body's "id", else its Nats-Msg-Id
+// header, else its sequence in RequestsStream (docs/requests.md); "" when
+// all three are unknown (a sequence of 0).
+func RequestID(bodyID, msgID string, seq uint64) string {
+	switch {
+	case bodyID != "":
+		return bodyID
+	case msgID != "":
+		return msgID
+	case seq != 0:
+		return strconv.FormatUint(seq, 10)
+	}
+	return ""
+}
+
 // DecodeRequest decodes and validates a request body. seq is the stream
 // sequence, the id of last resort. replyPrefixes are the allowed reply
 // subject prefixes. Errors wrap ErrBadRequest or ErrBadReplySubject.
@@ -120,12 +133,7 @@ func DecodeRequest(data []byte, header nats.Header, seq uint64, replyPrefixes []
 	if err != nil {
 		return d, fmt.Errorf("%w: body is not a valid %s request: %v", ErrBadRequest, enc.ContentType(), err)
 	}
-	if d.ID == "" {
-		d.ID = header.Get(HeaderMsgID)
-	}
-	if d.ID == "" {
-		d.ID = fmt.Sprint(seq)
-	}
+	d.ID = RequestID(d.ID, header.Get(HeaderMsgID), seq)
 	if err := validateRequest(&d, header, replyPrefixes); err != nil {
 		return d, err
 	}
@@ -182,31 +190,26 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 	return ValidateReplySubject(d.ReplyTo, replyPrefixes)
 }
 
-// Compile compiles the request's response_schema into d.Schema, through
-// schemas when it is not nil (a cache that also bounds the wait: Compile
-// returns once ctx ends). A request without a schema needs nothing. A schema
+// ChainRequest is what the chain is asked for this request, its
+// response_schema compiled: through schemas when it is not nil (a cache that
+// also bounds the wait, returning once ctx ends), else directly. A schema
 // that does not compile makes the request a bad one: the error wraps
 // ErrBadRequest, and ctx's error when ctx ended first.
-func (d *Decoded) Compile(ctx context.Context, schemas *chain.SchemaCache) error {
-	if d.ResponseSchema == nil || d.Schema != nil {
-		return nil
+func (d Decoded) ChainRequest(ctx context.Context, schemas *chain.SchemaCache) (chain.Request, error) {
+	req := chain.Request{ID: d.ID, Messages: d.Messages, MaxTokens: d.MaxTokens, Temperature: d.Temperature}
+	if d.ResponseSchema == nil {
+		return req, nil
 	}
 	var err error
 	if schemas != nil {
-		d.Schema, err = schemas.Compile(ctx, d.ResponseSchema)
+		req.Schema, err = schemas.Compile(ctx, d.ResponseSchema)
 	} else {
-		d.Schema, err = chain.CompileSchema(d.ResponseSchema)
+		req.Schema, err = chain.CompileSchema(d.ResponseSchema)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return req, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	return nil
-}
-
-// ChainRequest is what the chain is asked for this request, with the schema
-// Compile compiled (none before it runs).
-func (d Decoded) ChainRequest() chain.Request {
-	return chain.Request{ID: d.ID, Messages: d.Messages, MaxTokens: d.MaxTokens, Temperature: d.Temperature, Schema: d.Schema}
+	return req, nil
 }
 
 // EncodeResult encodes a result in the request's format.

@@ -10,7 +10,8 @@
 // nesting, its declared lengths, its ids, subjects, numbers and schema size)
 // before it costs anything, and errors wrap ErrBadRequest or
 // ErrBadReplySubject with a reason fit for a dead letter. Compiling a
-// request's response_schema, the one costly step, is Decoded.Compile.
+// request's response_schema, the one costly step, is Decoded.ChainRequest,
+// the only way to the request a chain runs.
 //
 // The contract is written for users in docs/requests.md and docs/results.md.
 // wire depends on nats.go only for its header type; it knows no connection,

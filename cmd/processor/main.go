@@ -40,6 +40,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fs.PrintDefaults()
 	fmt.Fprintln(w)
 	_ = config.PrintUsage(w)
+	fmt.Fprintln(w, "\nreference: docs/README.md (settings and the chain file: docs/settings.md; commands and exit codes: docs/commands.md)")
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

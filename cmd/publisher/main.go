@@ -92,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 		fmt.Fprintln(stderr, "usage: publisher [flags] PROMPT\n       publisher [flags] -f requests.jsonl")
 		fs.PrintDefaults()
 		fmt.Fprintln(stderr, "\nExit code 1 when any request failed, got no result or was not sent; 2 for bad flags or input.")
+		fmt.Fprintln(stderr, "Reference: docs/commands.md (requests: docs/requests.md; results: docs/results.md).")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -191,10 +191,7 @@ func check(req wire.Request) (chain.Request, error) {
 	if err != nil {
 		return chain.Request{}, err
 	}
-	if err := d.Compile(context.Background(), nil); err != nil {
-		return chain.Request{}, err
-	}
-	return d.ChainRequest(), nil
+	return d.ChainRequest(context.Background(), nil)
 }
 
 // Copies returns n requests that each ask prompt as one user message.
