@@ -51,20 +51,9 @@ type ConsumerConfig struct {
 // check reports every field of cfg that is unset or out of range.
 func (cfg ConsumerConfig) check() error {
 	var p problems
-	if len(cfg.Chains) == 0 {
-		p.add("ConsumerConfig.Chains", "must name at least one chain")
-	}
-	for i, c := range cfg.Chains {
-		if c == "" {
-			p.add(fmt.Sprintf("ConsumerConfig.Chains[%d]", i), "must not be empty")
-		}
-	}
-	if cfg.Workers <= 0 {
-		p.add("ConsumerConfig.Workers", "must be positive")
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		p.add("ConsumerConfig.ShutdownTimeout", "must be positive")
-	}
+	chainList(&p, "ConsumerConfig.Chains", cfg.Chains)
+	positive(&p, "ConsumerConfig.Workers", cfg.Workers)
+	positive(&p, "ConsumerConfig.ShutdownTimeout", cfg.ShutdownTimeout)
 	return p.err()
 }
 

@@ -94,15 +94,9 @@ func (cfg ProcessorConfig) check() error {
 			p.add(fmt.Sprintf("ProcessorConfig.ReplyPrefixes[%d]", i), "must not be empty")
 		}
 	}
-	if cfg.MaxPayload <= 0 {
-		p.add("ProcessorConfig.MaxPayload", "must be positive")
-	}
-	if cfg.RequestTTL <= 0 {
-		p.add("ProcessorConfig.RequestTTL", "must be positive")
-	}
-	if cfg.AckWait <= 0 {
-		p.add("ProcessorConfig.AckWait", "must be positive")
-	}
+	positive(&p, "ProcessorConfig.MaxPayload", cfg.MaxPayload)
+	positive(&p, "ProcessorConfig.RequestTTL", cfg.RequestTTL)
+	positive(&p, "ProcessorConfig.AckWait", cfg.AckWait)
 	return p.err()
 }
 

@@ -47,29 +47,14 @@ type Topology struct {
 // check reports every field of t that is unset or out of range.
 func (t Topology) check() error {
 	var p problems
-	if len(t.Chains) == 0 {
-		p.add("Topology.Chains", "must name at least one chain")
-	}
-	for i, c := range t.Chains {
-		if c == "" {
-			p.add(fmt.Sprintf("Topology.Chains[%d]", i), "must not be empty")
-		}
-	}
+	chainList(&p, "Topology.Chains", t.Chains)
 	if t.Replicas < 0 {
 		p.add("Topology.Replicas", "must not be negative")
 	}
-	if t.AckWait <= 0 {
-		p.add("Topology.AckWait", "must be positive")
-	}
-	if t.MaxAckPending <= 0 {
-		p.add("Topology.MaxAckPending", "must be positive")
-	}
-	if t.RequestTTL <= 0 {
-		p.add("Topology.RequestTTL", "must be positive")
-	}
-	if t.ResultTTL <= 0 {
-		p.add("Topology.ResultTTL", "must be positive")
-	}
+	positive(&p, "Topology.AckWait", t.AckWait)
+	positive(&p, "Topology.MaxAckPending", t.MaxAckPending)
+	positive(&p, "Topology.RequestTTL", t.RequestTTL)
+	positive(&p, "Topology.ResultTTL", t.ResultTTL)
 	return p.err()
 }
 
@@ -83,6 +68,26 @@ func (p *problems) add(field, what string) {
 
 // err joins the problems, or returns nil when there are none.
 func (p problems) err() error { return errors.Join(p...) }
+
+// positive reports field unless v is above zero.
+func positive[T ~int | ~int64](p *problems, field string, v T) {
+	if v <= 0 {
+		p.add(field, "must be positive")
+	}
+}
+
+// chainList reports a list of chain names that is empty or holds an empty
+// name.
+func chainList(p *problems, field string, chains []string) {
+	if len(chains) == 0 {
+		p.add(field, "must name at least one chain")
+	}
+	for i, c := range chains {
+		if c == "" {
+			p.add(fmt.Sprintf("%s[%d]", field, i), "must not be empty")
+		}
+	}
+}
 
 // EnsureTopology creates or updates the streams and one durable consumer per
 // chain, idempotently, so that every processor can run it at start. It
