@@ -282,10 +282,7 @@ func (d *delivery) answered(ctx context.Context) (bool, error) {
 // AckWait/3, so a slow provider call is not redelivered to another worker.
 // No beat is sent once the returned stop has returned.
 func (d *delivery) heartbeat(ctx context.Context) (stop func()) {
-	every := d.p.cfg.AckWait / 3
-	if every <= 0 {
-		return func() {}
-	}
+	every := d.p.cfg.AckWait / 3 // AckWait is positive: NewProcessor refuses zero
 	// A timer, not a goroutine with a ticker: most deliveries end long
 	// before the first beat, and then cost no goroutine at all.
 	var (
