@@ -116,20 +116,14 @@ func (s *Store) ReplaySelected(ctx context.Context, sel Selection, opts ReplayOp
 		return s.ReplayAll(ctx, sel.Filter, opts)
 	}
 	var done []Replayed
-	var errs []error
-	for _, seq := range sel.Seqs {
-		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-			break
-		}
+	err := eachSeq(ctx, sel.Seqs, func(seq uint64) error {
 		r, err := s.Replay(ctx, seq, opts)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		if err == nil {
+			done = append(done, r)
 		}
-		done = append(done, r)
-	}
-	return done, errors.Join(errs...)
+		return err
+	})
+	return done, err
 }
 
 func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Replayed, error) {

@@ -256,20 +256,31 @@ func (s *Store) PurgeSelected(ctx context.Context, sel Selection) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var errs []error
 	removed := 0
-	for _, seq := range sel.Seqs {
+	err = eachSeq(ctx, sel.Seqs, func(seq uint64) error {
+		err := deleteMsg(ctx, str, seq)
+		if err == nil {
+			removed++
+		}
+		return err
+	})
+	return removed, err
+}
+
+// eachSeq runs do for each of seqs until ctx ends, going on past a failure,
+// and returns the failures (and ctx's error, if it ended) joined.
+func eachSeq(ctx context.Context, seqs []uint64, do func(seq uint64) error) error {
+	var errs []error
+	for _, seq := range seqs {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 			break
 		}
-		if err := deleteMsg(ctx, str, seq); err != nil {
+		if err := do(seq); err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		removed++
 	}
-	return removed, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // count returns how many dead letters are stored under f's subject, and the
