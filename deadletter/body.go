@@ -9,16 +9,18 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/internal/msgpackwalk"
 	"github.com/detourhq/detour/wire"
 )
 
 // This file reads and rewrites the few top-level request fields a dead
-// letter's tools need ("id", "deadline") in the format wire.DetectEncoding
-// finds, as the processor does. Bodies are outside input (a dead letter is often a body that was refused),
+// letter's tools need ("id", "deadline", which msgpack may send as a
+// timestamp) in the format wire.DetectEncoding finds, as the processor does. Bodies are outside input (a dead letter is often a body that was refused),
 // so the msgpack side is a small walker that neither recurses nor allocates
 // by declared lengths: a hostile body cannot exhaust the stack or memory of
 // an operator's `processor dlq` command.
@@ -63,16 +65,27 @@ func readFields(data []byte, header nats.Header) bodyFields {
 			return bodyFields{}
 		}
 	case wire.MsgPack:
-		entries, err := msgpackMap(data)
+		entries, err := msgpackwalk.MapEntries(data)
 		if err != nil {
 			return bodyFields{}
 		}
 		for _, e := range entries {
-			v, ok := msgpackString(data[e.valStart:e.valEnd])
-			if !e.keyIsStr || !ok {
+			if !e.KeyIsString {
 				continue
 			}
-			switch e.key {
+			val := data[e.ValStart:e.ValEnd]
+			v, ok := msgpackwalk.String(val)
+			if !ok && e.Key == fieldDeadline && msgpackwalk.IsTimestamp(val) {
+				// A deadline may be a msgpack timestamp (docs/requests.md).
+				var t time.Time
+				if ok = msgpack.Unmarshal(val, &t) == nil; ok {
+					v = t.UTC().Format(time.RFC3339Nano)
+				}
+			}
+			if !ok {
+				continue
+			}
+			switch e.Key {
 			case fieldID:
 				f.ID = v
 			case fieldDeadline:
@@ -119,20 +132,20 @@ func setFields(data []byte, header nats.Header, set map[string]string) ([]byte, 
 		}
 		return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 	case wire.MsgPack:
-		entries, err := msgpackMap(data)
+		entries, err := msgpackwalk.MapEntries(data)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", errNotAnObject, err)
 		}
-		var kept []mpEntry
+		var kept []msgpackwalk.Entry
 		for _, e := range entries {
-			if _, replaced := set[e.key]; e.keyIsStr && replaced {
+			if _, replaced := set[e.Key]; e.KeyIsString && replaced {
 				continue
 			}
 			kept = append(kept, e)
 		}
 		out := appendMsgpackMapLen(nil, len(kept)+len(set))
 		for _, e := range kept {
-			out = append(out, data[e.keyStart:e.valEnd]...)
+			out = append(out, data[e.KeyStart:e.ValEnd]...)
 		}
 		for _, name := range slices.Sorted(maps.Keys(set)) {
 			out = appendMsgpackString(out, name)
@@ -141,83 +154,6 @@ func setFields(data []byte, header nats.Header, set map[string]string) ([]byte, 
 		return out, nil
 	}
 	return nil, errNotAnObject
-}
-
-// mpEntry is one key/value pair of a top-level msgpack map, as byte offsets.
-type mpEntry struct {
-	keyStart, valStart, valEnd int
-	key                        string
-	keyIsStr                   bool
-}
-
-// msgpackMap splits a body whose first value is a msgpack map into its
-// entries. Bytes after the map are ignored, as msgpack.Unmarshal does.
-func msgpackMap(data []byte) ([]mpEntry, error) {
-	if len(data) == 0 {
-		return nil, msgpackwalk.ErrTruncated
-	}
-	var n uint64
-	pos := 1
-	switch c := data[0]; {
-	case c >= 0x80 && c <= 0x8f:
-		n = uint64(c & 0x0f)
-	case c == 0xde:
-		if len(data) < 3 {
-			return nil, msgpackwalk.ErrTruncated
-		}
-		n, pos = uint64(binary.BigEndian.Uint16(data[1:])), 3
-	case c == 0xdf:
-		if len(data) < 5 {
-			return nil, msgpackwalk.ErrTruncated
-		}
-		n, pos = uint64(binary.BigEndian.Uint32(data[1:])), 5
-	default:
-		return nil, errNotAnObject
-	}
-	if n > uint64(len(data)-pos)/2 { // every key and value takes a byte at least
-		return nil, msgpackwalk.ErrTruncated
-	}
-	entries := make([]mpEntry, 0, n)
-	for range n {
-		e := mpEntry{keyStart: pos}
-		end, err := msgpackwalk.ValueEnd(data, pos)
-		if err != nil {
-			return nil, err
-		}
-		e.key, e.keyIsStr = msgpackString(data[pos:end])
-		e.valStart = end
-		if e.valEnd, err = msgpackwalk.ValueEnd(data, end); err != nil {
-			return nil, err
-		}
-		pos = e.valEnd
-		entries = append(entries, e)
-	}
-	return entries, nil
-}
-
-// msgpackString decodes b when it is exactly one msgpack string.
-func msgpackString(b []byte) (string, bool) {
-	if len(b) == 0 {
-		return "", false
-	}
-	var hdr int
-	switch c := b[0]; {
-	case c >= 0xa0 && c <= 0xbf:
-		hdr = 1
-	case c == 0xd9:
-		hdr = 2
-	case c == 0xda:
-		hdr = 3
-	case c == 0xdb:
-		hdr = 5
-	default:
-		return "", false
-	}
-	if len(b) < hdr {
-		return "", false
-	}
-	// b was delimited by msgpackValueEnd, so the payload is the rest.
-	return string(b[hdr:]), true
 }
 
 func appendMsgpackMapLen(b []byte, n int) []byte {

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/detourhq/detour/internal/msgpackwalk"
 )
 
 func mustMsgpack(t testing.TB, v any) []byte {
@@ -39,6 +42,9 @@ func TestReadFields(t *testing.T) {
 		{"msgpack by content type", mustMsgpack(t, map[string]any{"id": "c"}), mpCT, bodyFields{ID: "c"}},
 		{"msgpack keys are exact", mustMsgpack(t, map[string]any{"ID": "c"}), nil, bodyFields{}},
 		{"msgpack id of the wrong type", mustMsgpack(t, map[string]any{"id": 7}), nil, bodyFields{}},
+		{"msgpack timestamp deadline", mustMsgpack(t, map[string]any{"id": "t", "deadline": time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)}), nil,
+			bodyFields{"t", "2030-01-02T03:04:05.000000006Z"}},
+		{"msgpack timestamp id", mustMsgpack(t, map[string]any{"id": time.Unix(5, 0)}), nil, bodyFields{}},
 		{"msgpack not a map", mustMsgpack(t, []string{"id", "x"}), nil, bodyFields{}},
 		{"msgpack truncated", mustMsgpack(t, map[string]any{"id": "abc"})[:5], nil, bodyFields{}},
 		{"unsupported content type", []byte(`{"id":"a"}`), nats.Header{"Content-Type": []string{"text/plain"}}, bodyFields{}},
@@ -75,8 +81,8 @@ func TestReadFieldsHostileMsgpack(t *testing.T) {
 		}
 	}
 	// 4 Mi levels of nesting is valid msgpack; it must not blow the stack.
-	entries, err := msgpackMap(deep)
-	if err != nil || len(entries) != 1 || entries[0].valEnd != len(deep) {
+	entries, err := msgpackwalk.MapEntries(deep)
+	if err != nil || len(entries) != 1 || entries[0].ValEnd != len(deep) {
 		t.Fatalf("deep nesting: %v %+v", err, entries)
 	}
 }

@@ -200,6 +200,32 @@ func TestReplayDeadline(t *testing.T) {
 	}
 }
 
+// TestReplayTimestampDeadline: a msgpack request's deadline sent as a msgpack
+// timestamp is read like an RFC 3339 one: passed, the replay is refused; a
+// new deadline replaces it.
+func TestReplayTimestampDeadline(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	body, err := msgpack.Marshal(map[string]any{"id": "late-ts", "messages": []any{map[string]any{"role": "user"}},
+		"deadline": time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonExpired, SourceSeq: 9, Data: body})
+	if _, err := e.store.Replay(ctx, seq, deadletter.ReplayOptions{}); !errors.Is(err, deadletter.ErrDeadlinePassed) {
+		t.Fatalf("replay: %v, want ErrDeadlinePassed", err)
+	}
+	deadline := time.Now().Add(time.Hour).Truncate(time.Second)
+	if _, err := e.store.Replay(ctx, seq, deadletter.ReplayOptions{Deadline: deadline}); err != nil {
+		t.Fatal(err)
+	}
+	q := e.queued("default")
+	dec, err := wire.DecodeRequest(q[0].Data, q[0].Header, q[0].Sequence, replyPrefixes)
+	if err != nil || dec.ID != "late-ts" || !dec.DeadlineAt.Equal(deadline) {
+		t.Fatalf("replayed request decodes as %+v (%v)", dec, err)
+	}
+}
+
 // TestReplayAll: every selected dead letter is replayed; one that cannot be
 // stays, with its error reported, and does not stop the others.
 func TestReplayAll(t *testing.T) {

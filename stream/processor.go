@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -162,23 +164,19 @@ func (d *delivery) log() *slog.Logger {
 func (d *delivery) handle(ctx context.Context) {
 	data := d.msg.Data()
 	if len(data) > d.p.cfg.MaxPayload {
-		d.deadLetter(ctx, deadletter.ReasonTooLarge, fmt.Errorf("payload of %d bytes exceeds DETOUR_MAX_PAYLOAD %d", len(data), d.p.cfg.MaxPayload), nil)
+		d.refuse(ctx, deadletter.ReasonTooLarge, fmt.Errorf("payload of %d bytes exceeds DETOUR_MAX_PAYLOAD %d", len(data), d.p.cfg.MaxPayload))
 		return
 	}
 	req, err := wire.DecodeRequest(data, d.msg.Headers(), d.meta.Sequence.Stream, d.p.cfg.ReplyPrefixes)
-	d.req = req
 	if err != nil {
-		if wire.ValidateID(req.ID) != nil {
-			// Not fit for a log field; the error quotes it, cut short.
-			d.req.ID = ""
-		}
 		reason := deadletter.ReasonBadRequest
 		if errors.Is(err, wire.ErrBadReplySubject) {
 			reason = deadletter.ReasonBadReplySubject
 		}
-		d.deadLetter(ctx, reason, err, nil)
+		d.refuse(ctx, reason, err)
 		return
 	}
+	d.req = req
 	runner, ok := d.p.cfg.Chains[d.chain]
 	if !ok {
 		d.deadLetter(ctx, deadletter.ReasonBadRequest, fmt.Errorf("no chain named %q is configured", d.chain), nil)
@@ -361,14 +359,14 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 	d.fail(ctx, deadletter.ReasonExpired, res, errors.New(res.Error))
 }
 
-// fail publishes a failed result, then dead-letters the request.
+// fail dead-letters the request, then publishes a failed result saying why.
 //
 // The dead letter comes first: once the failed result is stored, a
 // redelivery would take it for this request's answer and ack, so a dead
 // letter not yet stored would be lost. The result itself is best effort.
 func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain.Result, cause error) {
 	res.Status = chain.StatusFailed
-	res.Error = cause.Error()
+	res.Error = failedResultError(reason, cause)
 	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts) {
 		return
 	}
@@ -378,13 +376,50 @@ func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain
 	_ = d.msg.Term()
 }
 
-// deadLetter stores the request in the dead-letter stream, then terminates
+// maxResultError bounds the error of a failed result, in bytes.
+const maxResultError = 1024
+
+// failedResultError is the error of a failed result: the dead-letter reason,
+// then why, on one line and cut to maxResultError bytes. A wire error's own
+// prefix ("bad request: ") would say the reason twice, and is left out.
+func failedResultError(reason deadletter.Reason, cause error) string {
+	msg := cause.Error()
+	for _, sentinel := range []error{wire.ErrBadRequest, wire.ErrBadReplySubject} {
+		if errors.Is(cause, sentinel) {
+			msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
+		}
+	}
+	msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), " ")
+	return text.Cut(string(reason)+": "+msg, maxResultError)
+}
+
+// refuse dead-letters a request refused on arrival: its body is too large,
+// does not decode or breaks a rule. When its id and reply subject can still
+// be read (wire.RefusedAddress), a failed result goes there too, so that a
+// waiting client learns why; a reply subject the request may not name is
+// never used, only its own result subject.
+func (d *delivery) refuse(ctx context.Context, reason deadletter.Reason, cause error) {
+	d.req = wire.Decoded{}
+	if addr, ok := wire.RefusedAddress(d.msg.Data(), d.msg.Headers(), d.meta.Sequence.Stream, d.p.cfg.ReplyPrefixes); ok {
+		d.req = wire.Decoded{Request: wire.Request{ID: addr.ID, ReplyTo: addr.ReplyTo}, Encoding: addr.Encoding}
+	}
+	d.deadLetter(ctx, reason, cause, nil)
+}
+
+// deadLetter stores the request in the dead-letter stream, then publishes a
+// failed result when the request has an id to answer under, then terminates
 // it. If the dead letter cannot be stored the request is NAK'd instead, so it
 // is never lost.
 func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt) {
-	if d.storeDeadLetter(ctx, reason, cause, attempts) {
-		_ = d.msg.Term()
+	if d.req.ID == "" { // nowhere to answer: the dead letter is all
+		if d.storeDeadLetter(ctx, reason, cause, attempts) {
+			_ = d.msg.Term()
+		}
+		return
 	}
+	res := chain.Result{Attempts: attempts}
+	d.annotate(&res)
+	d.fail(ctx, reason, res, cause)
 }
 
 // storeDeadLetter publishes the dead letter and reports whether it is

@@ -52,14 +52,14 @@ const (
 
 // Request is a request as published on detour.requests.<chain> (docs/requests.md).
 type Request struct {
-	ID             string            `msgpack:"id,omitempty" json:"id,omitempty"`
-	Messages       []chain.Message   `msgpack:"messages" json:"messages"`
-	MaxTokens      int               `msgpack:"max_tokens,omitempty" json:"max_tokens,omitempty"`
-	Temperature    *float64          `msgpack:"temperature,omitempty" json:"temperature,omitempty"`
-	ResponseSchema map[string]any    `msgpack:"response_schema,omitempty" json:"response_schema,omitempty"`
-	ReplyTo        string            `msgpack:"reply_to,omitempty" json:"reply_to,omitempty"`
-	Deadline       string            `msgpack:"deadline,omitempty" json:"deadline,omitempty"`
-	Metadata       map[string]string `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+	ID             string          `msgpack:"id,omitempty" json:"id,omitempty"`
+	Messages       []chain.Message `msgpack:"messages" json:"messages"`
+	MaxTokens      int             `msgpack:"max_tokens,omitempty" json:"max_tokens,omitempty"`
+	Temperature    *float64        `msgpack:"temperature,omitempty" json:"temperature,omitempty"`
+	ResponseSchema map[string]any  `msgpack:"response_schema,omitempty" json:"response_schema,omitempty"`
+	ReplyTo        string          `msgpack:"reply_to,omitempty" json:"reply_to,omitempty"`
+	Deadline       string          `msgpack:"deadline,omitempty" json:"deadline,omitempty"`
+	Metadata       chain.Metadata  `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
 }
 
 // ErrBadRequest marks a request that can never be processed; the error text
@@ -126,12 +126,12 @@ func DecodeRequest(data []byte, header nats.Header, seq uint64, replyPrefixes []
 	var d Decoded
 	d.Encoding = enc
 	if enc == JSON {
-		err = json.Unmarshal(data, &d.Request)
+		err = decodeJSONRequest(data, &d.Request)
 	} else {
-		err = unmarshalMsgpack(data, &d.Request)
+		err = decodeMsgpackRequest(data, header.Get(HeaderContentType) != "", &d.Request)
 	}
 	if err != nil {
-		return d, fmt.Errorf("%w: body is not a valid %s request: %v", ErrBadRequest, enc.ContentType(), err)
+		return d, err
 	}
 	d.ID = RequestID(d.ID, header.Get(HeaderMsgID), seq)
 	if err := validateRequest(&d, header, replyPrefixes); err != nil {
@@ -160,6 +160,9 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 		// no provider takes them.
 		return fmt.Errorf("%w: temperature must be a finite number, not negative", ErrBadRequest)
 	}
+	if err := validateMetadata(d.Metadata); err != nil {
+		return err
+	}
 	if d.ResponseSchema != nil {
 		// Bounded here, before anything costs: compiling a schema costs
 		// far more than its size (about the cube of its depth).
@@ -170,24 +173,32 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 	if d.Deadline != "" {
 		t, err := time.Parse(time.RFC3339, d.Deadline)
 		if err != nil {
-			return fmt.Errorf("%w: deadline %s is not RFC 3339", ErrBadRequest, quote(d.Deadline))
+			return fmt.Errorf("%w: deadline %s is not an RFC 3339 time", ErrBadRequest, quote(d.Deadline))
 		}
 		d.DeadlineAt = t
 	}
 	if d.ReplyTo == "" {
 		d.ReplyTo = header.Get(HeaderReplyTo)
 	}
-	if d.ReplyTo == "" || d.ReplyTo == ResultSubject(d.ID) {
+	var err error
+	d.ReplyTo, err = replySubject(d.ID, d.ReplyTo, replyPrefixes)
+	return err
+}
+
+// replySubject is where the result of the request with the valid id goes,
+// given the reply subject it named ("" for none): that subject when it is
+// allowed, else an error wrapping ErrBadReplySubject.
+func replySubject(id, replyTo string, replyPrefixes []string) (string, error) {
+	if replyTo == "" || replyTo == ResultSubject(id) {
 		// The id is valid, so its own result subject is too.
-		d.ReplyTo = ResultSubject(d.ID)
-		return nil
+		return ResultSubject(id), nil
 	}
-	if IsResultSubject(d.ReplyTo) {
+	if IsResultSubject(replyTo) {
 		// The results stream is the record of every request's answer: a
 		// reply stored under another id would pass for that request's.
-		return fmt.Errorf("%w: %s is another request's result subject", ErrBadReplySubject, quote(d.ReplyTo))
+		return replyTo, fmt.Errorf("%w: %s is another request's result subject", ErrBadReplySubject, quote(replyTo))
 	}
-	return ValidateReplySubject(d.ReplyTo, replyPrefixes)
+	return replyTo, ValidateReplySubject(replyTo, replyPrefixes)
 }
 
 // ChainRequest is what the chain is asked for this request, its

@@ -103,7 +103,7 @@ func fullRequest() wire.Request {
 		},
 		ReplyTo:  "_INBOX.abc.1",
 		Deadline: "2030-01-02T03:04:05Z",
-		Metadata: map[string]string{"tenant": "acme", "trace": "t-1"},
+		Metadata: chain.Metadata{"tenant": "acme", "trace": "t-1"},
 	}
 }
 
@@ -279,7 +279,8 @@ func TestDecodeRequestInvalid(t *testing.T) {
 		{name: "deadline without zone", body: `{"id":"a","messages":[{"role":"user"}],"deadline":"2030-01-02T03:04:05"}`},
 		{name: "negative max_tokens", body: `{"id":"a","messages":[{"role":"user"}],"max_tokens":-1}`},
 		{name: "negative temperature", body: `{"id":"a","messages":[{"role":"user"}],"temperature":-0.5}`},
-		{name: "metadata not strings", body: `{"id":"a","messages":[{"role":"user"}],"metadata":{"n":1}}`},
+		{name: "metadata with an object", body: `{"id":"a","messages":[{"role":"user"}],"metadata":{"n":{"m":1}}}`},
+		{name: "metadata not an object", body: `{"id":"a","messages":[{"role":"user"}],"metadata":"acme"}`},
 		{name: "truncated json", body: `{"id":"a","messages":[{"role":"us`},
 		{name: "json as msgpack", body: `{"id":"a","messages":[{"role":"user"}]}`, header: hdr("Content-Type", "application/msgpack")},
 		{name: "garbage msgpack", body: "\xc1\xc1\xc1"},
@@ -395,7 +396,7 @@ func sampleResult() chain.Result {
 		LatencyMs:  55,
 		QueuedMs:   3,
 		Deliveries: 2,
-		Metadata:   map[string]string{"tenant": "acme"},
+		Metadata:   chain.Metadata{"tenant": "acme"},
 	}
 }
 

@@ -7,9 +7,11 @@
 // Answers).
 //
 // Everything read here is outside input: DecodeRequest bounds a body (its
-// nesting, its declared lengths, its ids, subjects, numbers and schema size)
-// before it costs anything, and errors wrap ErrBadRequest or
-// ErrBadReplySubject with a reason fit for a dead letter. Compiling a
+// nesting, its declared lengths, its ids, subjects, numbers, metadata and
+// schema size) before it costs anything, and errors wrap ErrBadRequest or
+// ErrBadReplySubject with a reason fit for a dead letter and a failed
+// result, in the words of docs/requests.md: the field, what it must be and
+// what it is. Compiling a
 // request's response_schema, the one costly step, is Decoded.ChainRequest,
 // the only way to the request a chain runs.
 //

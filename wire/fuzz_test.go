@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
@@ -94,6 +95,13 @@ func FuzzDecodeRequest(f *testing.F) {
 	deep = append(deep, []byte(strings.Repeat("\x91", 50000))...)
 	deep = append(deep, 0xc0)
 	f.Add(deep, false, false, "", "", uint64(0))
+	// What nats.js sends: metadata of every JSON scalar, and a msgpack
+	// timestamp as the deadline; and what no client should.
+	f.Add([]byte(`{"id":"n","messages":[{"role":"user"}],"metadata":{"n":1,"ok":true,"f":1.5e3,"z":null,"s":"x"}}`), false, false, "", "", uint64(1))
+	f.Add(compactMsgpack(f, map[string]any{"id": "t", "messages": []any{map[string]any{"role": "user"}},
+		"deadline": time.Unix(1_900_000_000, 5), "metadata": map[string]any{"n": 1, "f": float32(0.5), "u": uint64(math.MaxUint64)}}), false, false, "", "", uint64(1))
+	f.Add([]byte("hello there"), false, false, "m-1", "_INBOX.x", uint64(1))
+	f.Add([]byte(`{"id":"q","reply_to":"$JS.API.X","metadata":{"n":{}}}`), false, false, "", "", uint64(1))
 
 	f.Fuzz(func(t *testing.T, body []byte, withCT, isJSON bool, msgID, replyTo string, seq uint64) {
 		header := nats.Header{}
@@ -111,12 +119,31 @@ func FuzzDecodeRequest(f *testing.F) {
 			header.Set(wire.HeaderReplyTo, replyTo)
 		}
 		d, err := wire.DecodeRequest(body, header, seq, prefixes)
+		// Whatever the body, a failed result may only go to a valid id
+		// and an allowed reply subject.
+		addr, addrOK := wire.RefusedAddress(body, header, seq, prefixes)
+		if addrOK {
+			if err := wire.ValidateID(addr.ID); err != nil {
+				t.Fatalf("refused request addressed to id %q: %v", addr.ID, err)
+			}
+			if addr.ReplyTo != wire.ResultSubject(addr.ID) {
+				if err := wire.ValidateReplySubject(addr.ReplyTo, prefixes); err != nil || wire.IsResultSubject(addr.ReplyTo) {
+					t.Fatalf("refused request addressed to reply subject %q: %v", addr.ReplyTo, err)
+				}
+			}
+		}
 		if err != nil {
 			if !errors.Is(err, wire.ErrBadRequest) && !errors.Is(err, wire.ErrBadReplySubject) {
 				t.Fatalf("error %v wraps neither ErrBadRequest nor ErrBadReplySubject", err)
 			}
 			return
 		}
+		// What a request is answered on does not depend on how its body
+		// was read.
+		if want := (wire.Address{ID: d.ID, ReplyTo: d.ReplyTo, Encoding: d.Encoding}); !addrOK || addr != want {
+			t.Fatalf("RefusedAddress = %+v, %v; DecodeRequest read %+v", addr, addrOK, want)
+		}
+		checkMetadata(t, d.Metadata)
 		if err := wire.ValidateID(d.ID); err != nil {
 			t.Fatalf("accepted id %q: %v", d.ID, err)
 		}
@@ -160,6 +187,41 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkMetadata fails t unless m holds only JSON scalars within the bounds
+// of docs/requests.md.
+func checkMetadata(t *testing.T, m chain.Metadata) {
+	t.Helper()
+	if len(m) > wire.MaxMetadataKeys {
+		t.Fatalf("accepted %d metadata keys", len(m))
+	}
+	for k, v := range m {
+		if len(k) > wire.MaxMetadataKeyLen {
+			t.Fatalf("accepted a metadata key of %d bytes", len(k))
+		}
+		switch v := v.(type) {
+		case nil, bool, int64, uint64:
+		case string:
+			if len(v) > wire.MaxMetadataValueLen {
+				t.Fatalf("accepted a metadata value of %d bytes", len(v))
+			}
+		case json.Number:
+			if f, err := v.Float64(); err != nil || math.IsInf(f, 0) || len(v) > wire.MaxMetadataValueLen {
+				t.Fatalf("accepted metadata number %q", v)
+			}
+		case float64:
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				t.Fatalf("accepted metadata number %v", v)
+			}
+		case float32:
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				t.Fatalf("accepted metadata number %v", v)
+			}
+		default:
+			t.Fatalf("accepted metadata[%q] of type %T", k, v)
+		}
+	}
 }
 
 // hostileSeed is a request body with the headers that carry outside values.

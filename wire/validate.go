@@ -1,12 +1,17 @@
 package wire
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/text"
 )
 
@@ -33,6 +38,14 @@ const (
 	// the output limit of any model today, so a larger value is a mistake,
 	// refused before a provider is paid to say so.
 	MaxMaxTokens = 1_000_000
+	// MaxMetadataKeys is the most keys a request's metadata may hold, and
+	// MaxMetadataKeyLen and MaxMetadataValueLen the longest key and value
+	// (a string, or a number's text), in bytes. Metadata is echoed in the
+	// result, which must fit the server whatever the answer; it labels a
+	// request (a tenant, a trace id), it does not carry documents.
+	MaxMetadataKeys     = 64
+	MaxMetadataKeyLen   = 256
+	MaxMetadataValueLen = 4096
 )
 
 // quoteLimit is how much of an outside value an error quotes, in bytes: enough
@@ -124,6 +137,44 @@ func checkPublishSubject(s string) error {
 			return fmt.Errorf("it has an empty token")
 		case "*", ">":
 			return fmt.Errorf("it has the wildcard token %q", tok)
+		}
+	}
+	return nil
+}
+
+// validateMetadata bounds a request's metadata, whose values decoding has
+// already limited to JSON scalars: at most MaxMetadataKeys keys of at most
+// MaxMetadataKeyLen bytes, strings and numbers of at most
+// MaxMetadataValueLen bytes, and numbers finite (JSON has no NaN or
+// infinity, and no provider or client expects one).
+func validateMetadata(m chain.Metadata) error {
+	if len(m) > MaxMetadataKeys {
+		return fmt.Errorf("%w: metadata has %d keys, over the limit of %d", ErrBadRequest, len(m), MaxMetadataKeys)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		if len(k) > MaxMetadataKeyLen {
+			return fmt.Errorf("%w: metadata key %s is longer than %d bytes", ErrBadRequest, quote(k), MaxMetadataKeyLen)
+		}
+		var size int
+		finite := true
+		switch v := v.(type) {
+		case string:
+			size = len(v)
+		case json.Number:
+			size = len(v)
+			f, err := strconv.ParseFloat(string(v), 64)
+			finite = err == nil && !math.IsInf(f, 0)
+		case float64:
+			finite = !math.IsNaN(v) && !math.IsInf(v, 0)
+		case float32:
+			finite = !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0)
+		}
+		switch {
+		case size > MaxMetadataValueLen:
+			return fmt.Errorf("%w: metadata[%s] is longer than %d bytes", ErrBadRequest, quote(k), MaxMetadataValueLen)
+		case !finite:
+			return fmt.Errorf("%w: metadata[%s] must be a finite number", ErrBadRequest, quote(k))
 		}
 	}
 	return nil

@@ -207,7 +207,14 @@ func TestBulkJSONEndsWithTheSummary(t *testing.T) {
 // shows the degraded answers; a request whose result never comes makes the
 // exit code 1.
 func TestBulkTextWithSchema(t *testing.T) {
-	plain := providertest.New(providertest.OpenAI, providertest.OK())
+	// plain never answers the prompt "lost", so that request's result
+	// never comes.
+	plain := providertest.New(providertest.OpenAI, func(n int, req providertest.Request) providertest.Reply {
+		if req.Messages[len(req.Messages)-1].Content == "lost" {
+			return providertest.Reply{Hang: true}
+		}
+		return providertest.OK()(n, req)
+	})
 	defer plain.Close()
 	structured := providertest.New(providertest.OpenAI, providertest.JSON(map[string]string{"answer": "yes"}))
 	defer structured.Close()
@@ -239,7 +246,7 @@ chains:
 		t.Errorf("plain called %d times, want 4", plain.Requests())
 	}
 
-	file := writeFile(t, "r.jsonl", `{"id":"kept","prompt":"a"}`+"\n"+`{"id":"lost","prompt":"b","reply_to":"elsewhere.reply"}`+"\n")
+	file := writeFile(t, "r.jsonl", `{"id":"kept","prompt":"a"}`+"\n"+`{"id":"lost","prompt":"lost"}`+"\n")
 	code, stdout, _ = runPublisher(t, "-f", file, "-schema", schema, "-timeout", "2s")
 	if code != 1 || !strings.Contains(stdout, "no result 1") || !strings.Contains(stdout, "no result for: lost") {
 		t.Fatalf("exit %d; want 1 and the lost request named", code)

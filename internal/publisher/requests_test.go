@@ -26,7 +26,7 @@ func TestReadRequestsAcceptsTheRequestShapeAndPrompts(t *testing.T) {
 	half := 0.5
 	want := []wire.Request{
 		{ID: "a-1", Messages: []chain.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}},
-			MaxTokens: 20, Metadata: map[string]string{"tenant": "acme"}},
+			MaxTokens: 20, Metadata: chain.Metadata{"tenant": "acme"}},
 		{Messages: []chain.Message{{Role: "user", Content: "just a prompt"}}, Temperature: &half},
 		{ID: "a-3", Messages: []chain.Message{{Role: "user", Content: "with crlf"}}, ResponseSchema: map[string]any{"type": "object"}},
 		{Messages: []chain.Message{{Role: "user", Content: "no newline at the end"}}, Deadline: "2030-01-01T00:00:00Z"},

@@ -40,7 +40,7 @@ func TestReplyToInbox(t *testing.T) {
 	}
 	req := request("inbox-1", "hello")
 	req.ReplyTo = "_INBOX.scenario.reply"
-	req.Metadata = map[string]string{"tenant": "acme"}
+	req.Metadata = chain.Metadata{"tenant": "acme"}
 	h.publish("default", req)
 	msg, err := sub.NextMsg(10 * time.Second)
 	if err != nil {

@@ -157,13 +157,18 @@ func TestPublisherBulkRunSummarisesDegradedAnswers(t *testing.T) {
 	}
 }
 
-// TestPublisherCountsFailedAndMissingResults runs three requests: one
-// answered, one past its deadline (the processor publishes a failed result)
-// and one with a reply subject outside the processor's prefixes (it is
-// dead-lettered, so no result comes). The summary counts one failure of each
-// kind.
+// TestPublisherCountsFailedAndMissingResults runs four requests: one
+// answered, one past its deadline and one with a reply subject outside the
+// processor's prefixes (both dead-lettered, with a failed result stored
+// under their ids), and one whose provider never answers within the wait.
+// The summary counts two failures and one missing result.
 func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
-	solo := providertest.New(providertest.OpenAI, providertest.OK())
+	solo := providertest.New(providertest.OpenAI, func(n int, req providertest.Request) providertest.Reply {
+		if last := req.Messages[len(req.Messages)-1]; last.Content == "never mind" {
+			return providertest.Reply{Hang: true}
+		}
+		return providertest.OK()(n, req)
+	})
 	defer solo.Close()
 	h := newHarness(t)
 	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
@@ -174,7 +179,8 @@ func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
 	reqs := []wire.Request{
 		request("fine", "hello"),
 		request("late", "hello"),
-		request("lost", "hello"),
+		request("refused", "hello"),
+		request("lost", "never mind"),
 	}
 	reqs[1].Deadline = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	reqs[2].ReplyTo = "elsewhere.reply"
@@ -194,13 +200,16 @@ func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := publisher.Summarize("default", outcomes)
-	if s.OK != 1 || s.Failed != 1 || s.Missing != 1 || s.Failures() != 2 || fmt.Sprint(s.MissingIDs) != "[lost]" {
-		t.Fatalf("summary %+v; want 1 ok, 1 failed, 1 missing (lost)", s)
+	if s.OK != 1 || s.Failed != 2 || s.Missing != 1 || s.Failures() != 3 || fmt.Sprint(s.MissingIDs) != "[lost]" {
+		t.Fatalf("summary %+v; want 1 ok, 2 failed, 1 missing (lost)", s)
 	}
-	if o := outcomes[2]; o.HasResult() || !errors.Is(o.Err, publisher.ErrNoResult) {
+	if o := outcomes[2]; !o.HasResult() || !strings.HasPrefix(o.Result.Error, "bad_reply_subject: ") {
+		t.Errorf("refused request outcome %+v; want a failed result saying bad_reply_subject", o)
+	}
+	if o := outcomes[3]; o.HasResult() || !errors.Is(o.Err, publisher.ErrNoResult) {
 		t.Errorf("lost request outcome %+v; want ErrNoResult", o)
 	}
-	if len(s.Rows) != 2 || s.Rows[1].Provider != "" || s.Rows[1].Failed != 1 {
+	if len(s.Rows) != 2 || s.Rows[1].Provider != "" || s.Rows[1].Failed != 2 {
 		t.Errorf("rows %+v; want solo then the failed row", s.Rows)
 	}
 }

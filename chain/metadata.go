@@ -1,0 +1,216 @@
+package chain
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/detourhq/detour/internal/msgpackwalk"
+	"github.com/detourhq/detour/internal/text"
+)
+
+// Metadata is a request's metadata, echoed unchanged in its result: string
+// keys, each value a JSON scalar (a string, a number, true, false or null).
+//
+// Numbers keep their form across a round trip. A JSON number decodes as a
+// json.Number, its text, and is written back as that text; a msgpack
+// integer decodes as an int64 (a uint64 above math.MaxInt64) and a msgpack
+// float as a float32 or float64, and each is written back as the same kind
+// of msgpack number. A Go program may also set any other Go integer or
+// float. A value of any other kind (an object, a list, binary data, a msgpack
+// extension) is refused when decoding. How many keys and how long a value
+// may be is the wire format's to bound.
+type Metadata map[string]any
+
+// metadataKeyQuote is how much of a key an error quotes, in bytes.
+const metadataKeyQuote = 64
+
+// metadataValueError says that the value of key is of a refused kind.
+func metadataValueError(key, kind string) error {
+	return fmt.Errorf("metadata[%s] is %s; a metadata value must be a string, a number, true, false or null",
+		strconv.Quote(text.Cut(key, metadataKeyQuote)), kind)
+}
+
+// UnmarshalJSON reads a JSON object of scalars, numbers as json.Number.
+// A value that is not an object is reported as a *json.UnmarshalTypeError,
+// like a field of the wrong type.
+func (m *Metadata) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	if v == nil {
+		*m = nil
+		return nil
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return &json.UnmarshalTypeError{Value: jsonKind(v), Type: reflect.TypeFor[Metadata]()}
+	}
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		switch obj[k].(type) {
+		case map[string]any:
+			return metadataValueError(k, "an object")
+		case []any:
+			return metadataValueError(k, "a list")
+		}
+	}
+	*m = obj
+	return nil
+}
+
+// jsonKind names the kind of a decoded JSON value as encoding/json names it
+// in an UnmarshalTypeError.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case json.Number:
+		return "number"
+	case bool:
+		return "bool"
+	}
+	return "object"
+}
+
+// EncodeMsgpack writes the map with its keys sorted, json.Number values as
+// msgpack numbers (an integer when the text is one), and integers in their
+// shortest form.
+func (m Metadata) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if m == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeMapLen(len(m)); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if err := enc.EncodeString(k); err != nil {
+			return err
+		}
+		if err := encodeMetadataValue(enc, m[k]); err != nil {
+			return fmt.Errorf("metadata[%s]: %w", strconv.Quote(text.Cut(k, metadataKeyQuote)), err)
+		}
+	}
+	return nil
+}
+
+func encodeMetadataValue(enc *msgpack.Encoder, v any) error {
+	switch v := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return enc.EncodeInt(i)
+		}
+		if u, err := strconv.ParseUint(string(v), 10, 64); err == nil {
+			return enc.EncodeUint(u)
+		}
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", string(v))
+		}
+		return enc.EncodeFloat64(f)
+	case int:
+		return enc.EncodeInt(int64(v))
+	case int8:
+		return enc.EncodeInt(int64(v))
+	case int16:
+		return enc.EncodeInt(int64(v))
+	case int32:
+		return enc.EncodeInt(int64(v))
+	case int64:
+		return enc.EncodeInt(v)
+	case uint:
+		return enc.EncodeUint(uint64(v))
+	case uint8:
+		return enc.EncodeUint(uint64(v))
+	case uint16:
+		return enc.EncodeUint(uint64(v))
+	case uint32:
+		return enc.EncodeUint(uint64(v))
+	case uint64:
+		return enc.EncodeUint(v)
+	case float32:
+		return enc.EncodeFloat32(v)
+	case float64:
+		return enc.EncodeFloat64(v)
+	}
+	return enc.Encode(v)
+}
+
+// DecodeMsgpack reads a msgpack map of scalars: string keys; nil, booleans,
+// strings, integers (int64, or uint64 above math.MaxInt64) and floats
+// (float32 or float64, as sent).
+func (m *Metadata) DecodeMsgpack(dec *msgpack.Decoder) error {
+	raw, err := dec.DecodeRaw()
+	if err != nil {
+		return err
+	}
+	if msgpackwalk.IsNil(raw) {
+		*m = nil
+		return nil
+	}
+	entries, err := msgpackwalk.MapEntries(raw)
+	if err != nil {
+		if errors.Is(err, msgpackwalk.ErrNotMap) {
+			return fmt.Errorf("metadata is %s; it must be a map", msgpackwalk.Kind(raw))
+		}
+		return err
+	}
+	out := make(Metadata, len(entries))
+	for _, e := range entries {
+		if !e.KeyIsString {
+			return fmt.Errorf("metadata has a key that is %s; keys must be strings", msgpackwalk.Kind(raw[e.KeyStart:e.ValStart]))
+		}
+		v, ok := decodeMetadataValue(raw[e.ValStart:e.ValEnd])
+		if !ok {
+			return metadataValueError(e.Key, msgpackwalk.Kind(raw[e.ValStart:e.ValEnd]))
+		}
+		out[e.Key] = v
+	}
+	*m = out
+	return nil
+}
+
+// decodeMetadataValue decodes one msgpack scalar, and reports false for a
+// value that is not one.
+func decodeMetadataValue(b []byte) (any, bool) {
+	var err error
+	switch c := b[0]; {
+	case c == 0xc0:
+		return nil, true
+	case c == 0xc2, c == 0xc3:
+		return c == 0xc3, true
+	case c == 0xcf: // uint64: the one integer that may not fit an int64
+		var u uint64
+		if err = msgpack.Unmarshal(b, &u); err == nil && u <= math.MaxInt64 {
+			return int64(u), true
+		}
+		return u, err == nil
+	case c <= 0x7f, c >= 0xe0, c >= 0xcc && c <= 0xd3:
+		var i int64
+		err = msgpack.Unmarshal(b, &i)
+		return i, err == nil
+	case c == 0xca:
+		var f float32
+		err = msgpack.Unmarshal(b, &f)
+		return f, err == nil
+	case c == 0xcb:
+		var f float64
+		err = msgpack.Unmarshal(b, &f)
+		return f, err == nil
+	case c >= 0xa0 && c <= 0xbf, c >= 0xd9 && c <= 0xdb:
+		return msgpackwalk.String(b)
+	}
+	return nil, false
+}

@@ -1,0 +1,187 @@
+package msgpackwalk
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// ErrNotMap reports a value that is not a msgpack map where one was wanted.
+var ErrNotMap = errors.New("msgpack: not a map")
+
+// ErrNotArray reports a value that is not a msgpack array where one was
+// wanted.
+var ErrNotArray = errors.New("msgpack: not an array")
+
+// Entry is one key/value pair of a msgpack map, as offsets into its data:
+// the key is data[KeyStart:ValStart] and the value data[ValStart:ValEnd].
+type Entry struct {
+	KeyStart, ValStart, ValEnd int
+	// Key is the key when it is a string (str or bin, as the msgpack
+	// decoder reads a string); KeyIsString says whether it is.
+	Key         string
+	KeyIsString bool
+}
+
+// MapEntries splits the map that starts data into its entries, in order
+// (duplicate keys included). Bytes after the map are ignored, as
+// msgpack.Unmarshal ignores them. It refuses a value that is not a map
+// (ErrNotMap) and one that is cut short, without allocating by a declared
+// length.
+func MapEntries(data []byte) ([]Entry, error) {
+	n, pos, err := containerLen(data, 0x80, 0xde, 0xdf)
+	if errors.Is(err, errWrongKind) {
+		return nil, ErrNotMap
+	}
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(len(data)-pos)/2 { // every key and value takes a byte at least
+		return nil, ErrTruncated
+	}
+	entries := make([]Entry, 0, n)
+	for range n {
+		e := Entry{KeyStart: pos}
+		end, err := ValueEnd(data, pos)
+		if err != nil {
+			return nil, err
+		}
+		e.Key, e.KeyIsString = String(data[pos:end])
+		e.ValStart = end
+		if e.ValEnd, err = ValueEnd(data, end); err != nil {
+			return nil, err
+		}
+		pos = e.ValEnd
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+// Elements returns the start and end offsets of each element of the array
+// that starts data. It refuses a value that is not an array (ErrNotArray)
+// and one that is cut short, without allocating by a declared length.
+func Elements(data []byte) ([][2]int, error) {
+	n, pos, err := containerLen(data, 0x90, 0xdc, 0xdd)
+	if errors.Is(err, errWrongKind) {
+		return nil, ErrNotArray
+	}
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(len(data)-pos) { // every element takes a byte at least
+		return nil, ErrTruncated
+	}
+	spans := make([][2]int, 0, n)
+	for range n {
+		end, err := ValueEnd(data, pos)
+		if err != nil {
+			return nil, err
+		}
+		spans = append(spans, [2]int{pos, end})
+		pos = end
+	}
+	return spans, nil
+}
+
+var errWrongKind = errors.New("msgpack: another kind of value")
+
+// containerLen reads the header of a map or array whose fix code starts at
+// fix (16 values) and whose 16- and 32-bit codes are c16 and c32: the number
+// of entries or elements, and the offset past the header.
+func containerLen(data []byte, fix, c16, c32 byte) (n uint64, pos int, err error) {
+	if len(data) == 0 {
+		return 0, 0, ErrTruncated
+	}
+	switch c := data[0]; {
+	case c >= fix && c <= fix|0x0f:
+		return uint64(c & 0x0f), 1, nil
+	case c == c16:
+		if len(data) < 3 {
+			return 0, 0, ErrTruncated
+		}
+		return uint64(binary.BigEndian.Uint16(data[1:])), 3, nil
+	case c == c32:
+		if len(data) < 5 {
+			return 0, 0, ErrTruncated
+		}
+		return uint64(binary.BigEndian.Uint32(data[1:])), 5, nil
+	}
+	return 0, 0, errWrongKind
+}
+
+// String decodes b when it is exactly one msgpack string, or binary data,
+// which the msgpack decoder also reads as a string.
+func String(b []byte) (string, bool) {
+	if len(b) == 0 {
+		return "", false
+	}
+	var hdr int
+	switch c := b[0]; {
+	case c >= 0xa0 && c <= 0xbf:
+		hdr = 1
+	case c == 0xd9, c == 0xc4:
+		hdr = 2
+	case c == 0xda, c == 0xc5:
+		hdr = 3
+	case c == 0xdb, c == 0xc6:
+		hdr = 5
+	default:
+		return "", false
+	}
+	if len(b) < hdr {
+		return "", false
+	}
+	end, err := ValueEnd(b, 0)
+	if err != nil || end != len(b) {
+		return "", false
+	}
+	return string(b[hdr:]), true
+}
+
+// IsNil reports whether b starts with msgpack's nil.
+func IsNil(b []byte) bool { return len(b) > 0 && b[0] == 0xc0 }
+
+// IsTimestamp reports whether b starts with a msgpack timestamp: an extension
+// of type -1 holding 4, 8 or 12 bytes.
+func IsTimestamp(b []byte) bool {
+	if len(b) < 3 {
+		return false
+	}
+	switch b[0] {
+	case 0xd6, 0xd7: // fixext 4, fixext 8
+		return int8(b[1]) == -1
+	case 0xc7: // ext 8, as the 12-byte form is sent
+		return b[1] == 12 && int8(b[2]) == -1
+	}
+	return false
+}
+
+// Kind names the kind of the msgpack value that starts b, in words fit for
+// an error a user reads: "a string", "an integer", "a list", ...
+func Kind(b []byte) string {
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch c := b[0]; {
+	case c <= 0x7f, c >= 0xe0, c >= 0xcc && c <= 0xd3:
+		return "an integer"
+	case c >= 0x80 && c <= 0x8f, c == 0xde, c == 0xdf:
+		return "a map"
+	case c >= 0x90 && c <= 0x9f, c == 0xdc, c == 0xdd:
+		return "a list"
+	case c >= 0xa0 && c <= 0xbf, c >= 0xd9 && c <= 0xdb:
+		return "a string"
+	case c == 0xc0:
+		return "null"
+	case c == 0xc2, c == 0xc3:
+		return "a boolean"
+	case c >= 0xc4 && c <= 0xc6:
+		return "binary data"
+	case c == 0xca, c == 0xcb:
+		return "a number"
+	case IsTimestamp(b):
+		return "a timestamp"
+	case c >= 0xc7 && c <= 0xc9, c >= 0xd4 && c <= 0xd8:
+		return "a msgpack extension"
+	}
+	return "an invalid msgpack value"
+}

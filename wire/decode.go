@@ -1,0 +1,270 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/msgpackwalk"
+)
+
+// This file decodes a request body into a Request, in either encoding, and
+// says what is wrong with one that does not decode in the words of
+// docs/requests.md: the field, what it must be and what was found, never a
+// decoder's internals or Go types. Every error wraps ErrBadRequest.
+
+// What each request field must be, as an error says it.
+var fieldWants = map[string]string{
+	"id":               "a string",
+	"messages":         "a list of {role, content} objects",
+	"messages.role":    "a string",
+	"messages.content": "a string",
+	"max_tokens":       "an integer",
+	"temperature":      "a number",
+	"response_schema":  "a JSON Schema object",
+	"reply_to":         "a string",
+	"deadline":         "an RFC 3339 string",
+	"metadata":         "an object",
+}
+
+// fieldError says that field holds a value of the wrong kind.
+func fieldError(field, want, found string) error {
+	return fmt.Errorf("%w: %s must be %s, not %s", ErrBadRequest, field, want, found)
+}
+
+// decodeJSONRequest decodes a JSON request body.
+func decodeJSONRequest(data []byte, r *Request) error {
+	err := json.Unmarshal(data, r)
+	if err == nil {
+		return nil
+	}
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntaxErr):
+		return fmt.Errorf("%w: body is not valid JSON: %v", ErrBadRequest, syntaxErr)
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return fmt.Errorf("%w: body must be a JSON object, not %s", ErrBadRequest, jsonFound(typeErr.Value))
+	case errors.As(err, &typeErr):
+		want, ok := fieldWants[typeErr.Field]
+		if !ok {
+			want = jsonWant(typeErr.Type)
+		}
+		return fieldError(typeErr.Field, want, jsonFound(typeErr.Value))
+	}
+	// A field's own decoder (metadata's) says what is wrong in its words.
+	return fmt.Errorf("%w: %v", ErrBadRequest, err)
+}
+
+// jsonFound words the value encoding/json found, as its UnmarshalTypeError
+// names it: "number", "number 1.5", "string", "bool", "array" or "object".
+func jsonFound(value string) string {
+	switch {
+	case strings.HasPrefix(value, "number "):
+		return quote(strings.TrimPrefix(value, "number "))
+	case value == "number":
+		return "a number"
+	case value == "string":
+		return "a string"
+	case value == "bool":
+		return "true or false"
+	case value == "array":
+		return "a list"
+	case value == "object":
+		return "an object"
+	}
+	return value
+}
+
+// jsonWant words a Go type a JSON value could not be decoded into.
+func jsonWant(t reflect.Type) string {
+	if t == nil {
+		return "another kind of value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Pointer:
+		return jsonWant(t.Elem())
+	}
+	return "an object"
+}
+
+// decodeMsgpackRequest decodes a msgpack request body: a map whose known keys
+// are decoded one by one, so that an error names its field and deadline may
+// be a msgpack timestamp. As with a struct, keys match exactly, the last of
+// duplicate keys wins, and other keys are ignored. declared says whether the
+// Content-Type header named msgpack, rather than the body's first byte.
+func decodeMsgpackRequest(data []byte, declared bool, r *Request) error {
+	if len(data) == 0 {
+		return fmt.Errorf("%w: body is empty", ErrBadRequest)
+	}
+	entries, err := msgpackwalk.MapEntries(data)
+	if errors.Is(err, msgpackwalk.ErrNotMap) {
+		if declared {
+			return fmt.Errorf("%w: body is not a msgpack map: %s", ErrBadRequest, describeStart(data))
+		}
+		return fmt.Errorf("%w: body is neither a JSON object nor msgpack: %s", ErrBadRequest, describeStart(data))
+	}
+	if err == nil {
+		err = checkMsgpack(data)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: body is not valid msgpack: %s", ErrBadRequest, strings.TrimPrefix(err.Error(), "msgpack: "))
+	}
+	for _, e := range entries {
+		if !e.KeyIsString {
+			continue
+		}
+		if err := decodeMsgpackField(r, e.Key, data[e.ValStart:e.ValEnd]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeMsgpackField sets the request field named key from its msgpack value;
+// other keys are ignored.
+func decodeMsgpackField(r *Request, key string, v []byte) error {
+	wrongKind := func() error { return fieldError(key, fieldWants[key], msgpackwalk.Kind(v)) }
+	switch key {
+	case "id", "reply_to":
+		var s string
+		if msgpack.Unmarshal(v, &s) != nil {
+			return wrongKind()
+		}
+		if key == "id" {
+			r.ID = s
+		} else {
+			r.ReplyTo = s
+		}
+	case "messages":
+		msgs, err := decodeMsgpackMessages(v)
+		if err != nil {
+			return err
+		}
+		r.Messages = msgs
+	case "max_tokens":
+		var n int
+		if msgpack.Unmarshal(v, &n) != nil {
+			return wrongKind()
+		}
+		r.MaxTokens = n
+	case "temperature":
+		var t *float64
+		if msgpack.Unmarshal(v, &t) != nil {
+			return wrongKind()
+		}
+		r.Temperature = t
+	case "response_schema":
+		var s map[string]any
+		if err := msgpack.Unmarshal(v, &s); err != nil {
+			if msgpackwalk.IsNil(v) || msgpackwalk.Kind(v) != "a map" {
+				return wrongKind()
+			}
+			return fmt.Errorf("%w: response_schema is not a JSON Schema object: %s", ErrBadRequest, strings.TrimPrefix(err.Error(), "msgpack: "))
+		}
+		r.ResponseSchema = s
+	case "deadline":
+		switch {
+		case msgpackwalk.IsTimestamp(v):
+			var t time.Time
+			if msgpack.Unmarshal(v, &t) != nil {
+				return wrongKind()
+			}
+			r.Deadline = t.UTC().Format(time.RFC3339Nano)
+		case msgpackwalk.IsNil(v):
+			r.Deadline = ""
+		default:
+			s, ok := msgpackwalk.String(v)
+			if !ok {
+				return fieldError(key, "an RFC 3339 string or a msgpack timestamp", msgpackwalk.Kind(v))
+			}
+			r.Deadline = s
+		}
+	case "metadata":
+		var m chain.Metadata
+		if err := msgpack.Unmarshal(v, &m); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadRequest, err)
+		}
+		r.Metadata = m
+	}
+	return nil
+}
+
+// decodeMsgpackMessages decodes the messages list, naming the message and
+// field of a value of the wrong kind.
+func decodeMsgpackMessages(v []byte) ([]chain.Message, error) {
+	if msgpackwalk.IsNil(v) {
+		return nil, nil
+	}
+	spans, err := msgpackwalk.Elements(v)
+	if err != nil {
+		return nil, fieldError("messages", fieldWants["messages"], msgpackwalk.Kind(v))
+	}
+	msgs := make([]chain.Message, len(spans))
+	for i, span := range spans {
+		elem := v[span[0]:span[1]]
+		entries, err := msgpackwalk.MapEntries(elem)
+		if err != nil {
+			return nil, fieldError(fmt.Sprintf("messages[%d]", i), "a {role, content} object", msgpackwalk.Kind(elem))
+		}
+		for _, e := range entries {
+			if !e.KeyIsString || (e.Key != "role" && e.Key != "content") {
+				continue
+			}
+			val := elem[e.ValStart:e.ValEnd]
+			var s string
+			if msgpack.Unmarshal(val, &s) != nil {
+				return nil, fieldError(fmt.Sprintf("messages[%d].%s", i, e.Key), "a string", msgpackwalk.Kind(val))
+			}
+			if e.Key == "role" {
+				msgs[i].Role = s
+			} else {
+				msgs[i].Content = s
+			}
+		}
+	}
+	return msgs, nil
+}
+
+// describeStart says what a body that is not a msgpack map looks like: its
+// opening text when it reads as text, else the kind of its first value.
+func describeStart(data []byte) string {
+	head := data[:min(len(data), quoteLimit+utf8.UTFMax)]
+	for len(head) > 0 && !utf8.Valid(head) { // a rune cut at the end
+		head = head[:len(head)-1]
+	}
+	if len(head) > 0 && isText(head) {
+		return "it reads as text, " + quote(string(head))
+	}
+	return fmt.Sprintf("it starts with %s (byte 0x%02x)", msgpackwalk.Kind(data), data[0])
+}
+
+// isText reports whether s is printable text, spaces and line breaks
+// allowed.
+func isText(s []byte) bool {
+	for _, r := range string(s) {
+		if !unicode.IsPrint(r) && r != '\t' && r != '\n' && r != '\r' {
+			return false
+		}
+	}
+	return true
+}
