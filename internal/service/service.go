@@ -16,6 +16,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/ask"
 	"github.com/detourhq/detour/internal/chains"
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/metrics"
@@ -100,15 +101,17 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	return &Processor{opts: opts, js: js, store: store, handler: handler, chains: names, repair: repair, health: health}, nil
 }
 
-// Run runs the processor's two actors until ctx ends, and returns once both
+// Run runs the processor's three actors until ctx ends, and returns once all
 // have returned: the provider-state mirror, which follows the bucket
 // (kvstate.Store.Run, which watches again and recreates the bucket should
-// it be lost), and the consume loop, which takes every chain's requests and
-// shuts down gracefully when ctx ends. The mirror stops only after the
-// consume loop has returned, so that requests still in flight while it
-// drains see other processors' cooldowns. Should the mirror end first, the
-// consume loop stops as if ctx had ended, and Run returns why the mirror
-// ended. Call Run once.
+// it be lost), the consume loop, which takes every chain's requests and
+// shuts down gracefully when ctx ends, and the request/reply service
+// (ask.Serve: the micro service "detour" on detour.ask.<chain>), which
+// stops taking requests when the consume loop does, before it drains. The
+// mirror stops only after the consume loop has returned, so that requests
+// still in flight while it drains see other processors' cooldowns. Should
+// the mirror end first, or the service fail to start, the consume loop
+// stops as if ctx had ended, and Run returns why. Call Run once.
 func (p *Processor) Run(ctx context.Context) error {
 	p.opts.Logger.Info("processing", "chains", p.chains, "workers", p.opts.Settings.Workers)
 	consumeCtx, stopConsuming := context.WithCancelCause(ctx)
@@ -128,6 +131,20 @@ func (p *Processor) Run(ctx context.Context) error {
 		mirrored <- err
 	}()
 
+	asked := make(chan error, 1)
+	go func() { // ends with consumeCtx, when the consume loop stops taking work
+		err := ask.Serve(consumeCtx, ask.Config{
+			Conn: p.opts.Conn, JetStream: p.js, Chains: p.chains,
+			ReplyPrefixes: p.opts.Settings.ReplyPrefixes, MaxPayload: p.opts.Settings.MaxPayload,
+			Logger: p.opts.Logger,
+		})
+		if err != nil {
+			err = fmt.Errorf("service: request/reply: %w", err)
+			stopConsuming(err)
+		}
+		asked <- err
+	}()
+
 	p.consuming.Store(true)
 	defer p.consuming.Store(false)
 	// Not ready from the moment the stop begins: the drain that follows
@@ -143,8 +160,9 @@ func (p *Processor) Run(ctx context.Context) error {
 		ShutdownTimeout: p.opts.Settings.ShutdownTimeout, Logger: p.opts.Logger,
 		Repair: p.repair, Health: p.health,
 	})
+	askErr := <-asked
 	stopMirror()
-	if err := errors.Join(<-mirrored, err); err != nil {
+	if err := errors.Join(<-mirrored, askErr, err); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {

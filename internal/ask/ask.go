@@ -1,0 +1,326 @@
+package ask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/wire"
+)
+
+// The service's name and its subjects: part of the contract
+// (docs/requests.md#requestreply).
+const (
+	ServiceName   = "detour"
+	SubjectPrefix = "detour.ask."
+)
+
+// Subject is the endpoint of chain.
+func Subject(chain string) string { return SubjectPrefix + chain }
+
+// Codes of the error replies (micro's Nats-Service-Error-Code header), after
+// the HTTP statuses of the same meaning. A JetStream error that carries a
+// status of its own (a request header the stream refuses) is answered with
+// that status instead.
+const (
+	// CodeBadRequest: the request would be dead-lettered bad_request or
+	// bad_reply_subject; nothing was stored.
+	CodeBadRequest = "400"
+	// CodeDuplicate: the stream already holds a request with this
+	// Nats-Msg-Id from the last 2 minutes; its result goes where that
+	// request named.
+	CodeDuplicate = "409"
+	// CodeTooLarge: over DETOUR_MAX_PAYLOAD, or over the server's max
+	// payload once the reply subject is added; nothing was stored.
+	CodeTooLarge = "413"
+	// CodeUnavailable: not stored: no stream takes the chain's subject,
+	// JetStream is unavailable, or it did not acknowledge in time.
+	CodeUnavailable = "503"
+)
+
+// StoreTimeout bounds the wait for the requests stream's acknowledgement.
+const StoreTimeout = 5 * time.Second
+
+// Config is what Serve serves.
+type Config struct {
+	// Conn carries the service; the caller owns it.
+	Conn *nats.Conn
+	// JetStream stores the requests; on Conn.
+	JetStream jetstream.JetStream
+	// Chains get one endpoint each, named after the chain. Required.
+	Chains []string
+	// ReplyPrefixes and MaxPayload are the processor's
+	// (DETOUR_REPLY_PREFIXES, DETOUR_MAX_PAYLOAD): a request is checked
+	// here as a processor would check it.
+	ReplyPrefixes []string
+	MaxPayload    int
+	// Version is the service's semantic version; "" is the build's
+	// (BuildVersion).
+	Version string
+	// Metadata is shown by `nats micro info`.
+	Metadata map[string]string
+	Logger   *slog.Logger
+}
+
+// Serve adds the micro service and serves its endpoints until ctx ends, then
+// stops it: each endpoint's subscription is drained, so no new request is
+// taken, and Serve returns once the requests it had received are stored or
+// answered. It returns an error only when the service cannot start.
+func Serve(ctx context.Context, cfg Config) error {
+	if len(cfg.Chains) == 0 {
+		return errors.New("ask: no chains to serve")
+	}
+	version := cfg.Version
+	if version == "" {
+		version = BuildVersion()
+	}
+	s := &server{cfg: cfg, log: logs.OrDiscard(cfg.Logger)}
+	svc, err := micro.AddService(cfg.Conn, micro.Config{
+		Name:        ServiceName,
+		Version:     version,
+		Description: "detour: LLM requests with provider fallback; a request to " + SubjectPrefix + "<chain> is answered with its result",
+		Metadata:    cfg.Metadata,
+	})
+	if err != nil {
+		return fmt.Errorf("ask: adding the micro service %s: %w", ServiceName, err)
+	}
+	subjects := make([]string, 0, len(cfg.Chains))
+	for _, name := range cfg.Chains {
+		err := svc.AddEndpoint(name, s.handler(name),
+			micro.WithEndpointSubject(Subject(name)),
+			micro.WithEndpointMetadata(map[string]string{"chain": name, "stored_on": wire.RequestSubject(name)}))
+		if err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("ask: adding the endpoint %s: %w", Subject(name), err)
+		}
+		subjects = append(subjects, Subject(name))
+	}
+	info := svc.Info()
+	s.log.Info("answering requests", "subjects", subjects, "service", ServiceName, "version", version, "instance", info.ID)
+
+	<-ctx.Done()
+	// Stop drains: the server is told to send no more, and what had
+	// arrived is still handled. After the flush, whatever the server sent
+	// before it took the unsubscription has arrived; waiting for the
+	// handlers to be idle then sees it stored or answered, bar a request
+	// taken off the subscription's queue at this very moment.
+	if err := svc.Stop(); err != nil {
+		s.log.Warn("stopping the micro service", "err", err)
+	}
+	_ = cfg.Conn.FlushTimeout(time.Second)
+	s.waitIdle()
+	s.log.Info("stopped answering requests", "subjects", subjects)
+	return nil
+}
+
+// server handles the endpoints' requests.
+type server struct {
+	cfg Config
+	log *slog.Logger
+
+	mu   sync.Mutex
+	busy int
+	idle chan struct{} // closed when busy drops to 0, if someone waits
+}
+
+func (s *server) handler(chainName string) micro.HandlerFunc {
+	// micro calls one endpoint's handler for one request at a time: the
+	// store's acknowledgement is awaited here, so the endpoint's stats
+	// count its errors and its processing time covers the store.
+	return func(r micro.Request) {
+		s.mu.Lock()
+		s.busy++
+		s.mu.Unlock()
+		defer s.done()
+		s.ask(chainName, r)
+	}
+}
+
+func (s *server) done() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy--; s.busy == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+func (s *server) waitIdle() {
+	s.mu.Lock()
+	if s.busy == 0 {
+		s.mu.Unlock()
+		return
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	<-idle
+}
+
+// unknownID stands in for the stream sequence while a request is checked
+// before it is stored: an id the request does not name itself is its
+// sequence, not known yet.
+const unknownID = math.MaxUint64
+
+// ask checks and stores one request. Its reply subject becomes the stored
+// request's Detour-Reply-To (replacing one sent along); one that names no
+// id, in its body or Nats-Msg-Id, gets a Nats-Msg-Id of its own; the body
+// and every other header are stored as sent.
+func (s *server) ask(chainName string, r micro.Request) {
+	msg := nats.NewMsg(wire.RequestSubject(chainName))
+	msg.Data = r.Data()
+	maps.Copy(msg.Header, nats.Header(r.Headers()))
+	inbox := r.Reply()
+	if inbox == "" {
+		// A publish, not a request: nobody to answer. Stored as sent, as
+		// if published to detour.requests.<chain>, so it is not lost: its
+		// result goes to detour.results.<id>, and a bad one is
+		// dead-lettered with the reason.
+		if _, err := s.store(msg); err != nil {
+			s.log.Warn("a request without a reply subject could not be stored", "subject", r.Subject(), "err", err)
+		}
+		return
+	}
+	msg.Header.Set(wire.HeaderReplyTo, inbox)
+	enc, err := wire.DetectEncoding(msg.Data, msg.Header)
+	if err != nil {
+		enc = wire.JSON
+	}
+	if len(msg.Data) > s.cfg.MaxPayload {
+		s.refuse(r, enc, "", CodeTooLarge, fmt.Sprintf("too large: payload of %d bytes exceeds DETOUR_MAX_PAYLOAD %d",
+			len(msg.Data), s.cfg.MaxPayload))
+		return
+	}
+	d, err := wire.DecodeRequest(msg.Data, msg.Header, unknownID, s.cfg.ReplyPrefixes)
+	id := d.ID
+	if id == strconv.FormatUint(unknownID, 10) {
+		id = ""
+	}
+	switch {
+	case err != nil: // "bad request: …" or "bad reply subject: …"
+		s.refuse(r, enc, id, CodeBadRequest, err.Error())
+		return
+	case d.ReplyTo != inbox:
+		// The body's reply_to wins over Detour-Reply-To: the result would
+		// go there, and the requester would wait in vain.
+		s.refuse(r, enc, id, CodeBadRequest, fmt.Sprintf("%v: reply_to %q: a request to %s is answered on its own reply subject; leave reply_to out, or publish to %s to send the result elsewhere",
+			wire.ErrBadReplySubject, d.ReplyTo, r.Subject(), msg.Subject))
+		return
+	}
+	if id == "" {
+		// Named by neither its body nor Nats-Msg-Id: its id would be its
+		// stream sequence, which a recreated stream hands out again, so
+		// that its result could pass for an earlier one's. A unique
+		// Nats-Msg-Id names it instead.
+		id = nuid.Next()
+		msg.Header.Set(wire.HeaderMsgID, id)
+	}
+	ack, err := s.store(msg)
+	if err != nil {
+		code, why := s.storeError(chainName, id, err)
+		s.refuse(r, enc, id, code, why)
+		return
+	}
+	if ack.Duplicate {
+		s.refuse(r, enc, id, CodeDuplicate, fmt.Sprintf(
+			"duplicate: %s already holds a request with Nats-Msg-Id %q from the last 2 minutes (sequence %d); its result goes where that request named, and to %s",
+			wire.RequestsStream, msg.Header.Get(wire.HeaderMsgID), ack.Sequence, wire.ResultSubject(id)))
+		return
+	}
+	// Stored: the processor that takes it answers on inbox.
+	s.log.Debug("request stored", "chain", chainName, "id", id, "seq", ack.Sequence)
+}
+
+func (s *server) store(msg *nats.Msg) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
+	defer cancel()
+	return s.cfg.JetStream.PublishMsg(ctx, msg)
+}
+
+// storeError is the code and description of a request that could not be
+// stored.
+func (s *server) storeError(chainName, id string, err error) (string, string) {
+	subject := wire.RequestSubject(chainName)
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload):
+		return CodeTooLarge, fmt.Sprintf("too large: with its headers the request is over the server's max payload of %d bytes",
+			s.cfg.Conn.MaxPayload())
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		s.log.Warn("a request could not be stored: no stream takes its subject", "subject", subject)
+		return CodeUnavailable, fmt.Sprintf("not stored: no stream takes %s (%s is missing; a processor puts it back when its pulls fail); try again shortly",
+			subject, wire.RequestsStream)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		s.log.Warn("a request could not be stored: no acknowledgement in time", "subject", subject, "timeout", StoreTimeout)
+		why := fmt.Sprintf("not confirmed: %s did not acknowledge the request within %s; it may have been stored all the same", wire.RequestsStream, StoreTimeout)
+		if id != "" {
+			why += ", and then its result will be at " + wire.ResultSubject(id)
+		}
+		return CodeUnavailable, why
+	case errors.As(err, &apiErr):
+		code := CodeUnavailable
+		if apiErr.Code >= 400 && apiErr.Code < 600 {
+			code = strconv.Itoa(apiErr.Code)
+		}
+		s.log.Warn("a request could not be stored", "subject", subject, "err", err)
+		return code, fmt.Sprintf("not stored: %s refused it: %s", wire.RequestsStream, apiErr.Description)
+	default:
+		s.log.Warn("a request could not be stored", "subject", subject, "err", err)
+		return CodeUnavailable, fmt.Sprintf("not stored: %v", err)
+	}
+}
+
+// failure is the body of an error reply: a failed result, in the request's
+// encoding, so that a client reading results reads it too.
+type failure struct {
+	ID     string       `json:"id,omitempty" msgpack:"id,omitempty"`
+	Status chain.Status `json:"status" msgpack:"status"`
+	Error  string       `json:"error" msgpack:"error"`
+}
+
+// refuse answers r with micro's error reply: the code and description in
+// its headers, and a failed result as its body.
+func (s *server) refuse(r micro.Request, enc wire.Encoding, id, code, description string) {
+	f := failure{ID: id, Status: chain.StatusFailed, Error: description}
+	var body []byte
+	var err error
+	if enc == wire.JSON {
+		body, err = json.Marshal(f)
+	} else {
+		body, err = msgpack.Marshal(f)
+	}
+	if err != nil { // cannot happen: three strings
+		body = nil
+	}
+	header := micro.Headers{
+		wire.HeaderContentType: {enc.ContentType()},
+		wire.HeaderStatus:      {string(chain.StatusFailed)},
+	}
+	if id != "" {
+		header[wire.HeaderRequestID] = []string{id}
+	}
+	// micro's own error text is at most one header line.
+	description = strings.ReplaceAll(description, "\n", " ")
+	if err := r.Error(code, description, body, micro.WithHeaders(header)); err != nil {
+		s.log.Debug("an error reply could not be sent", "subject", r.Subject(), "err", err)
+	}
+	s.log.Debug("request refused", "subject", r.Subject(), "code", code, "error", description)
+}
