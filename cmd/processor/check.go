@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
@@ -34,7 +35,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	file, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)
-		return 2
+		return config.ExitConfig
 	}
 	f, err := os.Open(*samplesPath)
 	if err != nil {
@@ -54,7 +55,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := built[*chainName]
 	if !ok {
-		fmt.Fprintf(stderr, "processor check: no chain named %q in %s\n", *chainName, path)
+		fmt.Fprintf(stderr, "processor check: no chain named %q in %s (its chains: %s)\n", *chainName, path, strings.Join(file.ChainNames(), ", "))
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
