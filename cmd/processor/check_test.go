@@ -45,7 +45,8 @@ chains:
 		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 	table := out.String()
-	for _, want := range []string{"#1", "#2", "good", "FAIL invalid_output", "FAIL server", "down sample #1"} {
+	// Samples without an id are named by their line in the file.
+	for _, want := range []string{"line 1", "line 3", "good", "FAIL invalid_output", "FAIL server", "down on line 1:"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("output lacks %q:\n%s", want, table)
 		}

@@ -105,18 +105,28 @@ func ReadRequests(r io.Reader, name string) ([]wire.Request, error) {
 }
 
 // ReadSamples reads a requests file as ReadRequests does and returns what
-// the chain is asked for each line, response_schema compiled.
+// the chain is asked for each line, response_schema compiled. Each sample's
+// ID is the line's id or, when it gives none, "line N": the name the check
+// command shows it under.
 func ReadSamples(r io.Reader, name string) ([]chain.Request, error) {
 	lines, err := readLines(r, name)
 	if err != nil {
 		return nil, err
 	}
-	return lo.Map(lines, func(l checkedLine, _ int) chain.Request { return l.chain }), nil
+	return lo.Map(lines, func(l checkedLine, _ int) chain.Request {
+		s := l.chain
+		s.ID = l.req.ID
+		if s.ID == "" {
+			s.ID = fmt.Sprintf("line %d", l.line)
+		}
+		return s
+	}), nil
 }
 
 // checkedLine is a line that passed every check: the request to send, and
 // what a processor asks its chain for it.
 type checkedLine struct {
+	line  int
 	req   wire.Request
 	chain chain.Request
 }
@@ -148,7 +158,7 @@ func readLines(r io.Reader, name string) ([]checkedLine, error) {
 			}
 			switch {
 			case err == nil:
-				reqs = append(reqs, checkedLine{req: req, chain: chainReq})
+				reqs = append(reqs, checkedLine{line: n, req: req, chain: chainReq})
 			case len(bad.Lines) < maxReportedLines:
 				le := &LineError{Line: n, Err: err}
 				if pe, ok := err.(*placedError); ok {
