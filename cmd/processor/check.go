@@ -14,6 +14,7 @@ import (
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/chains"
 	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/internal/suggest"
 )
 
 // runCheck sends fixed samples to every provider of a chain directly:
@@ -55,7 +56,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := built[*chainName]
 	if !ok {
-		fmt.Fprintf(stderr, "processor check: no chain named %q in %s (its chains: %s)\n", *chainName, path, strings.Join(file.ChainNames(), ", "))
+		hint := "its chains: " + strings.Join(file.ChainNames(), ", ")
+		if s, ok := suggest.Closest(*chainName, file.ChainNames()); ok {
+			hint = fmt.Sprintf("did you mean %q?", s)
+		}
+		fmt.Fprintf(stderr, "processor check: no chain named %q in %s (%s)\n", *chainName, path, hint)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -65,6 +65,16 @@ chains:
 	if code := run([]string{"check", "-samples", samples, "-config", cfg, "-chain", "healthy"}, &out, &errOut); code != 0 {
 		t.Fatalf("healthy chain: exit %d\n%s", code, out.String())
 	}
+
+	for chain, want := range map[string]string{
+		"helthy": `processor check: no chain named "helthy" in ` + cfg + ` (did you mean "healthy"?)` + "\n",
+		"other":  `processor check: no chain named "other" in ` + cfg + ` (its chains: default, healthy)` + "\n",
+	} {
+		errOut.Reset()
+		if code := run([]string{"check", "-samples", samples, "-config", cfg, "-chain", chain}, &out, &errOut); code != 2 || errOut.String() != want {
+			t.Errorf("-chain %s: exit %d, stderr %q; want 2 and %q", chain, code, errOut.String(), want)
+		}
+	}
 }
 
 func writeFile(t *testing.T, path, content string) {
