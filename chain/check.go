@@ -2,9 +2,11 @@ package chain
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,9 +14,11 @@ import (
 
 // CheckResult is one provider's answer to one sample of a check.
 type CheckResult struct {
-	Provider  string `json:"provider"`
-	Model     string `json:"model"`
-	Sample    int    `json:"sample"`
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	// Sample names the sample: its request ID or, without one, "#N" (N
+	// from 1, in the order given).
+	Sample    string `json:"sample"`
 	OK        bool   `json:"ok"`
 	Class     Class  `json:"class,omitzero"`
 	Status    int    `json:"status_code,omitempty"`
@@ -31,12 +35,12 @@ func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
 	for _, step := range steps {
 		p := step.Provider
 		for i, req := range samples {
-			r := CheckResult{Provider: p.Name(), Model: p.Model(), Sample: i + 1}
+			r := CheckResult{Provider: p.Name(), Model: p.Model(), Sample: sampleName(req, i)}
 			start := time.Now()
 			resp, err := callOnce(ctx, step, req)
 			r.LatencyMs = time.Since(start).Milliseconds()
 			if err == nil {
-				err = validate(resp, req.Schema)
+				err = checkAnswer(resp, req.Schema)
 				if err != nil {
 					err = &CallError{Class: ClassInvalidOutput, Err: err}
 				}
@@ -53,16 +57,45 @@ func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
 	return out
 }
 
+func sampleName(req Request, i int) string {
+	if req.ID != "" {
+		return req.ID
+	}
+	return fmt.Sprintf("#%d", i+1)
+}
+
+// checkAnswer validates an answer as a chain does, but says that an answer
+// to a sample with a schema is not JSON in those words, with the answer's
+// start, rather than in the JSON parser's.
+func checkAnswer(resp Response, schema *Schema) error {
+	if err := validate(resp, nil); err != nil || schema == nil {
+		return err
+	}
+	if content := strings.TrimSpace(stripFence(resp.Content)); !json.Valid([]byte(content)) {
+		return fmt.Errorf("answer is not JSON; it begins %s", quoteStart(content, 40))
+	}
+	return validate(resp, schema)
+}
+
+// quoteStart quotes the first n characters of s, marking a cut with "…".
+func quoteStart(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return strconv.Quote(string(r[:n]) + "…")
+	}
+	return strconv.Quote(s)
+}
+
 // ErrCheckFailed is returned by WriteCheck when any sample failed.
 var ErrCheckFailed = errors.New("chain: check failed")
 
-// WriteCheck prints results as a provider × sample table, then the failures
-// in full, and returns ErrCheckFailed if there was any.
+// WriteCheck prints results as a provider × sample table, its columns named
+// by sample, then the failures in full, and returns ErrCheckFailed if there
+// was any. samples is the number of samples each provider answered.
 func WriteCheck(w io.Writer, results []CheckResult, samples int) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := []string{"PROVIDER", "MODEL"}
-	for i := 1; i <= samples; i++ {
-		header = append(header, fmt.Sprintf("#%d", i))
+	for _, r := range results[:min(samples, len(results))] {
+		header = append(header, r.Sample)
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	var failures []CheckResult
@@ -83,7 +116,7 @@ func WriteCheck(w io.Writer, results []CheckResult, samples int) error {
 		return err
 	}
 	for _, f := range failures {
-		fmt.Fprintf(w, "%s sample #%d: %s\n", f.Provider, f.Sample, f.Error)
+		fmt.Fprintf(w, "%s on %s: %s\n", f.Provider, f.Sample, f.Error)
 	}
 	if len(failures) > 0 {
 		return fmt.Errorf("%w: %d of %d answers", ErrCheckFailed, len(failures), len(results))

@@ -120,33 +120,35 @@ func (p Provider) LogValue() slog.Value {
 }
 
 // Load reads and parses the chain file at path, resolving API keys from the
-// process environment. Errors mention the path.
+// process environment. A refused file's error is a *[FileError] naming path;
+// every error matches [ErrInvalid].
 func Load(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read chain file: %w", err)
+		return nil, &readError{fmt.Errorf("read chain file: %w", err)}
 	}
 	f, err := Parse(data, os.LookupEnv)
-	if err != nil {
-		return nil, fmt.Errorf("chain file %s: %w", path, err)
+	if fe, ok := err.(*FileError); ok {
+		fe.Path = path
 	}
-	return f, nil
+	return f, err
 }
 
 // Parse decodes a chain file strictly (unknown keys are errors), applies
 // defaults, resolves each api_key_env through lookupEnv (nil means
-// os.LookupEnv) and validates the result, reporting every problem at once.
+// os.LookupEnv) and validates the result. It reports every problem at once,
+// each with its line, as a *[FileError].
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
-	raw, err := decode(data)
-	if err != nil {
-		return nil, err
+	raw, d := decode(data)
+	var f *File
+	if raw != nil {
+		f = raw.build(lookupEnv)
 	}
-	f := raw.build(lookupEnv)
-	if err := f.Validate(); err != nil {
-		return nil, err
+	if e := d.fileError(f); e != nil {
+		return nil, e
 	}
 	return f, nil
 }

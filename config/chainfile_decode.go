@@ -6,143 +6,579 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/detourhq/detour/internal/suggest"
 )
 
-// rawFile mirrors the YAML. Tunables are pointers so that a key left out
-// takes its default while an explicit 0 (failure_threshold: 0 disables
-// cooldowns, max_retries: 0 means one attempt) is kept.
+// rawFile is the chain file as written. Tunables are pointers so that a key
+// left out takes its default while an explicit 0 (failure_threshold: 0
+// disables cooldowns, max_retries: 0 means one attempt) is kept.
 type rawFile struct {
-	Providers []rawProvider       `yaml:"providers"`
-	Chains    map[string][]string `yaml:"chains"`
+	Providers []rawProvider
+	Chains    map[string][]string
 }
 
 type rawProvider struct {
-	Name             string       `yaml:"name"`
-	Type             ProviderType `yaml:"type"`
-	BaseURL          string       `yaml:"base_url"`
-	Model            string       `yaml:"model"`
-	APIKeyEnv        string       `yaml:"api_key_env"`
-	Timeout          *duration    `yaml:"timeout"`
-	MaxRetries       *count       `yaml:"max_retries"`
-	BackoffBase      *duration    `yaml:"backoff_base"`
-	BackoffMax       *duration    `yaml:"backoff_max"`
-	MaxRetryWait     *duration    `yaml:"max_retry_wait"`
-	FailureThreshold *count       `yaml:"failure_threshold"`
-	Cooldown         *duration    `yaml:"cooldown"`
-	MaxCooldown      *duration    `yaml:"max_cooldown"`
-	TripWindow       *duration    `yaml:"trip_window"`
-	AuthCooldown     *duration    `yaml:"auth_cooldown"`
-	Rules            []Rule       `yaml:"rules"`
-	DefaultReply     string       `yaml:"default_reply"`
+	Name             string
+	Type             ProviderType
+	BaseURL          string
+	Model            string
+	APIKeyEnv        string
+	Timeout          *time.Duration
+	MaxRetries       *int
+	BackoffBase      *time.Duration
+	BackoffMax       *time.Duration
+	MaxRetryWait     *time.Duration
+	FailureThreshold *int
+	Cooldown         *time.Duration
+	MaxCooldown      *time.Duration
+	TripWindow       *time.Duration
+	AuthCooldown     *time.Duration
+	Rules            []Rule
+	DefaultReply     string
 }
 
-// duration accepts only Go duration strings ("500ms", "30s", "10m") and 0.
-// yaml's own time.Duration handling already refuses bare numbers, but its
-// message names a Go type instead of saying what to write.
-type duration time.Duration
+// The keys each mapping of the chain file accepts, in the order of
+// docs/settings.md; unknown keys are refused, with the nearest known one
+// suggested.
+var (
+	fileKeys     = []string{"providers", "chains"}
+	providerKeys = []string{"name", "type", "base_url", "model", "api_key_env", "timeout", "max_retries", "backoff_base",
+		"backoff_max", "max_retry_wait", "failure_threshold", "cooldown", "max_cooldown", "trip_window", "auth_cooldown",
+		"rules", "default_reply"}
+	ruleKeys = []string{"match", "reply"}
+)
 
-func (d *duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!str" || n.ShortTag() == "!!int") {
-		if v, err := time.ParseDuration(n.Value); err == nil {
-			*d = duration(v)
-			return nil
-		}
+// aliasBudget bounds the nodes a file may make the decoder visit, so that
+// aliases of aliases (a "billion laughs" file) cannot make it work forever.
+const aliasBudget = 100_000
+
+// decoder walks the YAML node tree of a chain file by hand rather than
+// through yaml's struct decoding, so that it can report every problem at
+// once, each with its line and in the file's terms, suggest the key an
+// unknown one probably meant, and record the line of every place so that
+// the problems validation finds later can name their line too.
+//
+// A place is a path such as "providers/1/timeout" or "chains/default/2".
+type decoder struct {
+	lines    map[string]int  // path → line of its key or list item
+	problems []pathProblem   // in the order found
+	refused  map[string]bool // paths whose value was refused: validation says no more there
+	meant    map[string]bool // paths of keys that an unknown key probably meant
+	unsure   map[string]bool // mappings ("provider") with an unknown key and no suggestion
+	budget   int
+}
+
+// pathProblem is a problem and the place it is about.
+type pathProblem struct {
+	path string
+	text string
+	line int // set for problems the decoder finds; validation's get theirs from path
+}
+
+// pair is one key of a mapping, merge keys (<<) resolved.
+type pair struct {
+	key  string
+	k, v *yaml.Node
+}
+
+// decode parses a chain file. The file is nil when the YAML could not be
+// parsed at all; otherwise it holds what could be read, and the decoder the
+// problems found.
+func decode(data []byte) (*rawFile, *decoder) {
+	d := &decoder{lines: map[string]int{}, refused: map[string]bool{}, meant: map[string]bool{}, unsure: map[string]bool{}, budget: aliasBudget}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		d.syntax(err)
+		return nil, d
 	}
-	return typeError(n, "want a duration such as 500ms, 30s or 10m")
-}
-
-// count accepts only YAML integers: yaml would otherwise truncate 1.5 to 1.
-type count int
-
-func (c *count) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-		return typeError(n, "want a whole number")
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		d.syntax(err)
+	default:
+		d.add(extra.Line, "", "only one YAML document is allowed (remove the second ---)")
 	}
-	var v int
-	if err := n.Decode(&v); err != nil {
-		return typeError(n, "want a whole number that fits in an int")
+	raw := &rawFile{Chains: map[string][]string{}}
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		d.file(doc.Content[0], raw)
 	}
-	*c = count(v)
-	return nil
+	return raw, d
 }
 
-// typeError is a *yaml.TypeError so that decoding goes on and every bad
-// value in the file is reported, not only the first.
-func typeError(n *yaml.Node, want string) error {
-	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s, got %s", n.Line, want, quoteValue(n))}}
+var (
+	yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+	digitsRE   = regexp.MustCompile(`^[-+]?[0-9_]+$`)
+)
+
+// syntax records an error of the YAML parser: the file is not YAML.
+func (d *decoder) syntax(err error) {
+	msg := err.Error()
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		d.add(line, "", "not valid YAML: "+m[2])
+		return
+	}
+	d.add(0, "", "not valid YAML: "+strings.TrimPrefix(msg, "yaml: "))
 }
 
-func quoteValue(n *yaml.Node) string {
-	if n.Kind != yaml.ScalarNode {
-		return "a " + strings.TrimPrefix(n.ShortTag(), "!!")
+func (d *decoder) add(line int, path, text string) {
+	d.problems = append(d.problems, pathProblem{path: path, text: text, line: line})
+}
+
+// refuse records a value that cannot be used: the place keeps its default.
+func (d *decoder) refuse(n *yaml.Node, path, where, format string, args ...any) {
+	d.refused[path] = true
+	d.add(n.Line, path, join(where, fmt.Sprintf(format, args...)))
+}
+
+// join puts a place before a message: `providers[1] "backup": timeout: …`.
+func join(where, msg string) string {
+	if where == "" {
+		return msg
+	}
+	return where + ": " + msg
+}
+
+// resolve follows an alias to its anchored node; nil once the budget is spent.
+func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
+	if d.budget <= 0 {
+		return nil
+	}
+	d.budget--
+	if d.budget == 0 {
+		d.add(n.Line, "", "too many aliases: the file expands to more than 100000 values")
+		return nil
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		return n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
+// describe names what a node holds, for "(got …)".
+func describe(n *yaml.Node) string {
+	switch {
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case isNull(n):
+		return "nothing"
 	}
 	v := n.Value
 	if len(v) > 40 {
 		v = v[:40] + "..."
 	}
-	return fmt.Sprintf("%q", v)
+	return strconv.Quote(v)
 }
 
-// decode parses data into a rawFile, rejecting unknown keys and a second
-// YAML document (which the decoder would otherwise ignore).
-func decode(data []byte) (*rawFile, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var raw rawFile
-	if err := dec.Decode(&raw); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlError(err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return nil, yamlError(err)
+// pairs lists the keys of a mapping, keys merged in with << included
+// (a key written out wins over a merged one), and reports a key given twice.
+func (d *decoder) pairs(n *yaml.Node, where string) []pair {
+	var out []pair
+	seen := map[string]int{}
+	var merged []pair
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			merged = append(merged, d.merge(v, where, map[*yaml.Node]bool{n: true})...)
+			continue
 		}
-		return nil, fmt.Errorf("line %d: only one YAML document is allowed", extra.Line)
+		if k.Kind != yaml.ScalarNode {
+			d.add(k.Line, "", join(where, fmt.Sprintf("a key must be a plain word (got %s)", describe(k))))
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			d.add(k.Line, "", join(where, fmt.Sprintf("key %q is given twice (first on line %d)", k.Value, first)))
+			continue
+		}
+		seen[k.Value] = k.Line
+		out = append(out, pair{key: k.Value, k: k, v: v})
 	}
-	return &raw, nil
+	for _, p := range merged {
+		if _, ok := seen[p.key]; !ok {
+			seen[p.key] = p.k.Line
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
-var (
-	unknownFieldRE = regexp.MustCompile(`^(line \d+): field (.*) not found in type (\S+)$`)
-	// The types yaml names in its messages are ours, not the user's.
-	typeNames = strings.NewReplacer(
-		"[]config.rawProvider", "list of providers",
-		"[]config.Rule", "list of rules",
-		"map[string][]string", "mapping of chain names to provider lists",
-		"[]string", "list of strings",
-		"config.rawFile", "chain file (a mapping with providers and chains)",
-		"config.rawProvider", "provider (a mapping)",
-		"config.Rule", "rule (a mapping with match and reply)",
-	)
-	knownKeys = map[string]string{
-		"config.rawFile":     "providers, chains",
-		"config.rawProvider": "name, type, base_url, model, api_key_env, timeout, max_retries, backoff_base, backoff_max, max_retry_wait, failure_threshold, cooldown, max_cooldown, trip_window, auth_cooldown, rules, default_reply",
-		"config.Rule":        "match, reply",
+// merge returns the pairs a merge key (<<: *anchor or <<: [*a, *b]) brings.
+func (d *decoder) merge(v *yaml.Node, where string, visiting map[*yaml.Node]bool) []pair {
+	v = d.resolve(v)
+	if v == nil {
+		return nil
 	}
-)
-
-// yamlError turns yaml's messages into ones that speak of chain file keys:
-// one error per problem, "line N: ..." each.
-func yamlError(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return err // a syntax error: yaml's text already has the line
-	}
-	errs := make([]error, 0, len(te.Errors))
-	for _, msg := range te.Errors {
-		if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
-			msg = fmt.Sprintf("%s: unknown key %q", m[1], m[2])
-			if keys, ok := knownKeys[m[3]]; ok {
-				msg += " (known keys: " + keys + ")"
+	var maps []*yaml.Node
+	switch v.Kind {
+	case yaml.MappingNode:
+		maps = []*yaml.Node{v}
+	case yaml.SequenceNode:
+		for _, item := range v.Content {
+			if item = d.resolve(item); item != nil {
+				maps = append(maps, item)
 			}
 		}
-		errs = append(errs, errors.New(typeNames.Replace(msg)))
 	}
-	return errors.Join(errs...)
+	var out []pair
+	for _, m := range maps {
+		if m.Kind != yaml.MappingNode {
+			d.add(m.Line, "", join(where, fmt.Sprintf("<< must merge a mapping (got %s)", describe(m))))
+			continue
+		}
+		if visiting[m] {
+			d.add(m.Line, "", join(where, "<< merges a mapping into itself"))
+			continue
+		}
+		visiting[m] = true
+		out = append(out, d.pairs(m, where)...)
+		delete(visiting, m)
+	}
+	return out
+}
+
+// unknown reports a key the mapping does not accept.
+func (d *decoder) unknown(p pair, path, where, kind string, known []string) {
+	text := fmt.Sprintf("unknown key %q", p.key)
+	if s, ok := suggest.Closest(p.key, known); ok {
+		text += fmt.Sprintf("; did you mean %q?", s)
+		d.meant[child(path, s)] = true
+	} else {
+		d.unsure[kind] = true
+	}
+	d.add(p.k.Line, "", join(where, text))
+}
+
+// hints lists, once each, the keys of the mappings that had an unknown key
+// without a suggestion.
+func (d *decoder) hints() []string {
+	var out []string
+	for _, h := range []struct {
+		kind string
+		keys []string
+	}{{"the file", fileKeys}, {"a provider", providerKeys}, {"a rule", ruleKeys}} {
+		if d.unsure[h.kind] {
+			out = append(out, fmt.Sprintf("keys of %s: %s", h.kind, strings.Join(h.keys, ", ")))
+		}
+	}
+	return out
+}
+
+func child(path string, key any) string {
+	if path == "" {
+		return fmt.Sprint(key)
+	}
+	return fmt.Sprintf("%s/%v", path, key)
+}
+
+// lineOf is the line of path or, when the file does not hold it (a key left
+// out), of the nearest place that holds it.
+func (d *decoder) lineOf(path string) int {
+	for {
+		if l, ok := d.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexByte(path, '/')
+		if i < 0 {
+			return 0
+		}
+		path = path[:i]
+	}
+}
+
+// covered says whether validation should keep quiet about path: its value,
+// or one around it, was refused, or an unknown key probably meant it.
+func (d *decoder) covered(path string) bool {
+	if d.meant[path] {
+		return true
+	}
+	for {
+		if d.refused[path] {
+			return true
+		}
+		if path == "" {
+			return false
+		}
+		i := strings.LastIndexByte(path, '/')
+		path = path[:max(i, 0)]
+	}
+}
+
+func (d *decoder) file(n *yaml.Node, raw *rawFile) {
+	if n = d.resolve(n); n == nil || isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.refuse(n, "", "", "the chain file must be a mapping with the keys providers and chains (got %s)", describe(n))
+		return
+	}
+	for _, p := range d.pairs(n, "") {
+		d.lines[p.key] = p.k.Line
+		switch p.key {
+		case "providers":
+			d.providers(p.v, raw)
+		case "chains":
+			d.chains(p.v, raw)
+		default:
+			d.unknown(p, "", "", "the file", fileKeys)
+		}
+	}
+}
+
+func (d *decoder) providers(n *yaml.Node, raw *rawFile) {
+	if n = d.resolve(n); n == nil || isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.refuse(n, "providers", "providers", "must be a list of providers, each starting with - name: (got %s)", describe(n))
+		return
+	}
+	for i, item := range n.Content {
+		raw.Providers = append(raw.Providers, d.provider(item, i))
+	}
+}
+
+func (d *decoder) provider(n *yaml.Node, i int) rawProvider {
+	var rp rawProvider
+	path := child("providers", i)
+	where := fmt.Sprintf("providers[%d]", i)
+	d.lines[path] = n.Line
+	if n = d.resolve(n); n == nil {
+		return rp
+	}
+	if n.Kind != yaml.MappingNode {
+		d.refuse(n, path, where, "must be a mapping of keys such as name: and type: (got %s)", describe(n))
+		return rp
+	}
+	pairs := d.pairs(n, where)
+	// The name first, so that every problem can say which provider it is
+	// about, as validation does.
+	for _, p := range pairs {
+		if v := p.v; p.key == "name" && v.Kind == yaml.ScalarNode && !isNull(v) && v.Value != "" {
+			where += fmt.Sprintf(" %q", v.Value)
+		}
+	}
+	for _, p := range pairs {
+		kp := child(path, p.key)
+		d.lines[kp] = p.k.Line
+		switch p.key {
+		case "name":
+			rp.Name = d.str(p, kp, where)
+		case "type":
+			rp.Type = ProviderType(d.str(p, kp, where))
+		case "base_url":
+			rp.BaseURL = d.str(p, kp, where)
+		case "model":
+			rp.Model = d.str(p, kp, where)
+		case "api_key_env":
+			rp.APIKeyEnv = d.str(p, kp, where)
+		case "default_reply":
+			rp.DefaultReply = d.str(p, kp, where)
+		case "timeout":
+			rp.Timeout = d.duration(p, kp, where)
+		case "backoff_base":
+			rp.BackoffBase = d.duration(p, kp, where)
+		case "backoff_max":
+			rp.BackoffMax = d.duration(p, kp, where)
+		case "max_retry_wait":
+			rp.MaxRetryWait = d.duration(p, kp, where)
+		case "cooldown":
+			rp.Cooldown = d.duration(p, kp, where)
+		case "max_cooldown":
+			rp.MaxCooldown = d.duration(p, kp, where)
+		case "trip_window":
+			rp.TripWindow = d.duration(p, kp, where)
+		case "auth_cooldown":
+			rp.AuthCooldown = d.duration(p, kp, where)
+		case "max_retries":
+			rp.MaxRetries = d.count(p, kp, where)
+		case "failure_threshold":
+			rp.FailureThreshold = d.count(p, kp, where)
+		case "rules":
+			rp.Rules = d.rules(p, kp, where)
+		default:
+			d.unknown(p, path, where, "a provider", providerKeys)
+		}
+	}
+	return rp
+}
+
+// str reads a key that holds one value; any scalar is taken as text, as
+// yaml itself would (model: 4 is the model "4").
+func (d *decoder) str(p pair, path, where string) string {
+	v := d.resolve(p.v)
+	switch {
+	case v == nil || isNull(v):
+		return ""
+	case v.Kind != yaml.ScalarNode:
+		d.refuse(v, path, where, "%s: must be a single value (got %s)", p.key, describe(v))
+		return ""
+	}
+	return v.Value
+}
+
+// duration reads a Go duration string ("500ms", "30s", "10m") or a bare 0.
+// A key given no value (timeout: ~) takes its default.
+func (d *decoder) duration(p pair, path, where string) *time.Duration {
+	v := d.resolve(p.v)
+	if v == nil || isNull(v) {
+		return nil
+	}
+	if v.Kind == yaml.ScalarNode && (v.ShortTag() == "!!str" || v.ShortTag() == "!!int") {
+		if dur, err := time.ParseDuration(v.Value); err == nil {
+			return &dur
+		}
+	}
+	d.refuse(v, path, where, "%s: must be a duration such as 500ms, 30s or 10m (got %s)", p.key, describe(v))
+	return nil
+}
+
+// count reads a whole number; yaml would otherwise truncate 1.5 to 1.
+func (d *decoder) count(p pair, path, where string) *int {
+	v := d.resolve(p.v)
+	if v == nil || isNull(v) {
+		return nil
+	}
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!float" && digitsRE.MatchString(v.Value) {
+		// yaml takes an integer too large for 64 bits for a float.
+		d.refuse(v, path, where, "%s: is too large (got %s)", p.key, describe(v))
+		return nil
+	}
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" {
+		d.refuse(v, path, where, "%s: must be a whole number (got %s)", p.key, describe(v))
+		return nil
+	}
+	var c int
+	if err := v.Decode(&c); err != nil {
+		d.refuse(v, path, where, "%s: is too large (got %s)", p.key, describe(v))
+		return nil
+	}
+	return &c
+}
+
+func (d *decoder) rules(p pair, path, where string) []Rule {
+	v := d.resolve(p.v)
+	if v == nil || isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.refuse(v, path, where, "rules: must be a list of rules, each - match: [...] and reply: (got %s)", describe(v))
+		return nil
+	}
+	rules := make([]Rule, 0, len(v.Content))
+	for j, item := range v.Content {
+		rp := child(path, j)
+		rw := join(where, fmt.Sprintf("rules[%d]", j))
+		d.lines[rp] = item.Line
+		var r Rule
+		if item = d.resolve(item); item == nil {
+			break
+		}
+		if item.Kind != yaml.MappingNode {
+			d.refuse(item, rp, rw, "must be a mapping with match: and reply: (got %s)", describe(item))
+			rules = append(rules, r)
+			continue
+		}
+		for _, q := range d.pairs(item, rw) {
+			kp := child(rp, q.key)
+			d.lines[kp] = q.k.Line
+			switch q.key {
+			case "match":
+				r.Match = d.list(q, kp, rw)
+			case "reply":
+				r.Reply = d.str(q, kp, rw)
+			default:
+				d.unknown(q, rp, rw, "a rule", ruleKeys)
+			}
+		}
+		rules = append(rules, r)
+	}
+	return rules
+}
+
+// list reads a list of single values; a lone value is not taken for a
+// list of one, so that the file says what it means.
+func (d *decoder) list(p pair, path, where string) []string {
+	v := d.resolve(p.v)
+	if v == nil || isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.refuse(v, path, where, "%s: must be a list such as [a, b] (got %s)", p.key, describe(v))
+		return nil
+	}
+	out := make([]string, 0, len(v.Content))
+	for j, item := range v.Content {
+		ip := child(path, j)
+		d.lines[ip] = item.Line
+		if item = d.resolve(item); item == nil {
+			break
+		}
+		switch {
+		case isNull(item):
+			out = append(out, "")
+		case item.Kind != yaml.ScalarNode:
+			d.refuse(item, ip, where, "%s[%d]: must be a single value (got %s)", p.key, j, describe(item))
+			out = append(out, "")
+		default:
+			out = append(out, item.Value)
+		}
+	}
+	return out
+}
+
+func (d *decoder) chains(n *yaml.Node, raw *rawFile) {
+	if n = d.resolve(n); n == nil || isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.refuse(n, "chains", "chains", "must be a mapping of chain names to lists of providers, such as default: [primary, backup] (got %s)", describe(n))
+		return
+	}
+	for _, p := range d.pairs(n, "chains") {
+		path := child("chains", p.key)
+		where := "chains." + p.key
+		if !nameRE.MatchString(p.key) {
+			where = fmt.Sprintf("chains.%q", p.key)
+		}
+		d.lines[path] = p.k.Line
+		v := d.resolve(p.v)
+		switch {
+		case v == nil:
+			return
+		case isNull(v):
+			raw.Chains[p.key] = nil
+		case v.Kind != yaml.SequenceNode:
+			d.refuse(v, path, where, "must be a list of provider names, such as [primary, backup] (got %s)", describe(v))
+			raw.Chains[p.key] = nil
+		default:
+			names := make([]string, 0, len(v.Content))
+			for j, item := range v.Content {
+				ip := child(path, j)
+				d.lines[ip] = item.Line
+				if item = d.resolve(item); item == nil {
+					return
+				}
+				if item.Kind != yaml.ScalarNode {
+					d.refuse(item, ip, fmt.Sprintf("%s[%d]", where, j), "must be a provider name (got %s)", describe(item))
+				}
+				names = append(names, item.Value)
+			}
+			raw.Chains[p.key] = names
+		}
+	}
 }
 
 // build applies defaults and resolves API keys; it does not validate.
@@ -164,16 +600,16 @@ func (rp *rawProvider) build(lookupEnv func(string) (string, bool)) Provider {
 		BaseURL:          strings.TrimRight(rp.BaseURL, "/"),
 		Model:            rp.Model,
 		APIKeyEnv:        rp.APIKeyEnv,
-		Timeout:          durOr(rp.Timeout, DefaultTimeout),
-		MaxRetries:       countOr(rp.MaxRetries, DefaultMaxRetries),
-		BackoffBase:      durOr(rp.BackoffBase, DefaultBackoffBase),
-		BackoffMax:       durOr(rp.BackoffMax, DefaultBackoffMax),
-		MaxRetryWait:     durOr(rp.MaxRetryWait, DefaultMaxRetryWait),
-		FailureThreshold: countOr(rp.FailureThreshold, DefaultFailureThreshold),
-		Cooldown:         durOr(rp.Cooldown, DefaultCooldown),
-		MaxCooldown:      durOr(rp.MaxCooldown, DefaultMaxCooldown),
-		TripWindow:       durOr(rp.TripWindow, DefaultTripWindow),
-		AuthCooldown:     durOr(rp.AuthCooldown, DefaultAuthCooldown),
+		Timeout:          or(rp.Timeout, DefaultTimeout),
+		MaxRetries:       or(rp.MaxRetries, DefaultMaxRetries),
+		BackoffBase:      or(rp.BackoffBase, DefaultBackoffBase),
+		BackoffMax:       or(rp.BackoffMax, DefaultBackoffMax),
+		MaxRetryWait:     or(rp.MaxRetryWait, DefaultMaxRetryWait),
+		FailureThreshold: or(rp.FailureThreshold, DefaultFailureThreshold),
+		Cooldown:         or(rp.Cooldown, DefaultCooldown),
+		MaxCooldown:      or(rp.MaxCooldown, DefaultMaxCooldown),
+		TripWindow:       or(rp.TripWindow, DefaultTripWindow),
+		AuthCooldown:     or(rp.AuthCooldown, DefaultAuthCooldown),
 		Rules:            rp.Rules,
 		DefaultReply:     rp.DefaultReply,
 	}
@@ -194,16 +630,44 @@ func (rp *rawProvider) build(lookupEnv func(string) (string, bool)) Provider {
 	return p
 }
 
-func durOr(d *duration, def time.Duration) time.Duration {
-	if d == nil {
+func or[T any](v *T, def T) T {
+	if v == nil {
 		return def
 	}
-	return time.Duration(*d)
+	return *v
 }
 
-func countOr(c *count, def int) int {
-	if c == nil {
-		return def
+// fileError gathers every problem of the file, decoding's and those that
+// validating f finds, each with its line, in the order of the file; nil
+// when there is none.
+func (d *decoder) fileError(f *File) *FileError {
+	all := d.problems
+	if f != nil {
+		for _, p := range f.problems() {
+			if !d.covered(p.path) {
+				all = append(all, pathProblem{path: p.path, text: p.text, line: d.lineOf(p.path)})
+			}
+		}
 	}
-	return int(*c)
+	if len(all) == 0 {
+		return nil
+	}
+	// Stable: problems on one line keep the order they were found in;
+	// those without a line (something left out) go last.
+	slices.SortStableFunc(all, func(a, b pathProblem) int {
+		switch {
+		case a.line == b.line:
+			return 0
+		case a.line == 0:
+			return 1
+		case b.line == 0:
+			return -1
+		}
+		return a.line - b.line
+	})
+	e := &FileError{Hints: d.hints()}
+	for _, p := range all {
+		e.Problems = append(e.Problems, Problem{Line: p.line, Text: p.text})
+	}
+	return e
 }

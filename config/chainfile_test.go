@@ -124,61 +124,61 @@ func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		yaml string
-		want []string
+		want string
 	}{
-		{"empty file", "", []string{"providers: must list at least one provider", "chains: must define at least one chain"}},
-		{"broken yaml", "providers: [", []string{"yaml:"}},
-		{"not a mapping", "- a\n- b\n", []string{"cannot unmarshal", "chain file"}},
-		{"unknown top key", provider(base) + "extra: 1\n", []string{`line 7: unknown key "extra"`, "known keys: providers, chains"}},
-		{"unknown provider key", provider(base + "timout: 3s"), []string{`line 5: unknown key "timout"`, "timeout"}},
-		{"unknown rule key", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - match: [a]\n    reply: b\n    weight: 1"), []string{`unknown key "weight"`}},
-		{"two documents", provider(base) + "---\nproviders: []\n", []string{"only one YAML document"}},
-		{"bare number duration", provider(base + "timeout: 30"), []string{`line 5: want a duration such as 500ms, 30s or 10m, got "30"`}},
-		{"bad duration", provider(base + "cooldown: soon"), []string{`got "soon"`}},
-		{"fraction count", provider(base + "max_retries: 1.5"), []string{`want a whole number, got "1.5"`}},
-		{"huge count", provider(base + "failure_threshold: 99999999999999999999999"), []string{"whole number"}},
-		{"list as string", provider(base + "api_key_env: [a, b]"), []string{"cannot unmarshal"}},
-		{"no name", "providers:\n  - type: openai\n    model: m\nchains:\n  d: [x]\n", []string{"providers[0]: name: required"}},
-		{"bad name", provider("name: a.b\ntype: openai\nmodel: m"), []string{`providers[0] "a.b": name: must match [A-Za-z0-9_-]+`}},
+		{"empty file", "", "providers: must list at least one provider\nchains: must define at least one chain"},
+		{"broken yaml", "providers: [", "line 1: not valid YAML: did not find expected node content"},
+		{"not a mapping", "- a\n- b\n", "line 1: the chain file must be a mapping with the keys providers and chains (got a list)"},
+		{"unknown top key", provider(base) + "extra: 1\n", "line 7: unknown key \"extra\"\nkeys of the file: providers, chains"},
+		{"unknown provider key", provider(base + "timout: 3s"), "line 5: providers[0] \"p\": unknown key \"timout\"; did you mean \"timeout\"?"},
+		{"unknown rule key", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - match: [a]\n    reply: b\n    weight: 1"), "line 8: providers[0] \"p\": rules[0]: unknown key \"weight\"\nkeys of a rule: match, reply"},
+		{"two documents", provider(base) + "---\nproviders: []\n", "line 7: only one YAML document is allowed (remove the second ---)"},
+		{"bare number duration", provider(base + "timeout: 30"), "line 5: providers[0] \"p\": timeout: must be a duration such as 500ms, 30s or 10m (got \"30\")"},
+		{"bad duration", provider(base + "cooldown: soon"), "line 5: providers[0] \"p\": cooldown: must be a duration such as 500ms, 30s or 10m (got \"soon\")"},
+		{"fraction count", provider(base + "max_retries: 1.5"), "line 5: providers[0] \"p\": max_retries: must be a whole number (got \"1.5\")"},
+		{"huge count", provider(base + "failure_threshold: 99999999999999999999999"), "line 5: providers[0] \"p\": failure_threshold: is too large (got \"99999999999999999999999\")"},
+		{"list as string", provider(base + "api_key_env: [a, b]"), "line 5: providers[0] \"p\": api_key_env: must be a single value (got a list)"},
+		{"no name", "providers:\n  - type: openai\n    model: m\nchains:\n  d: [x]\n", "line 2: providers[0]: name: required\nline 5: chains.d[0]: unknown provider \"x\""},
+		{"bad name", provider("name: a.b\ntype: openai\nmodel: m"), "line 2: providers[0] \"a.b\": name: must match [A-Za-z0-9_-]+\nline 6: chains.default[0]: unknown provider \"p\""},
 		{"duplicate name", "providers:\n  - {name: p, type: openai, model: m}\n  - {name: p, type: openai, model: m}\nchains:\n  d: [p]\n",
-			[]string{`providers[1] "p": name: already used by providers[0]`}},
-		{"no type", provider("name: p\nmodel: m"), []string{`providers[0] "p": type: required`}},
-		{"bad type", provider("name: p\ntype: gemini\nmodel: m"), []string{`providers[0] "p": type: must be openai, anthropic or rules (got "gemini")`}},
-		{"no model", provider("name: p\ntype: anthropic"), []string{`providers[0] "p": model: required for type anthropic`}},
-		{"bad base_url", provider(base + "base_url: localhost:8080"), []string{`providers[0] "p": base_url: must be an http or https URL`}},
-		{"rules on openai", provider(base + "default_reply: x"), []string{"default_reply: only allowed for type rules"}},
-		{"zero timeout", provider(base + "timeout: 0s"), []string{`providers[0] "p": timeout: must be positive`}},
-		{"negative timeout", provider(base + "timeout: -1s"), []string{"timeout: must be positive"}},
-		{"zero backoff_base", provider(base + "backoff_base: 0"), []string{"backoff_base: must be positive"}},
-		{"zero cooldown", provider(base + "cooldown: 0s"), []string{"cooldown: must be positive"}},
-		{"zero auth_cooldown", provider(base + "auth_cooldown: 0s"), []string{"auth_cooldown: must be positive"}},
-		{"negative retry wait", provider(base + "max_retry_wait: -1s"), []string{"max_retry_wait: must not be negative"}},
-		{"negative trip window", provider(base + "trip_window: -1m"), []string{"trip_window: must not be negative"}},
-		{"negative retries", provider(base + "max_retries: -1"), []string{"max_retries: must not be negative"}},
-		{"negative threshold", provider(base + "failure_threshold: -2"), []string{"failure_threshold: must not be negative"}},
-		{"backoff_max < base", provider(base + "backoff_base: 2s\nbackoff_max: 1s"), []string{"backoff_max: must be at least backoff_base (2s)"}},
-		{"max_cooldown < cooldown", provider(base + "cooldown: 10m\nmax_cooldown: 5m"), []string{"max_cooldown: must be at least cooldown (10m0s)"}},
-		{"fractional cooldown", provider(base + "cooldown: 1500ms"), []string{"cooldown: must be a whole number of seconds"}},
-		{"fractional max_cooldown", provider(base + "max_cooldown: 3600.5s"), []string{"max_cooldown: must be a whole number of seconds"}},
-		{"fractional auth_cooldown", provider(base + "auth_cooldown: 90.5s"), []string{"auth_cooldown: must be a whole number of seconds"}},
-		{"key unset", provider(base + "api_key_env: MISSING_KEY"), []string{"api_key_env: environment variable MISSING_KEY is not set or empty"}},
-		{"key blank", provider(base + "api_key_env: EMPTY_KEY"), []string{"api_key_env: environment variable EMPTY_KEY is not set or empty"}},
-		{"key name", provider(base + "api_key_env: 'A-B'"), []string{`api_key_env: "A-B" is not a valid environment variable name`}},
-		{"rules no default", provider("name: p\ntype: rules"), []string{"default_reply: required for type rules"}},
+			"line 3: providers[1] \"p\": name: already used by providers[0]"},
+		{"no type", provider("name: p\nmodel: m"), "line 2: providers[0] \"p\": type: required (openai, anthropic or rules)"},
+		{"bad type", provider("name: p\ntype: gemini\nmodel: m"), "line 3: providers[0] \"p\": type: must be openai, anthropic or rules (got \"gemini\")"},
+		{"no model", provider("name: p\ntype: anthropic"), "line 2: providers[0] \"p\": model: required for type anthropic"},
+		{"bad base_url", provider(base + "base_url: localhost:8080"), "line 5: providers[0] \"p\": base_url: must be an http or https URL (got \"localhost:8080\")"},
+		{"rules on openai", provider(base + "default_reply: x"), "line 5: providers[0] \"p\": default_reply: only allowed for type rules"},
+		{"zero timeout", provider(base + "timeout: 0s"), "line 5: providers[0] \"p\": timeout: must be positive"},
+		{"negative timeout", provider(base + "timeout: -1s"), "line 5: providers[0] \"p\": timeout: must be positive"},
+		{"zero backoff_base", provider(base + "backoff_base: 0"), "line 5: providers[0] \"p\": backoff_base: must be positive"},
+		{"zero cooldown", provider(base + "cooldown: 0s"), "line 5: providers[0] \"p\": cooldown: must be positive"},
+		{"zero auth_cooldown", provider(base + "auth_cooldown: 0s"), "line 5: providers[0] \"p\": auth_cooldown: must be positive"},
+		{"negative retry wait", provider(base + "max_retry_wait: -1s"), "line 5: providers[0] \"p\": max_retry_wait: must not be negative"},
+		{"negative trip window", provider(base + "trip_window: -1m"), "line 5: providers[0] \"p\": trip_window: must not be negative"},
+		{"negative retries", provider(base + "max_retries: -1"), "line 5: providers[0] \"p\": max_retries: must not be negative"},
+		{"negative threshold", provider(base + "failure_threshold: -2"), "line 5: providers[0] \"p\": failure_threshold: must not be negative"},
+		{"backoff_max < base", provider(base + "backoff_base: 2s\nbackoff_max: 1s"), "line 6: providers[0] \"p\": backoff_max: must be at least backoff_base (2s)"},
+		{"max_cooldown < cooldown", provider(base + "cooldown: 10m\nmax_cooldown: 5m"), "line 6: providers[0] \"p\": max_cooldown: must be at least cooldown (10m0s)"},
+		{"fractional cooldown", provider(base + "cooldown: 1500ms"), "line 5: providers[0] \"p\": cooldown: must be a whole number of seconds (got 1.5s)"},
+		{"fractional max_cooldown", provider(base + "max_cooldown: 3600.5s"), "line 5: providers[0] \"p\": max_cooldown: must be a whole number of seconds (got 1h0m0.5s)"},
+		{"fractional auth_cooldown", provider(base + "auth_cooldown: 90.5s"), "line 5: providers[0] \"p\": auth_cooldown: must be a whole number of seconds (got 1m30.5s)"},
+		{"key unset", provider(base + "api_key_env: MISSING_KEY"), "line 5: providers[0] \"p\": api_key_env: environment variable MISSING_KEY is not set or empty"},
+		{"key blank", provider(base + "api_key_env: EMPTY_KEY"), "line 5: providers[0] \"p\": api_key_env: environment variable EMPTY_KEY is not set or empty"},
+		{"key name", provider(base + "api_key_env: 'A-B'"), "line 5: providers[0] \"p\": api_key_env: \"A-B\" is not a valid environment variable name"},
+		{"rules no default", provider("name: p\ntype: rules"), "line 2: providers[0] \"p\": default_reply: required for type rules"},
 		{"rules with model", provider("name: p\ntype: rules\ndefault_reply: x\nmodel: m\nbase_url: http://x\napi_key_env: OPENAI_API_KEY"),
-			[]string{"model: not allowed for type rules", "base_url: not allowed for type rules", "api_key_env: not allowed for type rules"}},
-		{"rule without match", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - reply: r"), []string{"rules[0]: match: must list at least one phrase"}},
-		{"rule empty match", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - match: [a, ' ']\n    reply: r"), []string{"rules[0]: match[1]: must not be empty"}},
-		{"rule without reply", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - match: [a]"), []string{"rules[0]: reply: required"}},
-		{"no chains", "providers:\n  - {name: p, type: openai, model: m}\n", []string{"chains: must define at least one chain"}},
-		{"empty chain", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  default: []\n", []string{"chains.default: must list at least one provider"}},
-		{"bad chain name", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  a.b: [p]\n", []string{`chains."a.b": chain name must match`}},
-		{"unknown in chain", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  default: [p, econmy]\n", []string{`chains.default[1]: unknown provider "econmy"`}},
-		{"twice in chain", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  default: [p, p]\n", []string{`chains.default[1]: provider "p" already at [0]`}},
+			"line 5: providers[0] \"p\": model: not allowed for type rules\nline 6: providers[0] \"p\": base_url: not allowed for type rules\nline 7: providers[0] \"p\": api_key_env: not allowed for type rules"},
+		{"rule without match", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - reply: r"), "line 6: providers[0] \"p\": rules[0]: match: must list at least one phrase"},
+		{"rule empty match", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - match: [a, ' ']\n    reply: r"), "line 6: providers[0] \"p\": rules[0]: match[1]: must not be empty"},
+		{"rule without reply", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - match: [a]"), "line 6: providers[0] \"p\": rules[0]: reply: required"},
+		{"no chains", "providers:\n  - {name: p, type: openai, model: m}\n", "chains: must define at least one chain"},
+		{"empty chain", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  default: []\n", "line 4: chains.default: must list at least one provider"},
+		{"bad chain name", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  a.b: [p]\n", "line 4: chains.\"a.b\": chain name must match [A-Za-z0-9_-]+"},
+		{"unknown in chain", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  default: [p, econmy]\n", "line 4: chains.default[1]: unknown provider \"econmy\""},
+		{"twice in chain", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  default: [p, p]\n", "line 4: chains.default[1]: provider \"p\" already at [0]"},
 		{"rules not last", "providers:\n  - {name: p, type: openai, model: m}\n  - {name: r, type: rules, default_reply: x}\nchains:\n  default: [r, p]\n",
-			[]string{`chains.default[0]: rules provider "r" may only be last in a chain`}},
+			"line 5: chains.default[0]: rules provider \"r\" may only be last in a chain"},
 		{"all reported", provider("name: p\ntype: openai\ntimeout: 0s\nmax_retries: -1") + "  other: [q]\n",
-			[]string{"model: required", "timeout: must be positive", "max_retries: must not be negative", `chains.other[0]: unknown provider "q"`}},
+			"line 2: providers[0] \"p\": model: required for type openai\nline 4: providers[0] \"p\": timeout: must be positive\nline 5: providers[0] \"p\": max_retries: must not be negative\nline 8: chains.other[0]: unknown provider \"q\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,10 +186,12 @@ func TestParseErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Parse() = %+v, want an error", f)
 			}
-			for _, want := range tt.want {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q\ndoes not contain %q", err, want)
-				}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("error:\n%s\nwant:\n%s", got, tt.want)
+			}
+			var fe *FileError
+			if !errors.Is(err, ErrInvalid) || !errors.As(err, &fe) {
+				t.Errorf("error %T is not a *FileError matching ErrInvalid", err)
 			}
 			if strings.Contains(err.Error(), secret) {
 				t.Errorf("error reveals the API key: %v", err)
@@ -255,12 +257,66 @@ func TestLoad(t *testing.T) {
 
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("providers: []\n"), 0o600)
-	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), bad) {
-		t.Errorf("Load(bad) = %v, want an error naming %s", err, bad)
+	// The second problem has no line: the file leaves chains out.
+	if _, err := Load(bad); !errors.Is(err, ErrInvalid) || err.Error() != "chain file "+bad+" has 2 problems:\n  line 1: providers: must list at least one provider\n  chains: must define at least one chain" {
+		t.Errorf("Load(bad) = %v", err)
 	}
 	missing := filepath.Join(dir, "missing.yaml")
-	if _, err := Load(missing); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
-		t.Errorf("Load(missing) = %v, want fs.ErrNotExist naming the path", err)
+	if _, err := Load(missing); !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Load(missing) = %v, want fs.ErrNotExist and ErrInvalid naming the path", err)
+	}
+}
+
+// TestParseMergeKeys: a provider may take keys from another with a YAML
+// merge key; the keys it writes out win.
+func TestParseMergeKeys(t *testing.T) {
+	f, err := Parse([]byte(`
+providers:
+  - &base {name: p, type: openai, model: m, timeout: 5s, max_retries: 3}
+  - <<: *base
+    name: q
+    timeout: 7s
+chains:
+  default: [p, q]
+`), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := f.Providers[1]; q.Name != "q" || q.Model != "m" || q.Timeout != 7*time.Second || q.MaxRetries != 3 {
+		t.Errorf("merged provider = %#v timeout=%s retries=%d", q, q.Timeout, q.MaxRetries)
+	}
+}
+
+// TestParseAliasBomb: aliases that expand a small file into billions of
+// values are refused quickly instead of being walked.
+func TestParseAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("x: &m [")
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("a")
+	}
+	b.WriteString("]\nproviders:\n  - &p\n    name: p\n    type: rules\n    default_reply: x\n    rules: &r\n")
+	for range 1000 {
+		b.WriteString("      - {match: *m, reply: y}\n")
+	}
+	b.WriteString("  - *p\n  - {name: q, type: rules, default_reply: x, rules: [")
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("*r")
+	}
+	b.WriteString("]}\nchains:\n  default: [p]\n")
+	start := time.Now()
+	_, err := Parse([]byte(b.String()), env)
+	if err == nil || !strings.Contains(err.Error(), "too many aliases") {
+		t.Fatalf("Parse() = %.300v, want too many aliases", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Parse took %s", d)
 	}
 }
 
@@ -338,6 +394,6 @@ chains:
 	// Output:
 	// default: primary (openai gpt-4o at https://api.openai.com/v1) timeout=30s retries=1
 	// default: template (rules) timeout=30s retries=1
-	// chains.default[0]: rules provider "template" may only be last in a chain
-	// chains.default[2]: unknown provider "econmy"
+	// line 11: chains.default[0]: rules provider "template" may only be last in a chain
+	// line 11: chains.default[2]: unknown provider "econmy"
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/detourhq/detour/internal/suggest"
 )
 
 // Names become NATS subject tokens, consumer names and KV key tokens, so they
@@ -21,12 +23,23 @@ func validEnvName(s string) bool { return envNameRE.MatchString(s) }
 // Validate checks a File as Parse does and returns every problem joined, each
 // prefixed by where it is, for example
 // `providers[1] "backup": timeout: must be positive` or
-// `chains.default[2]: unknown provider "econmy"`. It is exported for files
-// built in code (the demo) and never reveals an API key.
+// `chains.default[2]: unknown provider "econmy"; did you mean "economy"?`.
+// It is exported for files built in code (the demo) and never reveals an API
+// key. Parse's errors name each problem's line as well.
 func (f *File) Validate() error {
 	var errs []error
+	for _, p := range f.problems() {
+		errs = append(errs, errors.New(p.text))
+	}
+	return errors.Join(errs...)
+}
+
+// problems lists what is wrong with f, each problem with the place it is
+// about (see decoder), so that Parse can name its line.
+func (f *File) problems() []pathProblem {
+	var out []pathProblem
 	if len(f.Providers) == 0 {
-		errs = append(errs, errors.New("providers: must list at least one provider"))
+		out = append(out, pathProblem{path: "providers", text: "providers: must list at least one provider"})
 	}
 	seen := make(map[string]int, len(f.Providers))
 	for i, p := range f.Providers {
@@ -34,62 +47,77 @@ func (f *File) Validate() error {
 		if p.Name != "" {
 			where += fmt.Sprintf(" %q", p.Name)
 		}
-		for _, err := range p.problems() {
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+		path := child("providers", i)
+		for _, pp := range p.problems() {
+			out = append(out, pathProblem{path: child(path, pp.path), text: join(where, pp.text)})
 		}
 		if first, dup := seen[p.Name]; dup && p.Name != "" {
-			errs = append(errs, fmt.Errorf("%s: name: already used by providers[%d]", where, first))
+			out = append(out, pathProblem{path: child(path, "name"), text: fmt.Sprintf("%s: name: already used by providers[%d]", where, first)})
 		} else {
 			seen[p.Name] = i
 		}
 	}
 
 	if len(f.Chains) == 0 {
-		errs = append(errs, errors.New("chains: must define at least one chain"))
+		out = append(out, pathProblem{path: "chains", text: "chains: must define at least one chain"})
 	}
 	for _, name := range f.ChainNames() {
-		errs = append(errs, f.chainProblems(name)...)
+		out = append(out, f.chainProblems(name)...)
 	}
-	return errors.Join(errs...)
+	return out
 }
 
-func (f *File) chainProblems(name string) []error {
-	var errs []error
+func (f *File) chainProblems(name string) []pathProblem {
+	var out []pathProblem
+	path := child("chains", name)
+	bad := func(path, format string, args ...any) {
+		out = append(out, pathProblem{path: path, text: fmt.Sprintf(format, args...)})
+	}
 	where := "chains." + name
 	if !nameRE.MatchString(name) {
 		where = fmt.Sprintf("chains.%q", name)
-		errs = append(errs, fmt.Errorf("%s: chain name must match [A-Za-z0-9_-]+", where))
+		bad(path, "%s: chain name must match [A-Za-z0-9_-]+", where)
 	}
 	chain := f.Chains[name]
 	if len(chain) == 0 {
-		return append(errs, fmt.Errorf("%s: must list at least one provider", where))
+		bad(path, "%s: must list at least one provider", where)
+		return out
+	}
+	names := make([]string, len(f.Providers))
+	for i, p := range f.Providers {
+		names[i] = p.Name
 	}
 	at := make(map[string]int, len(chain))
 	for i, pname := range chain {
+		ip := child(path, i)
 		if first, dup := at[pname]; dup {
-			errs = append(errs, fmt.Errorf("%s[%d]: provider %q already at [%d]", where, i, pname, first))
+			bad(ip, "%s[%d]: provider %q already at [%d]", where, i, pname, first)
 			continue
 		}
 		at[pname] = i
 		p, ok := f.Provider(pname)
 		switch {
 		case !ok:
-			errs = append(errs, fmt.Errorf("%s[%d]: unknown provider %q", where, i, pname))
+			msg := fmt.Sprintf("%s[%d]: unknown provider %q", where, i, pname)
+			if s, ok := suggest.Closest(pname, names); ok {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			}
+			bad(ip, "%s", msg)
 		case p.Type == TypeRules && i != len(chain)-1:
 			// A rules provider always answers, so anything after it could
 			// never be reached.
-			errs = append(errs, fmt.Errorf("%s[%d]: rules provider %q may only be last in a chain", where, i, pname))
+			bad(ip, "%s[%d]: rules provider %q may only be last in a chain", where, i, pname)
 		}
 	}
-	return errs
+	return out
 }
 
-// problems lists what is wrong with one provider, each error starting with
-// the key at fault.
-func (p Provider) problems() []error {
-	var errs []error
+// problems lists what is wrong with one provider, each text starting with
+// the key at fault and each path relative to the provider.
+func (p Provider) problems() []pathProblem {
+	var out []pathProblem
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+		out = append(out, pathProblem{path: key, text: fmt.Sprintf("%s: %s", key, fmt.Sprintf(format, args...))})
 	}
 
 	switch {
@@ -125,7 +153,7 @@ func (p Provider) problems() []error {
 			}
 		}
 		for i, r := range p.Rules {
-			errs = append(errs, r.problems(i)...)
+			out = append(out, r.problems(i)...)
 		}
 	default:
 		bad("type", "must be openai, anthropic or rules (got %q)", p.Type)
@@ -181,23 +209,27 @@ func (p Provider) problems() []error {
 			bad(c.key, "must be a whole number of seconds (got %s)", c.d)
 		}
 	}
-	return errs
+	return out
 }
 
-func (r Rule) problems(i int) []error {
-	var errs []error
+func (r Rule) problems(i int) []pathProblem {
+	var out []pathProblem
+	path := child("rules", i)
+	bad := func(path, format string, args ...any) {
+		out = append(out, pathProblem{path: path, text: fmt.Sprintf(format, args...)})
+	}
 	if len(r.Match) == 0 {
-		errs = append(errs, fmt.Errorf("rules[%d]: match: must list at least one phrase", i))
+		bad(child(path, "match"), "rules[%d]: match: must list at least one phrase", i)
 	}
 	for j, m := range r.Match {
 		if strings.TrimSpace(m) == "" {
-			errs = append(errs, fmt.Errorf("rules[%d]: match[%d]: must not be empty", i, j))
+			bad(child(child(path, "match"), j), "rules[%d]: match[%d]: must not be empty", i, j)
 		}
 	}
 	if r.Reply == "" {
-		errs = append(errs, fmt.Errorf("rules[%d]: reply: required", i))
+		bad(child(path, "reply"), "rules[%d]: reply: required", i)
 	}
-	return errs
+	return out
 }
 
 func checkBaseURL(s string) error {

@@ -59,11 +59,27 @@ type Settings struct {
 }
 
 // LoadSettings reads the DETOUR_* environment variables, applies defaults
-// and validates the result.
+// and validates the result. Its error is a *[SettingsError] naming every
+// variable at fault, each once.
 func LoadSettings() (Settings, error) {
-	var s Settings
-	if err := envconfig.Process("", &s); err != nil {
-		return Settings{}, err
+	var (
+		s        Settings
+		problems []string
+		refused  = map[string]bool{}
+	)
+	v := reflect.ValueOf(&s).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		// One variable at a time, so that every bad one is reported: on
+		// the whole struct envconfig stops at the first.
+		one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "V", Type: f.Type, Tag: f.Tag}}))
+		if err := envconfig.Process("", one.Interface()); err != nil {
+			key := f.Tag.Get("envconfig")
+			problems = append(problems, key+": "+valueProblem(f, err))
+			refused[key] = true
+			continue
+		}
+		v.Field(i).Set(one.Elem().Field(0))
 	}
 	// Forgive the spelling an operator would not think twice about:
 	// "INFO", "JSON", "detour.results., _INBOX.".
@@ -72,10 +88,50 @@ func LoadSettings() (Settings, error) {
 	for i, p := range s.ReplyPrefixes {
 		s.ReplyPrefixes[i] = strings.TrimSpace(p)
 	}
-	if err := s.Validate(); err != nil {
-		return Settings{}, err
+	// A variable that could not be read has no value to check further.
+	for _, p := range s.problems() {
+		if key, _, _ := strings.Cut(p, ":"); !refused[key] {
+			problems = append(problems, p)
+		}
+	}
+	if len(problems) > 0 {
+		return Settings{}, &SettingsError{Problems: problems}
 	}
 	return s, nil
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// valueProblem says, in the words of docs/settings.md, why a variable's
+// value could not be read as its field's type.
+func valueProblem(f reflect.StructField, err error) string {
+	var pe *envconfig.ParseError
+	if !errors.As(err, &pe) {
+		return err.Error()
+	}
+	want := "a whole number"
+	switch {
+	case f.Type == durationType:
+		want = "a duration such as 500ms, 30s or 10m"
+	case f.Type.Kind() < reflect.Int || f.Type.Kind() > reflect.Uint64:
+		return fmt.Sprintf("%q cannot be read: %v", pe.Value, pe.Err)
+	}
+	if strings.TrimSpace(pe.Value) == "" {
+		return fmt.Sprintf("is set but empty: give %s, or unset it for the default %s", want, f.Tag.Get("default"))
+	}
+	if errors.Is(pe.Err, strconv.ErrRange) {
+		return fmt.Sprintf("%q is out of range", pe.Value)
+	}
+	if f.Type == durationType {
+		if _, err := strconv.ParseFloat(pe.Value, 64); err == nil {
+			return fmt.Sprintf("%q is not a duration: give a unit, such as %ss", pe.Value, pe.Value)
+		}
+		return fmt.Sprintf("%q is not %s", pe.Value, want)
+	}
+	if f.Type.Kind() >= reflect.Uint && strings.HasPrefix(strings.TrimSpace(pe.Value), "-") {
+		return fmt.Sprintf("%q must not be negative", pe.Value)
+	}
+	return fmt.Sprintf("%q is not %s", pe.Value, want)
 }
 
 // reservedSubjects are the prefixes detour consumes or stores dead letters
@@ -90,8 +146,17 @@ var subjectPrefixRE = regexp.MustCompile(`^[^\s*>.]+(\.[^\s*>.]+)*\.$`)
 // its variable, for example "DETOUR_WORKERS: must be at least 1".
 func (s Settings) Validate() error {
 	var errs []error
+	for _, p := range s.problems() {
+		errs = append(errs, errors.New(p))
+	}
+	return errors.Join(errs...)
+}
+
+// problems lists what Validate reports, each starting with its variable.
+func (s Settings) problems() []string {
+	var out []string
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+		out = append(out, fmt.Sprintf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 
 	if err := checkHostPort(s.Listen); err != nil {
@@ -152,7 +217,7 @@ func (s Settings) Validate() error {
 	if s.LogFormat != LogFormatText && s.LogFormat != LogFormatJSON {
 		bad("DETOUR_LOG_FORMAT", "must be %s or %s (got %q)", LogFormatText, LogFormatJSON, s.LogFormat)
 	}
-	return errors.Join(errs...)
+	return out
 }
 
 func checkReplyPrefix(p string) error {

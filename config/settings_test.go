@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"maps"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kelseyhightower/envconfig"
 )
 
 // envKeys lists the variable names from the struct tags, so the tests follow
@@ -128,21 +131,75 @@ func TestLoadSettingsOverrides(t *testing.T) {
 	}
 }
 
-func TestLoadSettingsErrorsNameVariable(t *testing.T) {
-	for key, value := range map[string]string{
-		"DETOUR_WORKERS":   "many",
-		"DETOUR_ACK_WAIT":  "30",
-		"DETOUR_REPLICAS":  "9",
-		"DETOUR_LOG_LEVEL": "loud",
+// TestLoadSettingsErrors: a value that cannot be read is reported in the
+// words of docs/settings.md, not the library's or Go's.
+func TestLoadSettingsErrors(t *testing.T) {
+	for _, tt := range []struct{ key, value, want string }{
+		{"DETOUR_WORKERS", "abc", `DETOUR_WORKERS: "abc" is not a whole number`},
+		{"DETOUR_WORKERS", "1.5", `DETOUR_WORKERS: "1.5" is not a whole number`},
+		{"DETOUR_WORKERS", "99999999999999999999", `DETOUR_WORKERS: "99999999999999999999" is out of range`},
+		{"DETOUR_WORKERS", "", `DETOUR_WORKERS: is set but empty: give a whole number, or unset it for the default 64`},
+		{"DETOUR_WORKERS", "0", `DETOUR_WORKERS: must be at least 1`},
+		{"DETOUR_ACK_WAIT", "30", `DETOUR_ACK_WAIT: "30" is not a duration: give a unit, such as 30s`},
+		{"DETOUR_ACK_WAIT", "soon", `DETOUR_ACK_WAIT: "soon" is not a duration such as 500ms, 30s or 10m`},
+		{"DETOUR_MAX_INVALID_DELIVERIES", "-1", `DETOUR_MAX_INVALID_DELIVERIES: "-1" must not be negative`},
+		{"DETOUR_REPLICAS", "9", `DETOUR_REPLICAS: must be between 1 and 5`},
+		{"DETOUR_LOG_LEVEL", "loud", `DETOUR_LOG_LEVEL: must be one of debug, info, warn, error (got "loud")`},
 	} {
-		t.Run(key, func(t *testing.T) {
+		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
 			clearEnv(t)
-			t.Setenv(key, value)
+			t.Setenv(tt.key, tt.value)
 			_, err := LoadSettings()
-			if err == nil || !strings.Contains(err.Error(), key) {
-				t.Errorf("LoadSettings() error = %v, want one naming %s", err, key)
+			var se *SettingsError
+			if !errors.As(err, &se) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("LoadSettings() = %v, want a *SettingsError", err)
+			}
+			if want := "1 setting refused:\n  " + tt.want; err.Error() != want {
+				t.Errorf("error:\n%s\nwant:\n%s", err, want)
 			}
 		})
+	}
+}
+
+// TestLoadSettingsReportsEveryVariable: every bad variable is reported at
+// once, those that cannot be read as those that are out of bounds, each once.
+func TestLoadSettingsReportsEveryVariable(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("DETOUR_WORKERS", "abc")
+	t.Setenv("DETOUR_ACK_WAIT", "x")
+	t.Setenv("DETOUR_REPLICAS", "9")
+	t.Setenv("DETOUR_LOG_FORMAT", "xml")
+	_, err := LoadSettings()
+	const want = `4 settings refused:
+  DETOUR_WORKERS: "abc" is not a whole number
+  DETOUR_ACK_WAIT: "x" is not a duration such as 500ms, 30s or 10m
+  DETOUR_REPLICAS: must be between 1 and 5
+  DETOUR_LOG_FORMAT: must be text or json (got "xml")`
+	if err == nil || err.Error() != want {
+		t.Errorf("error:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+// TestLoadSettingsAgreesWithEnvconfig: read one variable at a time, the
+// settings are what envconfig makes of the whole struct.
+func TestLoadSettingsAgreesWithEnvconfig(t *testing.T) {
+	clearEnv(t)
+	for k, v := range map[string]string{
+		"DETOUR_WORKERS": "0x10", "DETOUR_ACK_WAIT": "1m30s", "DETOUR_REPLY_PREFIXES": "a.,b.",
+		"DETOUR_MAX_INVALID_DELIVERIES": "7", "DETOUR_METRICS_ADDR": "", "DETOUR_NATS_URL": "nats://x:4222",
+	} {
+		t.Setenv(k, v)
+	}
+	got, err := LoadSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want Settings
+	if err := envconfig.Process("", &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("LoadSettings() = %+v\nenvconfig:     %+v", got, want)
 	}
 }
 

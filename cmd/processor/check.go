@@ -8,11 +8,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/chains"
 	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/internal/suggest"
 )
 
 // runCheck sends fixed samples to every provider of a chain directly:
@@ -34,7 +36,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	file, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)
-		return 2
+		return config.ExitConfig
 	}
 	f, err := os.Open(*samplesPath)
 	if err != nil {
@@ -54,7 +56,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := built[*chainName]
 	if !ok {
-		fmt.Fprintf(stderr, "processor check: no chain named %q in %s\n", *chainName, path)
+		hint := "its chains: " + strings.Join(file.ChainNames(), ", ")
+		if s, ok := suggest.Closest(*chainName, file.ChainNames()); ok {
+			hint = fmt.Sprintf("did you mean %q?", s)
+		}
+		fmt.Fprintf(stderr, "processor check: no chain named %q in %s (%s)\n", *chainName, path, hint)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -45,7 +45,8 @@ chains:
 		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 	table := out.String()
-	for _, want := range []string{"#1", "#2", "good", "FAIL invalid_output", "FAIL server", "down sample #1"} {
+	// Samples without an id are named by their line in the file.
+	for _, want := range []string{"line 1", "line 3", "good", "FAIL invalid_output", "FAIL server", "down on line 1:"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("output lacks %q:\n%s", want, table)
 		}
@@ -63,6 +64,16 @@ chains:
 	out.Reset()
 	if code := run([]string{"check", "-samples", samples, "-config", cfg, "-chain", "healthy"}, &out, &errOut); code != 0 {
 		t.Fatalf("healthy chain: exit %d\n%s", code, out.String())
+	}
+
+	for chain, want := range map[string]string{
+		"helthy": `processor check: no chain named "helthy" in ` + cfg + ` (did you mean "healthy"?)` + "\n",
+		"other":  `processor check: no chain named "other" in ` + cfg + ` (its chains: default, healthy)` + "\n",
+	} {
+		errOut.Reset()
+		if code := run([]string{"check", "-samples", samples, "-config", cfg, "-chain", chain}, &out, &errOut); code != 2 || errOut.String() != want {
+			t.Errorf("-chain %s: exit %d, stderr %q; want 2 and %q", chain, code, errOut.String(), want)
+		}
 	}
 }
 

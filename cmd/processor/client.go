@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -16,7 +14,7 @@ import (
 func connectClient(name string) (*nats.Conn, jetstream.JetStream, error) {
 	settings, err := config.LoadSettings()
 	if err != nil {
-		return nil, nil, fmt.Errorf("settings: %w", err)
+		return nil, nil, err
 	}
 	nc, err := natsconn.ConnectClient(settings, name)
 	if err != nil {

@@ -95,7 +95,7 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 	store, closeConn, err := dlqConnect()
 	if err != nil {
 		fmt.Fprintf(stderr, "processor dlq: %v\n", err)
-		return 1
+		return exitCode(err)
 	}
 	defer closeConn()
 	c.store = store

@@ -79,11 +79,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	settings, err := config.LoadSettings()
 	if err != nil {
-		fmt.Fprintf(stderr, "processor: settings: %v\n", err)
-		return 2
+		fmt.Fprintf(stderr, "processor: %v\n", err)
+		return config.ExitConfig
 	}
 	logger := newLogger(settings, stderr)
 	if err := serve(settings, *demoMode, *configPath, logger); err != nil {
+		if errors.Is(err, config.ErrInvalid) {
+			return reportConfig(stderr, logger, settings, err)
+		}
 		logger.Error("processor stopped", "err", err)
 		return 1
 	}

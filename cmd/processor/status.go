@@ -39,7 +39,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	kv, closeConn, err := openBucket(ctx, "detour-status")
 	if err != nil {
 		fmt.Fprintf(stderr, "processor status: %v\n", err)
-		return 1
+		return exitCode(err)
 	}
 	defer closeConn()
 	// Read only (it never opens a cooldown), and a snapshot: Load, no Run.
@@ -77,7 +77,7 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	kv, closeConn, err := openBucket(ctx, "detour-watch")
 	if err != nil {
 		fmt.Fprintf(stderr, "processor watch: %v\n", err)
-		return 1
+		return exitCode(err)
 	}
 	defer closeConn()
 	enc := json.NewEncoder(stdout)

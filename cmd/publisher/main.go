@@ -11,8 +11,8 @@
 // latency_ms and the end-to-end time from publish to result. With -json
 // each result is one JSON line as it arrives and the summary is a final
 // {"summary": {...}} line. The exit code is 1 when any request failed, got
-// no result or was not sent, and 2 for bad flags or a bad requests file
-// (which sends nothing).
+// no result or was not sent, 2 for bad flags or a bad requests file (which
+// sends nothing), and 78 for a bad DETOUR_* setting.
 //
 // A requests file holds one request a line in the JSON shape of
 // docs/requests.md; as a convenience a line may give "prompt": "text" in place of
@@ -91,7 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: publisher [flags] PROMPT\n       publisher [flags] -f requests.jsonl")
 		fs.PrintDefaults()
-		fmt.Fprintln(stderr, "\nExit code 1 when any request failed, got no result or was not sent; 2 for bad flags or input.")
+		fmt.Fprintln(stderr, "\nExit code 1 when any request failed, got no result or was not sent; 2 for bad flags or input;\n78 for a bad DETOUR_* setting.")
 		fmt.Fprintln(stderr, "Reference: docs/commands.md (requests: docs/requests.md; results: docs/results.md).")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -176,8 +176,8 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	}
 	settings, err := config.LoadSettings()
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: settings: %v\n", err)
-		return 2
+		fmt.Fprintf(stderr, "publisher: %v\n", err)
+		return config.ExitConfig
 	}
 	nc, err := natsconn.ConnectClient(settings, "detour-publisher")
 	if err != nil {
@@ -268,8 +268,17 @@ func printOutcomes(w io.Writer, outcomes []publisher.Outcome) {
 			continue
 		}
 		r := o.Result
-		fmt.Fprintf(w, "%s  %s  model=%s provider=%s degraded=%t attempts=%d latency=%dms\n",
-			r.ID, r.Status, r.Model, r.Provider, r.Degraded, len(r.Attempts), r.LatencyMs)
+		// A failed result has no model or provider: they are left out
+		// rather than printed empty.
+		var fields []string
+		if r.Model != "" {
+			fields = append(fields, "model="+r.Model)
+		}
+		if r.Provider != "" {
+			fields = append(fields, "provider="+r.Provider)
+		}
+		fields = append(fields, fmt.Sprintf("degraded=%t attempts=%d latency=%dms", r.Degraded, len(r.Attempts), r.LatencyMs))
+		fmt.Fprintf(w, "%s  %s  %s\n", r.ID, r.Status, strings.Join(fields, " "))
 		if r.Status == chain.StatusOK {
 			fmt.Fprintf(w, "  %s\n", r.Content)
 		} else {

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/samber/lo"
@@ -19,11 +22,17 @@ import (
 
 // LineError is a line of a requests file that cannot be sent.
 type LineError struct {
-	Line int // 1-based
-	Err  error
+	Line   int // 1-based
+	Column int // 1-based, in characters; 0 when the problem is not at one place
+	Err    error
 }
 
-func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+func (e *LineError) Error() string {
+	if e.Column > 0 {
+		return fmt.Sprintf("line %d, column %d: %v", e.Line, e.Column, e.Err)
+	}
+	return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+}
 
 // Unwrap returns the reason the line was refused.
 func (e *LineError) Unwrap() error { return e.Err }
@@ -34,6 +43,10 @@ type FileError struct {
 	Name  string
 	Lines []*LineError
 	More  int
+	// Fields is set when a line had an unknown field that is not a
+	// misspelling of a known one: the fields a line may have are listed
+	// once, after the lines.
+	Fields []string
 }
 
 // maxReportedLines bounds a FileError, so a file in the wrong format does not
@@ -53,6 +66,9 @@ func (e *FileError) Error() string {
 	}
 	if e.More > 0 {
 		fmt.Fprintf(&b, "\n  … and %d more", e.More)
+	}
+	if len(e.Fields) > 0 {
+		fmt.Fprintf(&b, "\n  (the fields of a line: %s)", strings.Join(e.Fields, ", "))
 	}
 	return b.String()
 }
@@ -89,27 +105,38 @@ func ReadRequests(r io.Reader, name string) ([]wire.Request, error) {
 }
 
 // ReadSamples reads a requests file as ReadRequests does and returns what
-// the chain is asked for each line, response_schema compiled.
+// the chain is asked for each line, response_schema compiled. Each sample's
+// ID is the line's id or, when it gives none, "line N": the name the check
+// command shows it under.
 func ReadSamples(r io.Reader, name string) ([]chain.Request, error) {
 	lines, err := readLines(r, name)
 	if err != nil {
 		return nil, err
 	}
-	return lo.Map(lines, func(l checkedLine, _ int) chain.Request { return l.chain }), nil
+	return lo.Map(lines, func(l checkedLine, _ int) chain.Request {
+		s := l.chain
+		s.ID = l.req.ID
+		if s.ID == "" {
+			s.ID = fmt.Sprintf("line %d", l.line)
+		}
+		return s
+	}), nil
 }
 
 // checkedLine is a line that passed every check: the request to send, and
 // what a processor asks its chain for it.
 type checkedLine struct {
+	line  int
 	req   wire.Request
 	chain chain.Request
 }
 
 func readLines(r io.Reader, name string) ([]checkedLine, error) {
 	var (
-		reqs   []checkedLine
-		bad    FileError
-		idLine = map[string]int{}
+		reqs         []checkedLine
+		bad          FileError
+		idLine       = map[string]int{}
+		unknownField bool
 	)
 	bad.Name = name
 	br := bufio.NewReader(r)
@@ -122,7 +149,7 @@ func readLines(r io.Reader, name string) ([]checkedLine, error) {
 			text = bytes.TrimPrefix(text, []byte("\ufeff"))
 		}
 		if trimmed := bytes.TrimSpace(text); len(trimmed) > 0 {
-			req, chainReq, err := parseLine(trimmed)
+			req, chainReq, err := parseLine(trimmed, &unknownField)
 			if err == nil && req.ID != "" {
 				if first, dup := idLine[req.ID]; dup {
 					err = fmt.Errorf("id %q is already used on line %d", req.ID, first)
@@ -131,9 +158,14 @@ func readLines(r io.Reader, name string) ([]checkedLine, error) {
 			}
 			switch {
 			case err == nil:
-				reqs = append(reqs, checkedLine{req: req, chain: chainReq})
+				reqs = append(reqs, checkedLine{line: n, req: req, chain: chainReq})
 			case len(bad.Lines) < maxReportedLines:
-				bad.Lines = append(bad.Lines, &LineError{Line: n, Err: err})
+				le := &LineError{Line: n, Err: err}
+				if pe, ok := err.(*placedError); ok {
+					lead := len(text) - len(bytes.TrimLeftFunc(text, unicode.IsSpace))
+					le.Column, le.Err = utf8.RuneCount(text[:lead+pe.offset])+1, pe.err
+				}
+				bad.Lines = append(bad.Lines, le)
 			default:
 				bad.More++
 			}
@@ -143,6 +175,9 @@ func readLines(r io.Reader, name string) ([]checkedLine, error) {
 		}
 	}
 	if len(bad.Lines) > 0 {
+		if unknownField {
+			bad.Fields = lo.Map(jsonFields(reflect.TypeFor[fileLine]()), func(f jsonField, _ int) string { return f.name })
+		}
 		return nil, &bad
 	}
 	if len(reqs) == 0 {
@@ -151,15 +186,35 @@ func readLines(r io.Reader, name string) ([]checkedLine, error) {
 	return reqs, nil
 }
 
-func parseLine(data []byte) (wire.Request, chain.Request, error) {
+// placedError is a problem at one place of a line: offset is its byte, from 0.
+type placedError struct {
+	offset int
+	err    error
+}
+
+func (e *placedError) Error() string { return e.err.Error() }
+
+// parseLine checks one line of a requests file. Its errors speak of the
+// line's fields, not of Go types: `"messages" must be a list of
+// {"role","content"} objects`. unknownField is set when a field is not
+// known and not a near miss of one.
+func parseLine(data []byte, unknownField *bool) (wire.Request, chain.Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var l fileLine
-	if err := dec.Decode(&l); err != nil {
-		return wire.Request{}, chain.Request{}, fmt.Errorf("not a JSON request object: %w", err)
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return wire.Request{}, chain.Request{}, syntaxError(err, data)
 	}
-	if dec.More() {
-		return wire.Request{}, chain.Request{}, errors.New("more than one JSON value on the line")
+	if end := int(dec.InputOffset()); len(bytes.TrimSpace(data[end:])) > 0 {
+		rest := end + len(data[end:]) - len(bytes.TrimLeftFunc(data[end:], unicode.IsSpace))
+		return wire.Request{}, chain.Request{}, &placedError{rest, errors.New("more than one JSON value on the line")}
+	}
+	if problems := shapeProblems(raw, reflect.TypeFor[fileLine](), "", unknownField); len(problems) > 0 {
+		return wire.Request{}, chain.Request{}, errors.New(strings.Join(problems, "; "))
+	}
+	var l fileLine
+	if err := json.Unmarshal(raw, &l); err != nil {
+		// The shape was checked above; this is a safety net only.
+		return wire.Request{}, chain.Request{}, fmt.Errorf("not a request: %w", err)
 	}
 	req := l.Request
 	switch {

@@ -37,28 +37,31 @@ func TestReadRequestsAcceptsTheRequestShapeAndPrompts(t *testing.T) {
 }
 
 // TestReadRequestsReportsABadLine checks that one bad line, whatever is
-// wrong with it, fails the whole file with that line's number.
+// wrong with it, fails the whole file with that line's number and a message
+// that speaks of the line's fields, not of Go types.
 func TestReadRequestsReportsABadLine(t *testing.T) {
 	good := `{"prompt":"fine"}`
 	tests := map[string]struct {
 		line string
-		want string // in the error
+		want string // the line's message, after "line N"
 	}{
-		"not json":                  {`{"prompt": "oops"`, "not a JSON request object"},
-		"not an object":             {`["hello"]`, "not a JSON request object"},
-		"unknown field":             {`{"prompt":"x","max_token":5}`, `unknown field "max_token"`},
-		"no messages, no prompt":    {`{"id":"x"}`, "messages is required"},
-		"empty messages":            {`{"messages":[]}`, "messages is required"},
-		"both":                      {`{"prompt":"x","messages":[{"role":"user","content":"y"}]}`, "not both"},
-		"no role":                   {`{"messages":[{"content":"y"}]}`, "messages[0].role is required"},
-		"id with a dot":             {`{"id":"a.b","prompt":"x"}`, "one subject token"},
-		"negative max_tokens":       {`{"prompt":"x","max_tokens":-1}`, "max_tokens"},
-		"negative temperature":      {`{"prompt":"x","temperature":-0.1}`, "temperature"},
-		"deadline not RFC 3339":     {`{"prompt":"x","deadline":"tomorrow"}`, "RFC 3339"},
-		"bad reply subject":         {`{"prompt":"x","reply_to":"a..b"}`, "not a valid publish subject"},
-		"schema that won't compile": {`{"prompt":"x","response_schema":{"type":12}}`, "response_schema"},
-		"two values":                {`{"prompt":"x"} {"prompt":"y"}`, "more than one JSON value"},
-		"id used twice":             {`{"id":"dup","prompt":"x"}` + "\n" + `{"id":"dup","prompt":"y"}`, `id "dup" is already used on line 3`},
+		"not json":               {`{"prompt": "oops"`, `, column 18: not valid JSON: the line ends before the JSON value does`},
+		"single quotes":          {`{'prompt':'x'}`, `, column 2: not valid JSON: unexpected "'" (JSON strings take double quotes)`},
+		"missing colon":          {`{"prompt" "x"}`, `, column 11: not valid JSON: unexpected '"' (a : missing?)`},
+		"trailing comma":         {`{"prompt":"x",}`, `, column 15: not valid JSON: unexpected '}', where a "key" was expected`},
+		"not an object":          {`["hello"]`, `: not a JSON object: each line is one request, such as {"prompt": "hello"}`},
+		"unknown field":          {`{"prompt":"x","max_token":5}`, `: unknown field "max_token" (did you mean "max_tokens"?)`},
+		"no messages, no prompt": {`{"id":"x"}`, `: bad request: messages is required and must not be empty`},
+		"empty messages":         {`{"messages":[]}`, `: bad request: messages is required and must not be empty`},
+		"both":                   {`{"prompt":"x","messages":[{"role":"user","content":"y"}]}`, `: give "messages" or "prompt", not both`},
+		"no role":                {`{"messages":[{"content":"y"}]}`, `: bad request: messages[0].role is required`},
+		"id with a dot":          {`{"id":"a.b","prompt":"x"}`, `: bad request: id "a.b" must be one subject token (no '.', '*', '>', spaces or invisible characters)`},
+		"negative max_tokens":    {`{"prompt":"x","max_tokens":-1}`, `: bad request: max_tokens must be between 0 and 1000000`},
+		"negative temperature":   {`{"prompt":"x","temperature":-0.1}`, `: bad request: temperature must be a finite number, not negative`},
+		"deadline not RFC 3339":  {`{"prompt":"x","deadline":"tomorrow"}`, `: bad request: deadline "tomorrow" is not RFC 3339`},
+		"bad reply subject":      {`{"prompt":"x","reply_to":"a..b"}`, `: bad reply subject: "a..b" is not a valid publish subject: it has an empty token`},
+		"two values":             {`{"prompt":"x"} {"prompt":"y"}`, `, column 16: more than one JSON value on the line`},
+		"id used twice":          {`{"id":"dup","prompt":"x"}` + "\n" + `{"id":"dup","prompt":"y"}`, `: id "dup" is already used on line 3`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -79,12 +82,19 @@ func TestReadRequestsReportsABadLine(t *testing.T) {
 			if len(fileErr.Lines) != 1 || lineErr.Line != badLine {
 				t.Errorf("bad lines %v; want only line %d", fileErr.Lines, badLine)
 			}
-			msg := err.Error()
-			if !strings.Contains(msg, tt.want) || !strings.Contains(msg, fmt.Sprintf("line %d:", badLine)) ||
-				!strings.HasPrefix(msg, "reqs.jsonl: 1 bad line, nothing sent") {
-				t.Errorf("error %q; want the file, line %d and %q", msg, badLine, tt.want)
+			if want := fmt.Sprintf("reqs.jsonl: 1 bad line, nothing sent\n  line %d%s", badLine, tt.want); err.Error() != want {
+				t.Errorf("error:\n%s\nwant:\n%s", err, want)
 			}
 		})
+	}
+}
+
+// TestReadRequestsChecksTheSchema: a response_schema is compiled as a
+// processor would compile it.
+func TestReadRequestsChecksTheSchema(t *testing.T) {
+	_, err := publisher.ReadRequests(strings.NewReader(`{"prompt":"x","response_schema":{"type":12}}`), "reqs.jsonl")
+	if err == nil || !strings.Contains(err.Error(), "line 1: bad request: response_schema: ") {
+		t.Fatalf("error %v; want line 1 and response_schema", err)
 	}
 }
 
