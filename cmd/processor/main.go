@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/buildinfo"
 	"github.com/detourhq/detour/internal/demo"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/service"
@@ -31,6 +32,7 @@ func main() {
 
 func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: processor [run] [-demo] [-config FILE]")
+	fmt.Fprintln(w, "       processor -version")
 	fmt.Fprintln(w, "       processor status [-json] [-config FILE]     one row per provider: state, failures, cooldown, trips, last error")
 	fmt.Fprintln(w, "       processor watch [-json]      outage events as they happen: opened, expired, probe, closed")
 	fmt.Fprintln(w, "       processor check -samples FILE.jsonl [-chain C] [-config FILE]   every provider × every sample, exit 1 on a failure")
@@ -63,6 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	demoMode := fs.Bool("demo", false, "embedded NATS with local fake providers (primary down for its first minute) and a rules fallback")
 	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG)")
+	version := fs.Bool("version", false, "print the version of this build and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout, fs)
@@ -71,6 +74,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "processor: %v\n", err)
 		usage(stderr, fs)
 		return 2
+	}
+	if *version {
+		fmt.Fprintln(stdout, "processor", buildinfo.Read())
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "processor: unknown command %q\n", fs.Arg(0))
