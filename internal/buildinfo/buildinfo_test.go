@@ -8,7 +8,9 @@ import (
 )
 
 func TestString(t *testing.T) {
-	main := func(version string) debug.Module { return debug.Module{Path: "github.com/detourhq/detour", Version: version} }
+	main := func(version string) debug.Module {
+		return debug.Module{Path: "github.com/detourhq/detour", Version: version}
+	}
 	tests := map[string]struct {
 		bi   *debug.BuildInfo
 		ok   bool
