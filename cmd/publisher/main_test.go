@@ -331,3 +331,15 @@ func TestInterruptedSummaryAgreesWithItself(t *testing.T) {
 		t.Errorf("stderr does not say sending stopped")
 	}
 }
+
+// TestExamples: the README's example requests file and schema are read as
+// written and sent.
+func TestExamples(t *testing.T) {
+	solo := providertest.New(providertest.OpenAI, providertest.OK())
+	defer solo.Close()
+	startProcessor(t, soloChain(solo.URL))
+	code, stdout, _ := runPublisher(t, "-f", "../../examples/requests.jsonl", "-schema", "../../examples/answer.schema.json", "-wait=false")
+	if code != 0 || stdout != "published 4 request(s) to detour.requests.default\n" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+}
