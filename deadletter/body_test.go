@@ -177,6 +177,17 @@ func TestRenderBody(t *testing.T) {
 		{"text", []byte("hello"), nats.Header{"Content-Type": {"text/plain"}}, BodyText, "hello"},
 		{"binary", []byte{0xc1, 0x00}, nil, BodyBinary, "00000000  c1 00                                             |..|\n"},
 		{"deep msgpack is dumped", deep, nil, BodyBinary, hex.Dump(deep)},
+		// Text sent without a Content-Type is guessed to be msgpack, and
+		// its first byte is a whole msgpack integer ('g' is 103): it is
+		// not msgpack unless it decodes completely as one value.
+		{"text without a content type", []byte("good morning, sir!"), nil, BodyText, "good morning, sir!"},
+		{"one character without a content type", []byte("a"), nil, BodyText, "a"},
+		{"multi-line UTF-8 text", []byte("天气\nnext line\n"), nil, BodyText, "天气\nnext line\n"},
+		{"msgpack followed by more", append(mustMsgpack(t, map[string]any{"id": "a"}), 0xc1), nil, BodyBinary,
+			hex.Dump(append(mustMsgpack(t, map[string]any{"id": "a"}), 0xc1))},
+		{"declared msgpack that is whole", []byte{0x05}, nats.Header{"Content-Type": {"application/msgpack"}}, BodyMsgpack, "5"},
+		{"declared msgpack that is text", []byte("hello"), nats.Header{"Content-Type": {"application/msgpack"}}, BodyText, "hello"},
+		{"binary without a content type", []byte{0x01, 0x02, 0xff, 0xfe}, nil, BodyBinary, hex.Dump([]byte{0x01, 0x02, 0xff, 0xfe})},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -3,7 +3,9 @@ package deadletter_test
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -54,5 +56,36 @@ func TestWriteMessageJSON(t *testing.T) {
 	}
 	if !bytes.Contains(buf.Bytes(), []byte("\n  \"seq\": 5,")) {
 		t.Fatalf("not indented:\n%s", buf.String())
+	}
+}
+
+// TestWriteMessageTextBody: `dlq show` of a plain-text body sent without a
+// Content-Type prints the text, not the first byte read as msgpack; bytes
+// that are not text are a hex dump.
+func TestWriteMessageTextBody(t *testing.T) {
+	stored := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	m := deadletter.Message{
+		Entry:  deadletter.Entry{Seq: 7, Time: stored, Chain: "default", Reason: deadletter.ReasonBadRequest, RequestID: "7"},
+		Header: nats.Header{deadletter.HeaderReason: {"bad_request"}},
+		Data:   []byte("good morning, sir!"),
+	}
+	var buf bytes.Buffer
+	if err := deadletter.WriteMessage(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	want := "dead letter 7: chain default, reason bad_request, id 7, stored 2026-03-01T12:00:00Z\n" +
+		"\nheaders:\n  Detour-DLQ-Reason: bad_request\n" +
+		"\nbody (18 bytes, text):\ngood morning, sir!\n"
+	if buf.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+
+	m.Data = []byte{'g', 0x00, 0xff}
+	buf.Reset()
+	if err := deadletter.WriteMessage(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(buf.String(), "\nbody (3 bytes, binary):\n00000000  67 00 ff                                          |g..|\n") {
+		t.Fatalf("binary body:\n%s", buf.String())
 	}
 }

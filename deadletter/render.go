@@ -31,9 +31,17 @@ const (
 const maxRenderDepth = 64
 
 // RenderBody returns a dead letter's body for a person to read: JSON
-// indented, msgpack decoded and shown as indented JSON, other UTF-8 text as
-// it is, anything else as a hex dump.
+// indented, msgpack decoded and shown as indented JSON, other printable
+// UTF-8 text as it is, anything else as a hex dump.
+//
+// A body is shown as msgpack only if it decodes completely as one value:
+// most text starts with a byte that is a whole msgpack integer on its own
+// ("hello" would read as 104). Without a Content-Type header, printable
+// text is shown as text even when it is also whole msgpack (a single
+// character is an integer too); a request in msgpack is a map, whose first
+// byte never starts UTF-8 text.
 func RenderBody(data []byte, header nats.Header) (BodyFormat, string) {
+	text := isText(data)
 	switch detectEncoding(data, header) {
 	case wire.JSON:
 		var buf bytes.Buffer
@@ -41,18 +49,26 @@ func RenderBody(data []byte, header nats.Header) (BodyFormat, string) {
 			return BodyJSON, buf.String()
 		}
 	case wire.MsgPack:
+		if text && header.Get(wire.HeaderContentType) == "" {
+			break
+		}
 		if out, ok := msgpackAsJSON(data); ok {
 			return BodyMsgpack, out
 		}
 	}
-	if utf8.Valid(data) && printable(data) {
+	if text {
 		return BodyText, string(data)
 	}
 	return BodyBinary, hex.Dump(data)
 }
 
+// msgpackAsJSON decodes data as one msgpack value, and nothing after it,
+// and shows it as indented JSON.
 func msgpackAsJSON(data []byte) (string, bool) {
 	if len(data) == 0 || msgpackwalk.Check(data, maxRenderDepth) != nil {
+		return "", false
+	}
+	if end, err := msgpackwalk.ValueEnd(data, 0); err != nil || end != len(data) {
 		return "", false
 	}
 	var v any
@@ -66,7 +82,12 @@ func msgpackAsJSON(data []byte) (string, bool) {
 	return string(out), true
 }
 
-func printable(data []byte) bool {
+// isText reports whether data is UTF-8 text of printable characters and
+// white space.
+func isText(data []byte) bool {
+	if !utf8.Valid(data) {
+		return false
+	}
 	for _, r := range string(data) {
 		if !unicode.IsPrint(r) && !unicode.IsSpace(r) {
 			return false

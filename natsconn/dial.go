@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -71,6 +72,12 @@ func watch(nc *nats.Conn, srv Server, logger *slog.Logger) *Conn {
 	c := &Conn{nc: nc, server: srv, lost: make(chan error, 1)}
 	Watch(nc, logger, func(err error) { c.lost <- err })
 	return c
+}
+
+// URL is the URL of the server the connection is connected to now, with
+// its credentials hidden (a password, or a token), for logs.
+func (c *Conn) URL() string {
+	return scrub(redactURL(c.nc.ConnectedUrl()), urlSecrets(strings.Join(append([]string{c.nc.Opts.Url}, c.nc.Opts.Servers...), ",")))
 }
 
 // NATS returns the client connection, for JetStream and the processor's

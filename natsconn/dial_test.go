@@ -1,11 +1,15 @@
 package natsconn
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/natstest"
@@ -62,5 +66,40 @@ func TestDialByURL(t *testing.T) {
 
 	if _, err := Dial(config.Settings{}, "test", logger); err == nil || !strings.Contains(err.Error(), "DETOUR_NATS_URL is empty") {
 		t.Errorf("Dial with no URL: %v", err)
+	}
+}
+
+// TestConnURLHidesCredentials: the URL a processor logs at start names the
+// server but not its password or token.
+func TestConnURLHidesCredentials(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tt := range []struct {
+		name string
+		opts *server.Options
+		url  func(port int) string
+		want func(port int) string
+	}{
+		{"password", &server.Options{Username: "alice", Password: "s3cret"},
+			func(port int) string { return fmt.Sprintf("nats://alice:s3cret@127.0.0.1:%d", port) },
+			func(port int) string { return fmt.Sprintf("nats://alice:xxxxx@127.0.0.1:%d", port) }},
+		{"token", &server.Options{Authorization: "t0ken"},
+			func(port int) string { return fmt.Sprintf("nats://t0ken@127.0.0.1:%d", port) },
+			func(port int) string { return fmt.Sprintf("nats://xxxxx@127.0.0.1:%d", port) }},
+		{"none", &server.Options{},
+			func(port int) string { return fmt.Sprintf("nats://127.0.0.1:%d", port) },
+			func(port int) string { return fmt.Sprintf("nats://127.0.0.1:%d", port) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := natstest.StartWith(t, tt.opts)
+			port := srv.Addr().(*net.TCPAddr).Port
+			conn, err := Dial(config.Settings{NATSURL: tt.url(port)}, "test", logger)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if got := conn.URL(); got != tt.want(port) {
+				t.Errorf("URL() = %q, want %q", got, tt.want(port))
+			}
+		})
 	}
 }

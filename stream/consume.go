@@ -22,6 +22,11 @@ type Handler interface {
 	Handle(ctx context.Context, chainName string, msg jetstream.Msg)
 }
 
+// handBacker is a Handler that counts the deliveries handed back at
+// shutdown, as *Processor does; Consume counts there those it hands back
+// unworked after the stop.
+type handBacker interface{ handBack() }
+
 // ConsumerConfig configures the consume loop. Its settings come from
 // config.Settings, which owns their defaults; Consume refuses a config whose
 // required fields are unset, naming the field. An optional field's comment
@@ -273,6 +278,9 @@ func (p *puller) dispatch(chainName string, batch jetstream.MessageBatch, err er
 	for msg := range batch.Messages() {
 		if p.ctx.Err() != nil || started == reserved {
 			_ = msg.Nak()
+			if hb, ok := p.h.(handBacker); ok && p.ctx.Err() != nil {
+				hb.handBack()
+			}
 			continue
 		}
 		started++

@@ -1,22 +1,55 @@
 package stream
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
 
+// embeddedReadyLimit bounds how long StartEmbedded waits for the server to
+// take connections; embeddedReadyPoll is how often it looks meanwhile, and
+// so how soon it notices that its context ended.
+const (
+	embeddedReadyLimit = 10 * time.Second
+	embeddedReadyPoll  = 100 * time.Millisecond
+)
+
+// ErrListenInUse reports that another process listens on the embedded
+// server's address: another processor's embedded server, or a NATS server.
+var ErrListenInUse = errors.New("address in use")
+
+// CheckListen checks that an embedded server could listen on listen
+// (host:port) now, by listening there and closing at once: a busy address
+// fails in a moment, before anything is created. The error wraps
+// ErrListenInUse when another process listens there.
+func CheckListen(listen string) error {
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("stream: embedded server address %s: %w", listen, ErrListenInUse)
+		}
+		return fmt.Errorf("stream: embedded server address %s: %w", listen, err)
+	}
+	return l.Close()
+}
+
 // StartEmbedded starts a NATS server with JetStream in this process, storing
 // in dataDir and listening on listen (host:port) so other clients, such as
-// the publisher or the nats CLI, can connect. It fails if listen is not
-// host:port, or if the server is not ready for connections within 10
-// seconds (for example, the address is in use). Shut it down with
-// Shutdown/WaitForShutdown after the processor's connection has drained;
-// natsconn.DialInProcess hands that to the connection's Close.
-func StartEmbedded(listen, dataDir string) (*server.Server, error) {
+// the publisher or the nats CLI, can connect. It first checks the address
+// as CheckListen does, so a busy one fails at once and creates nothing (not
+// even dataDir). It fails if listen is not host:port, if the server is not
+// ready for connections within 10 seconds, or, with ctx's error, if ctx
+// ends first (a stop signal during start-up); the server is shut down then.
+// Shut it down with Shutdown/WaitForShutdown after the processor's
+// connection has drained; natsconn.DialInProcess hands that to the
+// connection's Close.
+func StartEmbedded(ctx context.Context, listen, dataDir string) (*server.Server, error) {
 	host, portText, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("stream: embedded server address %q: %w", listen, err)
@@ -24,6 +57,12 @@ func StartEmbedded(listen, dataDir string) (*server.Server, error) {
 	port, err := strconv.Atoi(portText)
 	if err != nil {
 		return nil, fmt.Errorf("stream: embedded server port %q: %w", portText, err)
+	}
+	if err := CheckListen(listen); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	s, err := server.NewServer(&server.Options{
 		ServerName: "detour-embedded",
@@ -37,9 +76,17 @@ func StartEmbedded(listen, dataDir string) (*server.Server, error) {
 		return nil, fmt.Errorf("stream: embedded server: %w", err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		return nil, fmt.Errorf("stream: embedded server on %s did not start (is the address in use?)", listen)
+	for limit := time.Now().Add(embeddedReadyLimit); !s.ReadyForConnections(embeddedReadyPoll); {
+		switch {
+		case ctx.Err() != nil:
+			s.Shutdown()
+			s.WaitForShutdown()
+			return nil, ctx.Err()
+		case time.Now().After(limit):
+			s.Shutdown()
+			s.WaitForShutdown()
+			return nil, fmt.Errorf("stream: embedded server on %s did not start within %s", listen, embeddedReadyLimit)
+		}
 	}
 	return s, nil
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -111,7 +112,17 @@ type Processor struct {
 	results jetstream.Stream
 	// schemas compiles response schemas, once per distinct schema.
 	schemas *chain.SchemaCache
+	// handedBack counts the deliveries handed back at shutdown.
+	handedBack atomic.Int64
 }
+
+// HandedBack is how many deliveries were handed back for another processor
+// to take because a shutdown cut their work short, or came in after the
+// stop (with Consume); a processor logs it at shutdown.
+func (p *Processor) HandedBack() int64 { return p.handedBack.Load() }
+
+// handBack counts one delivery handed back at shutdown.
+func (p *Processor) handBack() { p.handedBack.Add(1) }
 
 // NewProcessor returns a Processor; the topology must already exist. It
 // refuses a config with a required field unset before touching the server.
@@ -349,6 +360,9 @@ func (d *delivery) nak(delay time.Duration, reason metrics.NakReason) {
 	}
 	d.p.cfg.Metrics.Nak(d.chain, reason)
 	d.p.cfg.Metrics.Settled(d.chain, metrics.OutcomeRetry)
+	if reason == metrics.NakShutdown {
+		d.p.handBack()
+	}
 }
 
 // expire dead-letters a request whose deadline passed and publishes a failed

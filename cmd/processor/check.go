@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/chains"
+	"github.com/detourhq/detour/internal/demo"
 	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/internal/suggest"
 )
@@ -25,6 +27,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	samplesPath := fs.String("samples", "", "JSON Lines file of requests (shape of docs/requests.md, or {\"prompt\": …}), one per line")
 	chainName := fs.String("chain", "default", "chain whose providers to check")
 	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG)")
+	demoMode := fs.Bool("demo", false, "check the demo's chain, with fake providers of its own started as the demo starts them")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
@@ -32,9 +35,24 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "processor check: -samples FILE is required")
 		return 2
 	}
+	if *demoMode && *configPath != "" {
+		fmt.Fprintln(stderr, "processor check: give -demo or -config, not both")
+		return 2
+	}
 	path := config.ChainFile(*configPath)
-	file, err := config.Load(path)
-	if err != nil {
+	var file *config.File
+	var err error
+	if *demoMode {
+		// The demo's own fake providers live in its process; these are
+		// started the same way, so primary is in its first minute: down.
+		d, err := demo.Start(time.Now())
+		if err != nil {
+			fmt.Fprintf(stderr, "processor check: %v\n", err)
+			return 1
+		}
+		defer d.Close()
+		file, path = d.File, "the demo"
+	} else if file, err = config.Load(path); err != nil {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)
 		return config.ExitConfig
 	}

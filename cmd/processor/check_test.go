@@ -83,3 +83,13 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckDemoWithConfig: -demo names the chain to check, so it does not
+// go with -config.
+func TestCheckDemoWithConfig(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"check", "-demo", "-config", "detour.yaml", "-samples", "../../examples/samples.jsonl"}, &out, &errOut)
+	if code != 2 || errOut.String() != "processor check: give -demo or -config, not both\n" || out.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}

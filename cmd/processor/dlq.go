@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/detourhq/detour/deadletter"
@@ -18,7 +19,7 @@ import (
 const dlqUsage = `usage: processor dlq list [-reason R] [-chain C] [-json]
        processor dlq show [-json] SEQ
        processor dlq replay [-reason R] [-chain C] [-deadline D] [-json] (SEQ... | -all)
-       processor dlq purge [-reason R] [-chain C] [SEQ...]
+       processor dlq purge [-reason R] [-chain C] (SEQ... | -all)
 
 Dead letters live in the stream DETOUR_DEADLETTER and are named by their
 sequence (SEQ). Reasons: bad_request, bad_reply_subject, too_large, expired,
@@ -30,8 +31,9 @@ poison, invalid_output.
           dead letters once queued; -all (or -reason/-chain) selects every
           matching one. A request whose own deadline has passed is refused
           unless -deadline gives a new one (a duration from now, or RFC 3339).
-  purge   remove the named dead letters, or all matching the filters (all
-          of them without filters), and print how many were removed
+  purge   remove the named dead letters, or every one the filters select
+          (-reason/-chain), or with -all every dead letter (or every one the
+          filters select), and print how many were removed
 
 Connects like every client command: DETOUR_NATS_URL, else the embedded
 server on DETOUR_LISTEN.
@@ -69,6 +71,7 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 	case "purge":
 		reason()
 		chainFlag()
+		fs.BoolVar(&c.all, "all", false, "purge every dead letter the filters select (all of them without filters)")
 		run = c.purge
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, dlqUsage)
@@ -86,7 +89,9 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 		err = c.setArgs(cmd, positional)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "processor dlq %s: %v\n%s", cmd, err, dlqUsage)
+		// Say what is wrong and how the command is used, not the usage of
+		// every dlq command.
+		fmt.Fprintf(stderr, "processor dlq %s: %v\n%s\n", cmd, err, dlqCommandUsage[cmd])
 		return 2
 	}
 
@@ -106,6 +111,16 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// dlqCommandUsage is the usage line of each dlq command, printed after a
+// usage error.
+var dlqCommandUsage = map[string]string{
+	"list":   "usage: processor dlq list [-reason R] [-chain C] [-json]",
+	"ls":     "usage: processor dlq list [-reason R] [-chain C] [-json]",
+	"show":   "usage: processor dlq show [-json] SEQ",
+	"replay": "usage: processor dlq replay [-reason R] [-chain C] [-deadline D] [-json] (SEQ... | -all)",
+	"purge":  "usage: processor dlq purge [-reason R] [-chain C] (SEQ... | -all)",
+}
+
 // dlqCommand holds one dlq command's flags and arguments.
 type dlqCommand struct {
 	stdout, stderr io.Writer
@@ -122,7 +137,7 @@ func (c *dlqCommand) setArgs(cmd string, positional []string) error {
 	if c.reason != "" {
 		r, err := deadletter.ParseReason(c.reason)
 		if err != nil {
-			return err
+			return fmt.Errorf("unknown reason %q; the reasons are %s", c.reason, reasonList())
 		}
 		c.sel.Filter.Reason = r
 	}
@@ -152,11 +167,25 @@ func (c *dlqCommand) setArgs(cmd string, positional []string) error {
 			return errors.New("name the sequences to replay, or -all")
 		}
 	case "purge":
-		if seqs > 0 && filtered {
-			return errors.New("name sequences or filter with -reason/-chain, not both")
+		// Like replay, and unlike a bare purge of old, which removed every
+		// dead letter without asking.
+		switch {
+		case seqs > 0 && (c.all || filtered):
+			return errors.New("name sequences or select with -all/-reason/-chain, not both")
+		case seqs == 0 && !c.all && !filtered:
+			return errors.New("name the dead letters to purge (SEQ..., or -reason/-chain), or purge every one with -all")
 		}
 	}
 	return nil
+}
+
+// reasonList is the dead-letter reasons, comma-separated.
+func reasonList() string {
+	names := make([]string, 0, len(deadletter.Reasons()))
+	for _, r := range deadletter.Reasons() {
+		names = append(names, string(r))
+	}
+	return strings.Join(names, ", ")
 }
 
 // dlqParse parses flags that may come before, between or after the

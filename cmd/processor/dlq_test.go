@@ -98,16 +98,39 @@ func TestDLQCommand(t *testing.T) {
 	}
 	dlq(1, "show", expired) // gone
 
-	dlq(2, "replay")                      // nothing selected
-	dlq(2, "replay", "-all", "3")         // both
-	dlq(2, "list", "-reason", "nonsense") // unknown reason
+	dlq(2, "replay")              // nothing selected
+	dlq(2, "replay", "-all", "3") // both
 	dlq(2, "frobnicate")
+	// A bad reason names the valid ones, and nothing else of the usage.
+	golden := map[string][]string{
+		"processor dlq list: unknown reason \"nonsense\"; the reasons are bad_request, bad_reply_subject, too_large, expired, poison, invalid_output\n" +
+			"usage: processor dlq list [-reason R] [-chain C] [-json]\n": {"list", "-reason", "nonsense"},
+		// A bare purge removed every dead letter without asking; it is
+		// refused, like a bare replay.
+		"processor dlq purge: name the dead letters to purge (SEQ..., or -reason/-chain), or purge every one with -all\n" +
+			"usage: processor dlq purge [-reason R] [-chain C] (SEQ... | -all)\n": {"purge"},
+		"processor dlq purge: name sequences or select with -all/-reason/-chain, not both\n" +
+			"usage: processor dlq purge [-reason R] [-chain C] (SEQ... | -all)\n": {"purge", "-all", "2"},
+	}
+	for want, args := range golden {
+		if out := dlq(2, args...); out != want {
+			t.Errorf("dlq %v printed\n%s\nwant\n%s", args, out, want)
+		}
+	}
 
 	if out = dlq(0, "purge", "-reason", "poison", "-chain", "default"); !strings.Contains(out, "purged 2 dead letter(s)") {
 		t.Fatalf("purge: %s", out)
 	}
 	if out = dlq(0, "list"); !strings.Contains(out, "no dead letters") {
 		t.Fatalf("list after purge: %s", out)
+	}
+	letter(deadletter.ReasonExpired, `{"id":"late-2","messages":[{"role":"user","content":"hi"}]}`, "deadline passed")
+	letter(deadletter.ReasonPoison, `{"id":"rej-3","messages":[{"role":"user","content":"hi"}]}`, "HTTP 400")
+	if out = dlq(0, "purge", "-all"); out != "purged 2 dead letter(s)\n" {
+		t.Fatalf("purge -all: %q", out)
+	}
+	if out = dlq(0, "list"); !strings.Contains(out, "no dead letters") {
+		t.Fatalf("list after purge -all: %s", out)
 	}
 }
 

@@ -15,10 +15,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/buildinfo"
 	"github.com/detourhq/detour/internal/demo"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/service"
@@ -31,10 +33,11 @@ func main() {
 
 func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: processor [run] [-demo] [-config FILE]")
+	fmt.Fprintln(w, "       processor -version")
 	fmt.Fprintln(w, "       processor status [-json] [-config FILE]     one row per provider: state, failures, cooldown, trips, last error")
 	fmt.Fprintln(w, "       processor watch [-json]      outage events as they happen: opened, expired, probe, closed")
-	fmt.Fprintln(w, "       processor check -samples FILE.jsonl [-chain C] [-config FILE]   every provider × every sample, exit 1 on a failure")
-	fmt.Fprintln(w, "       processor dlq list|show SEQ|replay [SEQ…|-all] [-reason R] [-deadline D]|purge [-reason R]")
+	fmt.Fprintln(w, "       processor check -samples FILE.jsonl [-chain C] [-config FILE | -demo]   every provider × every sample, exit 1 on a failure")
+	fmt.Fprintln(w, "       processor dlq list|show SEQ|replay (SEQ…|-all) [-reason R] [-deadline D]|purge (SEQ…|-all) [-reason R]")
 	fmt.Fprintln(w, "\nflags:")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -63,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	demoMode := fs.Bool("demo", false, "embedded NATS with local fake providers (primary down for its first minute) and a rules fallback")
 	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG)")
+	version := fs.Bool("version", false, "print the version of this build and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout, fs)
@@ -71,6 +75,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "processor: %v\n", err)
 		usage(stderr, fs)
 		return 2
+	}
+	if *version {
+		fmt.Fprintln(stdout, "processor", buildinfo.Read())
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "processor: unknown command %q\n", fs.Arg(0))
@@ -93,6 +101,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// dataDirVariable is the setting that names the embedded server's store; the
+// demo keeps its store there only when it is set.
+const dataDirVariable = "DETOUR_DATA_DIR"
+
+// describeChains is a chain file's chains for the start-up log:
+// "default: primary, backup, template; cheap: local, template".
+func describeChains(file *config.File) string {
+	var parts []string
+	for _, name := range file.ChainNames() {
+		parts = append(parts, name+": "+strings.Join(file.Chains[name], ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
 func newLogger(s config.Settings, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: s.SlogLevel()}
 	if s.LogFormat == config.LogFormatJSON {
@@ -106,6 +128,22 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	defer stop()
 
 	var file *config.File
+	if !demoMode {
+		path := config.ChainFile(configPath)
+		var err error
+		if file, err = config.Load(path); err != nil {
+			return err
+		}
+		logger.Info("chain file read", "path", path, "chains", describeChains(file))
+	}
+	if demoMode && settings.NATSURL != "" {
+		logger.Warn("demo mode ignores DETOUR_NATS_URL and runs an embedded server")
+		settings.NATSURL = ""
+	}
+	// A busy DETOUR_LISTEN fails here, before a store is created.
+	if err := checkListen(settings); err != nil {
+		return err
+	}
 	dataDir := settings.DataDir
 	if demoMode {
 		d, err := demo.Start(time.Now())
@@ -114,28 +152,31 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		}
 		defer d.Close()
 		file = d.File
-		// A fresh store every time, so each demo starts from a clean slate.
-		if dataDir, err = os.MkdirTemp("", "detour-demo-"); err != nil {
-			return err
+		if _, set := os.LookupEnv(dataDirVariable); set {
+			logger.Info("demo: keeping its store in DETOUR_DATA_DIR", "data_dir", dataDir)
+		} else {
+			// A fresh store every time, so each demo starts from a clean
+			// slate, deleted on exit.
+			if dataDir, err = os.MkdirTemp("", "detour-demo-"); err != nil {
+				return err
+			}
+			defer os.RemoveAll(dataDir)
+			logger.Info("demo: a temporary store, deleted on exit (set DETOUR_DATA_DIR to keep it)", "data_dir", dataDir)
 		}
-		defer os.RemoveAll(dataDir)
-		if settings.NATSURL != "" {
-			logger.Warn("demo mode ignores DETOUR_NATS_URL and runs an embedded server")
-			settings.NATSURL = ""
-		}
-		logger.Info("demo: primary is down for its first minute, then healthy", "primary", d.Primary.URL, "backup", d.Backup.URL)
-	} else {
-		var err error
-		if file, err = config.Load(config.ChainFile(configPath)); err != nil {
-			return err
-		}
+		logger.Info("demo: primary is down for its first minute, then healthy", "primary", d.Primary.URL, "backup", d.Backup.URL,
+			"chains", describeChains(file))
 	}
 
-	conn, err := dial(settings, dataDir, "detour-processor", logger)
+	conn, err := dial(ctx, settings, dataDir, "detour-processor", logger)
+	if err != nil && ctx.Err() != nil {
+		logger.Info("stopped during start-up", "cause", context.Cause(ctx))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	logger.Info("connected to NATS", "url", conn.URL())
 	m := metrics.New()
 	p, err := service.New(ctx, service.Options{Settings: settings, File: file, Conn: conn.NATS(), Logger: logger, Metrics: m})
 	if err != nil && ctx.Err() != nil {

@@ -118,8 +118,14 @@ type process struct {
 // the test ends is killed, and its output is logged if the test failed.
 func startProcess(t *testing.T, bin, name string, env []string) *process {
 	t.Helper()
+	return startProcessArgs(t, bin, name, env)
+}
+
+// startProcessArgs is startProcess with command-line arguments.
+func startProcessArgs(t *testing.T, bin, name string, env []string, args ...string) *process {
+	t.Helper()
 	p := &process{name: name, out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env, p.cmd.Dir, p.cmd.Stdout, p.cmd.Stderr = env, t.TempDir(), p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting processor %s: %v", name, err)

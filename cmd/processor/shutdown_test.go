@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -170,6 +172,10 @@ func TestShutdownHandsBackWithoutWaitingForAckWait(t *testing.T) {
 		remaining, tail.Round(time.Millisecond), tailBound.Round(time.Millisecond), fake.Requests(), n, canceledCalls)
 	if handedBack == 0 {
 		t.Errorf("A handed nothing back although it was stopped under a backlog; the test proves nothing")
+	}
+	// A's last words say how many it handed back.
+	if m := regexp.MustCompile(`msg="shutdown complete" handed_back=(\d+)\n`).FindStringSubmatch(a.out.String()); m == nil || m[1] != strconv.Itoa(handedBack) {
+		t.Errorf("A's shutdown log %q; want handed_back=%d", m, handedBack)
 	}
 	if tail > tailBound {
 		t.Errorf("the last result came %v after A's exit, want within %v for %d requests at B's rate", tail, tailBound, remaining)

@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,11 +30,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
-	var known []string
-	if file, err := config.Load(config.ChainFile(*configPath)); err == nil {
-		known = lo.Map(file.Providers, func(p config.Provider, _ int) string { return p.Name })
-	} else {
-		fmt.Fprintf(stderr, "processor status: chain file not read (%v); listing providers with recorded state only\n", err)
+	known, note := chainProviders(*configPath)
+	if note != "" {
+		fmt.Fprintf(stderr, "processor status: %s; listing providers with recorded state only\n", note)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -62,6 +62,36 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// chainProviders names the providers of the chain file that status lists
+// even without recorded state. Beside a demo, or on a host that runs
+// processors elsewhere, there is often no chain file: without -config or
+// DETOUR_CONFIG a missing detour.yaml is no news, and note is empty. A file
+// named on purpose that cannot be read, or a detour.yaml that is there but
+// refused, is worth a one-line note.
+func chainProviders(configPath string) (known []string, note string) {
+	path := config.ChainFile(configPath)
+	file, err := config.Load(path)
+	if err == nil {
+		return lo.Map(file.Providers, func(p config.Provider, _ int) string { return p.Name }), ""
+	}
+	_, envSet := os.LookupEnv(configVariable)
+	missing := errors.Is(err, fs.ErrNotExist)
+	switch {
+	case missing && configPath == "" && !envSet:
+		return nil, ""
+	case missing:
+		return nil, fmt.Sprintf("chain file %s not found", path)
+	}
+	first, _, more := strings.Cut(err.Error(), "\n")
+	if more {
+		first += " …"
+	}
+	return nil, fmt.Sprintf("chain file not read (%s)", first)
+}
+
+// configVariable names the chain file when -config does not.
+const configVariable = "DETOUR_CONFIG"
 
 // runWatch prints outage events as they happen until interrupted:
 // `processor watch [-json]`.

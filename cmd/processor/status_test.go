@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,5 +65,34 @@ chains:
 	}
 	if len(primary) < 5 || primary[0] != "primary" || primary[1] != "open" || primary[2] != "1" || !strings.Contains(out.String(), "HTTP 503 from primary") {
 		t.Fatalf("status table:\n%s", out.String())
+	}
+}
+
+// TestStatusChainFileNote: without a chain file named or present (beside
+// the demo) status says nothing about one; one named on purpose that is
+// missing, or one that is refused, gets a one-line note.
+func TestStatusChainFileNote(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("DETOUR_CONFIG", "")
+	os.Unsetenv("DETOUR_CONFIG")
+	if known, note := chainProviders(""); known != nil || note != "" {
+		t.Errorf("no chain file anywhere: %v, %q; want nothing and no note", known, note)
+	}
+	if _, note := chainProviders("other.yaml"); note != "chain file other.yaml not found" {
+		t.Errorf("-config other.yaml: note %q", note)
+	}
+	t.Setenv("DETOUR_CONFIG", "nope.yaml")
+	if _, note := chainProviders(""); note != "chain file nope.yaml not found" {
+		t.Errorf("DETOUR_CONFIG=nope.yaml: note %q", note)
+	}
+	os.Unsetenv("DETOUR_CONFIG")
+	writeFile(t, filepath.Join(dir, "detour.yaml"), "providers: [\n")
+	if _, note := chainProviders(""); !strings.HasPrefix(note, "chain file not read (chain file detour.yaml: ") || strings.Contains(note, "\n") {
+		t.Errorf("a refused detour.yaml: note %q; want one line", note)
+	}
+	writeFile(t, filepath.Join(dir, "detour.yaml"), "providers:\n  - {name: solo, type: openai, model: m}\nchains:\n  default: [solo]\n")
+	if known, note := chainProviders(""); len(known) != 1 || known[0] != "solo" || note != "" {
+		t.Errorf("a good detour.yaml: %v, %q", known, note)
 	}
 }

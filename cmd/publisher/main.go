@@ -37,6 +37,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/buildinfo"
 	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/natsconn"
 	"github.com/detourhq/detour/wire"
@@ -73,6 +74,7 @@ type flags struct {
 	timeout time.Duration
 	json    bool
 	prompt  string
+	version bool
 }
 
 // parseFlags parses args; a usage error has been reported to stderr when ok
@@ -88,8 +90,9 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 	fs.BoolVar(&f.wait, "wait", true, "wait for the results and print them (-wait=false only publishes)")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "how long to wait for results after the last request is published, and to retry a failed publish (0: until interrupted)")
 	fs.BoolVar(&f.json, "json", false, "print each result as one JSON line, and the summary as a final JSON line")
+	fs.BoolVar(&f.version, "version", false, "print the version of this build and exit")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: publisher [flags] PROMPT\n       publisher [flags] -f requests.jsonl")
+		fmt.Fprintln(stderr, "usage: publisher [flags] PROMPT\n       publisher [flags] -f requests.jsonl\n       publisher -version")
 		fs.PrintDefaults()
 		fmt.Fprintln(stderr, "\nExit code 1 when any request failed, got no result or was not sent; 2 for bad flags or input;\n78 for a bad DETOUR_* setting.")
 		fmt.Fprintln(stderr, "Reference: docs/commands.md (requests: docs/requests.md; results: docs/results.md).")
@@ -99,6 +102,9 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 			return f, 0, false
 		}
 		return f, 2, false
+	}
+	if f.version {
+		return f, 0, true
 	}
 	f.prompt = strings.Join(fs.Args(), " ")
 	nSet := false
@@ -168,6 +174,10 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	f, code, ok := parseFlags(args, stderr)
 	if !ok {
 		return code
+	}
+	if f.version {
+		fmt.Fprintln(stdout, "publisher", buildinfo.Read())
+		return 0
 	}
 	reqs, err := f.requests(stdin)
 	if err != nil {

@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -234,9 +237,9 @@ chains:
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`chain default: 4 requests, 4 sent, 4 results`),
 		regexp.MustCompile(`ok 4, degraded 4 \(100\.0% of ok\), failed 0, no result 0, not sent 0`),
-		regexp.MustCompile(`(?m)^PROVIDER +MODEL +RESULTS +OK +DEGRADED +FAILED +LATENCY p50/p95/p99 +END-TO-END p50/p95/p99$`),
-		regexp.MustCompile(`(?m)^structured +structured-model +4 +4 +4 \(100\.0%\) +0 +\S+ ms +\S+ ms$`),
-		regexp.MustCompile(`(?m)^TOTAL +4 +4 +4 \(100\.0%\) +0 `),
+		regexp.MustCompile(`(?m)^PROVIDER +MODEL +REQUESTS +RESULTS +OK +DEGRADED +FAILED +LATENCY p50/p95/p99 +END-TO-END p50/p95/p99$`),
+		regexp.MustCompile(`(?m)^structured +structured-model +4 +4 +4 +4 \(100\.0%\) +0 +\S+ ms +\S+ ms$`),
+		regexp.MustCompile(`(?m)^TOTAL +4 +4 +4 +4 \(100\.0%\) +0 `),
 	} {
 		if !want.MatchString(stdout) {
 			t.Errorf("summary lacks %s", want)
@@ -248,7 +251,8 @@ chains:
 
 	file := writeFile(t, "r.jsonl", `{"id":"kept","prompt":"a"}`+"\n"+`{"id":"lost","prompt":"lost"}`+"\n")
 	code, stdout, _ = runPublisher(t, "-f", file, "-schema", schema, "-timeout", "2s")
-	if code != 1 || !strings.Contains(stdout, "no result 1") || !strings.Contains(stdout, "no result for: lost") {
+	if code != 1 || !strings.Contains(stdout, "no result 1") || !strings.Contains(stdout, "no result for: lost") ||
+		!regexp.MustCompile(`(?m)^\(no result\) +- +1 +0 +0 +- +0 +- +-$`).MatchString(stdout) {
 		t.Fatalf("exit %d; want 1 and the lost request named", code)
 	}
 }
@@ -278,5 +282,71 @@ func TestUnknownChainExits1(t *testing.T) {
 	code, _, stderr := runPublisher(t, "-chain", "nosuch", "-n", "2", "hello")
 	if code != 1 || !strings.Contains(stderr, `is chain "nosuch" configured`) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestInterruptedSummaryAgreesWithItself runs the publisher binary, sends
+// it SIGINT once a few requests were answered, and reads its summary: the
+// heading's "not sent" count is the table's (not sent) row, not counted as
+// failed, and the REQUESTS column adds up to the run.
+func TestInterruptedSummaryAgreesWithItself(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the publisher")
+	}
+	solo := providertest.New(providertest.OpenAI, providertest.OK())
+	defer solo.Close()
+	startProcessor(t, soloChain(solo.URL))
+	bin := filepath.Join(t.TempDir(), "publisher")
+	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "-n", "200", "-rate", "20", "-timeout", "20s", "hello")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for solo.Requests() < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+		t.Fatalf("exit %v; want 1 (requests not sent)", err)
+	}
+	out := stdout.String()
+	heading := regexp.MustCompile(`(?m)^ok (\d+), degraded 0 \(0\.0% of ok\), failed 0, no result 0, not sent (\d+)$`).FindStringSubmatch(out)
+	if heading == nil {
+		t.Fatalf("no heading line")
+	}
+	ok, unsent := heading[1], heading[2]
+	for _, want := range []string{
+		`(?m)^solo +solo-model +` + ok + ` +` + ok + ` +` + ok + ` +0 \(0\.0%\) +0 `,
+		`(?m)^\(not sent\) +- +` + unsent + ` +0 +0 +- +0 +- +-$`,
+		`(?m)^TOTAL +200 +` + ok + ` +` + ok + ` +0 \(0\.0%\) +0 `,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("summary lacks %s", want)
+		}
+	}
+	if !strings.Contains(stderr.String(), "stopped sending") {
+		t.Errorf("stderr does not say sending stopped")
+	}
+}
+
+// TestExamples: the README's example requests file and schema are read as
+// written and sent.
+func TestExamples(t *testing.T) {
+	solo := providertest.New(providertest.OpenAI, providertest.OK())
+	defer solo.Close()
+	startProcessor(t, soloChain(solo.URL))
+	code, stdout, _ := runPublisher(t, "-f", "../../examples/requests.jsonl", "-schema", "../../examples/answer.schema.json", "-wait=false")
+	if code != 0 || stdout != "published 4 request(s) to detour.requests.default\n" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/buildinfo"
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/wire"
 )
@@ -71,7 +72,7 @@ type Config struct {
 	ReplyPrefixes []string
 	MaxPayload    int
 	// Version is the service's semantic version; "" is the build's
-	// (BuildVersion).
+	// (buildinfo.Info.Semver).
 	Version string
 	// Metadata is shown by `nats micro info`.
 	Metadata map[string]string
@@ -88,7 +89,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	version := cfg.Version
 	if version == "" {
-		version = BuildVersion()
+		version = buildinfo.Read().Semver()
 	}
 	s := &server{cfg: cfg, log: logs.OrDiscard(cfg.Logger)}
 	svc, err := micro.AddService(cfg.Conn, micro.Config{

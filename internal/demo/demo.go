@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,8 +28,8 @@ type Demo struct {
 // Start starts the fake providers; the primary answers 503 until Outage has
 // passed since now.
 func Start(now time.Time) (*Demo, error) {
-	primary := providertest.New(providertest.OpenAI, providertest.Until(now.Add(Outage), providertest.Status(503), providertest.OK()))
-	backup := providertest.New(providertest.OpenAI, providertest.Slow(150*time.Millisecond, providertest.OK()))
+	primary := providertest.New(providertest.OpenAI, providertest.Until(now.Add(Outage), providertest.Status(503), answer()))
+	backup := providertest.New(providertest.OpenAI, providertest.Slow(150*time.Millisecond, answer()))
 	file, err := config.Parse([]byte(chainFile(primary.URL, backup.URL)), func(string) (string, bool) { return "", false })
 	if err != nil {
 		primary.Close()
@@ -36,6 +37,33 @@ func Start(now time.Time) (*Demo, error) {
 		return nil, fmt.Errorf("demo: chain file: %w", err)
 	}
 	return &Demo{Primary: primary, Backup: backup, File: file}, nil
+}
+
+// answer answers as providertest.OK does ("<model> answers: <prompt>"),
+// but as a JSON object {"answer": "<model> answers: <prompt>"} when the
+// last user message mentions JSON, so that a request with a
+// response_schema asking for that object is answered
+// (`publisher -schema examples/answer.schema.json "answer in JSON"`).
+func answer() providertest.Script {
+	ok := providertest.OK()
+	return func(n int, req providertest.Request) providertest.Reply {
+		r := ok(n, req)
+		if asksForJSON(req.Messages) {
+			b, _ := json.Marshal(map[string]string{"answer": r.Content})
+			r.Content = string(b)
+		}
+		return r
+	}
+}
+
+// asksForJSON reports whether the last user message mentions JSON.
+func asksForJSON(msgs []providertest.Message) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return strings.Contains(strings.ToLower(msgs[i].Content), "json")
+		}
+	}
+	return false
 }
 
 // chainFile is the demo's chain file: short cooldowns so the outage is seen

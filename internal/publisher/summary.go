@@ -208,7 +208,11 @@ func Summarize(chainName string, outcomes []Outcome) Summary {
 // maxListedIDs bounds the ids WriteText lists; JSON lists them all.
 const maxListedIDs = 10
 
-// WriteText writes the summary as a heading and a table.
+// WriteText writes the summary as a heading and a table. The table has a
+// row per provider and model, one for failed results, one for the requests
+// sent without a result and one for those never sent, so that its REQUESTS
+// column adds up to the run's requests and each count matches the heading:
+// FAILED counts failed results only, as "failed" does.
 func (s Summary) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "chain %s: %d requests, %d sent, %d results", s.Chain, s.Requests, s.Sent, s.Results)
@@ -221,20 +225,23 @@ func (s Summary) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%d request(s) repeated an id sent earlier: their results are the earlier ones\n", s.Duplicates)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "PROVIDER\tMODEL\tRESULTS\tOK\tDEGRADED\tFAILED\tLATENCY p50/p95/p99\tEND-TO-END p50/p95/p99")
+	fmt.Fprintln(tw, "PROVIDER\tMODEL\tREQUESTS\tRESULTS\tOK\tDEGRADED\tFAILED\tLATENCY p50/p95/p99\tEND-TO-END p50/p95/p99")
 	for _, r := range s.Rows {
 		provider, model := r.Provider, r.Model
 		if provider == "" {
 			provider, model = "(failed)", "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", provider, model, r.Results, r.OK,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", provider, model, r.Results, r.Results, r.OK,
 			degradedCell(r.Degraded, r.OK), r.Failed, r.Latency, r.EndToEnd)
 	}
-	if s.Missing+s.Unsent > 0 {
-		fmt.Fprintf(tw, "(no result)\t-\t0\t0\t-\t%d\t-\t-\n", s.Missing+s.Unsent)
+	if s.Missing > 0 {
+		fmt.Fprintf(tw, "(no result)\t-\t%d\t0\t0\t-\t0\t-\t-\n", s.Missing)
 	}
-	fmt.Fprintf(tw, "TOTAL\t\t%d\t%d\t%s\t%d\t%s\t%s\n", s.Results, s.OK,
-		degradedCell(s.Degraded, s.OK), s.Failures(), s.Latency, s.EndToEnd)
+	if s.Unsent > 0 {
+		fmt.Fprintf(tw, "(not sent)\t-\t%d\t0\t0\t-\t0\t-\t-\n", s.Unsent)
+	}
+	fmt.Fprintf(tw, "TOTAL\t\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", s.Requests, s.Results, s.OK,
+		degradedCell(s.Degraded, s.OK), s.Failed, s.Latency, s.EndToEnd)
 	if len(s.MissingIDs) > 0 {
 		ids := s.MissingIDs[:min(len(s.MissingIDs), maxListedIDs)]
 		fmt.Fprintf(tw, "\nno result for: %s", strings.Join(ids, ", "))

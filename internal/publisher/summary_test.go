@@ -218,36 +218,47 @@ func TestSummaryText(t *testing.T) {
 	if err := s.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	out := b.String()
-	t.Logf("\n%s", out)
-	for _, want := range []string{
-		"chain default: 4 requests, 4 sent, 3 results in 230ms (13.0/s)",
-		"ok 2, degraded 1 (50.0% of ok), failed 1, no result 1, not sent 0",
-		"PROVIDER",
-		"LATENCY p50/p95/p99",
-		"END-TO-END p50/p95/p99",
-		"no result for: rd",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("summary lacks %q", want)
-		}
+	want := `chain default: 4 requests, 4 sent, 3 results in 230ms (13.0/s)
+ok 2, degraded 1 (50.0% of ok), failed 1, no result 1, not sent 0
+
+PROVIDER     MODEL    REQUESTS  RESULTS  OK  DEGRADED    FAILED  LATENCY p50/p95/p99  END-TO-END p50/p95/p99
+primary      p-model  1         1        1   0 (0.0%)    0       12/12/12 ms          30/30/30 ms
+backup       b-model  1         1        1   1 (100.0%)  0       80/80/80 ms          95/95/95 ms
+(failed)     -        1         1        0   -           1       200/200/200 ms       210/210/210 ms
+(no result)  -        1         0        0   -           0       -                    -
+TOTAL                 4         3        2   1 (50.0%)   1       80/200/200 ms        95/210/210 ms
+
+no result for: rd
+`
+	if got := b.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	fields := map[string][]string{}
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) > 0 {
-			fields[f[0]] = f
-		}
+}
+
+// TestSummaryTextStopped is a run stopped by Ctrl-C after 3 of 8 requests:
+// the heading and the table both count 5 requests not sent, and not as
+// failed.
+func TestSummaryTextStopped(t *testing.T) {
+	ok := fake{provider: "primary", model: "p-model", status: chain.StatusOK, latencyMs: 10, e2e: 20 * time.Millisecond}
+	unsent := fake{unsent: true}
+	s := publisher.Summarize("default", outcomes(ok, ok, ok, unsent, unsent, unsent, unsent, unsent))
+	var b strings.Builder
+	if err := s.WriteText(&b); err != nil {
+		t.Fatal(err)
 	}
-	for first, want := range map[string][]string{
-		"primary":  {"primary", "p-model", "1", "1", "0", "(0.0%)", "0", "12/12/12", "ms", "30/30/30", "ms"},
-		"backup":   {"backup", "b-model", "1", "1", "1", "(100.0%)", "0", "80/80/80", "ms", "95/95/95", "ms"},
-		"(failed)": {"(failed)", "-", "1", "0", "-", "1", "200/200/200", "ms", "210/210/210", "ms"},
-		"(no":      {"(no", "result)", "-", "0", "0", "-", "1", "-", "-"},
-		"TOTAL":    {"TOTAL", "3", "2", "1", "(50.0%)", "2", "80/200/200", "ms", "95/210/210", "ms"},
-	} {
-		if !reflect.DeepEqual(fields[first], want) {
-			t.Errorf("row %s:\n got %q\nwant %q", first, fields[first], want)
-		}
+	want := `chain default: 8 requests, 3 sent, 3 results in 40ms (75.0/s)
+ok 3, degraded 0 (0.0% of ok), failed 0, no result 0, not sent 5
+
+PROVIDER    MODEL    REQUESTS  RESULTS  OK  DEGRADED  FAILED  LATENCY p50/p95/p99  END-TO-END p50/p95/p99
+primary     p-model  3         3        3   0 (0.0%)  0       10/10/10 ms          20/20/20 ms
+(not sent)  -        5         0        0   -         0       -                    -
+TOTAL                8         3        3   0 (0.0%)  0       10/10/10 ms          20/20/20 ms
+`
+	if got := b.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if s.Failures() != 5 {
+		t.Errorf("failures %d: a request not sent still makes the run fail", s.Failures())
 	}
 }
 

@@ -166,7 +166,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		return err
 	}
 	if ctx.Err() != nil {
-		p.opts.Logger.Info("shutdown complete")
+		p.opts.Logger.Info("shutdown complete", "handed_back", p.handler.HandedBack())
 	}
 	return nil
 }
