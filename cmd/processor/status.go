@@ -83,11 +83,16 @@ func chainProviders(configPath string) (known []string, note string) {
 	case missing:
 		return nil, fmt.Sprintf("chain file %s not found", path)
 	}
-	first, _, more := strings.Cut(err.Error(), "\n")
-	if more {
-		first += " …"
+	var fe *config.FileError
+	if errors.As(err, &fe) && len(fe.Problems) > 0 {
+		note = fmt.Sprintf("chain file %s not read: %s", path, fe.Problems[0])
+		if more := len(fe.Problems) - 1; more > 0 {
+			note += fmt.Sprintf(" (and %d more: processor check -config %s lists them)", more, path)
+		}
+		return nil, note
 	}
-	return nil, fmt.Sprintf("chain file not read (%s)", first)
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	return nil, fmt.Sprintf("chain file %s not read: %s", path, first)
 }
 
 // configVariable names the chain file when -config does not.

@@ -88,7 +88,7 @@ func TestStatusChainFileNote(t *testing.T) {
 	}
 	os.Unsetenv("DETOUR_CONFIG")
 	writeFile(t, filepath.Join(dir, "detour.yaml"), "providers: [\n")
-	if _, note := chainProviders(""); !strings.HasPrefix(note, "chain file not read (chain file detour.yaml: ") || strings.Contains(note, "\n") {
+	if _, note := chainProviders(""); !strings.HasPrefix(note, "chain file detour.yaml not read: line ") || strings.Contains(note, "\n") {
 		t.Errorf("a refused detour.yaml: note %q; want one line", note)
 	}
 	writeFile(t, filepath.Join(dir, "detour.yaml"), "providers:\n  - {name: solo, type: openai, model: m}\nchains:\n  default: [solo]\n")

@@ -118,6 +118,13 @@ func shapeProblems(raw json.RawMessage, t reflect.Type, path string, hint *bool)
 		}
 		var out []string
 		for _, kv := range members(raw) {
+			if t.Elem().Kind() == reflect.Interface {
+				// A map of any is metadata (chain.Metadata): scalars only.
+				if v := bytes.TrimSpace(kv.value); len(v) > 0 && (v[0] == '{' || v[0] == '[') {
+					out = append(out, fmt.Sprintf("%q must be a string, a number, true, false or null", join(path, kv.key)))
+				}
+				continue
+			}
 			out = append(out, shapeProblems(kv.value, t.Elem(), join(path, kv.key), hint)...)
 		}
 		return out
