@@ -126,7 +126,7 @@ func TestEvaluateJudgesTheTargets(t *testing.T) {
 			InProcess: &ScalingSeries{Points: []ScalingPoint{{Processors: 1, VsOne: 1}, {Processors: 2, VsPrevious: 1.5},
 				{Processors: 4, VsPrevious: 0.97}}},
 		},
-		Outage: &OutageReport{Calls: 100, FailureThreshold: 3, RequestsInFlightAtOpen: 96, LastCallAfterOpenMs: 20},
+		Outage: &OutageReport{ExcessCalls: 1, LastCallAfterOpenMs: 20},
 	}
 	r.evaluate()
 	got := map[string]string{}
@@ -152,5 +152,21 @@ func TestEvaluateJudgesTheTargets(t *testing.T) {
 		if got[text] != v {
 			t.Errorf("%q: %q, want %q", text, got[text], v)
 		}
+	}
+}
+
+// The outage target is judged round by round: medians of calls and of
+// requests in flight taken apart could pair figures of different rounds.
+func TestSummarizeOutageJudgesEachRound(t *testing.T) {
+	rep := summarizeOutage(Default(), []outageResult{
+		{threshold: 3, calls: 96, requestsInFlight: 96, lastCall: -time.Millisecond},
+		{threshold: 3, calls: 96, requestsInFlight: 82, lastCall: 14 * time.Millisecond},
+		{threshold: 3, calls: 96, requestsInFlight: 95, lastCall: 2 * time.Millisecond},
+	})
+	if rep.ExcessCalls != -2 || rep.WorstExcessCalls != 11 {
+		t.Errorf("excess calls: median %v, worst %d; want -2 and 11", rep.ExcessCalls, rep.WorstExcessCalls)
+	}
+	if rep.LastCallAfterOpenMs != 2 || rep.WorstLastCallAfterOpenMs != 14 {
+		t.Errorf("last call: median %v ms, worst %v ms; want 2 and 14", rep.LastCallAfterOpenMs, rep.WorstLastCallAfterOpenMs)
 	}
 }

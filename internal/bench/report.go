@@ -134,8 +134,15 @@ type OutageReport struct {
 	RequestsInFlightAtOpen float64 `json:"requests_in_flight_at_open"`
 	// LastCallAfterOpenMs is the time from the cooldown key's creation to
 	// the dead provider's last call; negative when none came after it.
-	LastCallAfterOpenMs float64        `json:"last_call_after_open_ms"`
-	Rounds              []OutageRounds `json:"rounds"`
+	LastCallAfterOpenMs float64 `json:"last_call_after_open_ms"`
+	// ExcessCalls is, in each round, the calls beyond failure_threshold
+	// plus the requests in flight at the cooldown (the target allows none);
+	// the median, and the worst round's. WorstLastCallAfterOpenMs is the
+	// worst round's LastCallAfterOpenMs.
+	ExcessCalls              float64        `json:"excess_calls"`
+	WorstExcessCalls         int            `json:"worst_excess_calls"`
+	WorstLastCallAfterOpenMs float64        `json:"worst_last_call_after_open_ms"`
+	Rounds                   []OutageRounds `json:"rounds"`
 }
 
 // OutageRounds is one outage round.
@@ -219,8 +226,16 @@ func summarizeLatency(name string, rs []latencyResult) PipelineLatency {
 
 func summarizeOutage(o Options, rs []outageResult) *OutageReport {
 	rep := &OutageReport{Processors: o.OutageProcs, Workers: o.OutageWorkers, Requests: o.OutageRequests}
-	var calls, before, provider, requests, last []float64
-	for _, r := range rs {
+	var calls, before, provider, requests, last, excess []float64
+	for i, r := range rs {
+		over := r.calls - r.threshold - r.requestsInFlight
+		excess = append(excess, float64(over))
+		if i == 0 || over > rep.WorstExcessCalls {
+			rep.WorstExcessCalls = over
+		}
+		if i == 0 || millis(r.lastCall) > rep.WorstLastCallAfterOpenMs {
+			rep.WorstLastCallAfterOpenMs = millis(r.lastCall)
+		}
 		rep.FailureThreshold, rep.MaxRetries = r.threshold, r.maxRetries
 		rep.Rounds = append(rep.Rounds, OutageRounds{Calls: r.calls, CallsBeforeOpen: r.callsBefore,
 			ProviderInFlightAtOpen: r.providerInFlight, RequestsInFlightAtOpen: r.requestsInFlight,
@@ -233,7 +248,7 @@ func summarizeOutage(o Options, rs []outageResult) *OutageReport {
 	}
 	rep.Calls, rep.CallsBeforeOpen = median(calls), median(before)
 	rep.ProviderInFlightAtOpen, rep.RequestsInFlightAtOpen = median(provider), median(requests)
-	rep.LastCallAfterOpenMs = median(last)
+	rep.LastCallAfterOpenMs, rep.ExcessCalls = median(last), median(excess)
 	return rep
 }
 

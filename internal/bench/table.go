@@ -99,7 +99,7 @@ func (s section) footer() {
 				verdict = "yes"
 			}
 		}
-		fmt.Fprintf(s.w, "  target %d: %-78s %-24s %s\n", t.ID, t.Text, t.Measured, verdict)
+		fmt.Fprintf(s.w, "  target %d: %-78s %-30s %s\n", t.ID, t.Text, t.Measured, verdict)
 	}
 }
 
@@ -140,16 +140,16 @@ func (s section) latency(l *LatencyReport) {
 
 func (s section) scaling(sc *ScalingReport) {
 	s.header("processors of %d workers each, over a preloaded backlog", sc.InProcess.Workers)
-	rows := [][]string{{"provider", "processors", "requests", "req/s", "vs one", "vs previous", "of what workers allow"}}
+	rows := [][]string{{"provider", "processors", "requests", "req/s", "CPU/request", "vs one", "vs previous", "of what workers allow"}}
 	for _, series := range []*ScalingSeries{sc.Slow, sc.InProcess} {
 		for _, p := range series.Points {
 			row := []string{series.Provider, fmt.Sprint(p.Processors), fmt.Sprint(p.Requests), fmt.Sprintf("%.0f", p.ReqPerSec),
-				fmt.Sprintf("%.2f", p.VsOne), "", ""}
+				fmt.Sprintf("%.1f µs", p.CPUPerReqUs), fmt.Sprintf("%.2f", p.VsOne), "", ""}
 			if p.VsPrevious != 0 {
-				row[5] = fmt.Sprintf("%.2f", p.VsPrevious)
+				row[6] = fmt.Sprintf("%.2f", p.VsPrevious)
 			}
 			if p.Allowed != 0 {
-				row[6] = fmt.Sprintf("%.0f%% of %.0f", 100*p.ShareOfAllowed, p.Allowed)
+				row[7] = fmt.Sprintf("%.0f%% of %.0f", 100*p.ShareOfAllowed, p.Allowed)
 			}
 			rows = append(rows, row)
 		}
@@ -166,7 +166,8 @@ func (s section) outage(o *OutageReport) {
 		{"failure_threshold (max_retries)", fmt.Sprintf("%d (%d)", o.FailureThreshold, o.MaxRetries)},
 		{"requests in flight when the key was created", fmt.Sprintf("%.0f", o.RequestsInFlightAtOpen)},
 		{"calls in flight at the dead provider when the bench saw it", fmt.Sprintf("%.0f", o.ProviderInFlightAtOpen)},
-		{"its last call after the key was created", fmt.Sprintf("%.1f ms", o.LastCallAfterOpenMs)},
+		{"calls beyond failure_threshold + requests in flight", fmt.Sprintf("%+.0f (worst round %+d)", o.ExcessCalls, o.WorstExcessCalls)},
+		{"its last call after the key was created", fmt.Sprintf("%.1f ms (worst round %.1f ms)", o.LastCallAfterOpenMs, o.WorstLastCallAfterOpenMs)},
 	})
 }
 

@@ -70,12 +70,11 @@ func (r *Report) evaluate() {
 	if out != nil {
 		o = *out
 	}
-	bound := float64(o.FailureThreshold) + o.RequestsInFlightAtOpen
 	add(5, Outage, "dead provider's calls ≤ failure_threshold + requests in flight at the cooldown",
-		fmt.Sprintf("%.0f ≤ %d + %.0f", o.Calls, o.FailureThreshold, o.RequestsInFlightAtOpen),
-		o.Calls <= bound, out != nil)
+		fmt.Sprintf("%+.0f calls (worst round %+d)", o.ExcessCalls, o.WorstExcessCalls), o.ExcessCalls <= 0, out != nil)
 	add(5, Outage, "every processor skips it within 100 ms of the cooldown",
-		fmt.Sprintf("last call %.1f ms after", o.LastCallAfterOpenMs), o.LastCallAfterOpenMs <= 100, out != nil)
+		fmt.Sprintf("%.1f ms (worst round %.1f)", o.LastCallAfterOpenMs, o.WorstLastCallAfterOpenMs),
+		o.LastCallAfterOpenMs <= 100, out != nil)
 
 	mem := r.Memory
 	var m MemoryReport
