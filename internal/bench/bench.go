@@ -65,6 +65,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 	rep := b.newReport()
+	defer func() { rep.Machine.LoadEnd = loadAverage() }()
 	for _, s := range Scenarios {
 		if !opts.runs(s) {
 			continue

@@ -111,7 +111,7 @@ func (b *Bench) offer(ctx context.Context, subject, tag string, n int, ps []*pro
 		}
 		msg := requestMsg(subject, requestID(tag, i), b.opts.RequestBytes)
 		published[i] = time.Now()
-		f, err := b.broker.js.PublishMsgAsync(msg)
+		f, err := b.broker.js.PublishMsgAsync(msg, b.stallWait())
 		if err != nil {
 			return nil, fmt.Errorf("publishing request %d: %w", i, err)
 		}

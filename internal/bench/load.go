@@ -54,7 +54,7 @@ func requestMsg(subject, id string, size int) *nats.Msg {
 func (b *Bench) preload(ctx context.Context, subject, tag string, n int) error {
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	for i := range n {
-		f, err := b.broker.js.PublishMsgAsync(requestMsg(subject, requestID(tag, i), b.opts.RequestBytes))
+		f, err := b.broker.js.PublishMsgAsync(requestMsg(subject, requestID(tag, i), b.opts.RequestBytes), b.stallWait())
 		if err != nil {
 			return fmt.Errorf("queueing request %d: %w", i, err)
 		}
@@ -79,3 +79,8 @@ func (b *Bench) preload(ctx context.Context, subject, tag string, n int) error {
 	}
 	return nil
 }
+
+// stallWait lets an asynchronous publish wait, when too many are waiting for
+// their PubAcks, as long as a run may go without progress, rather than the
+// client's 200 ms: a busy machine is slow, not broken.
+func (b *Bench) stallWait() jetstream.PublishOpt { return jetstream.WithStallWait(b.opts.Stall) }

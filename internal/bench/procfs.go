@@ -95,3 +95,18 @@ func cpuModel() string {
 	}
 	return ""
 }
+
+// loadAverage is the one-minute load average of /proc/loadavg, or -1 where
+// there is none.
+func loadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	first, _, _ := strings.Cut(string(data), " ")
+	load, err := strconv.ParseFloat(first, 64)
+	if err != nil {
+		return -1
+	}
+	return load
+}

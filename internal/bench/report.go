@@ -34,6 +34,12 @@ type Machine struct {
 	OS         string `json:"os"`
 	Arch       string `json:"arch"`
 	Go         string `json:"go"`
+	// LoadStart and LoadEnd are the one-minute load average when the run
+	// began and ended (-1: unknown). The run's own processes keep the load
+	// near the CPU count; much more means other work shared the machine and
+	// skewed the figures.
+	LoadStart float64 `json:"load_start"`
+	LoadEnd   float64 `json:"load_end"`
 }
 
 // ThroughputReport compares the pipelines over a preloaded backlog.
@@ -190,7 +196,7 @@ func (b *Bench) newReport() *Report {
 	}
 	return &Report{
 		Machine: Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUModel: cpuModel(),
-			OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version()},
+			OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), LoadStart: loadAverage()},
 		Server: server, Processor: processor, Rounds: b.opts.Rounds, WarmUp: b.opts.WarmUp,
 		Errors: map[string]string{},
 	}

@@ -15,7 +15,8 @@ func WriteTable(w io.Writer, r *Report) error {
 	if model == "" {
 		model = "unknown CPU"
 	}
-	fmt.Fprintf(w, "machine: %d CPUs, GOMAXPROCS %d, %s, %s/%s, %s\n", m.CPUs, m.GOMAXPROCS, model, m.OS, m.Arch, m.Go)
+	fmt.Fprintf(w, "machine: %d CPUs, GOMAXPROCS %d, %s, %s/%s, %s; load average %.2f at the start, %.2f at the end\n",
+		m.CPUs, m.GOMAXPROCS, model, m.OS, m.Arch, m.Go, m.LoadStart, m.LoadEnd)
 	warm := ""
 	if r.WarmUp {
 		warm = " (throughput after a discarded warm-up round)"
