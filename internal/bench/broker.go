@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/kvstate"
+	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
+)
+
+// benchChain is the one chain every detour run configures.
+const benchChain = "default"
+
+// The baseline's own streams and consumer, configured as detour's.
+const (
+	baselineStream   = "BENCH_REQUESTS"
+	baselineResults  = "BENCH_RESULTS"
+	baselineConsumer = "bench-default"
+	baselineSubject  = "bench.requests.default"
+	baselinePrefix   = "bench.results."
+)
+
+// broker is the NATS server of a run and the bench's connection to it.
+type broker struct {
+	srv *server.Server // nil for an external server
+	url string
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+// startBroker starts an embedded server storing in dir, or connects to url
+// when it is set.
+func startBroker(url, dir string) (*broker, error) {
+	b := &broker{url: url}
+	if url == "" {
+		srv, err := server.NewServer(&server.Options{
+			ServerName: "detour-bench", Host: "127.0.0.1", Port: -1,
+			JetStream: true, StoreDir: dir, NoSigs: true,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("embedded server: %w", err)
+		}
+		go srv.Start()
+		if !srv.ReadyForConnections(10 * time.Second) {
+			srv.Shutdown()
+			return nil, errors.New("embedded server did not start")
+		}
+		b.srv, b.url = srv, srv.ClientURL()
+	}
+	nc, err := nats.Connect(b.url, nats.Name("detour-bench"), nats.MaxReconnects(-1))
+	if err != nil {
+		b.close()
+		return nil, fmt.Errorf("connecting to %s: %w", b.url, err)
+	}
+	b.nc = nc
+	if b.js, err = jetstream.New(nc); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *broker) close() {
+	if b.nc != nil {
+		b.nc.Close()
+	}
+	if b.srv != nil {
+		b.srv.Shutdown()
+		b.srv.WaitForShutdown()
+	}
+}
+
+// version is the server's version as it announces itself.
+func (b *broker) version() string { return b.nc.ConnectedServerVersion() }
+
+// refuseBusy fails when the server already holds detour requests or results:
+// a run purges them, so it must not run against a server in use.
+func (b *broker) refuseBusy(ctx context.Context) error {
+	for _, name := range []string{wire.RequestsStream, wire.ResultsStream} {
+		s, err := b.js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n := s.CachedInfo().State.Msgs; n > 0 {
+			return fmt.Errorf("%s on %s holds %d messages; the bench purges it: give it a server of its own", name, b.url, n)
+		}
+	}
+	return nil
+}
+
+// detourTopology creates detour's streams and consumer as a processor with
+// the default settings and maxAckPending would, so that requests can be
+// queued before any processor runs.
+func (b *broker) detourTopology(ctx context.Context, maxAckPending int) error {
+	return stream.EnsureTopology(ctx, b.js, stream.Topology{
+		Chains: []string{benchChain}, Replicas: 1, MaxAckPending: maxAckPending,
+		AckWait:    settingDuration("AckWait"),
+		RequestTTL: settingDuration("RequestTTL"), ResultTTL: settingDuration("ResultTTL"),
+	})
+}
+
+// baselineTopology creates the baseline's streams and consumer with the
+// configuration of detour's.
+func (b *broker) baselineTopology(ctx context.Context, maxAckPending int) error {
+	requestTTL, resultTTL := settingDuration("RequestTTL"), settingDuration("ResultTTL")
+	streams := []jetstream.StreamConfig{
+		{Name: baselineStream, Subjects: []string{baselineSubject}, Retention: jetstream.WorkQueuePolicy,
+			MaxAge: requestTTL, Duplicates: min(2*time.Minute, requestTTL)},
+		{Name: baselineResults, Subjects: []string{baselinePrefix + ">"}, Retention: jetstream.LimitsPolicy,
+			MaxAge: resultTTL, Duplicates: min(2*time.Minute, resultTTL)},
+	}
+	for _, cfg := range streams {
+		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("creating %s: %w", cfg.Name, err)
+		}
+	}
+	_, err := b.js.CreateOrUpdateConsumer(ctx, baselineStream, jetstream.ConsumerConfig{
+		Durable: baselineConsumer, FilterSubject: baselineSubject, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: settingDuration("AckWait"), MaxDeliver: -1, MaxAckPending: maxAckPending,
+	})
+	if err != nil {
+		return fmt.Errorf("creating consumer %s: %w", baselineConsumer, err)
+	}
+	return nil
+}
+
+// purge empties streams; a run starts from empty ones so that it counts only
+// its own results.
+func (b *broker) purge(ctx context.Context, streams ...string) error {
+	for _, name := range streams {
+		s, err := b.js.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("purging %s: %w", name, err)
+		}
+		if err := s.Purge(ctx); err != nil {
+			return fmt.Errorf("purging %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// resetProviderState deletes the provider bucket and creates it empty, so
+// that no cooldown of an earlier run carries over.
+func (b *broker) resetProviderState(ctx context.Context) (jetstream.KeyValue, error) {
+	if err := b.js.DeleteKeyValue(ctx, kvstate.Bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("deleting %s: %w", kvstate.Bucket, err)
+	}
+	return kvstate.OpenBucket(ctx, b.js, 1)
+}
+
+// pause holds a consumer's deliveries until release, so that every process
+// of a run is consuming before the backlog is released. A processor's own
+// create-or-update of the consumer keeps the pause (the server does not let
+// an update change it).
+func (b *broker) pause(ctx context.Context, streamName, consumer string) error {
+	_, err := b.js.PauseConsumer(ctx, streamName, consumer, time.Now().Add(time.Hour))
+	return err
+}
+
+// releaseDelay is how far ahead release sets the end of a pause.
+const releaseDelay = 20 * time.Millisecond
+
+// release ends a consumer's pause shortly and returns when it ends. It moves
+// the pause's end rather than resuming: at the end of a pause the server
+// serves the pull requests already waiting, while a resume leaves them
+// waiting until the next pull or message arrives.
+func (b *broker) release(ctx context.Context, streamName, consumer string) (time.Time, error) {
+	at := time.Now().Add(releaseDelay)
+	_, err := b.js.PauseConsumer(ctx, streamName, consumer, at)
+	return at, err
+}
+
+// resume ends a pause at once, for runs that publish their requests while
+// the processes consume.
+func (b *broker) resume(ctx context.Context, streamName, consumer string) error {
+	_, err := b.js.ResumeConsumer(ctx, streamName, consumer)
+	return err
+}
+
+// tempDir makes the run's temporary directory.
+func tempDir() (string, error) { return os.MkdirTemp("", "detour-bench-") }

@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/detourhq/detour/chain/providertest"
+)
+
+// memorySettle is how long an idle processor runs before its resident set
+// is read as the idle one.
+const memorySettle = time.Second
+
+// memoryResult is what one memory run measured.
+type memoryResult struct {
+	idle, peak    int64 // bytes
+	peakFromHWM   bool  // VmHWM after a reset; else the highest VmRSS sampled
+	inFlight      int   // most calls the slow provider held at once
+	kibPerRequest float64
+}
+
+// memory runs the memory scenario once a round.
+func (b *Bench) memory(ctx context.Context) (*MemoryReport, error) {
+	var measured []memoryResult
+	for round := range b.opts.Rounds {
+		res, err := b.memoryRun(ctx)
+		if err != nil {
+			return nil, err
+		}
+		measured = append(measured, res)
+		b.progress("memory round %d/%d: idle %.1f MiB, peak %.1f MiB with %d in flight: %.1f KiB a request",
+			round+1, b.opts.Rounds, mib(res.idle), mib(res.peak), res.inFlight, res.kibPerRequest)
+	}
+	return summarizeMemory(b.opts, measured), nil
+}
+
+// memoryRun holds MemoryInFlight requests in one processor with as many
+// workers, on a provider that answers after MemoryDelay, and compares its
+// peak resident set with its idle one.
+func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
+	c, err := fakeChain(providertest.Slow(b.opts.MemoryDelay, providertest.OK()))
+	if err != nil {
+		return res, err
+	}
+	defer c.close()
+	fake := c.fakes[0]
+	n := b.opts.MemoryInFlight
+	run := runSpec{pipe: detourPipe, procs: 1, workers: n, maxAckPending: max(defaultMaxAckPending(), 2*n), chain: c}
+	if err := b.reset(ctx, run.pipe, run.maxAckPending); err != nil {
+		return res, err
+	}
+	if err := b.broker.resume(ctx, run.pipe.stream, run.pipe.consumer); err != nil {
+		return res, err
+	}
+	ps, err := b.start(ctx, run)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if stopErr := stopProcs(ps); err == nil {
+			err = stopErr
+		}
+	}()
+	pid := ps[0].cmd.Process.Pid
+	select {
+	case <-time.After(memorySettle):
+	case <-ctx.Done():
+		return res, context.Cause(ctx)
+	}
+	if res.idle, _, err = procMemory(pid); err != nil {
+		return res, fmt.Errorf("reading the idle resident set: %w", err)
+	}
+	res.peakFromHWM = resetPeak(pid) == nil
+	tag := b.tag()
+	w, err := b.watchResults(ctx, run.pipe, tag, n)
+	if err != nil {
+		return res, err
+	}
+	defer w.stop()
+	if err := b.preload(ctx, run.pipe.subject, tag, n); err != nil {
+		return res, err
+	}
+	w.restartClock()
+	waited := make(chan error, 1)
+	go func() { waited <- w.wait(ctx, b.opts.Stall, ps) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case err := <-waited:
+			if err != nil {
+				return res, err
+			}
+			done = true
+		case <-tick.C:
+		}
+		res.inFlight = max(res.inFlight, fake.InFlight())
+		rss, hwm, err := procMemory(pid)
+		if err != nil {
+			return res, err
+		}
+		res.peak = max(res.peak, rss)
+		if res.peakFromHWM {
+			res.peak = max(res.peak, hwm)
+		}
+	}
+	if res.inFlight == 0 {
+		return res, errors.New("the slow provider never held a request")
+	}
+	res.kibPerRequest = float64(res.peak-res.idle) / 1024 / float64(res.inFlight)
+	return res, nil
+}

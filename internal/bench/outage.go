@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/kvstate"
+	"github.com/detourhq/detour/wire"
+)
+
+// deadProvider is the outage chain's primary.
+const deadProvider = "dead"
+
+// outageResult is what one outage run measured.
+type outageResult struct {
+	threshold, maxRetries int
+	calls                 int // completion requests the dead provider received
+	callsBefore           int // of which before the cooldown key was created
+	providerInFlight      int // its calls being answered when the bench saw the key
+	requestsInFlight      int // requests between their chain's start and their result's store then
+	lastCall              time.Duration
+}
+
+// cooldownSeen is what the bench noted when the cooldown key appeared; its
+// fields are set before done is closed.
+type cooldownSeen struct {
+	created          time.Time // the key's creation, by the server's clock
+	providerInFlight int
+	done             chan struct{}
+}
+
+// outage runs the outage scenario once a round.
+func (b *Bench) outage(ctx context.Context) (*OutageReport, error) {
+	var measured []outageResult
+	for round := range b.opts.Rounds {
+		res, err := b.outageRun(ctx)
+		if err != nil {
+			return nil, err
+		}
+		measured = append(measured, res)
+		b.progress("outage round %d/%d: %d calls to the dead provider (threshold %d, %d requests in flight at the cooldown), last %.1f ms after it",
+			round+1, b.opts.Rounds, res.calls, res.threshold, res.requestsInFlight, millis(res.lastCall))
+	}
+	return summarizeOutage(b.opts, measured), nil
+}
+
+// outageRun answers the backlog through a dead primary and a healthy backup
+// and reads, from the dead fake and the provider bucket, what the outage
+// cost.
+func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
+	c, err := outageChain()
+	if err != nil {
+		return res, err
+	}
+	defer c.close()
+	dead := c.fakes[0]
+	cfg, _ := c.file.Provider(deadProvider)
+	res.threshold, res.maxRetries = cfg.FailureThreshold, cfg.MaxRetries
+	run := runSpec{pipe: detourPipe, procs: b.opts.OutageProcs, workers: b.opts.OutageWorkers,
+		maxAckPending: max(defaultMaxAckPending(), b.opts.OutageProcs*b.opts.OutageWorkers), chain: c}
+	seen := &cooldownSeen{done: make(chan struct{})}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	released := func(ctx context.Context) error {
+		kv, err := b.broker.js.KeyValue(ctx, kvstate.Bucket)
+		if err != nil {
+			return err
+		}
+		watcher, err := kv.Watch(watchCtx, kvstate.CooldownKey(deadProvider), jetstream.UpdatesOnly())
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer func() { _ = watcher.Stop() }()
+			for e := range watcher.Updates() {
+				if e == nil || e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				seen.providerInFlight, seen.created = dead.InFlight(), e.Created()
+				close(seen.done)
+				return
+			}
+		}()
+		return nil
+	}
+	if _, err := b.backlog(ctx, run, b.opts.OutageRequests, backlogHooks{released: released}); err != nil {
+		return res, err
+	}
+	select {
+	case <-seen.done:
+	case <-time.After(5 * time.Second):
+		return res, errors.New("no cooldown key appeared for the dead provider")
+	}
+	res.calls = dead.Requests()
+	res.providerInFlight = seen.providerInFlight
+	if res.requestsInFlight, err = b.inFlightAt(ctx, detourPipe, b.opts.OutageRequests, seen.created); err != nil {
+		return res, err
+	}
+	var last time.Time
+	for _, r := range dead.Received() {
+		if r.At.Before(seen.created) {
+			res.callsBefore++
+		}
+		if r.At.After(last) {
+			last = r.At
+		}
+	}
+	res.lastCall = last.Sub(seen.created)
+	return res, nil
+}
+
+// inFlightAt reads back the n results of a run and counts the requests in
+// flight at t, by the server's clock: those whose chain began by t (the
+// result's store time less its latency_ms) and whose result was stored
+// after t.
+func (b *Bench) inFlightAt(ctx context.Context, pipe pipeline, n int, t time.Time) (int, error) {
+	cons, err := b.broker.js.OrderedConsumer(ctx, pipe.results, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{pipe.prefix + ">"},
+	})
+	if err != nil {
+		return 0, err
+	}
+	count := 0
+	for read := 0; read < n; {
+		batch, err := cons.Fetch(min(n-read, 1000), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return 0, err
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			meta, err := msg.Metadata()
+			if err != nil {
+				return 0, err
+			}
+			res, err := wire.DecodeResult(msg.Data(), msg.Headers())
+			if err != nil {
+				return 0, fmt.Errorf("result %s: %w", msg.Subject(), err)
+			}
+			start := meta.Timestamp.Add(-time.Duration(res.LatencyMs) * time.Millisecond)
+			if !start.After(t) && meta.Timestamp.After(t) {
+				count++
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return 0, err
+		}
+		if got == 0 {
+			return 0, fmt.Errorf("%s holds %d results, want %d", pipe.results, read, n)
+		}
+		read += got
+	}
+	return count, nil
+}

@@ -1,0 +1,340 @@
+package bench
+
+import (
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Report is what a run measured: the medians of its rounds, each round's
+// figure, and the targets of issue 10 with whether each holds. It is the
+// JSON of -json; WriteTable prints it.
+type Report struct {
+	Machine    Machine           `json:"machine"`
+	Server     string            `json:"server"`
+	Processor  string            `json:"processor"`
+	Rounds     int               `json:"rounds"`
+	WarmUp     bool              `json:"warm_up"`
+	Throughput *ThroughputReport `json:"throughput,omitempty"`
+	Latency    *LatencyReport    `json:"latency,omitempty"`
+	Scaling    *ScalingReport    `json:"scaling,omitempty"`
+	Outage     *OutageReport     `json:"outage,omitempty"`
+	Memory     *MemoryReport     `json:"memory,omitempty"`
+	Targets    []Target          `json:"targets"`
+	// Errors maps a scenario that failed to why.
+	Errors map[string]string `json:"errors,omitempty"`
+}
+
+// Machine is where the run ran.
+type Machine struct {
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	CPUModel   string `json:"cpu_model"`
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	Go         string `json:"go"`
+	// LoadStart and LoadEnd are the one-minute load average when the run
+	// began and ended (-1: unknown). The run's own processes keep the load
+	// near the CPU count; much more means other work shared the machine and
+	// skewed the figures.
+	LoadStart float64 `json:"load_start"`
+	LoadEnd   float64 `json:"load_end"`
+}
+
+// ThroughputReport compares the pipelines over a preloaded backlog.
+type ThroughputReport struct {
+	Requests     int `json:"requests"`
+	RequestBytes int `json:"request_bytes"`
+	Workers      int `json:"workers"`
+	// Pipelines are the baseline first, then detour's; detour's carry their
+	// ratios to the baseline.
+	Pipelines []PipelineThroughput `json:"pipelines"`
+}
+
+// PipelineThroughput is one pipeline's medians and rounds.
+type PipelineThroughput struct {
+	Name        string  `json:"name"`
+	ReqPerSec   float64 `json:"req_per_s"`
+	CPUPerReqUs float64 `json:"cpu_per_request_us"`
+	// CPUFromProc is false when /proc could not be read and the CPU time
+	// is each process's whole life, start-up included, from its rusage.
+	CPUFromProc       bool      `json:"cpu_from_proc"`
+	ResultBytes       float64   `json:"result_bytes"`
+	NotOK             int       `json:"not_ok"`
+	ThroughputRatio   float64   `json:"throughput_ratio,omitempty"`
+	CPURatio          float64   `json:"cpu_ratio,omitempty"`
+	RoundsReqPerSec   []float64 `json:"rounds_req_per_s"`
+	RoundsCPUPerReqUs []float64 `json:"rounds_cpu_per_request_us"`
+}
+
+// LatencyReport compares the pipelines' end-to-end latency at a fixed rate.
+type LatencyReport struct {
+	Rate          int               `json:"rate"`
+	Seconds       float64           `json:"seconds"`
+	WarmUpSeconds float64           `json:"warm_up_seconds"`
+	Pipelines     []PipelineLatency `json:"pipelines"`
+}
+
+// PipelineLatency is one pipeline's median percentiles and rounds.
+type PipelineLatency struct {
+	Name        string    `json:"name"`
+	Requests    int       `json:"requests"`
+	P50Ms       float64   `json:"p50_ms"`
+	P99Ms       float64   `json:"p99_ms"`
+	P50Ratio    float64   `json:"p50_ratio,omitempty"`
+	P99Ratio    float64   `json:"p99_ratio,omitempty"`
+	RoundsP50Ms []float64 `json:"rounds_p50_ms"`
+	RoundsP99Ms []float64 `json:"rounds_p99_ms"`
+}
+
+// ScalingReport is throughput by processor count, with the slow HTTP
+// provider and with the in-process chain.
+type ScalingReport struct {
+	Slow      *ScalingSeries `json:"slow"`
+	InProcess *ScalingSeries `json:"in_process"`
+}
+
+// ScalingSeries is one provider's points, fewest processors first.
+type ScalingSeries struct {
+	Provider string         `json:"provider"`
+	DelayMs  float64        `json:"delay_ms,omitempty"`
+	Workers  int            `json:"workers"`
+	Points   []ScalingPoint `json:"points"`
+}
+
+// ScalingPoint is one processor count's medians.
+type ScalingPoint struct {
+	Processors  int     `json:"processors"`
+	Requests    int     `json:"requests"`
+	ReqPerSec   float64 `json:"req_per_s"`
+	CPUPerReqUs float64 `json:"cpu_per_request_us"`
+	// VsOne is ReqPerSec over one processor's (the first point's);
+	// VsPrevious over the point before.
+	VsOne      float64 `json:"vs_one"`
+	VsPrevious float64 `json:"vs_previous,omitempty"`
+	// Allowed is what the workers allow with the slow provider,
+	// processors × workers / delay; ShareOfAllowed the share reached.
+	Allowed         float64   `json:"allowed_req_per_s,omitempty"`
+	ShareOfAllowed  float64   `json:"share_of_allowed,omitempty"`
+	RoundsReqPerSec []float64 `json:"rounds_req_per_s"`
+}
+
+// OutageReport is what a dead primary cost, as medians of the rounds.
+type OutageReport struct {
+	Processors       int `json:"processors"`
+	Workers          int `json:"workers"`
+	Requests         int `json:"requests"`
+	FailureThreshold int `json:"failure_threshold"`
+	MaxRetries       int `json:"max_retries"`
+	// Calls the dead provider received, CallsBeforeOpen of them before the
+	// cooldown key was created.
+	Calls           float64 `json:"calls"`
+	CallsBeforeOpen float64 `json:"calls_before_open"`
+	// ProviderInFlightAtOpen is the dead provider's calls in progress when
+	// the bench saw the cooldown key. RequestsInFlightAtOpen is the
+	// requests in flight when the key was created: their chain had begun
+	// (their result's store time less its latency_ms) and their result was
+	// not stored yet.
+	ProviderInFlightAtOpen float64 `json:"provider_in_flight_at_open"`
+	RequestsInFlightAtOpen float64 `json:"requests_in_flight_at_open"`
+	// LastCallAfterOpenMs is the time from the cooldown key's creation to
+	// the dead provider's last call; negative when none came after it.
+	LastCallAfterOpenMs float64 `json:"last_call_after_open_ms"`
+	// ExcessCalls is, in each round, the calls beyond failure_threshold
+	// plus the requests in flight at the cooldown (the target allows none);
+	// the median, and the worst round's. WorstLastCallAfterOpenMs is the
+	// worst round's LastCallAfterOpenMs.
+	ExcessCalls              float64        `json:"excess_calls"`
+	WorstExcessCalls         int            `json:"worst_excess_calls"`
+	WorstLastCallAfterOpenMs float64        `json:"worst_last_call_after_open_ms"`
+	Rounds                   []OutageRounds `json:"rounds"`
+}
+
+// OutageRounds is one outage round.
+type OutageRounds struct {
+	Calls                  int     `json:"calls"`
+	CallsBeforeOpen        int     `json:"calls_before_open"`
+	ProviderInFlightAtOpen int     `json:"provider_in_flight_at_open"`
+	RequestsInFlightAtOpen int     `json:"requests_in_flight_at_open"`
+	LastCallAfterOpenMs    float64 `json:"last_call_after_open_ms"`
+}
+
+// MemoryReport is the resident set a processor needs per request in flight.
+type MemoryReport struct {
+	Workers  int     `json:"workers"`
+	DelayMs  float64 `json:"delay_ms"`
+	InFlight int     `json:"in_flight"`
+	// PeakInFlight is the most calls the provider held at once; the cost
+	// per request is divided by it.
+	PeakInFlight  int       `json:"peak_in_flight"`
+	IdleRSSKiB    float64   `json:"idle_rss_kib"`
+	PeakRSSKiB    float64   `json:"peak_rss_kib"`
+	PeakFromHWM   bool      `json:"peak_from_vmhwm"`
+	KiBPerRequest float64   `json:"kib_per_request"`
+	RoundsKiB     []float64 `json:"rounds_kib_per_request"`
+}
+
+// Target is one of issue 10's targets and whether the run meets it; Holds
+// is nil when the run did not measure it.
+type Target struct {
+	ID       int    `json:"id"`
+	Scenario string `json:"scenario"`
+	Text     string `json:"text"`
+	Measured string `json:"measured"`
+	Holds    *bool  `json:"holds"`
+}
+
+func (b *Bench) newReport() *Report {
+	server := "embedded nats-server " + b.broker.version()
+	if b.opts.URL != "" {
+		server = b.opts.URL + " (nats-server " + b.broker.version() + ")"
+	}
+	processor := b.opts.Processor
+	if processor == "" {
+		processor = "built from ./cmd/processor"
+	}
+	return &Report{
+		Machine: Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUModel: cpuModel(),
+			OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), LoadStart: loadAverage()},
+		Server: server, Processor: processor, Rounds: b.opts.Rounds, WarmUp: b.opts.WarmUp,
+		Errors: map[string]string{},
+	}
+}
+
+func summarizeBacklog(name string, rs []backlogResult) PipelineThroughput {
+	p := PipelineThroughput{Name: name, CPUFromProc: true}
+	var bytes float64
+	for _, r := range rs {
+		p.RoundsReqPerSec = append(p.RoundsReqPerSec, r.reqPerSec)
+		p.RoundsCPUPerReqUs = append(p.RoundsCPUPerReqUs, micros(r.cpuPerReq))
+		p.CPUFromProc = p.CPUFromProc && r.cpuLive
+		p.NotOK += r.notOK
+		bytes += r.resultBytes
+	}
+	p.ReqPerSec, p.CPUPerReqUs = median(p.RoundsReqPerSec), median(p.RoundsCPUPerReqUs)
+	if len(rs) > 0 {
+		p.ResultBytes = bytes / float64(len(rs))
+	}
+	return p
+}
+
+func summarizeLatency(name string, rs []latencyResult) PipelineLatency {
+	p := PipelineLatency{Name: name}
+	for _, r := range rs {
+		p.Requests = r.n
+		p.RoundsP50Ms = append(p.RoundsP50Ms, millis(r.p50))
+		p.RoundsP99Ms = append(p.RoundsP99Ms, millis(r.p99))
+	}
+	p.P50Ms, p.P99Ms = median(p.RoundsP50Ms), median(p.RoundsP99Ms)
+	return p
+}
+
+func summarizeOutage(o Options, rs []outageResult) *OutageReport {
+	rep := &OutageReport{Processors: o.OutageProcs, Workers: o.OutageWorkers, Requests: o.OutageRequests}
+	var calls, before, provider, requests, last, excess []float64
+	for i, r := range rs {
+		over := r.calls - r.threshold - r.requestsInFlight
+		excess = append(excess, float64(over))
+		if i == 0 || over > rep.WorstExcessCalls {
+			rep.WorstExcessCalls = over
+		}
+		if i == 0 || millis(r.lastCall) > rep.WorstLastCallAfterOpenMs {
+			rep.WorstLastCallAfterOpenMs = millis(r.lastCall)
+		}
+		rep.FailureThreshold, rep.MaxRetries = r.threshold, r.maxRetries
+		rep.Rounds = append(rep.Rounds, OutageRounds{Calls: r.calls, CallsBeforeOpen: r.callsBefore,
+			ProviderInFlightAtOpen: r.providerInFlight, RequestsInFlightAtOpen: r.requestsInFlight,
+			LastCallAfterOpenMs: millis(r.lastCall)})
+		calls = append(calls, float64(r.calls))
+		before = append(before, float64(r.callsBefore))
+		provider = append(provider, float64(r.providerInFlight))
+		requests = append(requests, float64(r.requestsInFlight))
+		last = append(last, millis(r.lastCall))
+	}
+	rep.Calls, rep.CallsBeforeOpen = median(calls), median(before)
+	rep.ProviderInFlightAtOpen, rep.RequestsInFlightAtOpen = median(provider), median(requests)
+	rep.LastCallAfterOpenMs, rep.ExcessCalls = median(last), median(excess)
+	return rep
+}
+
+func summarizeMemory(o Options, rs []memoryResult) *MemoryReport {
+	rep := &MemoryReport{Workers: o.MemoryInFlight, DelayMs: millis(o.MemoryDelay), InFlight: o.MemoryInFlight, PeakFromHWM: true}
+	var idle, peak, inFlight []float64
+	for _, r := range rs {
+		rep.RoundsKiB = append(rep.RoundsKiB, r.kibPerRequest)
+		idle = append(idle, float64(r.idle)/1024)
+		peak = append(peak, float64(r.peak)/1024)
+		inFlight = append(inFlight, float64(r.inFlight))
+		rep.PeakFromHWM = rep.PeakFromHWM && r.peakFromHWM
+	}
+	rep.IdleRSSKiB, rep.PeakRSSKiB = median(idle), median(peak)
+	rep.PeakInFlight = int(median(inFlight))
+	rep.KiBPerRequest = median(rep.RoundsKiB)
+	return rep
+}
+
+// ratios fills the ratios of detour's pipelines to the baseline's, the
+// first.
+func (t *ThroughputReport) ratios() {
+	base := t.Pipelines[0]
+	for i := range t.Pipelines[1:] {
+		p := &t.Pipelines[i+1]
+		p.ThroughputRatio, p.CPURatio = ratio(p.ReqPerSec, base.ReqPerSec), ratio(p.CPUPerReqUs, base.CPUPerReqUs)
+	}
+}
+
+// ratios fills the ratios of detour's percentiles to the baseline's, the
+// first.
+func (l *LatencyReport) ratios() {
+	base := l.Pipelines[0]
+	for i := range l.Pipelines[1:] {
+		p := &l.Pipelines[i+1]
+		p.P50Ratio, p.P99Ratio = ratio(p.P50Ms, base.P50Ms), ratio(p.P99Ms, base.P99Ms)
+	}
+}
+
+// ratios fills each point's VsOne and VsPrevious.
+func (s *ScalingSeries) ratios() {
+	one, ok := s.point(1)
+	if !ok {
+		one = s.Points[0]
+	}
+	for i := range s.Points {
+		p := &s.Points[i]
+		p.VsOne = ratio(p.ReqPerSec, one.ReqPerSec)
+		if i > 0 {
+			p.VsPrevious = ratio(p.ReqPerSec, s.Points[i-1].ReqPerSec)
+		}
+	}
+}
+
+// median of xs, which it does not change; 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func mib(bytes int64) float64        { return float64(bytes) / (1 << 20) }
+
+// defaultMaxAckPending is DETOUR_MAX_ACK_PENDING's default.
+func defaultMaxAckPending() int {
+	n, _ := strconv.Atoi(settingDefault("MaxAckPending"))
+	return n
+}
