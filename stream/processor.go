@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -285,37 +284,6 @@ func (d *delivery) answered(ctx context.Context) (bool, error) {
 	// failed result of a dead letter since replayed, or a client reusing an
 	// id) does not answer this one: results name the message they answer.
 	return wire.Answers(m.Header, d.meta.Sequence.Stream), nil
-}
-
-// heartbeat tells the server the delivery is still being worked on every
-// AckWait/3, so a slow provider call is not redelivered to another worker.
-// No beat is sent once the returned stop has returned.
-func (d *delivery) heartbeat(ctx context.Context) (stop func()) {
-	every := d.p.cfg.AckWait / 3 // AckWait is positive: NewProcessor refuses zero
-	// A timer, not a goroutine with a ticker: most deliveries end long
-	// before the first beat, and then cost no goroutine at all.
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-	)
-	mu.Lock()
-	defer mu.Unlock()
-	t = time.AfterFunc(every, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped || ctx.Err() != nil {
-			return
-		}
-		_ = d.msg.InProgress()
-		t.Reset(every)
-	})
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true // no beat after stop returns
-		t.Stop()
-	}
 }
 
 func (d *delivery) annotate(res *chain.Result) {
