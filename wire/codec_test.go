@@ -3,6 +3,7 @@ package wire_test
 import (
 	"encoding/json"
 	"errors"
+	"net/textproto"
 	"reflect"
 	"runtime"
 	"strings"
@@ -523,5 +524,16 @@ func TestDecodeRequestHugeLengths(t *testing.T) {
 				t.Errorf("decoding %d bytes allocated %d MiB", len(data), grew>>20)
 			}
 		})
+	}
+}
+
+// TestHeaderNamesAreCanonical: results set their headers straight into the
+// map, which finds them by their canonical MIME form (nats.Header.Get).
+func TestHeaderNamesAreCanonical(t *testing.T) {
+	for _, name := range []string{wire.HeaderContentType, wire.HeaderMsgID, wire.HeaderRequestID, wire.HeaderModel,
+		wire.HeaderProvider, wire.HeaderDegraded, wire.HeaderStatus, wire.HeaderRequestSeq} {
+		if c := textproto.CanonicalMIMEHeaderKey(name); c != name {
+			t.Errorf("header %q is not canonical (%q)", name, c)
+		}
 	}
 }
