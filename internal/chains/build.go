@@ -52,8 +52,14 @@ func newProvider(p config.Provider, client *http.Client) (chain.Provider, error)
 
 // policyOf maps a provider's chain-file knobs to the chain's policy.
 func policyOf(p config.Provider) chain.Policy {
+	timeout := p.Timeout
+	if p.Type == config.TypeRules {
+		// A template answers at once, doing no I/O: a timer per call
+		// would cost more than the call.
+		timeout = 0
+	}
 	return chain.Policy{
-		Timeout:      p.Timeout,
+		Timeout:      timeout,
 		MaxRetries:   p.MaxRetries,
 		BackoffBase:  p.BackoffBase,
 		BackoffMax:   p.BackoffMax,
