@@ -135,16 +135,22 @@ func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
 }
 
 func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nats.Msg {
-	// One map of the right size, its keys already canonical: Header.Set
-	// would grow it four times per result.
-	h := make(nats.Header, 8)
-	h[wire.HeaderMsgID] = []string{d.req.ID}
-	h[wire.HeaderRequestID] = []string{d.req.ID}
-	h[wire.HeaderModel] = []string{res.Model}
-	h[wire.HeaderProvider] = []string{res.Provider}
-	h[wire.HeaderDegraded] = []string{strconv.FormatBool(res.Degraded)}
-	h[wire.HeaderStatus] = []string{string(res.Status)}
-	h[wire.HeaderContentType] = []string{d.req.Encoding.ContentType()}
+	// One map of the right size, its keys already canonical (Header.Set
+	// would grow it four times per result), and one array behind its
+	// values, each a slice of one whose capacity ends there, so that an
+	// Add to one header cannot write over the next.
+	v := [...]string{d.req.ID, d.req.ID, res.Model, res.Provider, strconv.FormatBool(res.Degraded),
+		string(res.Status), d.req.Encoding.ContentType()}
+	vals := v[:]
+	one := func(i int) []string { return vals[i : i+1 : i+1] }
+	h := make(nats.Header, len(v)+1)
+	h[wire.HeaderMsgID] = one(0)
+	h[wire.HeaderRequestID] = one(1)
+	h[wire.HeaderModel] = one(2)
+	h[wire.HeaderProvider] = one(3)
+	h[wire.HeaderDegraded] = one(4)
+	h[wire.HeaderStatus] = one(5)
+	h[wire.HeaderContentType] = one(6)
 	wire.MarkAnswers(h, d.meta.Sequence.Stream)
 	return &nats.Msg{Subject: subject, Data: data, Header: h}
 }
