@@ -189,9 +189,10 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 // given the reply subject it named ("" for none): that subject when it is
 // allowed, else an error wrapping ErrBadReplySubject.
 func replySubject(id, replyTo string, replyPrefixes []string) (string, error) {
-	if replyTo == "" || replyTo == ResultSubject(id) {
+	own := ResultSubject(id)
+	if replyTo == "" || replyTo == own {
 		// The id is valid, so its own result subject is too.
-		return ResultSubject(id), nil
+		return own, nil
 	}
 	if IsResultSubject(replyTo) {
 		// The results stream is the record of every request's answer: a

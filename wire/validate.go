@@ -151,31 +151,49 @@ func validateMetadata(m chain.Metadata) error {
 	if len(m) > MaxMetadataKeys {
 		return fmt.Errorf("%w: metadata has %d keys, over the limit of %d", ErrBadRequest, len(m), MaxMetadataKeys)
 	}
+	bad := false
+	for k, v := range m {
+		if metadataEntryError(k, v) != nil {
+			bad = true
+			break
+		}
+	}
+	if !bad {
+		return nil
+	}
+	// Of several bad entries, the same one is named every time.
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v := m[k]
-		if len(k) > MaxMetadataKeyLen {
-			return fmt.Errorf("%w: metadata key %s is longer than %d bytes", ErrBadRequest, quote(k), MaxMetadataKeyLen)
+		if err := metadataEntryError(k, m[k]); err != nil {
+			return err
 		}
-		var size int
-		finite := true
-		switch v := v.(type) {
-		case string:
-			size = len(v)
-		case json.Number:
-			size = len(v)
-			f, err := strconv.ParseFloat(string(v), 64)
-			finite = err == nil && !math.IsInf(f, 0)
-		case float64:
-			finite = !math.IsNaN(v) && !math.IsInf(v, 0)
-		case float32:
-			finite = !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0)
-		}
-		switch {
-		case size > MaxMetadataValueLen:
-			return fmt.Errorf("%w: metadata[%s] is longer than %d bytes", ErrBadRequest, quote(k), MaxMetadataValueLen)
-		case !finite:
-			return fmt.Errorf("%w: metadata[%s] must be a finite number", ErrBadRequest, quote(k))
-		}
+	}
+	return nil
+}
+
+// metadataEntryError is what is wrong with one metadata entry, if anything.
+func metadataEntryError(k string, v any) error {
+	if len(k) > MaxMetadataKeyLen {
+		return fmt.Errorf("%w: metadata key %s is longer than %d bytes", ErrBadRequest, quote(k), MaxMetadataKeyLen)
+	}
+	var size int
+	finite := true
+	switch v := v.(type) {
+	case string:
+		size = len(v)
+	case json.Number:
+		size = len(v)
+		f, err := strconv.ParseFloat(string(v), 64)
+		finite = err == nil && !math.IsInf(f, 0)
+	case float64:
+		finite = !math.IsNaN(v) && !math.IsInf(v, 0)
+	case float32:
+		finite = !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0)
+	}
+	switch {
+	case size > MaxMetadataValueLen:
+		return fmt.Errorf("%w: metadata[%s] is longer than %d bytes", ErrBadRequest, quote(k), MaxMetadataValueLen)
+	case !finite:
+		return fmt.Errorf("%w: metadata[%s] must be a finite number", ErrBadRequest, quote(k))
 	}
 	return nil
 }
