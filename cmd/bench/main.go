@@ -1,7 +1,7 @@
 // Command bench measures detour against a minimal JetStream pipeline on this
 // machine: throughput and CPU per request over a preloaded backlog, latency
 // at a fixed rate, scaling over processors, the cost of an outage and the
-// memory per request in flight, next to the targets of issue 10.
+// memory per request in flight, next to the performance targets of BENCHMARKS.md.
 //
 //	bench [-quick] [-run throughput,latency,scaling,outage,memory] [-rounds 5]
 //	      [-json FILE] [-url nats://…] [-processor PATH] [sizes…]

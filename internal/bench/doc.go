@@ -1,6 +1,7 @@
 // Package bench measures detour against a minimal JetStream pipeline on one
-// machine, in one run: the figures and targets of issue 10. cmd/bench runs
-// it; its logic lives here, one scenario a file.
+// machine, in one run, and judges the figures against the performance
+// targets of BENCHMARKS.md. cmd/bench runs it; its logic lives here, one
+// scenario a file.
 //
 // Every pipeline runs as OS processes against one NATS server (embedded by
 // default): the baseline is the bench binary itself re-run as
@@ -22,7 +23,7 @@
 // on a slow provider (memory.go). Figures are medians of rounds, the
 // pipelines of a round alternating in order (rounds in throughput.go).
 //
-// Report holds the figures, each round's included, and issue 10's targets
-// with whether each holds (targets.go); WriteTable prints it, and it
-// encodes as the JSON of -json.
+// Report holds the figures, each round's included, and the performance
+// targets with whether each holds (targets.go); WriteTable prints it, and
+// it encodes as the JSON of -json.
 package bench

@@ -89,7 +89,7 @@ type Options struct {
 	Progress io.Writer
 }
 
-// Default is the full run of issue 10: five rounds after a warm-up.
+// Default is the full run: five rounds after a warm-up.
 func Default() Options {
 	return Options{
 		Run:            slices.Clone(Scenarios),

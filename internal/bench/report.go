@@ -8,7 +8,7 @@ import (
 )
 
 // Report is what a run measured: the medians of its rounds, each round's
-// figure, and the targets of issue 10 with whether each holds. It is the
+// figure, and the project's performance targets with whether each holds. It is the
 // JSON of -json; WriteTable prints it.
 type Report struct {
 	Machine    Machine           `json:"machine"`
@@ -175,7 +175,7 @@ type MemoryReport struct {
 	RoundsKiB     []float64 `json:"rounds_kib_per_request"`
 }
 
-// Target is one of issue 10's targets and whether the run meets it; Holds
+// Target is one of the performance targets (BENCHMARKS.md) and whether the run meets it; Holds
 // is nil when the run did not measure it.
 type Target struct {
 	ID       int    `json:"id"`

@@ -9,7 +9,7 @@ import (
 // be than the one before and still count as not lowering throughput.
 const scalingNoise = 0.05
 
-// evaluate lists issue 10's targets with what the run measured; a target
+// evaluate lists the performance targets with what the run measured; a target
 // whose scenario did not run, or failed, is listed without a verdict.
 func (r *Report) evaluate() {
 	r.Targets = nil
