@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"text/template"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -301,19 +302,35 @@ func (s Settings) ClientURL() string {
 	return "nats://" + net.JoinHostPort(host, port)
 }
 
-// usageFormat is envconfig's table without the REQUIRED column: no detour
-// setting is required.
-const usageFormat = `Environment variables:
+// usage is the table of "processor -help": envconfig's, with the kind of
+// each value in the words of docs/settings.md instead of Go's, and no
+// REQUIRED column (no detour setting is required).
+var usage = template.Must(template.New("usage").Funcs(template.FuncMap{"kind": valueKind}).Parse(`Environment variables:
 
-VARIABLE	TYPE	DEFAULT	DESCRIPTION
-{{range .}}{{usage_key .}}	{{usage_type .}}	{{usage_default .}}	{{usage_description .}}
-{{end}}`
+VARIABLE	VALUE	DEFAULT	DESCRIPTION
+{{range .}}{{.Key}}	{{kind .Field.Type}}	{{.Tags.Get "default"}}	{{.Tags.Get "desc"}}
+{{end}}`))
 
-// PrintUsage writes a table of every DETOUR_* variable with its type, default
-// and description to w (for "processor -help").
+// valueKind names what a setting of type t takes.
+func valueKind(t reflect.Type) string {
+	switch {
+	case t == durationType:
+		return "duration"
+	case t.Kind() == reflect.Slice:
+		return "list, comma-separated"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return "whole number"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	}
+	return "text"
+}
+
+// PrintUsage writes a table of every DETOUR_* variable with the kind of
+// value it takes, its default and description to w (for "processor -help").
 func PrintUsage(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 1, 0, 2, ' ', 0)
-	if err := envconfig.Usagef("", &Settings{}, tw, usageFormat); err != nil {
+	if err := envconfig.Usaget("", &Settings{}, tw, usage); err != nil {
 		return err
 	}
 	return tw.Flush()

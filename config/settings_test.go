@@ -336,10 +336,32 @@ func TestPrintUsage(t *testing.T) {
 			t.Errorf("usage does not list %s:\n%s", f.Tag.Get("envconfig"), out)
 			continue
 		}
-		for _, part := range []string{f.Tag.Get("default"), f.Tag.Get("desc")} {
+		for _, part := range []string{valueKind(f.Type), f.Tag.Get("default"), f.Tag.Get("desc")} {
 			if !strings.Contains(line, part) {
 				t.Errorf("usage line %q lacks %q", line, part)
 			}
+		}
+	}
+}
+
+// TestUsageKinds: the VALUE column speaks the words of docs/settings.md,
+// not Go's type names.
+func TestUsageKinds(t *testing.T) {
+	var buf bytes.Buffer
+	if err := PrintUsage(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct{ key, kind string }{
+		{"DETOUR_WORKERS", "whole number"}, {"DETOUR_MAX_INVALID_DELIVERIES", "whole number"},
+		{"DETOUR_ACK_WAIT", "duration"}, {"DETOUR_REPLY_PREFIXES", "list, comma-separated"}, {"DETOUR_CONFIG", "text"},
+	} {
+		if fields := strings.Fields(lineWith(buf.String(), want.key+" ")); len(fields) < 2 || !strings.HasPrefix(strings.Join(fields[1:], " "), want.kind) {
+			t.Errorf("%s: %q, want the kind %q", want.key, fields, want.kind)
+		}
+	}
+	for _, goName := range []string{"String", "Integer", "Comma-separated list"} {
+		if strings.Contains(buf.String(), goName) {
+			t.Errorf("usage names the Go kind %q:\n%s", goName, buf.String())
 		}
 	}
 }

@@ -26,7 +26,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	samplesPath := fs.String("samples", "", "JSON Lines file of requests (shape of docs/requests.md, or {\"prompt\": …}), one per line")
 	chainName := fs.String("chain", "default", "chain whose providers to check")
-	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG)")
+	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG, else detour.yaml)")
 	demoMode := fs.Bool("demo", false, "check the demo's chain, with fake providers of its own started as the demo starts them")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)

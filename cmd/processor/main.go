@@ -65,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	demoMode := fs.Bool("demo", false, "embedded NATS with local fake providers (primary down for its first minute) and a rules fallback")
-	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG)")
+	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG, else detour.yaml)")
 	version := fs.Bool("version", false, "print the version of this build and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

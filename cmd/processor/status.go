@@ -26,7 +26,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the rows as a JSON array")
-	configPath := fs.String("config", "", "chain file whose providers to list even without state (default $DETOUR_CONFIG)")
+	configPath := fs.String("config", "", "chain file whose providers to list even without state (default $DETOUR_CONFIG, else detour.yaml)")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
