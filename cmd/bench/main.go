@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	jsonFile := fs.String("json", "", "also write the report as JSON to `FILE`")
 	url := fs.String("url", "", "an external NATS server of the bench's own (it purges detour's streams and bucket there); default: embedded")
 	processor := fs.String("processor", "", "the processor binary (default: build ./cmd/processor)")
+	against := fs.String("against", "", "another processor `binary` (an earlier build) to measure beside it in the throughput scenario")
 	scenarios := fs.String("run", strings.Join(bench.Scenarios, ","), "scenarios to run, comma-separated")
 	rounds := fs.Int("rounds", def.Rounds, "rounds of each figure; the report shows medians")
 	warmUp := fs.Bool("warmup", def.WarmUp, "run one discarded throughput round of each pipeline first")
@@ -113,7 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: -scale: %v\n", badScale)
 		return 2
 	}
-	opts.URL, opts.Processor, opts.Progress = *url, *processor, stderr
+	opts.URL, opts.Processor, opts.Against, opts.Progress = *url, *processor, *against, stderr
 	opts.Run = strings.Split(*scenarios, ",")
 	self, err := os.Executable()
 	if err != nil {

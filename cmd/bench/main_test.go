@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -96,5 +97,39 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		if !strings.Contains(stdout.String(), section) {
 			t.Errorf("the table has no %s", section)
 		}
+	}
+}
+
+// TestAgainstMeasuresAnotherBinary: -against adds a pipeline of that
+// processor binary to the throughput scenario, beside the bench's own.
+func TestAgainstMeasuresAnotherBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the processor and runs the throughput scenario")
+	}
+	dir := t.TempDir()
+	proc := filepath.Join(dir, "processor")
+	if out, err := exec.Command("go", "build", "-o", proc, "../processor").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	jsonFile := filepath.Join(dir, "bench.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"-quick", "-run", "throughput", "-processor", proc, "-against", proc, "-json", jsonFile}
+	if code := run(t.Context(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr.String())
+	}
+	data, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r bench.Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Throughput == nil || len(r.Throughput.Pipelines) != 4 {
+		t.Fatalf("throughput: %+v", r.Throughput)
+	}
+	against := r.Throughput.Pipelines[3]
+	if against.Name != "-against in-process" || !(against.ReqPerSec > 0) || !(against.ThroughputRatio > 0) {
+		t.Errorf("the -against pipeline: %+v", against)
 	}
 }

@@ -37,6 +37,10 @@ type Options struct {
 	// the run's temporary directory (the working directory must be inside
 	// the module).
 	Processor string
+	// Against is another processor binary, an earlier build say, that the
+	// throughput scenario measures too, on the in-process provider, its
+	// rounds alternating with the others; empty measures none.
+	Against string
 	// BaselineCommand is the command line that runs the baseline pipeline;
 	// the baseline's flags are appended to it. Required.
 	BaselineCommand []string

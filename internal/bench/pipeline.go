@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"os"
@@ -114,6 +115,7 @@ type runSpec struct {
 	workers       int
 	maxAckPending int
 	chain         *chainFile // detour only
+	binary        string     // detour only: a processor other than the bench's
 }
 
 // processorShutdown is the DETOUR_SHUTDOWN_TIMEOUT of the bench's
@@ -140,6 +142,7 @@ func (b *Bench) specs(run runSpec) ([]procSpec, error) {
 	if err := os.WriteFile(chainPath, []byte(run.chain.yaml), 0o600); err != nil {
 		return nil, err
 	}
+	binary := cmp.Or(run.binary, b.processor)
 	for i := range specs {
 		addr, err := freeAddr()
 		if err != nil {
@@ -156,7 +159,7 @@ func (b *Bench) specs(run runSpec) ([]procSpec, error) {
 			"DETOUR_LOG_LEVEL=info",
 			"DETOUR_LOG_FORMAT=text",
 		)
-		specs[i] = procSpec{name: fmt.Sprintf("processor %d", i+1), argv: []string{b.processor}, env: env, dir: dir,
+		specs[i] = procSpec{name: fmt.Sprintf("processor %d", i+1), argv: []string{binary}, env: env, dir: dir,
 			ready: "msg=processing"}
 	}
 	return specs, nil

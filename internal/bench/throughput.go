@@ -13,14 +13,17 @@ const (
 	nameBaseline   = "baseline"
 	nameDetourRule = "detour in-process"
 	nameDetourHTTP = "detour HTTP fake"
+	// nameAgainst is Options.Against's pipeline.
+	nameAgainst = "-against in-process"
 )
 
 // variant is a pipeline as a throughput or latency run sees it: the baseline,
 // or detour with a chain file made fresh for each run.
 type variant struct {
-	name  string
-	pipe  pipeline
-	chain func() (*chainFile, error) // nil for the baseline
+	name   string
+	pipe   pipeline
+	chain  func() (*chainFile, error) // nil for the baseline
+	binary string                     // a processor other than the bench's; "" for the bench's
 }
 
 var variants = []variant{
@@ -34,7 +37,7 @@ var variants = []variant{
 // variantRun is a run of procs processes of v with workers each, and for
 // detour a fresh chain file, whose fakes the caller closes.
 func (b *Bench) variantRun(v variant, procs, workers int) (runSpec, error) {
-	run := runSpec{pipe: v.pipe, procs: procs, workers: workers, maxAckPending: defaultMaxAckPending()}
+	run := runSpec{pipe: v.pipe, procs: procs, workers: workers, maxAckPending: defaultMaxAckPending(), binary: v.binary}
 	if v.chain != nil {
 		c, err := v.chain()
 		if err != nil {
@@ -66,6 +69,10 @@ func rounds[T any](n int, items []T, measure func(round int, item T) error) erro
 // throughput measures every variant over the preloaded backlog, one process
 // each, after a warm-up round that is discarded.
 func (b *Bench) throughput(ctx context.Context) (*ThroughputReport, error) {
+	variants := variants
+	if b.opts.Against != "" {
+		variants = append(slices.Clip(variants), variant{name: nameAgainst, pipe: detourPipe, chain: rulesChain, binary: b.opts.Against})
+	}
 	measured := map[string][]backlogResult{}
 	measure := func(round int, v variant) error {
 		run, err := b.variantRun(v, 1, b.opts.Workers)
