@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/suggest"
 )
 
@@ -50,6 +51,9 @@ func syntaxError(err error, line []byte) error {
 // `unknown field "mesages" (did you mean "messages"?)`. path names raw
 // ("" for the line itself); hint is set when an unknown field of the line
 // had no near match, so that the caller can list the fields once.
+// metadataType is a request's metadata, whose values are JSON scalars.
+var metadataType = reflect.TypeFor[chain.Metadata]()
+
 func shapeProblems(raw json.RawMessage, t reflect.Type, path string, hint *bool) []string {
 	raw = bytes.TrimSpace(raw)
 	if string(raw) == "null" {
@@ -118,8 +122,8 @@ func shapeProblems(raw json.RawMessage, t reflect.Type, path string, hint *bool)
 		}
 		var out []string
 		for _, kv := range members(raw) {
-			if t.Elem().Kind() == reflect.Interface {
-				// A map of any is metadata (chain.Metadata): scalars only.
+			if t == metadataType {
+				// Metadata values are scalars only.
 				if v := bytes.TrimSpace(kv.value); len(v) > 0 && (v[0] == '{' || v[0] == '[') {
 					out = append(out, fmt.Sprintf("%q must be a string, a number, true, false or null", join(path, kv.key)))
 				}

@@ -17,7 +17,7 @@ func TestReadRequestsAcceptsTheRequestShapeAndPrompts(t *testing.T) {
 {"prompt":"just a prompt","temperature":0.5}
 
    
-{"id":"a-3","prompt":"with crlf","response_schema":{"type":"object"}}` + "\r\n" +
+{"id":"a-3","prompt":"with crlf","response_schema":{"type":"object","required":["a"],"properties":{"a":{"type":"string"}}}}` + "\r\n" +
 		`{"messages":[{"role":"user","content":"no newline at the end"}],"deadline":"2030-01-01T00:00:00Z"}`
 	reqs, err := publisher.ReadRequests(strings.NewReader(file), "good.jsonl")
 	if err != nil {
@@ -28,7 +28,8 @@ func TestReadRequestsAcceptsTheRequestShapeAndPrompts(t *testing.T) {
 		{ID: "a-1", Messages: []chain.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}},
 			MaxTokens: 20, Metadata: chain.Metadata{"tenant": "acme"}},
 		{Messages: []chain.Message{{Role: "user", Content: "just a prompt"}}, Temperature: &half},
-		{ID: "a-3", Messages: []chain.Message{{Role: "user", Content: "with crlf"}}, ResponseSchema: map[string]any{"type": "object"}},
+		{ID: "a-3", Messages: []chain.Message{{Role: "user", Content: "with crlf"}}, ResponseSchema: map[string]any{"type": "object", "required": []any{"a"},
+			"properties": map[string]any{"a": map[string]any{"type": "string"}}}},
 		{Messages: []chain.Message{{Role: "user", Content: "no newline at the end"}}, Deadline: "2030-01-01T00:00:00Z"},
 	}
 	if !reflect.DeepEqual(reqs, want) {
