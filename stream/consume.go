@@ -107,6 +107,9 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 			cons, err = js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(name))
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped before the first pull: nothing to settle
+			}
 			return fmt.Errorf("stream: consumer %s: %w", wire.ConsumerName(name), err)
 		}
 		consumers[i] = cons

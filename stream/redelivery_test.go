@@ -130,3 +130,24 @@ func eventually(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestConsumeStoppedBeforeItsFirstPull: a stop that comes while Consume
+// still opens its consumers (a signal during start-up) is a stop, not an
+// error.
+func TestConsumeStoppedBeforeItsFirstPull(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
+		RequestTTL: time.Hour, ResultTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = stream.Consume(ctx, js, nil, stream.ConsumerConfig{Chains: []string{"default"}, Workers: 1, ShutdownTimeout: time.Second})
+	if err != nil {
+		t.Fatalf("Consume stopped before its first pull: %v, want nil", err)
+	}
+}
