@@ -144,6 +144,9 @@ func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nat
 	m.Header.Set(wire.HeaderDegraded, strconv.FormatBool(res.Degraded))
 	m.Header.Set(wire.HeaderStatus, string(res.Status))
 	m.Header.Set(wire.HeaderContentType, d.req.Encoding.ContentType())
+	if res.Cache != "" {
+		m.Header.Set(wire.HeaderCache, string(res.Cache))
+	}
 	wire.MarkAnswers(m.Header, d.meta.Sequence.Stream)
 	return m
 }

@@ -101,9 +101,11 @@ func fullRequest() wire.Request {
 				"answer": map[string]any{"type": "string"},
 			},
 		},
-		ReplyTo:  "_INBOX.abc.1",
-		Deadline: "2030-01-02T03:04:05Z",
-		Metadata: chain.Metadata{"tenant": "acme", "trace": "t-1"},
+		ReplyTo:    "_INBOX.abc.1",
+		Deadline:   "2030-01-02T03:04:05Z",
+		Metadata:   chain.Metadata{"tenant": "acme", "trace": "t-1"},
+		Cache:      &wire.CacheControl{NoCache: true, StaleIfError: new(int64(60))},
+		CacheScope: "tenant-acme",
 	}
 }
 
