@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/detourhq/detour/cache"
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -355,5 +357,40 @@ func TestCacheCostsOneReadAndAtMostOneWrite(t *testing.T) {
 		if r, w := counted(); r != step.reads || w != step.writes {
 			t.Errorf("after %s: %d reads and %d writes in all, want %d and %d", step.id, r, w, step.reads, step.writes)
 		}
+	}
+}
+
+// TestCacheBadControlsAreDeadLettered: a request with a bad cache field or
+// cache_scope is a bad_request, dead-lettered with the reason and answered
+// with a failed result saying it.
+func TestCacheBadControlsAreDeadLettered(t *testing.T) {
+	primary := providertest.New(providertest.OpenAI, providertest.OK())
+	defer primary.Close()
+	h := newHarness(t)
+	h.startProcessor(parseChainFile(t, cachedChain(primary.URL, "10m", "24h")), testSettings())
+
+	cases := map[string]struct{ body, want string }{
+		"bad-key":   {`{"id":"bad-key","messages":[{"role":"user","content":"hi"}],"cache":{"nocache":true}}`, `cache has no key "nocache"; did you mean "no_cache"?`},
+		"bad-kind":  {`{"id":"bad-kind","messages":[{"role":"user","content":"hi"}],"cache":{"stale_if_error":"1m"}}`, `cache.stale_if_error must be a whole number of seconds`},
+		"bad-scope": {`{"id":"bad-scope","messages":[{"role":"user","content":"hi"}],"cache_scope":"a.b"}`, `cache_scope "a.b" must be one token`},
+	}
+	for id, c := range cases {
+		h.publishRaw("cached", []byte(c.body), nil)
+		res, _ := h.waitResult(id, 10*time.Second)
+		if res.Status != chain.StatusFailed || !strings.HasPrefix(res.Error, "bad_request: ") || !strings.Contains(res.Error, c.want) {
+			t.Errorf("%s: result %s %q, want failed saying %q", id, res.Status, res.Error, c.want)
+		}
+	}
+	letters := h.deadLetters()
+	if len(letters) != len(cases) {
+		t.Fatalf("%d dead letters, want %d", len(letters), len(cases))
+	}
+	for _, dl := range letters {
+		if dl.Header.Get(deadletter.HeaderReason) != string(deadletter.ReasonBadRequest) || dl.Header.Get(deadletter.HeaderError) == "" {
+			t.Errorf("dead letter headers %v, want reason bad_request with the error", dl.Header)
+		}
+	}
+	if got := primary.Requests(); got != 0 {
+		t.Errorf("primary received %d requests, want none", got)
 	}
 }
