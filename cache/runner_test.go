@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +15,7 @@ import (
 
 	"github.com/detourhq/detour/cache"
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/metrics"
 )
 
 // nextFunc is a chain stand-in that counts its runs.
@@ -126,5 +131,48 @@ func TestRunnerNoCacheSkipsAFreshEntryAndRefreshesIt(t *testing.T) {
 	res, _ := r.Run(t.Context(), cachedRequest("c"))
 	if res.Cache != chain.CacheHit || res.Content != "answer 2" || res.Position != 0 || res.Degraded {
 		t.Errorf("c: %+v, want a hit on the refreshed answer", res)
+	}
+}
+
+// TestRunnerCountsHitsMissesAndStaleAnswers: the metric detour_cache_total
+// counts each request of the chain by how the cache took part.
+func TestRunnerCountsHitsMissesAndStaleAnswers(t *testing.T) {
+	next := &nextFunc{run: func(_ context.Context, n int32, req chain.Request) (chain.Result, error) {
+		if n == 1 {
+			return answer("fresh")
+		}
+		// The provider is down: the chain serves the stale answer it got.
+		if req.Stale == nil {
+			return chain.Result{Status: chain.StatusFailed}, &chain.ExhaustedError{}
+		}
+		return chain.Result{Status: chain.StatusOK, Content: req.Stale.Content, Provider: req.Stale.Provider, Cache: chain.CacheStale, Degraded: true}, nil
+	}}
+	store, _ := openStore(t)
+	m := metrics.New()
+	r, err := cache.New(cache.Config{Chain: "c", Next: next, Store: store, Metrics: m,
+		Settings: cache.Settings{TTL: time.Minute, StaleTTL: time.Hour}, Providers: []string{"primary"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Run(t.Context(), cachedRequest("miss"))
+	r.Run(t.Context(), cachedRequest("hit"))
+	noCache := cachedRequest("stale")
+	noCache.Cache.NoCache = true
+	if res, err := r.Run(t.Context(), noCache); err != nil || res.Cache != chain.CacheStale || res.Content != "fresh" {
+		t.Fatalf("stale: %+v, %v; want the stored answer standing in", res, err)
+	}
+
+	web := httptest.NewServer(m.Handler(func() bool { return true }))
+	defer web.Close()
+	resp, err := http.Get(web.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`detour_cache_total{chain="c",result="hit"} 1`, `detour_cache_total{chain="c",result="miss"} 1`, `detour_cache_total{chain="c",result="stale"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
