@@ -110,11 +110,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 const dataDirVariable = "DETOUR_DATA_DIR"
 
 // describeChains is a chain file's chains for the start-up log:
-// "default: primary, backup, template; cheap: local, template".
+// "default: primary, backup, template; cached: local, template (cache 10m0s, stale 24h0m0s)".
 func describeChains(file *config.File) string {
 	var parts []string
 	for _, name := range file.ChainNames() {
-		parts = append(parts, name+": "+strings.Join(file.Chains[name], ", "))
+		part := name + ": " + strings.Join(file.Chains[name], ", ")
+		if c := file.Cache(name); c.On() {
+			part += fmt.Sprintf(" (cache %s, stale %s)", c.TTL, c.StaleTTL)
+		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, "; ")
 }
