@@ -312,7 +312,8 @@ func TestCacheConcurrentIdenticalMissesMakeOneCall(t *testing.T) {
 
 // TestCacheCostsOneReadAndAtMostOneWrite counts, on the server, the
 // cache's reads (direct gets on its stream) and writes (publishes to its
-// keys): a miss reads once and writes once, a hit reads once.
+// keys): a miss reads once and writes once, a hit reads once, a no_store
+// miss reads once.
 func TestCacheCostsOneReadAndAtMostOneWrite(t *testing.T) {
 	primary := providertest.New(providertest.OpenAI, providertest.OK())
 	defer primary.Close()
@@ -344,12 +345,19 @@ func TestCacheCostsOneReadAndAtMostOneWrite(t *testing.T) {
 		return r + g, w
 	}
 
+	// Counts are totals: each step adds at most one read and one write.
 	for _, step := range []struct {
 		id            string
 		status        chain.CacheStatus
+		noStore       bool
 		reads, writes int
-	}{{"miss", chain.CacheMiss, 1, 1}, {"hit", chain.CacheHit, 2, 1}} {
-		h.publish("cached", request(step.id, "hello"))
+	}{{"miss", chain.CacheMiss, false, 1, 1}, {"hit", chain.CacheHit, false, 2, 1}, {"no-store", chain.CacheMiss, true, 3, 1}} {
+		req := request(step.id, "hello")
+		if step.noStore {
+			req.Messages[0].Content = "something else"
+			req.Cache = &wire.CacheControl{NoStore: true}
+		}
+		h.publish("cached", req)
 		res, _ := h.waitResult(step.id, 10*time.Second)
 		if res.Cache != step.status {
 			t.Fatalf("%s: cache %q, want %q", step.id, res.Cache, step.status)
