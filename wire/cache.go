@@ -15,6 +15,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/msgpackwalk"
 	"github.com/detourhq/detour/internal/suggest"
 )
 
@@ -69,7 +70,12 @@ func (c *CacheControl) UnmarshalJSON(data []byte) error {
 func decodeMsgpackCache(v []byte) (*CacheControl, error) {
 	var raw any
 	if err := msgpack.Unmarshal(v, &raw); err != nil {
-		return nil, fmt.Errorf("%w: cache is not valid msgpack: %v", ErrBadRequest, err)
+		// The body is valid msgpack (checked before): what fails is a map
+		// key that is not a string, here or nested.
+		if kind := msgpackwalk.Kind(v); kind != "a map" {
+			return nil, fieldError("cache", fieldWants["cache"], kind)
+		}
+		return nil, fmt.Errorf("%w: cache must be an object whose keys are strings", ErrBadRequest)
 	}
 	if raw == nil {
 		return nil, nil
@@ -153,7 +159,7 @@ func valueKind(v any) string {
 		return "the string " + quote(x)
 	case json.Number:
 		return quote(string(x))
-	case map[string]any, map[any]any:
+	case map[string]any:
 		return "an object"
 	case []any:
 		return "a list"

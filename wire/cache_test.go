@@ -82,6 +82,8 @@ func TestDecodeRequestBadCacheFields(t *testing.T) {
 		{"msgpack not an object", mp("cache", []any{1}), "cache must be an object such as {\"no_store\": true}, not a list"},
 		{"msgpack stale_if_error", mp("cache", map[string]any{"stale_if_error": "10"}), `cache.stale_if_error must be a whole number of seconds from 0 to 1000000000, not the string "10"`},
 		{"msgpack stale_if_error float", mp("cache", map[string]any{"stale_if_error": 2.5}), `not "2.5"`},
+		{"msgpack non-string keys", mp("cache", map[any]any{1: true}), "cache must be an object whose keys are strings"},
+		{"msgpack nested non-string keys", mp("cache", map[string]any{"no_cache": map[any]any{1: true}}), "cache must be an object whose keys are strings"},
 		{"msgpack unknown key", mp("cache", map[string]any{"no_stor": true}), `did you mean "no_store"?`},
 		{"msgpack scope kind", mp("cache_scope", 3), "cache_scope must be a string, not an integer"},
 		{"msgpack scope space", mp("cache_scope", "a b"), `cache_scope "a b" must be one token`},
@@ -90,6 +92,11 @@ func TestDecodeRequestBadCacheFields(t *testing.T) {
 			_, err := wire.DecodeRequest(tt.body, nats.Header{}, 1, prefixes)
 			if !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want ErrBadRequest saying %q", err, tt.want)
+			}
+			for _, internal := range []string{"Go struct", "msgpack:", "code=", "wire.", "json:"} {
+				if strings.Contains(err.Error(), internal) {
+					t.Errorf("err %q shows decoder internals (%q)", err, internal)
+				}
 			}
 		})
 	}
