@@ -21,6 +21,10 @@
 //  5. A rules template at the end answers whatever outages left unanswered,
 //     but never a request that every called provider rejected as malformed
 //     (a poison request): that one is reported by ExhaustedError.Poison.
+//  6. A request carrying a StaleAnswer (from the response cache) still within
+//     its window gets it, degraded, when every provider before the rules
+//     provider failed or was skipped, in place of the rules reply (or of
+//     ExhaustedError in a chain without one); a poison request never does.
 //
 // chain never imports NATS: it declares the narrow State interface it needs,
 // and package kvstate implements it on a JetStream KV bucket.

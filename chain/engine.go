@@ -88,8 +88,15 @@ func (c *Chain) Run(ctx context.Context, req Request) (Result, error) {
 	)
 	for pos, step := range c.Steps {
 		p := step.Provider
-		if _, template := p.(*Rules); template && called > 0 && called == rejected {
+		_, template := p.(*Rules)
+		if template && called > 0 && called == rejected {
 			break // a poison request gets no template answer
+		}
+		if template {
+			if stale, ok := c.staleResult(req, res, pos, c.now()); ok {
+				stale.LatencyMs = c.now().Sub(start).Milliseconds()
+				return stale, nil
+			}
 		}
 		adm := c.State.Admit(ctx, p.Name(), c.now(), step.Policy.Timeout+time.Second)
 		if !adm.Allowed {
@@ -139,6 +146,11 @@ func (c *Chain) Run(ctx context.Context, req Request) (Result, error) {
 		}
 	}
 	res.LatencyMs = c.now().Sub(start).Milliseconds()
+	if called == 0 || called != rejected { // a chain without a rules provider
+		if stale, ok := c.staleResult(req, res, len(c.Steps), c.now()); ok {
+			return stale, nil
+		}
+	}
 	ex := &ExhaustedError{
 		AllCooling:    called == 0,
 		Poison:        called > 0 && called == rejected,

@@ -32,6 +32,11 @@ type Request struct {
 	Temperature *float64
 	// Schema, when set, must be satisfied by the answer's content.
 	Schema *Schema
+	// Cache is what the request asks of the response cache.
+	Cache CacheControl
+	// Stale, when set, is an earlier answer that stands in when no
+	// provider answers, before the rules provider (see StaleAnswer).
+	Stale *StaleAnswer
 }
 
 // Usage counts tokens as the provider reported them.

@@ -52,4 +52,10 @@ type Result struct {
 	Deliveries uint64    `msgpack:"deliveries" json:"deliveries"`
 	Error      string    `msgpack:"error,omitempty" json:"error,omitempty"`
 	Metadata   Metadata  `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+	// Cache says how the response cache took part: hit, miss or stale;
+	// empty for a chain without a cache.
+	Cache CacheStatus `msgpack:"cache,omitempty" json:"cache,omitempty"`
+	// AgeS is the age of a cached answer (hit or stale), in whole seconds;
+	// omitted when zero.
+	AgeS int64 `msgpack:"age_s,omitempty" json:"age_s,omitempty"`
 }

@@ -15,7 +15,28 @@ type File struct {
 	Providers []Provider
 	// Chains maps a chain name to provider names in fallback order.
 	Chains map[string][]string
+	// Caches maps a chain name to its response cache settings; a chain
+	// not in it has no cache. Read it with Cache.
+	Caches map[string]ChainCache
 }
+
+// ChainCache is a chain's response cache, from the mapping form of the
+// chain (docs/settings.md). The zero value is a chain without a cache.
+type ChainCache struct {
+	// TTL is how long a stored answer is fresh and answers an identical
+	// request without a provider call; whole seconds, 0 turns the cache off.
+	TTL time.Duration
+	// StaleTTL is how long after TTL a stored answer may stand in, degraded,
+	// when no provider answers; whole seconds, DefaultStaleTTL when the
+	// cache is on and the key is left out, 0 for no stale answers.
+	StaleTTL time.Duration
+}
+
+// On reports whether the chain has a cache.
+func (c ChainCache) On() bool { return c.TTL > 0 }
+
+// Cache returns the response cache settings of the chain called name.
+func (f *File) Cache(name string) ChainCache { return f.Caches[name] }
 
 // ProviderType says which API a provider speaks.
 type ProviderType string
@@ -44,6 +65,9 @@ const (
 	DefaultAuthCooldown     = time.Hour
 	DefaultOpenAIBaseURL    = "https://api.openai.com/v1"
 	DefaultAnthropicBaseURL = "https://api.anthropic.com/v1"
+	// DefaultStaleTTL is a cached chain's stale_ttl when the file leaves
+	// it out.
+	DefaultStaleTTL = 24 * time.Hour
 )
 
 // Provider is one entry of the chain file with defaults applied. Printing it

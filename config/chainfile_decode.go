@@ -22,6 +22,14 @@ import (
 type rawFile struct {
 	Providers []rawProvider
 	Chains    map[string][]string
+	// Caches holds the cache keys of chains written as a mapping.
+	Caches map[string]rawCache
+}
+
+// rawCache is the cache settings of one chain as written.
+type rawCache struct {
+	TTL      *time.Duration
+	StaleTTL *time.Duration
 }
 
 type rawProvider struct {
@@ -52,7 +60,8 @@ var (
 	providerKeys = []string{"name", "type", "base_url", "model", "api_key_env", "timeout", "max_retries", "backoff_base",
 		"backoff_max", "max_retry_wait", "failure_threshold", "cooldown", "max_cooldown", "trip_window", "auth_cooldown",
 		"rules", "default_reply"}
-	ruleKeys = []string{"match", "reply"}
+	ruleKeys  = []string{"match", "reply"}
+	chainKeys = []string{"providers", "cache_ttl", "stale_ttl"}
 )
 
 // aliasBudget bounds the nodes a file may make the decoder visit, so that
@@ -107,7 +116,7 @@ func decode(data []byte) (*rawFile, *decoder) {
 	default:
 		d.add(extra.Line, "", "only one YAML document is allowed (remove the second ---)")
 	}
-	raw := &rawFile{Chains: map[string][]string{}}
+	raw := &rawFile{Chains: map[string][]string{}, Caches: map[string]rawCache{}}
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
 		d.file(doc.Content[0], raw)
 	}
@@ -268,7 +277,7 @@ func (d *decoder) hints() []string {
 	for _, h := range []struct {
 		kind string
 		keys []string
-	}{{"the file", fileKeys}, {"a provider", providerKeys}, {"a rule", ruleKeys}} {
+	}{{"the file", fileKeys}, {"a provider", providerKeys}, {"a rule", ruleKeys}, {"a chain", chainKeys}} {
 		if d.unsure[h.kind] {
 			out = append(out, fmt.Sprintf("keys of %s: %s", h.kind, strings.Join(h.keys, ", ")))
 		}
@@ -560,32 +569,77 @@ func (d *decoder) chains(n *yaml.Node, raw *rawFile) {
 			return
 		case isNull(v):
 			raw.Chains[p.key] = nil
+		case v.Kind == yaml.MappingNode:
+			raw.Chains[p.key] = nil
+			d.chainMapping(v, path, where, p.key, raw)
 		case v.Kind != yaml.SequenceNode:
-			d.refuse(v, path, where, "must be a list of provider names, such as [primary, backup] (got %s)", describe(v))
+			d.refuse(v, path, where, "must be a list of provider names, such as [primary, backup], or a mapping such as {providers: [primary, backup], cache_ttl: 10m} (got %s)", describe(v))
 			raw.Chains[p.key] = nil
 		default:
-			names := make([]string, 0, len(v.Content))
-			for j, item := range v.Content {
-				ip := child(path, j)
-				d.lines[ip] = item.Line
-				if item = d.resolve(item); item == nil {
-					return
-				}
-				if item.Kind != yaml.ScalarNode {
-					d.refuse(item, ip, fmt.Sprintf("%s[%d]", where, j), "must be a provider name (got %s)", describe(item))
-				}
-				names = append(names, item.Value)
-			}
-			raw.Chains[p.key] = names
+			raw.Chains[p.key] = d.chainList(v, path, where)
 		}
 	}
 }
 
+// chainMapping reads a chain written as a mapping: its providers and its
+// response cache. Its providers' places are those of the list form
+// (chains/<name>/<i>), so that validation names their lines alike.
+func (d *decoder) chainMapping(v *yaml.Node, path, where, name string, raw *rawFile) {
+	var c rawCache
+	for _, q := range d.pairs(v, where) {
+		kp := child(path, q.key)
+		d.lines[kp] = q.k.Line
+		switch q.key {
+		case "providers":
+			list := d.resolve(q.v)
+			switch {
+			case list == nil || isNull(list):
+			case list.Kind != yaml.SequenceNode:
+				d.refuse(list, path, where, "providers: must be a list of provider names, such as [primary, backup] (got %s)", describe(list))
+			default:
+				raw.Chains[name] = d.chainList(list, path, where)
+			}
+		case "cache_ttl":
+			c.TTL = d.duration(q, kp, where)
+		case "stale_ttl":
+			c.StaleTTL = d.duration(q, kp, where)
+		default:
+			d.unknown(q, path, where, "a chain", chainKeys)
+		}
+	}
+	raw.Caches[name] = c
+}
+
+// chainList reads a chain's list of provider names.
+func (d *decoder) chainList(v *yaml.Node, path, where string) []string {
+	names := make([]string, 0, len(v.Content))
+	for j, item := range v.Content {
+		ip := child(path, j)
+		d.lines[ip] = item.Line
+		if item = d.resolve(item); item == nil {
+			return names
+		}
+		if item.Kind != yaml.ScalarNode {
+			d.refuse(item, ip, fmt.Sprintf("%s[%d]", where, j), "must be a provider name (got %s)", describe(item))
+		}
+		names = append(names, item.Value)
+	}
+	return names
+}
+
 // build applies defaults and resolves API keys; it does not validate.
 func (r *rawFile) build(lookupEnv func(string) (string, bool)) *File {
-	f := &File{Providers: make([]Provider, 0, len(r.Providers)), Chains: r.Chains}
+	f := &File{Providers: make([]Provider, 0, len(r.Providers)), Chains: r.Chains, Caches: map[string]ChainCache{}}
 	if f.Chains == nil {
 		f.Chains = map[string][]string{}
+	}
+	for name, rc := range r.Caches {
+		c := ChainCache{TTL: or(rc.TTL, 0)}
+		c.StaleTTL = or(rc.StaleTTL, 0)
+		if rc.StaleTTL == nil && c.TTL > 0 {
+			c.StaleTTL = DefaultStaleTTL
+		}
+		f.Caches[name] = c
 	}
 	for _, rp := range r.Providers {
 		f.Providers = append(f.Providers, rp.build(lookupEnv))

@@ -334,6 +334,8 @@ func FuzzParse(f *testing.F) {
 		"a: &a [*a, *a]\n",
 		"providers:\n  - &p {name: p, type: rules, default_reply: x}\nchains:\n  default: [p]\n",
 		"---\n---\n",
+		"providers:\n  - {name: p, type: openai, model: m}\nchains:\n  c: {providers: [p], cache_ttl: 10m, stale_ttl: 1h}\n",
+		"providers:\n  - {name: p, type: openai, model: m}\nchains:\n  c: {providers: p, cache_tll: -1.5s, stale_ttl: 1h}\n",
 	} {
 		f.Add([]byte(seed))
 	}

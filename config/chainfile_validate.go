@@ -78,6 +78,7 @@ func (f *File) chainProblems(name string) []pathProblem {
 		where = fmt.Sprintf("chains.%q", name)
 		bad(path, "%s: chain name must match [A-Za-z0-9_-]+", where)
 	}
+	out = append(out, f.cacheProblems(name, path, where)...)
 	chain := f.Chains[name]
 	if len(chain) == 0 {
 		bad(path, "%s: must list at least one provider", where)
@@ -238,4 +239,29 @@ func checkBaseURL(s string) error {
 		return fmt.Errorf("must be an http or https URL (got %q)", s)
 	}
 	return nil
+}
+
+// cacheProblems lists what is wrong with a chain's cache settings.
+func (f *File) cacheProblems(name, path, where string) []pathProblem {
+	var out []pathProblem
+	c := f.Cache(name)
+	check := func(key string, d time.Duration) {
+		text := ""
+		switch {
+		case d < 0:
+			text = "must not be negative"
+		case d%time.Second != 0:
+			text = fmt.Sprintf("must be a whole number of seconds (got %s)", d)
+		}
+		if text != "" {
+			out = append(out, pathProblem{path: child(path, key), text: fmt.Sprintf("%s: %s: %s", where, key, text)})
+		}
+	}
+	check("cache_ttl", c.TTL)
+	check("stale_ttl", c.StaleTTL)
+	if c.TTL <= 0 && c.StaleTTL > 0 {
+		out = append(out, pathProblem{path: child(path, "stale_ttl"),
+			text: fmt.Sprintf("%s: stale_ttl: needs a cache_ttl above 0 (the cache is off without one)", where)})
+	}
+	return out
 }

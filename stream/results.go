@@ -140,7 +140,7 @@ func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nat
 	// values, each a slice of one whose capacity ends there, so that an
 	// Add to one header cannot write over the next.
 	v := [...]string{d.req.ID, d.req.ID, res.Model, res.Provider, strconv.FormatBool(res.Degraded),
-		string(res.Status), d.req.Encoding.ContentType()}
+		string(res.Status), d.req.Encoding.ContentType(), string(res.Cache)}
 	vals := v[:]
 	one := func(i int) []string { return vals[i : i+1 : i+1] }
 	h := make(nats.Header, len(v)+1)
@@ -151,6 +151,9 @@ func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nat
 	h[wire.HeaderDegraded] = one(4)
 	h[wire.HeaderStatus] = one(5)
 	h[wire.HeaderContentType] = one(6)
+	if res.Cache != "" {
+		h[wire.HeaderCache] = one(7)
+	}
 	wire.MarkAnswers(h, d.meta.Sequence.Stream)
 	return &nats.Msg{Subject: subject, Data: data, Header: h}
 }

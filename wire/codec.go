@@ -44,6 +44,9 @@ const (
 	HeaderProvider    = "Detour-Provider"
 	HeaderDegraded    = "Detour-Degraded"
 	HeaderStatus      = "Detour-Status"
+	// HeaderCache mirrors a result's cache field (hit, miss or stale); it
+	// is absent for a chain without a cache.
+	HeaderCache = "Detour-Cache"
 	// HeaderRequestSeq names the request message a result answers (its
 	// sequence in DETOUR_REQUESTS), so a redelivery recognises its own
 	// answer and a later request reusing the id does not.
@@ -60,6 +63,10 @@ type Request struct {
 	ReplyTo        string          `msgpack:"reply_to,omitempty" json:"reply_to,omitempty"`
 	Deadline       string          `msgpack:"deadline,omitempty" json:"deadline,omitempty"`
 	Metadata       chain.Metadata  `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+	// Cache and CacheScope steer the response cache of a chain that has
+	// one; other chains ignore them.
+	Cache      *CacheControl `msgpack:"cache,omitempty" json:"cache,omitempty"`
+	CacheScope string        `msgpack:"cache_scope,omitempty" json:"cache_scope,omitempty"`
 }
 
 // ErrBadRequest marks a request that can never be processed; the error text
@@ -163,6 +170,9 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 	if err := validateMetadata(d.Metadata); err != nil {
 		return err
 	}
+	if err := validateCacheScope(d.CacheScope); err != nil {
+		return err
+	}
 	if d.ResponseSchema != nil {
 		// Bounded here, before anything costs: compiling a schema costs
 		// far more than its size (about the cube of its depth).
@@ -208,7 +218,8 @@ func replySubject(id, replyTo string, replyPrefixes []string) (string, error) {
 // that does not compile makes the request a bad one: the error wraps
 // ErrBadRequest, and ctx's error when ctx ended first.
 func (d Decoded) ChainRequest(ctx context.Context, schemas *chain.SchemaCache) (chain.Request, error) {
-	req := chain.Request{ID: d.ID, Messages: d.Messages, MaxTokens: d.MaxTokens, Temperature: d.Temperature}
+	req := chain.Request{ID: d.ID, Messages: d.Messages, MaxTokens: d.MaxTokens, Temperature: d.Temperature,
+		Cache: d.cacheControl()}
 	if d.ResponseSchema == nil {
 		return req, nil
 	}

@@ -102,9 +102,11 @@ func fullRequest() wire.Request {
 				"answer": map[string]any{"type": "string"},
 			},
 		},
-		ReplyTo:  "_INBOX.abc.1",
-		Deadline: "2030-01-02T03:04:05Z",
-		Metadata: chain.Metadata{"tenant": "acme", "trace": "t-1"},
+		ReplyTo:    "_INBOX.abc.1",
+		Deadline:   "2030-01-02T03:04:05Z",
+		Metadata:   chain.Metadata{"tenant": "acme", "trace": "t-1"},
+		Cache:      &wire.CacheControl{NoCache: true, StaleIfError: new(int64(60))},
+		CacheScope: "tenant-acme",
 	}
 }
 
@@ -531,7 +533,7 @@ func TestDecodeRequestHugeLengths(t *testing.T) {
 // map, which finds them by their canonical MIME form (nats.Header.Get).
 func TestHeaderNamesAreCanonical(t *testing.T) {
 	for _, name := range []string{wire.HeaderContentType, wire.HeaderMsgID, wire.HeaderRequestID, wire.HeaderModel,
-		wire.HeaderProvider, wire.HeaderDegraded, wire.HeaderStatus, wire.HeaderRequestSeq} {
+		wire.HeaderProvider, wire.HeaderDegraded, wire.HeaderStatus, wire.HeaderRequestSeq, wire.HeaderCache} {
 		if c := textproto.CanonicalMIMEHeaderKey(name); c != name {
 			t.Errorf("header %q is not canonical (%q)", name, c)
 		}

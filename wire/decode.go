@@ -33,6 +33,8 @@ var fieldWants = map[string]string{
 	"reply_to":         "a string",
 	"deadline":         "an RFC 3339 string",
 	"metadata":         "an object",
+	"cache":            `an object such as {"no_store": true}`,
+	"cache_scope":      "a string",
 }
 
 // fieldError says that field holds a value of the wrong kind.
@@ -199,6 +201,18 @@ func decodeMsgpackField(r *Request, key string, v []byte) error {
 			}
 			r.Deadline = s
 		}
+	case "cache":
+		c, err := decodeMsgpackCache(v)
+		if err != nil {
+			return err
+		}
+		r.Cache = c
+	case "cache_scope":
+		var s string
+		if msgpack.Unmarshal(v, &s) != nil {
+			return wrongKind()
+		}
+		r.CacheScope = s
 	case "metadata":
 		var m chain.Metadata
 		if err := msgpack.Unmarshal(v, &m); err != nil {

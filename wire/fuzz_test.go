@@ -101,6 +101,14 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(compactMsgpack(f, map[string]any{"id": "t", "messages": []any{map[string]any{"role": "user"}},
 		"deadline": time.Unix(1_900_000_000, 5), "metadata": map[string]any{"n": 1, "f": float32(0.5), "u": uint64(math.MaxUint64)}}), false, false, "", "", uint64(1))
 	f.Add([]byte("hello there"), false, false, "m-1", "_INBOX.x", uint64(1))
+	// The cache controls: valid, of the wrong kinds, with an unknown key,
+	// and a scope that is no key token.
+	f.Add([]byte(`{"messages":[{"role":"user"}],"cache_scope":"t-1","cache":{"no_cache":true,"no_store":false,"stale_if_error":0}}`), false, false, "", "", uint64(1))
+	f.Add([]byte(`{"messages":[{"role":"user"}],"cache":{"stale_if_error":1e400,"nocache":1},"cache_scope":"a.*"}`), false, false, "", "", uint64(1))
+	f.Add(compactMsgpack(f, map[string]any{"messages": []any{map[string]any{"role": "user"}}, "cache_scope": "s",
+		"cache": map[string]any{"stale_if_error": uint64(math.MaxUint64), "no_store": nil}}), false, false, "", "", uint64(1))
+	f.Add(compactMsgpack(f, map[string]any{"messages": []any{map[string]any{"role": "user"}},
+		"cache": map[any]any{1: true}}), false, false, "", "", uint64(1))
 	f.Add([]byte(`{"id":"q","reply_to":"$JS.API.X","metadata":{"n":{}}}`), false, false, "", "", uint64(1))
 
 	f.Fuzz(func(t *testing.T, body []byte, withCT, isJSON bool, msgID, replyTo string, seq uint64) {

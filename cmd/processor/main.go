@@ -2,6 +2,7 @@
 // answers them through a fallback chain of LLM providers.
 //
 //	processor [run] [-demo] [-config FILE]
+//	processor status|watch|check|dlq|cache ...
 //
 // Settings come from DETOUR_* environment variables; -help lists them all.
 package main
@@ -38,6 +39,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "       processor watch [-json]      outage events as they happen: opened, expired, probe, closed")
 	fmt.Fprintln(w, "       processor check -samples FILE.jsonl [-chain C] [-config FILE | -demo]   every provider × every sample, exit 1 on a failure")
 	fmt.Fprintln(w, "       processor dlq list|show SEQ|replay (SEQ…|-all) [-reason R] [-deadline D]|purge (SEQ…|-all) [-reason R]")
+	fmt.Fprintln(w, "       processor cache stats|purge [-chain C]   the response cache: entries fresh, stale and expired per chain; remove them")
 	fmt.Fprintln(w, "\nflags:")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -57,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runWatch(args[1:], stdout, stderr)
 		case "check":
 			return runCheck(args[1:], stdout, stderr)
+		case "cache":
+			return runCache(args[1:], stdout, stderr)
 		}
 	}
 	if len(args) > 0 && args[0] == "run" {
@@ -106,11 +110,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 const dataDirVariable = "DETOUR_DATA_DIR"
 
 // describeChains is a chain file's chains for the start-up log:
-// "default: primary, backup, template; cheap: local, template".
+// "default: primary, backup, template; cached: local, template (cache 10m0s, stale 24h0m0s)".
 func describeChains(file *config.File) string {
 	var parts []string
 	for _, name := range file.ChainNames() {
-		parts = append(parts, name+": "+strings.Join(file.Chains[name], ", "))
+		part := name + ": " + strings.Join(file.Chains[name], ", ")
+		if c := file.Cache(name); c.On() {
+			part += fmt.Sprintf(" (cache %s, stale %s)", c.TTL, c.StaleTTL)
+		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -23,6 +23,7 @@ type Metrics struct {
 	naks            *prometheus.CounterVec
 	deadLetters     *prometheus.CounterVec
 	inFlight        prometheus.Gauge
+	cache           *prometheus.CounterVec
 }
 
 // latencyBuckets span a fast cache hit to a slow model call.
@@ -71,9 +72,13 @@ func New() *Metrics {
 			Name: "detour_in_flight",
 			Help: "Deliveries being worked on now.",
 		}),
+		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "detour_cache_total",
+			Help: "Requests of chains with a response cache, by chain and result (hit, miss, stale).",
+		}, []string{"chain", "result"}),
 	}
 	m.registry.MustRegister(m.requests, m.providerCalls, m.skips, m.cooldownsOpened, m.callSeconds,
-		m.requestSeconds, m.naks, m.deadLetters, m.inFlight,
+		m.requestSeconds, m.naks, m.deadLetters, m.inFlight, m.cache,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -136,5 +141,13 @@ func (m *Metrics) CooldownOpened(provider string, class chain.Class) {
 func (m *Metrics) InFlight(delta int) {
 	if m != nil {
 		m.inFlight.Add(float64(delta))
+	}
+}
+
+// Cache counts a request of a chain with a response cache by how the cache
+// took part: "hit", "miss" or "stale".
+func (m *Metrics) Cache(chainName, result string) {
+	if m != nil {
+		m.cache.WithLabelValues(chainName, result).Inc()
 	}
 }

@@ -158,3 +158,20 @@ func TestWithSchemaKeepsARequestsOwnSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestReadRequestsTakesTheCacheFields: a line may carry the cache controls
+// and scope, which are checked like the processor checks them.
+func TestReadRequestsTakesTheCacheFields(t *testing.T) {
+	reqs, err := publisher.ReadRequests(strings.NewReader(`{"prompt":"hi","cache_scope":"t-1","cache":{"no_store":true,"stale_if_error":0}}`), "cache.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := reqs[0].Cache; reqs[0].CacheScope != "t-1" || c == nil || !c.NoStore || c.StaleIfError == nil || *c.StaleIfError != 0 {
+		t.Fatalf("request %+v, want the cache fields", reqs[0])
+	}
+	for _, line := range []string{`{"prompt":"hi","cache":{"no_stor":true}}`, `{"prompt":"hi","cache_scope":"a.b"}`} {
+		if _, err := publisher.ReadRequests(strings.NewReader(line), "bad.jsonl"); err == nil {
+			t.Errorf("%s: accepted", line)
+		}
+	}
+}

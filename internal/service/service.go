@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-	"github.com/samber/lo"
 
+	"github.com/detourhq/detour/cache"
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/ask"
@@ -85,7 +85,14 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	if err != nil {
 		return nil, err
 	}
-	runners := lo.MapValues(built, func(c *chain.Chain, _ string) stream.Runner { return c })
+	cacheStore, err := cache.Open(ctx, js, s.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	runners, err := cachedRunners(opts, built, cacheStore)
+	if err != nil {
+		return nil, err
+	}
 	repair, health := stream.NewRepairer(js, topology, opts.Logger), &stream.Health{}
 	handler, err := stream.NewProcessor(ctx, opts.Conn, js, stream.ProcessorConfig{
 		Chains: runners, ReplyPrefixes: s.ReplyPrefixes, MaxPayload: s.MaxPayload,
@@ -188,4 +195,32 @@ func processorID() string {
 		host = "unknown"
 	}
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), nuid.Next()[:6])
+}
+
+// cachedRunners is every chain as the processor runs it: behind its
+// response cache when the chain file gives it one.
+func cachedRunners(opts Options, built map[string]*chain.Chain, store *cache.Store) (map[string]stream.Runner, error) {
+	var rules []string
+	for _, p := range opts.File.Providers {
+		if p.Type == config.TypeRules {
+			rules = append(rules, p.Name)
+		}
+	}
+	runners := make(map[string]stream.Runner, len(built))
+	for name, c := range built {
+		settings := opts.File.Cache(name)
+		if !settings.On() {
+			runners[name] = c
+			continue
+		}
+		r, err := cache.New(cache.Config{
+			Chain: name, Next: c, Store: store, Settings: cache.Settings{TTL: settings.TTL, StaleTTL: settings.StaleTTL},
+			Providers: opts.File.Chains[name], Rules: rules, Logger: opts.Logger, Metrics: opts.Metrics,
+		})
+		if err != nil {
+			return nil, err
+		}
+		runners[name] = r
+	}
+	return runners, nil
 }

@@ -1,0 +1,117 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrNoBucket is returned by Stats and Purge when the bucket does not
+// exist: no processor has created it yet.
+var ErrNoBucket = errors.New("cache: no bucket " + Bucket + " (no processor has started on this server yet)")
+
+// ChainStats counts the entries of one chain. An entry is fresh before its
+// fresh_until, stale until its stale_until, and expired after that until
+// the server removes it (about a second later).
+type ChainStats struct {
+	Chain   string `json:"chain"`
+	Entries int    `json:"entries"`
+	Fresh   int    `json:"fresh"`
+	Stale   int    `json:"stale"`
+	Expired int    `json:"expired"`
+	// Bytes is the size of the entries' values, in bytes.
+	Bytes int64 `json:"bytes"`
+}
+
+// Stats counts the entries of chainName ("" for every chain), one row per
+// chain in name order, judged at now. It reads every entry once: a command
+// for operators, not for the request path. Errors: ErrNoBucket, or the
+// server's.
+func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now time.Time) ([]ChainStats, error) {
+	kv, err := js.KeyValue(ctx, Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, ErrNoBucket
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cache: opening %s: %w", Bucket, err)
+	}
+	filter := ">"
+	if chainName != "" {
+		filter = chainName + ".>"
+	}
+	w, err := kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("cache: reading %s: %w", Bucket, err)
+	}
+	defer func() { _ = w.Stop() }()
+	rows := map[string]*ChainStats{}
+	for {
+		var kve jetstream.KeyValueEntry
+		select {
+		case kve = <-w.Updates():
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if kve == nil { // every entry stored now has been seen
+			break
+		}
+		name, _, _ := strings.Cut(kve.Key(), ".")
+		row := rows[name]
+		if row == nil {
+			row = &ChainStats{Chain: name}
+			rows[name] = row
+		}
+		row.Entries++
+		row.Bytes += int64(len(kve.Value()))
+		var e Entry
+		switch {
+		case json.Unmarshal(kve.Value(), &e) != nil || e.V != EntryVersion || !now.Before(e.StaleUntil):
+			row.Expired++
+		case e.Fresh(now):
+			row.Fresh++
+		default:
+			row.Stale++
+		}
+	}
+	out := make([]ChainStats, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b ChainStats) int { return strings.Compare(a.Chain, b.Chain) })
+	return out, nil
+}
+
+// Purge removes every entry of chainName ("" for every chain) and returns
+// how many messages it removed (entries and the markers of expired ones).
+// Errors: ErrNoBucket, or the server's.
+func Purge(ctx context.Context, js jetstream.JetStream, chainName string) (uint64, error) {
+	stream, err := js.Stream(ctx, kvStream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, ErrNoBucket
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cache: opening %s: %w", Bucket, err)
+	}
+	subj := subject(">")
+	if chainName != "" {
+		subj = subject(chainName + ".>")
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return 0, fmt.Errorf("cache: counting %s: %w", Bucket, err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+		return 0, fmt.Errorf("cache: purging %s: %w", Bucket, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,221 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/internal/metrics"
+)
+
+// writeTimeout bounds the write of an answer already paid for.
+const writeTimeout = 5 * time.Second
+
+// Next runs a request through the chain; *chain.Chain implements it.
+type Next interface {
+	Run(ctx context.Context, req chain.Request) (chain.Result, error)
+}
+
+// Config assembles a Runner.
+type Config struct {
+	// Chain is the chain's name, the first token of its keys. Required.
+	Chain string
+	// Next is the chain itself. Required.
+	Next Next
+	// Store is the bucket. Required.
+	Store *Store
+	// Settings are the chain's periods; Settings.TTL must be positive.
+	Settings Settings
+	// Providers are the chain's provider names in order, for the position
+	// of a hit; Rules names those of type rules, whose answers are never
+	// stored.
+	Providers []string
+	Rules     []string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger reports cache reads and writes that failed; nil discards.
+	Logger *slog.Logger
+	// Metrics counts hits, misses and stale answers; nil counts nothing.
+	Metrics *metrics.Metrics
+}
+
+// Runner answers a chain's requests from the cache when it can, runs the
+// chain otherwise and stores what may be kept. It implements the same Run
+// as the chain. A request without a fingerprint goes straight to the
+// chain.
+type Runner struct {
+	cfg   Config
+	group singleflight.Group
+}
+
+// New returns a Runner, or an error naming the first required field unset.
+func New(cfg Config) (*Runner, error) {
+	switch {
+	case cfg.Chain == "":
+		return nil, errors.New("cache: Config.Chain is required")
+	case cfg.Next == nil:
+		return nil, errors.New("cache: Config.Next is required")
+	case cfg.Store == nil:
+		return nil, errors.New("cache: Config.Store is required")
+	case cfg.Settings.TTL <= 0 || cfg.Settings.StaleTTL < 0:
+		return nil, fmt.Errorf("cache: Config.Settings %+v: TTL must be positive and StaleTTL not negative", cfg.Settings)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Logger = logs.OrDiscard(cfg.Logger).With("chain", cfg.Chain)
+	return &Runner{cfg: cfg}, nil
+}
+
+// outcome is what one run through the cache gave.
+type outcome struct {
+	res chain.Result
+	err error
+}
+
+// Run answers req: from a fresh entry (cache "hit"), else from the chain
+// (cache "miss"), whose answer is stored, or, when no provider answers,
+// from a stale entry before the rules provider (cache "stale", degraded).
+// Identical requests with the same cache controls that arrive while one is
+// being worked on share its run: they get its answer as a "hit", without a
+// call of their own. Errors are the chain's.
+func (r *Runner) Run(ctx context.Context, req chain.Request) (chain.Result, error) {
+	if req.Cache.Fingerprint == "" {
+		return r.cfg.Next.Run(ctx, req)
+	}
+	key := Key(r.cfg.Chain, req.Cache.Scope, req.Cache.Fingerprint)
+	for {
+		led := false // set by Do's function, which runs on this goroutine
+		v, _, _ := r.group.Do(flightKey(key, req.Cache), func() (any, error) {
+			led = true
+			res, err := r.lookup(ctx, key, req)
+			return outcome{res, err}, nil
+		})
+		o := v.(outcome)
+		if led {
+			return o.res, o.err
+		}
+		var ex *chain.ExhaustedError
+		if o.err == nil || errors.As(o.err, &ex) || ctx.Err() != nil {
+			return r.follow(o), o.err
+		}
+		// The leader's own context ended its run (its deadline, or a
+		// shutdown), and this request's has not: it runs again.
+	}
+}
+
+// flightKey is what identical requests share a run by: the key and the
+// controls that change what the run does.
+func flightKey(key string, c chain.CacheControl) string {
+	stale := "-"
+	if c.StaleIfError != nil {
+		stale = c.StaleIfError.String()
+	}
+	return fmt.Sprintf("%s|%t|%t|%s", key, c.NoCache, c.NoStore, stale)
+}
+
+// follow is the result of a request that shared another's run: a fresh
+// answer of a provider is its hit, with no attempts of its own.
+func (r *Runner) follow(o outcome) chain.Result {
+	res := o.res
+	if o.err == nil && res.Cache == chain.CacheMiss && !slices.Contains(r.cfg.Rules, res.Provider) {
+		res.Cache, res.AgeS, res.Attempts, res.LatencyMs = chain.CacheHit, 0, nil, 0
+	}
+	if o.err == nil {
+		r.cfg.Metrics.Cache(r.cfg.Chain, string(res.Cache))
+	}
+	return res
+}
+
+// lookup reads the entry once, answers from it when fresh, else runs the
+// chain with the entry as its stale answer and stores the answer.
+func (r *Runner) lookup(ctx context.Context, key string, req chain.Request) (chain.Result, error) {
+	now := r.cfg.Now()
+	e, rev, found, err := r.cfg.Store.Get(ctx, key)
+	readable := err == nil
+	if err != nil {
+		r.cfg.Logger.Warn("reading the response cache; answering without it", "err", err)
+	}
+	if found && !req.Cache.NoCache && e.Fresh(now) {
+		r.cfg.Metrics.Cache(r.cfg.Chain, string(chain.CacheHit))
+		return r.hit(req, e, now), nil
+	}
+	if found {
+		req.Stale = r.staleAnswer(e, req.Cache)
+	}
+	res, err := r.cfg.Next.Run(ctx, req)
+	if err == nil && res.Cache == chain.CacheStale {
+		r.cfg.Metrics.Cache(r.cfg.Chain, string(chain.CacheStale))
+		return res, nil
+	}
+	res.Cache = chain.CacheMiss
+	r.cfg.Metrics.Cache(r.cfg.Chain, string(chain.CacheMiss))
+	if err == nil && readable && r.storable(res, req) {
+		r.store(ctx, key, rev, res)
+	}
+	return res, err
+}
+
+// hit is the result of a fresh entry.
+func (r *Runner) hit(req chain.Request, e Entry, now time.Time) chain.Result {
+	pos := max(slices.Index(r.cfg.Providers, e.Provider), 0)
+	return chain.Result{ID: req.ID, Status: chain.StatusOK, Content: e.Content, Model: e.Model, Provider: e.Provider,
+		Position: pos, Degraded: pos > 0, Usage: e.Usage, Cache: chain.CacheHit, AgeS: chain.AgeSeconds(e.CreatedAt, now),
+		Attempts: []chain.Attempt{}, LatencyMs: r.cfg.Now().Sub(now).Milliseconds()}
+}
+
+// staleAnswer is the entry as a stale answer for the chain, or nil when
+// the chain or the request allows none.
+func (r *Runner) staleAnswer(e Entry, c chain.CacheControl) *chain.StaleAnswer {
+	if r.cfg.Settings.StaleTTL == 0 || c.StaleIfError != nil && *c.StaleIfError <= 0 {
+		return nil
+	}
+	until := e.StaleUntil
+	if c.StaleIfError != nil {
+		until = minTime(until, e.FreshUntil.Add(*c.StaleIfError))
+	}
+	return &chain.StaleAnswer{Content: e.Content, Provider: e.Provider, Model: e.Model, Usage: e.Usage,
+		CreatedAt: e.CreatedAt, Until: until}
+}
+
+// storable reports whether an answer may be kept: an ok answer of a
+// provider that is not a rules one, not a stale answer, with content, for a
+// request that did not ask for no_store.
+func (r *Runner) storable(res chain.Result, req chain.Request) bool {
+	return res.Status == chain.StatusOK && res.Cache != chain.CacheStale && !req.Cache.NoStore &&
+		!slices.Contains(r.cfg.Rules, res.Provider) && res.Model != chain.RulesModel &&
+		strings.TrimSpace(res.Content) != ""
+}
+
+// store writes the answer over revision rev. A lost race leaves the
+// winner's answer; a missing bucket is created again for the next answer.
+func (r *Runner) store(ctx context.Context, key string, rev uint64, res chain.Result) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	err := r.cfg.Store.Put(ctx, key, newEntry(res, r.cfg.Settings, r.cfg.Now()), rev)
+	switch {
+	case err == nil, errors.Is(err, ErrConflict):
+	case Gone(err):
+		r.cfg.Logger.Warn("the response cache bucket is gone; creating it again", "err", err)
+		if err := r.cfg.Store.Ensure(ctx); err != nil {
+			r.cfg.Logger.Error("creating the response cache bucket", "err", err)
+		}
+	default:
+		r.cfg.Logger.Warn("storing an answer in the response cache", "err", err)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,178 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/detourhq/detour/cache"
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/metrics"
+)
+
+// nextFunc is a chain stand-in that counts its runs.
+type nextFunc struct {
+	runs atomic.Int32
+	run  func(ctx context.Context, n int32, req chain.Request) (chain.Result, error)
+}
+
+func (f *nextFunc) Run(ctx context.Context, req chain.Request) (chain.Result, error) {
+	return f.run(ctx, f.runs.Add(1), req)
+}
+
+func answer(content string) (chain.Result, error) {
+	return chain.Result{Status: chain.StatusOK, Content: content, Provider: "primary", Model: "m",
+		Attempts: []chain.Attempt{{Provider: "primary", Outcome: chain.OutcomeOK}}}, nil
+}
+
+func newRunner(t *testing.T, next cache.Next) *cache.Runner {
+	t.Helper()
+	store, _ := openStore(t)
+	r, err := cache.New(cache.Config{Chain: "c", Next: next, Store: store,
+		Settings: cache.Settings{TTL: time.Minute, StaleTTL: time.Hour}, Providers: []string{"primary", "template"}, Rules: []string{"template"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func cachedRequest(id string) chain.Request {
+	return chain.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hi"}},
+		Cache: chain.CacheControl{Scope: "shared", Fingerprint: "f00d"}}
+}
+
+func TestNewRefusesAnIncompleteConfig(t *testing.T) {
+	store, _ := openStore(t)
+	next := &nextFunc{}
+	for name, cfg := range map[string]cache.Config{
+		"chain":    {Next: next, Store: store, Settings: cache.Settings{TTL: time.Second}},
+		"next":     {Chain: "c", Store: store, Settings: cache.Settings{TTL: time.Second}},
+		"store":    {Chain: "c", Next: next, Settings: cache.Settings{TTL: time.Second}},
+		"ttl":      {Chain: "c", Next: next, Store: store},
+		"negative": {Chain: "c", Next: next, Store: store, Settings: cache.Settings{TTL: time.Second, StaleTTL: -1}},
+	} {
+		if _, err := cache.New(cfg); err == nil {
+			t.Errorf("%s: New accepted %+v", name, cfg)
+		}
+	}
+}
+
+func TestRunnerWithoutFingerprintGoesStraightToTheChain(t *testing.T) {
+	next := &nextFunc{run: func(context.Context, int32, chain.Request) (chain.Result, error) { return answer("a") }}
+	r := newRunner(t, next)
+	req := cachedRequest("x")
+	req.Cache.Fingerprint = ""
+	for range 2 {
+		if res, err := r.Run(t.Context(), req); err != nil || res.Cache != "" {
+			t.Fatalf("Run = %+v, %v; want the chain's answer, no cache status", res, err)
+		}
+	}
+	if got := next.runs.Load(); got != 2 {
+		t.Errorf("chain ran %d times, want 2", got)
+	}
+}
+
+// TestRunnerRetriesWhenTheSharedRunWasCut: a request that shared a run
+// ended by the leader's own context (its deadline, a shutdown) is not
+// failed for it: it runs again under its own.
+func TestRunnerRetriesWhenTheSharedRunWasCut(t *testing.T) {
+	entered := make(chan struct{})
+	next := &nextFunc{run: func(ctx context.Context, n int32, _ chain.Request) (chain.Result, error) {
+		if n == 1 {
+			close(entered)
+			<-ctx.Done()
+			return chain.Result{Status: chain.StatusFailed}, fmt.Errorf("chain c: %w", ctx.Err())
+		}
+		return answer("second run")
+	}}
+	r := newRunner(t, next)
+	leaderCtx, cutLeader := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	var leaderErr error
+	wg.Go(func() { _, leaderErr = r.Run(leaderCtx, cachedRequest("leader")) })
+	<-entered
+	var res chain.Result
+	var err error
+	wg.Go(func() { res, err = r.Run(t.Context(), cachedRequest("follower")) })
+	time.Sleep(50 * time.Millisecond) // let the follower join the run, if it will
+	cutLeader()
+	wg.Wait()
+	if !errors.Is(leaderErr, context.Canceled) {
+		t.Errorf("leader: %v, want its cancellation", leaderErr)
+	}
+	if err != nil || res.Status != chain.StatusOK || res.Content != "second run" {
+		t.Errorf("follower: %+v, %v; want the answer of a run of its own", res, err)
+	}
+}
+
+// TestRunnerNoCacheSkipsAFreshEntryAndRefreshesIt: a no_cache request
+// does not take a fresh entry; its answer replaces the entry.
+func TestRunnerNoCacheSkipsAFreshEntryAndRefreshesIt(t *testing.T) {
+	next := &nextFunc{run: func(_ context.Context, n int32, _ chain.Request) (chain.Result, error) {
+		return answer(fmt.Sprintf("answer %d", n))
+	}}
+	r := newRunner(t, next)
+	if res, _ := r.Run(t.Context(), cachedRequest("a")); res.Cache != chain.CacheMiss || res.Content != "answer 1" {
+		t.Fatalf("a: %+v, want a miss", res)
+	}
+	req := cachedRequest("b")
+	req.Cache.NoCache = true
+	if res, _ := r.Run(t.Context(), req); res.Cache != chain.CacheMiss || res.Content != "answer 2" {
+		t.Fatalf("b (no_cache): %+v, want a miss with a new answer", res)
+	}
+	res, _ := r.Run(t.Context(), cachedRequest("c"))
+	if res.Cache != chain.CacheHit || res.Content != "answer 2" || res.Position != 0 || res.Degraded {
+		t.Errorf("c: %+v, want a hit on the refreshed answer", res)
+	}
+}
+
+// TestRunnerCountsHitsMissesAndStaleAnswers: the metric detour_cache_total
+// counts each request of the chain by how the cache took part.
+func TestRunnerCountsHitsMissesAndStaleAnswers(t *testing.T) {
+	next := &nextFunc{run: func(_ context.Context, n int32, req chain.Request) (chain.Result, error) {
+		if n == 1 {
+			return answer("fresh")
+		}
+		// The provider is down: the chain serves the stale answer it got.
+		if req.Stale == nil {
+			return chain.Result{Status: chain.StatusFailed}, &chain.ExhaustedError{}
+		}
+		return chain.Result{Status: chain.StatusOK, Content: req.Stale.Content, Provider: req.Stale.Provider, Cache: chain.CacheStale, Degraded: true}, nil
+	}}
+	store, _ := openStore(t)
+	m := metrics.New()
+	r, err := cache.New(cache.Config{Chain: "c", Next: next, Store: store, Metrics: m,
+		Settings: cache.Settings{TTL: time.Minute, StaleTTL: time.Hour}, Providers: []string{"primary"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Run(t.Context(), cachedRequest("miss"))
+	r.Run(t.Context(), cachedRequest("hit"))
+	noCache := cachedRequest("stale")
+	noCache.Cache.NoCache = true
+	if res, err := r.Run(t.Context(), noCache); err != nil || res.Cache != chain.CacheStale || res.Content != "fresh" {
+		t.Fatalf("stale: %+v, %v; want the stored answer standing in", res, err)
+	}
+
+	web := httptest.NewServer(m.Handler(func() bool { return true }))
+	defer web.Close()
+	resp, err := http.Get(web.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`detour_cache_total{chain="c",result="hit"} 1`, `detour_cache_total{chain="c",result="miss"} 1`, `detour_cache_total{chain="c",result="stale"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Bucket is the KV bucket of the response cache.
+const Bucket = "detour_cache"
+
+// markerTTL is how long the server keeps the marker of an expired key. The
+// markers are not watched; a short life keeps them from piling up.
+const markerTTL = time.Second
+
+// Key is the bucket key of a request of chain, in scope, with the
+// fingerprint of its canonical form: <chain>.<scope>.<fingerprint>.
+func Key(chainName, scope, fingerprint string) string {
+	return chainName + "." + scope + "." + fingerprint
+}
+
+// Store reads and writes entries. Each Get is one direct read of the
+// key's last message; each Put one publish, compare-and-set on the
+// revision Get saw.
+type Store struct {
+	js       jetstream.JetStream
+	stream   jetstream.Stream
+	replicas int
+}
+
+// Open creates or updates the bucket (History 1, per-key TTL),
+// idempotently, and returns a Store on it. replicas is the bucket's
+// replica count; zero means 1.
+func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
+	s := &Store{js: js, replicas: max(replicas, 1)}
+	if err := s.Ensure(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Ensure creates the bucket again if it is gone, as Open does; a processor
+// calls it when a write finds the bucket missing.
+func (s *Store) Ensure(ctx context.Context) error {
+	_, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         Bucket,
+		Description:    "detour response cache",
+		History:        1,
+		LimitMarkerTTL: markerTTL,
+		Replicas:       s.replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("cache: opening bucket %s: %w", Bucket, err)
+	}
+	stream, err := s.js.Stream(ctx, kvStream())
+	if err != nil {
+		return fmt.Errorf("cache: opening bucket %s: %w", Bucket, err)
+	}
+	s.stream = stream
+	return nil
+}
+
+// kvStream is the stream that holds the bucket.
+func kvStream() string { return "KV_" + Bucket }
+
+// subject is the subject of key in the bucket's stream.
+func subject(key string) string { return "$KV." + Bucket + "." + key }
+
+// Get returns the entry under key and the revision to write over it with
+// (the sequence of the key's last message, a delete marker's included; 0
+// when the key never held one). found is false for no entry, a deleted or
+// expired one, and one that does not decode or is of another version.
+func (s *Store) Get(ctx context.Context, key string) (e Entry, rev uint64, found bool, err error) {
+	m, err := s.stream.GetLastMsgForSubject(ctx, subject(key))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return Entry{}, 0, false, nil
+	case err != nil:
+		return Entry{}, 0, false, fmt.Errorf("cache: reading %s: %w", key, err)
+	}
+	if isMarker(m.Header) || json.Unmarshal(m.Data, &e) != nil || e.V != EntryVersion {
+		return Entry{}, m.Sequence, false, nil
+	}
+	return e, m.Sequence, true, nil
+}
+
+// isMarker reports whether a message is no value: a delete, a purge or the
+// server's marker of an expired key.
+func isMarker(h nats.Header) bool {
+	switch h.Get("KV-Operation") {
+	case "DEL", "PURGE":
+		return true
+	}
+	return h.Get(jetstream.MarkerReasonHeader) != ""
+}
+
+// ErrConflict is returned by Put when the key changed since Get read it:
+// another writer stored an answer first, which stands.
+var ErrConflict = errors.New("cache: the entry changed since it was read")
+
+// Put stores e under key if the key's last revision is still rev (0: the
+// key holds nothing), with a TTL that ends at e.StaleUntil. A lost race
+// is ErrConflict (wrapping jetstream.ErrKeyRevisionMismatch).
+func (s *Store) Put(ctx context.Context, key string, e Entry, rev uint64) error {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("cache: encoding %s: %w", key, err)
+	}
+	_, err = s.js.Publish(ctx, subject(key), data,
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(keyTTL(e)))
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+		return fmt.Errorf("%w (%w): %w", ErrConflict, jetstream.ErrKeyRevisionMismatch, err)
+	case err != nil:
+		return fmt.Errorf("cache: storing %s: %w", key, err)
+	}
+	return nil
+}
+
+// Gone reports whether err says that the bucket's stream does not exist.
+func Gone(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, nats.ErrNoResponders)
+}

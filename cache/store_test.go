@@ -1,0 +1,123 @@
+package cache_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/cache"
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/natstest"
+)
+
+func openStore(t *testing.T) (*cache.Store, jetstream.JetStream) {
+	t.Helper()
+	_, js := natstest.Connect(t, natstest.Start(t))
+	s, err := cache.Open(t.Context(), js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, js
+}
+
+func entry(content string, created time.Time, fresh, stale time.Duration) cache.Entry {
+	return cache.Entry{V: cache.EntryVersion, CreatedAt: created, FreshUntil: created.Add(fresh), StaleUntil: created.Add(fresh + stale),
+		Provider: "p", Model: "m", Content: content, Usage: chain.Usage{PromptTokens: 1, CompletionTokens: 2}}
+}
+
+func TestOpenCreatesTheBucketIdempotently(t *testing.T) {
+	_, js := openStore(t)
+	if _, err := cache.Open(t.Context(), js, 1); err != nil {
+		t.Fatalf("second Open: %v", err)
+	}
+	kv, err := js.KeyValue(t.Context(), cache.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+	if st.History() != 1 || st.LimitMarkerTTL() <= 0 || !info.Config.AllowMsgTTL {
+		t.Errorf("bucket history %d, marker TTL %s, per-message TTL %v; want 1, set, allowed", st.History(), st.LimitMarkerTTL(), info.Config.AllowMsgTTL)
+	}
+}
+
+func TestStorePutIsCompareAndSet(t *testing.T) {
+	s, js := openStore(t)
+	ctx := t.Context()
+	const key = "c.shared.abc"
+	if _, rev, found, err := s.Get(ctx, key); err != nil || found || rev != 0 {
+		t.Fatalf("Get of a new key = rev %d, found %v, %v; want nothing", rev, found, err)
+	}
+	now := time.Now().UTC()
+	if err := s.Put(ctx, key, entry("one", now, 10*time.Minute, 24*time.Hour), 0); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Put(ctx, key, entry("two", now, 10*time.Minute, 24*time.Hour), 0)
+	if !errors.Is(err, cache.ErrConflict) || !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		t.Fatalf("second Put over revision 0 = %v, want ErrConflict", err)
+	}
+	e, rev, found, err := s.Get(ctx, key)
+	if err != nil || !found || e.Content != "one" || e.Usage.CompletionTokens != 2 || !e.FreshUntil.Equal(now.Add(10*time.Minute)) {
+		t.Fatalf("Get = %+v, %v, %v; want the first entry", e, found, err)
+	}
+	if err := s.Put(ctx, key, entry("three", now, 10*time.Minute, 24*time.Hour), rev); err != nil {
+		t.Fatalf("Put over the revision read: %v", err)
+	}
+	// The key's TTL runs to stale_until, in whole seconds.
+	stream, _ := js.Stream(ctx, "KV_"+cache.Bucket)
+	m, err := stream.GetLastMsgForSubject(ctx, "$KV."+cache.Bucket+"."+key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Header.Get(jetstream.MsgTTLHeader); got != (24*time.Hour + 10*time.Minute).String() {
+		t.Errorf("TTL header %q, want %s", got, 24*time.Hour+10*time.Minute)
+	}
+}
+
+// TestStoreReplacesAnExpiredKey: once the server has removed an expired
+// key, leaving its marker, Get reports nothing but the marker's revision,
+// over which Put writes.
+func TestStoreReplacesAnExpiredKey(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := t.Context()
+	const key = "c.shared.expiring"
+	if err := s.Put(ctx, key, entry("old", time.Now(), time.Second, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	var rev uint64
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, r, found, err := s.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !found {
+			rev = r
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the key did not expire")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if rev == 0 {
+		t.Fatal("an expired key's revision is 0: its marker was not seen")
+	}
+	if err := s.Put(ctx, key, entry("new", time.Now(), time.Minute, 0), rev); err != nil {
+		t.Fatalf("Put over the marker: %v", err)
+	}
+	if e, _, found, _ := s.Get(ctx, key); !found || e.Content != "new" {
+		t.Errorf("Get = %+v, %v; want the new entry", e, found)
+	}
+}
+
+func TestKeyJoinsChainScopeAndFingerprint(t *testing.T) {
+	if got := cache.Key("default", "shared", "ab12"); got != "default.shared.ab12" {
+		t.Errorf("Key = %q", got)
+	}
+}

@@ -1,0 +1,79 @@
+package chain
+
+import (
+	"slices"
+	"time"
+)
+
+// CacheStatus says how the response cache took part in a result; it is
+// empty for a chain without a cache.
+type CacheStatus string
+
+// Cache statuses of a result (docs/results.md).
+const (
+	// CacheHit: a fresh stored answer answered, and no provider was called.
+	CacheHit CacheStatus = "hit"
+	// CacheMiss: nothing fresh was stored; the chain answered, or failed.
+	CacheMiss CacheStatus = "miss"
+	// CacheStale: no provider answered and a stored answer past its fresh
+	// period stood in, degraded.
+	CacheStale CacheStatus = "stale"
+)
+
+// CacheControl is what a request asks of the response cache. The chain
+// itself only reads Stale; the cache in front of it reads the rest.
+type CacheControl struct {
+	// Scope separates the entries of different callers; "" means "shared".
+	Scope string
+	// NoCache: answer from a provider even when a fresh entry is stored.
+	NoCache bool
+	// NoStore: store nothing for this request.
+	NoStore bool
+	// StaleIfError bounds how long past its fresh period an entry may stand
+	// in for this request; nil means the chain's stale_ttl, zero turns
+	// stale answers off.
+	StaleIfError *time.Duration
+	// Fingerprint is the hex SHA-256 of the canonical form of everything
+	// in the request that changes the answer; "" keeps the request out of
+	// the cache.
+	Fingerprint string
+}
+
+// StaleAnswer is an earlier answer to the same request that may stand in,
+// degraded, when no provider answers: after every provider and before the
+// rules provider, never for a poison request.
+type StaleAnswer struct {
+	Content  string
+	Provider string
+	Model    string
+	Usage    Usage
+	// CreatedAt is when the answer was first given; Until is when it may no
+	// longer stand in.
+	CreatedAt time.Time
+	Until     time.Time
+}
+
+// staleResult is the result of a stale answer standing in at position pos,
+// or false when there is none or it is too old at now.
+func (c *Chain) staleResult(req Request, res Result, pos int, now time.Time) (Result, bool) {
+	s := req.Stale
+	if s == nil || !now.Before(s.Until) {
+		return res, false
+	}
+	res.Status = StatusOK
+	res.Content, res.Provider, res.Model, res.Usage = s.Content, s.Provider, s.Model, s.Usage
+	if i := slices.IndexFunc(c.Steps, func(st Step) bool { return st.Provider.Name() == s.Provider }); i >= 0 {
+		pos = i
+	}
+	res.Position = pos
+	res.Degraded = true
+	res.Cache = CacheStale
+	res.AgeS = AgeSeconds(s.CreatedAt, now)
+	res.Error = ""
+	return res, true
+}
+
+// AgeSeconds is the whole seconds from created to now, never negative.
+func AgeSeconds(created, now time.Time) int64 {
+	return max(int64(now.Sub(created)/time.Second), 0)
+}

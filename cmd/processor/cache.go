@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"text/tabwriter"
+	"time"
+
+	"github.com/detourhq/detour/cache"
+)
+
+const cacheUsage = `usage: processor cache stats [-chain C] [-json]
+       processor cache purge [-chain C]
+
+The response cache lives in the KV bucket detour_cache, one key per
+<chain>.<scope>.<request fingerprint>.
+
+  stats  one row per chain: CHAIN ENTRIES FRESH STALE EXPIRED BYTES
+  purge  remove every entry of the chain (-chain), or of every chain, and
+         print how many were removed
+
+Connects like every client command: DETOUR_NATS_URL, else the embedded
+server on DETOUR_LISTEN.
+`
+
+// runCache runs `processor cache ...`; the work is done by package cache.
+func runCache(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, cacheUsage)
+		return 2
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("processor cache "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	chainName := fs.String("chain", "", "only this chain's entries")
+	asJSON := false
+	switch cmd {
+	case "stats":
+		fs.BoolVar(&asJSON, "json", false, "one JSON object per chain")
+	case "purge":
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, cacheUsage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "processor cache: unknown command %q\n%s", cmd, cacheUsage)
+		return 2
+	}
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, cacheUsage)
+		return 0
+	}
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "processor cache %s: %v\n%s", cmd, err, cacheUsage)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	nc, js, err := connectClient("detour-cache")
+	if err != nil {
+		fmt.Fprintf(stderr, "processor cache: %v\n", err)
+		return exitCode(err)
+	}
+	defer nc.Close()
+	if cmd == "purge" {
+		n, err := cache.Purge(ctx, js, *chainName)
+		if err != nil {
+			fmt.Fprintf(stderr, "processor cache purge: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "removed %d\n", n)
+		return 0
+	}
+	rows, err := cache.Stats(ctx, js, *chainName, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "processor cache stats: %v\n", err)
+		return 1
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return 1
+			}
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHAIN\tENTRIES\tFRESH\tSTALE\tEXPIRED\tBYTES")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", r.Chain, r.Entries, r.Fresh, r.Stale, r.Expired, r.Bytes)
+	}
+	if err := tw.Flush(); err != nil {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,46 @@
+package wire
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// canonicalRequest is everything in a request that changes its answer,
+// keys in sorted order; a field left out is null.
+type canonicalRequest struct {
+	MaxTokens      *int               `json:"max_tokens"`
+	Messages       []canonicalMessage `json:"messages"`
+	ResponseSchema map[string]any     `json:"response_schema"`
+	Temperature    *float64           `json:"temperature"`
+}
+
+type canonicalMessage struct {
+	Content string `json:"content"`
+	Role    string `json:"role"`
+}
+
+// Fingerprint is the hex SHA-256 of the canonical JSON of the request's
+// messages, max_tokens, temperature and response_schema (a field left
+// out, or max_tokens 0, as null; object keys sorted): two requests that
+// would get the same answer share it, and two that differ in any of these
+// never do. The id, reply subject, deadline, metadata and cache fields are
+// not part of it. It is "" in the one case the schema cannot be written as
+// JSON (a msgpack map with keys that are not strings), which keeps such a
+// request out of the cache.
+func (d Decoded) Fingerprint() string {
+	c := canonicalRequest{Messages: make([]canonicalMessage, len(d.Messages)),
+		ResponseSchema: d.ResponseSchema, Temperature: d.Temperature}
+	if d.MaxTokens != 0 {
+		c.MaxTokens = &d.MaxTokens
+	}
+	for i, m := range d.Messages {
+		c.Messages[i] = canonicalMessage{Content: m.Content, Role: m.Role}
+	}
+	data, err := json.Marshal(c)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
