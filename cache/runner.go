@@ -88,10 +88,14 @@ type outcome struct {
 // being worked on share its run: they get its answer as a "hit", without a
 // call of their own. Errors are the chain's.
 func (r *Runner) Run(ctx context.Context, req chain.Request) (chain.Result, error) {
-	if req.Cache.Fingerprint == "" {
+	var fingerprint string
+	if req.Cache.Fingerprint != nil {
+		fingerprint = req.Cache.Fingerprint()
+	}
+	if fingerprint == "" {
 		return r.cfg.Next.Run(ctx, req)
 	}
-	key := Key(r.cfg.Chain, req.Cache.Scope, req.Cache.Fingerprint)
+	key := Key(r.cfg.Chain, req.Cache.Scope, fingerprint)
 	for {
 		led := false // set by Do's function, which runs on this goroutine
 		v, _, _ := r.group.Do(flightKey(key, req.Cache), func() (any, error) {

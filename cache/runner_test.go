@@ -46,7 +46,7 @@ func newRunner(t *testing.T, next cache.Next) *cache.Runner {
 
 func cachedRequest(id string) chain.Request {
 	return chain.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hi"}},
-		Cache: chain.CacheControl{Scope: "shared", Fingerprint: "f00d"}}
+		Cache: chain.CacheControl{Scope: "shared", Fingerprint: func() string { return "f00d" }}}
 }
 
 func TestNewRefusesAnIncompleteConfig(t *testing.T) {
@@ -69,7 +69,7 @@ func TestRunnerWithoutFingerprintGoesStraightToTheChain(t *testing.T) {
 	next := &nextFunc{run: func(context.Context, int32, chain.Request) (chain.Result, error) { return answer("a") }}
 	r := newRunner(t, next)
 	req := cachedRequest("x")
-	req.Cache.Fingerprint = ""
+	req.Cache.Fingerprint = func() string { return "" }
 	for range 2 {
 		if res, err := r.Run(t.Context(), req); err != nil || res.Cache != "" {
 			t.Fatalf("Run = %+v, %v; want the chain's answer, no cache status", res, err)

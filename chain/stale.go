@@ -33,10 +33,11 @@ type CacheControl struct {
 	// in for this request; nil means the chain's stale_ttl, zero turns
 	// stale answers off.
 	StaleIfError *time.Duration
-	// Fingerprint is the hex SHA-256 of the canonical form of everything
-	// in the request that changes the answer; "" keeps the request out of
-	// the cache.
-	Fingerprint string
+	// Fingerprint returns the hex SHA-256 of the canonical form of
+	// everything in the request that changes the answer; "" (or a nil
+	// Fingerprint) keeps the request out of the cache. It is a function so
+	// that only a chain with a cache pays for the hash.
+	Fingerprint func() string
 }
 
 // StaleAnswer is an earlier answer to the same request that may stand in,

@@ -184,7 +184,7 @@ func validateCacheScope(scope string) error {
 // cacheControl is what the chain's response cache is asked for this
 // request.
 func (d Decoded) cacheControl() chain.CacheControl {
-	c := chain.CacheControl{Scope: d.CacheScope, Fingerprint: d.Fingerprint()}
+	c := chain.CacheControl{Scope: d.CacheScope, Fingerprint: d.Fingerprint}
 	if c.Scope == "" {
 		c.Scope = DefaultCacheScope
 	}

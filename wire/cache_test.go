@@ -34,7 +34,7 @@ func TestDecodeRequestCacheFields(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := req.Cache
-			if c.Scope != "tenant-7" || !c.NoCache || !c.NoStore || c.StaleIfError == nil || *c.StaleIfError != 30*time.Second || len(c.Fingerprint) != 64 {
+			if c.Scope != "tenant-7" || !c.NoCache || !c.NoStore || c.StaleIfError == nil || *c.StaleIfError != 30*time.Second || c.Fingerprint == nil || len(c.Fingerprint()) != 64 {
 				t.Errorf("cache control %+v; want scope tenant-7, no_cache, no_store, stale_if_error 30s and a fingerprint", c)
 			}
 		})
