@@ -42,6 +42,7 @@ type rawProvider struct {
 	AuthCooldown     *time.Duration
 	Rules            []Rule
 	DefaultReply     string
+	Price            *Price
 }
 
 // The keys each mapping of the chain file accepts, in the order of
@@ -51,8 +52,9 @@ var (
 	fileKeys     = []string{"providers", "chains"}
 	providerKeys = []string{"name", "type", "base_url", "model", "api_key_env", "timeout", "max_retries", "backoff_base",
 		"backoff_max", "max_retry_wait", "failure_threshold", "cooldown", "max_cooldown", "trip_window", "auth_cooldown",
-		"rules", "default_reply"}
-	ruleKeys = []string{"match", "reply"}
+		"rules", "default_reply", "price"}
+	ruleKeys  = []string{"match", "reply"}
+	priceKeys = []string{"input_per_mtok", "output_per_mtok"}
 )
 
 // aliasBudget bounds the nodes a file may make the decoder visit, so that
@@ -268,7 +270,7 @@ func (d *decoder) hints() []string {
 	for _, h := range []struct {
 		kind string
 		keys []string
-	}{{"the file", fileKeys}, {"a provider", providerKeys}, {"a rule", ruleKeys}} {
+	}{{"the file", fileKeys}, {"a provider", providerKeys}, {"a rule", ruleKeys}, {"a price", priceKeys}} {
 		if d.unsure[h.kind] {
 			out = append(out, fmt.Sprintf("keys of %s: %s", h.kind, strings.Join(h.keys, ", ")))
 		}
@@ -408,6 +410,8 @@ func (d *decoder) provider(n *yaml.Node, i int) rawProvider {
 			rp.FailureThreshold = d.count(p, kp, where)
 		case "rules":
 			rp.Rules = d.rules(p, kp, where)
+		case "price":
+			rp.Price = d.price(p, kp, where)
 		default:
 			d.unknown(p, path, where, "a provider", providerKeys)
 		}
@@ -612,6 +616,7 @@ func (rp *rawProvider) build(lookupEnv func(string) (string, bool)) Provider {
 		AuthCooldown:     or(rp.AuthCooldown, DefaultAuthCooldown),
 		Rules:            rp.Rules,
 		DefaultReply:     rp.DefaultReply,
+		Price:            rp.Price,
 	}
 	if p.BaseURL == "" {
 		switch p.Type {
