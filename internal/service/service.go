@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -81,6 +82,8 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	}
 	store := kvstate.New(js, kv, kvstate.Options{ID: processorID(), Logger: opts.Logger, Replicas: s.Replicas,
 		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) }})
+	providers := lo.Map(opts.File.Providers, func(p config.Provider, _ int) string { return p.Name })
+	opts.Metrics.ReportStates(func(now time.Time) []kvstate.ProviderStatus { return store.Status(now, providers...) })
 	built, err := chains.Build(opts.File, store, opts.HTTPClient, opts.Logger)
 	if err != nil {
 		return nil, err
