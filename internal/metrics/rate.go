@@ -11,7 +11,7 @@ const rateWindow = 60
 // rates counts answers per second over the last minute, for the status
 // page: a ring of one-second buckets.
 type rates struct {
-	mu      sync.Mutex
+	mu sync.Mutex
 	// One bucket per second of the window, plus the current one.
 	buckets [rateWindow + 1]rateBucket
 }
