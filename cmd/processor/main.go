@@ -188,7 +188,7 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		return err
 	}
 	if settings.MetricsAddr != "" {
-		serveMetrics, err := metrics.Listen(settings.MetricsAddr, m.Handler(p.Ready))
+		serveMetrics, err := metrics.Listen(settings.MetricsAddr, p.Handler())
 		if err != nil {
 			return err
 		}
@@ -203,7 +203,7 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 				logger.Warn("metrics server", "err", err)
 			}
 		}()
-		logger.Info("serving /metrics, /healthz and /readyz", "addr", settings.MetricsAddr)
+		logger.Info("serving the status page on /, and /metrics, /healthz and /readyz", "addr", settings.MetricsAddr)
 	}
 	// A connection closed for good stops the processor like a signal, and
 	// it exits non-zero saying why, so that its supervisor restarts it.

@@ -23,6 +23,7 @@ import (
 	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/internal/statuspage"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/stream"
 )
@@ -56,6 +57,11 @@ type Processor struct {
 	consuming atomic.Bool
 	// id names this processor in its cooldowns and its announcement.
 	id string
+	// kv is the provider bucket, providers the chain file's provider
+	// names, events the latest outage events: for the status page.
+	kv        jetstream.KeyValue
+	providers []string
+	events    *statuspage.Events
 	// conflicts is what watchFleet found last.
 	fleetMu   sync.Mutex
 	conflicts []fleet.Conflict
@@ -109,7 +115,8 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	if err := store.Load(ctx); err != nil { // last, see above
 		return nil, err
 	}
-	return &Processor{opts: opts, js: js, store: store, handler: handler, chains: names, repair: repair, health: health, id: id}, nil
+	return &Processor{opts: opts, js: js, store: store, handler: handler, chains: names, repair: repair, health: health, id: id,
+		kv: kv, providers: providers, events: statuspage.NewEvents(keptEvents)}, nil
 }
 
 // Run runs the processor's three actors until ctx ends, and returns once all
@@ -143,6 +150,13 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		mirrored <- err
 	}()
+
+	eventsDone := make(chan struct{})
+	go func() { // ends with mirrorCtx
+		defer close(eventsDone)
+		p.watchEvents(mirrorCtx)
+	}()
+	defer func() { stopMirror(); <-eventsDone }()
 
 	asked := make(chan error, 1)
 	go func() { // ends with consumeCtx, when the consume loop stops taking work
