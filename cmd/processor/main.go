@@ -35,7 +35,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: processor [run] [-demo] [-config FILE]")
 	fmt.Fprintln(w, "       processor -version")
 	fmt.Fprintln(w, "       processor status [-json] [-config FILE]     one row per provider: state, failures, cooldown, trips, last error")
-	fmt.Fprintln(w, "       processor watch [-json]      outage events as they happen: opened, expired, probe, closed")
+	fmt.Fprintln(w, "       processor watch [-json] [-config FILE]      the state of every provider, then outage events as they happen: opened, expired, probe, closed")
 	fmt.Fprintln(w, "       processor check -samples FILE.jsonl [-chain C] [-config FILE | -demo]   every provider × every sample, exit 1 on a failure")
 	fmt.Fprintln(w, "       processor dlq list|show SEQ|replay (SEQ…|-all) [-reason R] [-deadline D]|purge (SEQ…|-all) [-reason R]")
 	fmt.Fprintln(w, "\nflags:")

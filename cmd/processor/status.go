@@ -109,17 +109,27 @@ func chainProviders(configPath string) (known []string, note string) {
 // configVariable names the chain file when -config does not.
 const configVariable = "DETOUR_CONFIG"
 
-// runWatch prints outage events as they happen until interrupted:
-// `processor watch [-json]`.
+// runWatch prints the state of every provider, then outage events as they
+// happen, until interrupted: `processor watch [-json] [-config FILE]`.
 func runWatch(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor watch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print each event as one JSON line")
+	configPath := fs.String("config", "", "chain file whose providers' state to print even without recorded state (default $DETOUR_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return watch(ctx, *configPath, *asJSON, stdout, stderr)
+}
+
+// watch is `processor watch` until ctx ends.
+func watch(ctx context.Context, configPath string, asJSON bool, stdout, stderr io.Writer) int {
+	known, note := chainProviders(configPath)
+	if note != "" {
+		fmt.Fprintf(stderr, "processor watch: %s; printing the state of providers with recorded state only\n", note)
+	}
 	kv, nc, err := openBucket(ctx, "detour-watch")
 	if err != nil {
 		fmt.Fprintf(stderr, "processor watch: %v\n", err)
@@ -127,9 +137,9 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	}
 	defer nc.Close()
 	enc := json.NewEncoder(stdout)
-	fmt.Fprintf(stderr, "watching %s for outage events (opened, expired, probe, closed); Ctrl-C to stop\n", kvstate.Bucket)
-	err = kvstate.WatchEvents(ctx, kv, func(e kvstate.Event) {
-		if *asJSON {
+	fmt.Fprintf(stderr, "watching %s: the state of every provider, then outage events (opened, expired, probe, closed); Ctrl-C to stop\n", kvstate.Bucket)
+	err = kvstate.WatchEventsWithState(ctx, kv, known, func(e kvstate.Event) {
+		if asJSON {
 			_ = enc.Encode(e)
 			return
 		}
