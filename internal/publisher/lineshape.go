@@ -10,8 +10,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/suggest"
 )
+
+// metadataType is the one map whose values must be scalars; other maps of
+// any (response_schema) take any JSON value.
+var metadataType = reflect.TypeFor[chain.Metadata]()
 
 // syntaxError rewords encoding/json's complaint about a line, and places it.
 func syntaxError(err error, line []byte) error {
@@ -118,12 +123,15 @@ func shapeProblems(raw json.RawMessage, t reflect.Type, path string, hint *bool)
 		}
 		var out []string
 		for _, kv := range members(raw) {
-			if t.Elem().Kind() == reflect.Interface {
-				// A map of any is metadata (chain.Metadata): scalars only.
+			if t == metadataType {
+				// Metadata values are scalars only.
 				if v := bytes.TrimSpace(kv.value); len(v) > 0 && (v[0] == '{' || v[0] == '[') {
 					out = append(out, fmt.Sprintf("%q must be a string, a number, true, false or null", join(path, kv.key)))
 				}
 				continue
+			}
+			if t.Elem().Kind() == reflect.Interface {
+				continue // any JSON value, as in response_schema
 			}
 			out = append(out, shapeProblems(kv.value, t.Elem(), join(path, kv.key), hint)...)
 		}
