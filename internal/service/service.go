@@ -127,8 +127,9 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 // (ask.Serve: the micro service "detour" on detour.ask.<chain>), which
 // stops taking requests when the consume loop does, before it drains, and
 // announces in its metadata what this processor runs under each provider
-// name (see watchFleet, which compares that with the other processors'). The
-// mirror stops only after the consume loop has returned, so that requests
+// name (see watchFleet, which compares that with the other processors').
+// Beside them, a watch of the bucket keeps the latest outage events for the
+// status page (Handler) until the mirror stops. The mirror stops only after the consume loop has returned, so that requests
 // still in flight while it drains see other processors' cooldowns. Should
 // the mirror end first, or the service fail to start, the consume loop
 // stops as if ctx had ended, and Run returns why. Call Run once.
