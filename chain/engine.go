@@ -127,6 +127,10 @@ func (c *Chain) Run(ctx context.Context, req Request) (Result, error) {
 			res.Position = pos
 			res.Degraded = pos > 0
 			res.Usage = resp.Usage
+			if step.Price != nil {
+				cost := step.Price.Cost(resp.Usage)
+				res.Cost = &cost
+			}
 			res.LatencyMs = c.now().Sub(start).Milliseconds()
 			return res, nil
 		}

@@ -620,3 +620,26 @@ func TestSuccessResetsConsecutiveFailures(t *testing.T) {
 		t.Errorf("consecutive failures %d after success, want 0", state.consecutive["primary"])
 	}
 }
+
+// TestCostAtTheAnsweringProvidersPrice: a priced provider's answer carries
+// its cost; an unpriced one's carries none.
+func TestCostAtTheAnsweringProvidersPrice(t *testing.T) {
+	t.Parallel()
+	usage := func(int, providertest.Request) providertest.Reply {
+		return providertest.Reply{Content: "ok", Usage: &providertest.Usage{Prompt: 2000, Completion: 300}}
+	}
+	priced, _ := fakeProvider(t, "priced", usage, chain.Policy{})
+	priced.Price = &chain.Price{InputPerMTok: 2.5, OutputPerMTok: 10}
+	res, err := newChain(newMemState(), priced).Run(context.Background(), hello)
+	wantAnswer(t, res, err, "priced", 0)
+	// 2000 × 2.5 / 1e6 + 300 × 10 / 1e6
+	if res.Cost == nil || *res.Cost < 0.008-1e-12 || *res.Cost > 0.008+1e-12 {
+		t.Errorf("cost %v, want 0.008", res.Cost)
+	}
+	free, _ := fakeProvider(t, "free", usage, chain.Policy{})
+	res, err = newChain(newMemState(), free).Run(context.Background(), hello)
+	wantAnswer(t, res, err, "free", 0)
+	if res.Cost != nil {
+		t.Errorf("cost %v without a price, want none", *res.Cost)
+	}
+}

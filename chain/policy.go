@@ -21,4 +21,19 @@ type Policy struct {
 type Step struct {
 	Provider Provider
 	Policy   Policy
+	// Price is what the provider charges; nil leaves its answers without a
+	// cost.
+	Price *Price
+}
+
+// Price is what a provider charges per million tokens, in the operator's
+// currency.
+type Price struct {
+	InputPerMTok  float64 // per million prompt tokens
+	OutputPerMTok float64 // per million completion tokens
+}
+
+// Cost is what u costs at this price, in the price's currency.
+func (p Price) Cost(u Usage) float64 {
+	return (float64(u.PromptTokens)*p.InputPerMTok + float64(u.CompletionTokens)*p.OutputPerMTok) / 1e6
 }

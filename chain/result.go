@@ -38,20 +38,23 @@ type Attempt struct {
 // fills in what it knows; the stream adds the request's id, queue time,
 // delivery count and metadata before publishing it.
 type Result struct {
-	ID         string    `msgpack:"id" json:"id"`
-	Status     Status    `msgpack:"status" json:"status"`
-	Content    string    `msgpack:"content" json:"content"`
-	Model      string    `msgpack:"model" json:"model"`
-	Provider   string    `msgpack:"provider" json:"provider"`
-	Position   int       `msgpack:"position" json:"position"`
-	Degraded   bool      `msgpack:"degraded" json:"degraded"`
-	Attempts   []Attempt `msgpack:"attempts" json:"attempts"`
-	Usage      Usage     `msgpack:"usage" json:"usage"`
-	LatencyMs  int64     `msgpack:"latency_ms" json:"latency_ms"`
-	QueuedMs   int64     `msgpack:"queued_ms" json:"queued_ms"`
-	Deliveries uint64    `msgpack:"deliveries" json:"deliveries"`
-	Error      string    `msgpack:"error,omitempty" json:"error,omitempty"`
-	Metadata   Metadata  `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+	ID       string    `msgpack:"id" json:"id"`
+	Status   Status    `msgpack:"status" json:"status"`
+	Content  string    `msgpack:"content" json:"content"`
+	Model    string    `msgpack:"model" json:"model"`
+	Provider string    `msgpack:"provider" json:"provider"`
+	Position int       `msgpack:"position" json:"position"`
+	Degraded bool      `msgpack:"degraded" json:"degraded"`
+	Attempts []Attempt `msgpack:"attempts" json:"attempts"`
+	Usage    Usage     `msgpack:"usage" json:"usage"`
+	// Cost is what the answer cost at the answering provider's price, in
+	// the chain file's currency; nil when that provider has no price.
+	Cost       *float64 `msgpack:"cost,omitempty" json:"cost,omitempty"`
+	LatencyMs  int64    `msgpack:"latency_ms" json:"latency_ms"`
+	QueuedMs   int64    `msgpack:"queued_ms" json:"queued_ms"`
+	Deliveries uint64   `msgpack:"deliveries" json:"deliveries"`
+	Error      string   `msgpack:"error,omitempty" json:"error,omitempty"`
+	Metadata   Metadata `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
 	// Cache says how the response cache took part: hit, miss or stale;
 	// empty for a chain without a cache.
 	Cache CacheStatus `msgpack:"cache,omitempty" json:"cache,omitempty"`

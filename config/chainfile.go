@@ -97,6 +97,23 @@ type Provider struct {
 
 	Rules        []Rule // rules providers: tried in order, first match answers
 	DefaultReply string // rules providers: the answer when no rule matches
+
+	// Price is what the provider charges; nil when the chain file gives
+	// none, and then detour reports no cost for its answers.
+	Price *Price
+}
+
+// Price is what a provider charges per million tokens, in whatever currency
+// the operator prices in: detour reports cost in that same unit.
+type Price struct {
+	InputPerMTok  float64 // per million prompt (input) tokens, at least 0
+	OutputPerMTok float64 // per million completion (output) tokens, at least 0
+}
+
+// Cost is what prompt and completion tokens cost at this price, in the
+// price's currency.
+func (p Price) Cost(prompt, completion int) float64 {
+	return (float64(prompt)*p.InputPerMTok + float64(completion)*p.OutputPerMTok) / 1e6
 }
 
 // Rule is one template of a rules provider: when the prompt contains any of

@@ -50,6 +50,7 @@ type rawProvider struct {
 	AuthCooldown     *time.Duration
 	Rules            []Rule
 	DefaultReply     string
+	Price            *Price
 }
 
 // The keys each mapping of the chain file accepts, in the order of
@@ -59,8 +60,9 @@ var (
 	fileKeys     = []string{"providers", "chains"}
 	providerKeys = []string{"name", "type", "base_url", "model", "api_key_env", "timeout", "max_retries", "backoff_base",
 		"backoff_max", "max_retry_wait", "failure_threshold", "cooldown", "max_cooldown", "trip_window", "auth_cooldown",
-		"rules", "default_reply"}
+		"rules", "default_reply", "price"}
 	ruleKeys  = []string{"match", "reply"}
+	priceKeys = []string{"input_per_mtok", "output_per_mtok"}
 	chainKeys = []string{"providers", "cache_ttl", "stale_ttl"}
 )
 
@@ -277,7 +279,7 @@ func (d *decoder) hints() []string {
 	for _, h := range []struct {
 		kind string
 		keys []string
-	}{{"the file", fileKeys}, {"a provider", providerKeys}, {"a rule", ruleKeys}, {"a chain", chainKeys}} {
+	}{{"the file", fileKeys}, {"a provider", providerKeys}, {"a rule", ruleKeys}, {"a price", priceKeys}, {"a chain", chainKeys}} {
 		if d.unsure[h.kind] {
 			out = append(out, fmt.Sprintf("keys of %s: %s", h.kind, strings.Join(h.keys, ", ")))
 		}
@@ -417,6 +419,8 @@ func (d *decoder) provider(n *yaml.Node, i int) rawProvider {
 			rp.FailureThreshold = d.count(p, kp, where)
 		case "rules":
 			rp.Rules = d.rules(p, kp, where)
+		case "price":
+			rp.Price = d.price(p, kp, where)
 		default:
 			d.unknown(p, path, where, "a provider", providerKeys)
 		}
@@ -666,6 +670,7 @@ func (rp *rawProvider) build(lookupEnv func(string) (string, bool)) Provider {
 		AuthCooldown:     or(rp.AuthCooldown, DefaultAuthCooldown),
 		Rules:            rp.Rules,
 		DefaultReply:     rp.DefaultReply,
+		Price:            rp.Price,
 	}
 	if p.BaseURL == "" {
 		switch p.Type {

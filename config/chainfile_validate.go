@@ -153,6 +153,9 @@ func (p Provider) problems() []pathProblem {
 				bad(kv[0], "not allowed for type rules")
 			}
 		}
+		if p.Price != nil {
+			bad("price", "not allowed for type rules, which calls no paid API")
+		}
 		for i, r := range p.Rules {
 			out = append(out, r.problems(i)...)
 		}

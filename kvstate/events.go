@@ -2,7 +2,6 @@ package kvstate
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -32,9 +31,11 @@ type Event struct {
 	Time     time.Time `json:"time"`
 	Provider string    `json:"provider"`
 	Kind     EventKind `json:"event"`
-	// Cooldown is set for opened events, Probe for probe events.
-	Cooldown *Cooldown `json:"cooldown,omitempty"`
-	Probe    *Probe    `json:"probe,omitempty"`
+	// Cooldown is set for opened events, Probe for probe events, State for
+	// state events.
+	Cooldown *Cooldown       `json:"cooldown,omitempty"`
+	Probe    *Probe          `json:"probe,omitempty"`
+	State    *ProviderStatus `json:"state,omitempty"`
 }
 
 // String formats the event on one line for a terminal.
@@ -47,6 +48,16 @@ func (e Event) String() string {
 		fmt.Fprintf(&b, " until %s (%ds, trip %d, %s): %s", c.Until.UTC().Format(time.RFC3339), c.DurationS, c.Trip, c.Class, c.Reason)
 	case e.Probe != nil:
 		fmt.Fprintf(&b, " by %s", e.Probe.By)
+	case e.State != nil:
+		r := e.State
+		fmt.Fprintf(&b, " %s", r.State)
+		if !r.CooldownUntil.IsZero() {
+			fmt.Fprintf(&b, " until %s", r.CooldownUntil.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintf(&b, ", %d failures, %d trips", r.ConsecutiveFailures, r.Trips)
+		if r.LastError != "" {
+			fmt.Fprintf(&b, ", last error: %s", r.LastError)
+		}
 	}
 	return b.String()
 }
@@ -54,24 +65,45 @@ func (e Event) String() string {
 // WatchEvents reports the outage events of the bucket as they happen, until
 // ctx ends. Only changes after the call are reported; the current values are
 // read first so that a health reset is reported as closed only when it ends
-// an outage (the provider had tripped and not succeeded since). It fails only
-// if the bucket cannot be watched at the start. A watch that ends later (the
-// bucket deleted or created anew, a server restart) is opened again, with a
-// growing pause between tries, and what changed meanwhile is reported then:
-// every entry newer than the last one read, or, in a bucket created anew,
-// every entry.
+// an outage (the provider had tripped and not succeeded since). The events
+// of one recovery come in the order they happened: a cooldown ends at its
+// until, and the server's expiry marker may come a moment after a
+// processor has already taken the probe lease, so an expired event is
+// reported, timed at the until, before the probe or closed event that
+// shows the cooldown over, and the late marker is then not reported again.
+// It fails only if the bucket cannot be watched at the start. A watch that
+// ends later (the bucket deleted or created anew, a server restart) is
+// opened again, with a growing pause between tries, and what changed
+// meanwhile is reported then: every entry newer than the last one read, or,
+// in a bucket created anew, every entry.
 func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event)) error {
+	return watchEvents(ctx, kv, nil, false, report)
+}
+
+// WatchEventsWithState is WatchEvents that first reports, as one EventState
+// event each, the state of every provider the bucket holds and every one
+// of known, as the values read at the start of the watch show it.
+func WatchEventsWithState(ctx context.Context, kv jetstream.KeyValue, known []string, report func(Event)) error {
+	return watchEvents(ctx, kv, known, true, report)
+}
+
+func watchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, withState bool, report func(Event)) error {
 	w, err := openWatch(ctx, kv, nil)
 	if err != nil {
 		return err
 	}
-	health := map[string]Health{}
+	t := newTracker()
 	var seen uint64 // revision of the newest entry read from this bucket
 	live := false   // set once the current values at the call have been read
 	created := w.created
 	for tries := 0; ; {
 		w.follow(ctx, nil, func(e jetstream.KeyValueEntry) {
 			if e == nil {
+				if !live && withState {
+					for _, ev := range t.states(time.Now(), known) {
+						report(ev)
+					}
+				}
 				live = true
 				return
 			}
@@ -79,8 +111,10 @@ func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event))
 				return // read before this watch began
 			}
 			seen = e.Revision()
-			if ev, isEvent := eventOf(e, health); isEvent && live {
-				report(ev)
+			for _, ev := range t.events(e) {
+				if live {
+					report(ev)
+				}
 			}
 		}, nil)
 		w.stop()
@@ -96,52 +130,9 @@ func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event))
 		tries = 0
 		if !w.created.Equal(created) {
 			// Revisions start over in a new bucket, and the old one's
-			// health is gone with it.
+			// health and cooldowns are gone with it.
 			created, seen = w.created, 0
-			clear(health)
+			t = newTracker()
 		}
 	}
-}
-
-// eventOf turns a bucket entry into an outage event, if it is one. health
-// holds each provider's last health value, which eventOf keeps current.
-func eventOf(e jetstream.KeyValueEntry, health map[string]Health) (Event, bool) {
-	provider, kind, ok := strings.Cut(e.Key(), ".")
-	if !ok {
-		return Event{}, false
-	}
-	ev := Event{Time: e.Created(), Provider: provider}
-	put := e.Operation() == jetstream.KeyValuePut
-	switch {
-	case kind == SuffixCooldown && put:
-		var c Cooldown
-		if json.Unmarshal(e.Value(), &c) != nil {
-			return Event{}, false
-		}
-		ev.Kind, ev.Cooldown = EventOpened, &c
-	case kind == SuffixCooldown:
-		ev.Kind = EventExpired
-	case kind == SuffixProbe && put:
-		var p Probe
-		if json.Unmarshal(e.Value(), &p) != nil {
-			return Event{}, false
-		}
-		ev.Kind, ev.Probe = EventProbe, &p
-	case kind == SuffixHealth && put:
-		var h Health
-		if json.Unmarshal(e.Value(), &h) != nil {
-			return Event{}, false
-		}
-		before, known := health[provider]
-		health[provider] = h
-		// A reset of the failures closes the circuit only if it was open
-		// or half-open: tripped, and no success since.
-		if h.ConsecutiveFailures != 0 || !known || !halfOpen(before) {
-			return Event{}, false
-		}
-		ev.Kind = EventClosed
-	default:
-		return Event{}, false
-	}
-	return ev, true
 }

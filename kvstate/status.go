@@ -29,6 +29,18 @@ type ProviderStatus struct {
 // MarshalText writes the circuit state by name.
 func (s CircuitState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads a circuit state by name, so that status -json can be
+// read back.
+func (s *CircuitState) UnmarshalText(b []byte) error {
+	for _, c := range []CircuitState{StateClosed, StateOpen, StateHalfOpen} {
+		if c.String() == string(b) {
+			*s = c
+			return nil
+		}
+	}
+	return fmt.Errorf("kvstate: unknown circuit state %q", b)
+}
+
 // Status returns a row for every provider the mirror knows and every one of
 // known (the chain file's; one without state is closed), sorted by name.
 func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {

@@ -106,6 +106,11 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 		if streamGone(err) && cfg.Repair != nil && cfg.Repair.Ensure(ctx) == nil {
 			cons, err = js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(name))
 		}
+		if err != nil && ctx.Err() != nil {
+			// Stopped while starting: nothing was taken, so nothing is
+			// handed back, and a stop is not a failure.
+			return nil
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // stopped before the first pull: nothing to settle

@@ -241,6 +241,7 @@ func (d *delivery) handle(ctx context.Context) {
 	stopBeat()
 	d.annotate(&res)
 	d.p.cfg.Metrics.Attempts(res.Attempts)
+	d.p.cfg.Metrics.Usage(res)
 	var exhausted *chain.ExhaustedError
 	switch {
 	case err == nil:

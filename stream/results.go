@@ -37,7 +37,8 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 				outcome = metrics.OutcomeDegraded
 			}
 			d.p.cfg.Metrics.Settled(d.chain, outcome)
-			d.p.cfg.Metrics.Answered(d.chain, d.p.cfg.Now().Sub(d.meta.Timestamp))
+			now := d.p.cfg.Now()
+			d.p.cfg.Metrics.Answered(d.chain, now.Sub(d.meta.Timestamp), now, res.Degraded)
 			return
 		}
 		if errors.Is(err, errTooLarge) {

@@ -60,6 +60,15 @@ type Reply struct {
 	// (with content null when Content is empty); for Anthropic the answer
 	// stops with stop_reason "refusal", its text Content or else Refusal.
 	Refusal string
+	// Usage, when set, is the token usage a 2xx answer reports; nil reports
+	// the words of the prompt and of the answer, one token a word.
+	Usage *Usage
+}
+
+// Usage is the token usage an answer reports: OpenAI's prompt_tokens and
+// completion_tokens, Anthropic's input_tokens and output_tokens.
+type Usage struct {
+	Prompt, Completion int
 }
 
 // Script decides the Reply to each request. n is the 1-based number of this

@@ -183,11 +183,14 @@ func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
 	case reply.ErrorStatus != 0:
 		body = s.flavor.errorDocument(reply.ErrorStatus, reply)
 	default:
-		prompt := tokens(req.System)
+		prompt, completion := tokens(req.System), tokens(reply.Content, reply.Refusal)
 		for _, m := range req.Messages {
 			prompt += tokens(m.Content)
 		}
-		body = s.flavor.successBody(n, req.Model, reply, prompt, tokens(reply.Content, reply.Refusal))
+		if reply.Usage != nil {
+			prompt, completion = reply.Usage.Prompt, reply.Usage.Completion
+		}
+		body = s.flavor.successBody(n, req.Model, reply, prompt, completion)
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // a client that left cannot be told

@@ -36,7 +36,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: processor [run] [-demo] [-config FILE]")
 	fmt.Fprintln(w, "       processor -version")
 	fmt.Fprintln(w, "       processor status [-json] [-config FILE]     one row per provider: state, failures, cooldown, trips, last error")
-	fmt.Fprintln(w, "       processor watch [-json]      outage events as they happen: opened, expired, probe, closed")
+	fmt.Fprintln(w, "       processor watch [-json] [-config FILE]      the state of every provider, then outage events as they happen: opened, expired, probe, closed")
 	fmt.Fprintln(w, "       processor check -samples FILE.jsonl [-chain C] [-config FILE | -demo]   every provider × every sample, exit 1 on a failure")
 	fmt.Fprintln(w, "       processor dlq list|show SEQ|replay (SEQ…|-all) [-reason R] [-deadline D]|purge (SEQ…|-all) [-reason R]")
 	fmt.Fprintln(w, "       processor cache stats|purge [-chain C]   the response cache: entries fresh, stale and expired per chain; remove them")
@@ -196,7 +196,7 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		return err
 	}
 	if settings.MetricsAddr != "" {
-		serveMetrics, err := metrics.Listen(settings.MetricsAddr, m.Handler(p.Ready))
+		serveMetrics, err := metrics.Listen(settings.MetricsAddr, p.Handler())
 		if err != nil {
 			return err
 		}
@@ -211,7 +211,7 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 				logger.Warn("metrics server", "err", err)
 			}
 		}()
-		logger.Info("serving /metrics, /healthz and /readyz", "addr", settings.MetricsAddr)
+		logger.Info("serving the status page on /, and /metrics, /healthz and /readyz", "addr", settings.MetricsAddr)
 	}
 	// A connection closed for good stops the processor like a signal, and
 	// it exits non-zero saying why, so that its supervisor restarts it.

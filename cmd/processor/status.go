@@ -14,10 +14,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/ask"
+	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/kvstate"
 )
 
@@ -36,12 +39,12 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kv, closeConn, err := openBucket(ctx, "detour-status")
+	kv, nc, err := openBucket(ctx, "detour-status")
 	if err != nil {
 		fmt.Fprintf(stderr, "processor status: %v\n", err)
 		return exitCode(err)
 	}
-	defer closeConn()
+	defer nc.Close()
 	// Read only (it never opens a cooldown), and a snapshot: Load, no Run.
 	store := kvstate.New(nil, kv, kvstate.Options{})
 	if err := store.Load(ctx); err != nil {
@@ -49,12 +52,20 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	rows := store.Status(time.Now(), known...)
+	running, err := fleet.Discover(ctx, nc, ask.ServiceName, fleetReplies)
+	if err != nil {
+		fmt.Fprintf(stderr, "processor status: asking the running processors what they run: %v\n", err)
+	}
+	conflicts := fleet.Conflicts(running)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		err = enc.Encode(rows)
+		err = enc.Encode(withConflicts(rows, conflicts))
 	} else {
 		err = kvstate.WriteStatus(stdout, rows)
+		if err == nil {
+			err = writeConflicts(stdout, conflicts)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "processor status: %v\n", err)
@@ -98,27 +109,37 @@ func chainProviders(configPath string) (known []string, note string) {
 // configVariable names the chain file when -config does not.
 const configVariable = "DETOUR_CONFIG"
 
-// runWatch prints outage events as they happen until interrupted:
-// `processor watch [-json]`.
+// runWatch prints the state of every provider, then outage events as they
+// happen, until interrupted: `processor watch [-json] [-config FILE]`.
 func runWatch(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor watch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print each event as one JSON line")
+	configPath := fs.String("config", "", "chain file whose providers' state to print even without recorded state (default $DETOUR_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	kv, closeConn, err := openBucket(ctx, "detour-watch")
+	return watch(ctx, *configPath, *asJSON, stdout, stderr)
+}
+
+// watch is `processor watch` until ctx ends.
+func watch(ctx context.Context, configPath string, asJSON bool, stdout, stderr io.Writer) int {
+	known, note := chainProviders(configPath)
+	if note != "" {
+		fmt.Fprintf(stderr, "processor watch: %s; printing the state of providers with recorded state only\n", note)
+	}
+	kv, nc, err := openBucket(ctx, "detour-watch")
 	if err != nil {
 		fmt.Fprintf(stderr, "processor watch: %v\n", err)
 		return exitCode(err)
 	}
-	defer closeConn()
+	defer nc.Close()
 	enc := json.NewEncoder(stdout)
-	fmt.Fprintf(stderr, "watching %s for outage events (opened, expired, probe, closed); Ctrl-C to stop\n", kvstate.Bucket)
-	err = kvstate.WatchEvents(ctx, kv, func(e kvstate.Event) {
-		if *asJSON {
+	fmt.Fprintf(stderr, "watching %s: the state of every provider, then outage events (opened, expired, probe, closed); Ctrl-C to stop\n", kvstate.Bucket)
+	err = kvstate.WatchEventsWithState(ctx, kv, known, func(e kvstate.Event) {
+		if asJSON {
 			_ = enc.Encode(e)
 			return
 		}
@@ -131,8 +152,9 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openBucket connects and opens the provider bucket without creating it.
-func openBucket(ctx context.Context, name string) (jetstream.KeyValue, func(), error) {
+// openBucket connects and opens the provider bucket without creating it;
+// the caller closes the connection.
+func openBucket(ctx context.Context, name string) (jetstream.KeyValue, *nats.Conn, error) {
 	nc, js, err := connectClient(name)
 	if err != nil {
 		return nil, nil, err
@@ -145,7 +167,7 @@ func openBucket(ctx context.Context, name string) (jetstream.KeyValue, func(), e
 		}
 		return nil, nil, err
 	}
-	return kv, nc.Close, nil
+	return kv, nc, nil
 }
 
 // flagExit maps a flag parsing error to an exit code: 0 for -help.

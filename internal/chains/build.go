@@ -25,7 +25,11 @@ func Build(file *config.File, state chain.State, client *http.Client, logger *sl
 		if err != nil {
 			return nil, err
 		}
-		providers[p.Name] = chain.Step{Provider: provider, Policy: policyOf(p)}
+		step := chain.Step{Provider: provider, Policy: policyOf(p)}
+		if p.Price != nil {
+			step.Price = &chain.Price{InputPerMTok: p.Price.InputPerMTok, OutputPerMTok: p.Price.OutputPerMTok}
+		}
+		providers[p.Name] = step
 	}
 	chains := make(map[string]*chain.Chain, len(file.Chains))
 	for name, members := range file.Chains {

@@ -24,6 +24,11 @@ type Metrics struct {
 	deadLetters     *prometheus.CounterVec
 	inFlight        prometheus.Gauge
 	cache           *prometheus.CounterVec
+	tokens          *prometheus.CounterVec
+	cost            *prometheus.CounterVec
+	conflicts       prometheus.Gauge
+	fleet           *fleetCollector
+	rates           rates
 }
 
 // latencyBuckets span a fast cache hit to a slow model call.
@@ -76,9 +81,15 @@ func New() *Metrics {
 			Name: "detour_cache_total",
 			Help: "Requests of chains with a response cache, by chain and result (hit, miss, stale).",
 		}, []string{"chain", "result"}),
+		conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "detour_config_conflicts",
+			Help: "Provider names that another running processor defines differently (type, base URL, model or policy).",
+		}),
+		fleet: newFleetCollector(),
 	}
+	m.tokens, m.cost = newUsageCollectors()
 	m.registry.MustRegister(m.requests, m.providerCalls, m.skips, m.cooldownsOpened, m.callSeconds,
-		m.requestSeconds, m.naks, m.deadLetters, m.inFlight, m.cache,
+		m.requestSeconds, m.naks, m.deadLetters, m.inFlight, m.cache, m.tokens, m.cost, m.conflicts, m.fleet,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -109,10 +120,12 @@ func (m *Metrics) Attempts(attempts []chain.Attempt) {
 	}
 }
 
-// Answered times a request from its publication to its result.
-func (m *Metrics) Answered(chainName string, sincePublished time.Duration) {
+// Answered times a request from its publication to its result, and counts
+// it at now for Rates.
+func (m *Metrics) Answered(chainName string, sincePublished time.Duration, now time.Time, degraded bool) {
 	if m != nil {
 		m.requestSeconds.WithLabelValues(chainName).Observe(sincePublished.Seconds())
+		m.rates.add(now, degraded)
 	}
 }
 

@@ -14,6 +14,10 @@ import (
 	"github.com/detourhq/detour/internal/suggest"
 )
 
+// metadataType is the one map whose values must be scalars; other maps of
+// any (response_schema) take any JSON value.
+var metadataType = reflect.TypeFor[chain.Metadata]()
+
 // syntaxError rewords encoding/json's complaint about a line, and places it.
 func syntaxError(err error, line []byte) error {
 	var se *json.SyntaxError
@@ -51,9 +55,6 @@ func syntaxError(err error, line []byte) error {
 // `unknown field "mesages" (did you mean "messages"?)`. path names raw
 // ("" for the line itself); hint is set when an unknown field of the line
 // had no near match, so that the caller can list the fields once.
-// metadataType is a request's metadata, whose values are JSON scalars.
-var metadataType = reflect.TypeFor[chain.Metadata]()
-
 func shapeProblems(raw json.RawMessage, t reflect.Type, path string, hint *bool) []string {
 	raw = bytes.TrimSpace(raw)
 	if string(raw) == "null" {

@@ -175,3 +175,13 @@ func TestReadRequestsTakesTheCacheFields(t *testing.T) {
 		}
 	}
 }
+
+// TestReadRequestsTakesNestedSchemas: only metadata values must be
+// scalars; a response_schema holds lists and objects.
+func TestReadRequestsTakesNestedSchemas(t *testing.T) {
+	line := `{"prompt":"x","response_schema":{"type":"object","required":["answer"],"properties":{"answer":{"type":"string"}}}}`
+	reqs, err := publisher.ReadRequests(strings.NewReader(line), "reqs.jsonl")
+	if err != nil || len(reqs) != 1 {
+		t.Fatalf("ReadRequests: %d requests, %v; want one", len(reqs), err)
+	}
+}

@@ -85,7 +85,7 @@ func (h *harness) buildProcessor(file *config.File, settings config.Settings) *t
 
 // assemble makes a processor with its own connection, one context for New
 // and Run, and, if following, its mirror following the bucket until run.
-func (h *harness) assemble(file *config.File, settings config.Settings, following bool) *testProcessor {
+func (h *harness) assemble(file *config.File, settings config.Settings, following bool, with ...func(*service.Options)) *testProcessor {
 	h.t.Helper()
 	nc, err := nats.Connect(h.srv.ClientURL())
 	if err != nil {
@@ -96,7 +96,11 @@ func (h *harness) assemble(file *config.File, settings config.Settings, followin
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	p, err := service.New(ctx, service.Options{Settings: settings, File: file, Conn: nc, Logger: logger})
+	opts := service.Options{Settings: settings, File: file, Conn: nc, Logger: logger}
+	for _, w := range with {
+		w(&opts)
+	}
+	p, err := service.New(ctx, opts)
 	if err != nil {
 		cancel()
 		nc.Close()

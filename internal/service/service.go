@@ -7,19 +7,24 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/cache"
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/ask"
 	"github.com/detourhq/detour/internal/chains"
+	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/internal/statuspage"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/stream"
 )
@@ -51,6 +56,16 @@ type Processor struct {
 	// consuming is set while Run's consume loop takes work; it makes
 	// /readyz ready.
 	consuming atomic.Bool
+	// id names this processor in its cooldowns and its announcement.
+	id string
+	// kv is the provider bucket, providers the chain file's provider
+	// names, events the latest outage events: for the status page.
+	kv        jetstream.KeyValue
+	providers []string
+	events    *statuspage.Events
+	// conflicts is what watchFleet found last.
+	fleetMu   sync.Mutex
+	conflicts []fleet.Conflict
 }
 
 // New creates the topology, builds the chains and loads the provider-state
@@ -79,8 +94,11 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	if err != nil {
 		return nil, err
 	}
-	store := kvstate.New(js, kv, kvstate.Options{ID: processorID(), Logger: opts.Logger, Replicas: s.Replicas,
+	id := processorID()
+	store := kvstate.New(js, kv, kvstate.Options{ID: id, Logger: opts.Logger, Replicas: s.Replicas,
 		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) }})
+	providers := lo.Map(opts.File.Providers, func(p config.Provider, _ int) string { return p.Name })
+	opts.Metrics.ReportStates(func(now time.Time) []kvstate.ProviderStatus { return store.Status(now, providers...) })
 	built, err := chains.Build(opts.File, store, opts.HTTPClient, opts.Logger)
 	if err != nil {
 		return nil, err
@@ -105,7 +123,8 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	if err := store.Load(ctx); err != nil { // last, see above
 		return nil, err
 	}
-	return &Processor{opts: opts, js: js, store: store, handler: handler, chains: names, repair: repair, health: health}, nil
+	return &Processor{opts: opts, js: js, store: store, handler: handler, chains: names, repair: repair, health: health, id: id,
+		kv: kv, providers: providers, events: statuspage.NewEvents(keptEvents)}, nil
 }
 
 // Run runs the processor's three actors until ctx ends, and returns once all
@@ -114,8 +133,11 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 // it be lost), the consume loop, which takes every chain's requests and
 // shuts down gracefully when ctx ends, and the request/reply service
 // (ask.Serve: the micro service "detour" on detour.ask.<chain>), which
-// stops taking requests when the consume loop does, before it drains. The
-// mirror stops only after the consume loop has returned, so that requests
+// stops taking requests when the consume loop does, before it drains, and
+// announces in its metadata what this processor runs under each provider
+// name (see watchFleet, which compares that with the other processors').
+// Beside them, a watch of the bucket keeps the latest outage events for the
+// status page (Handler) until the mirror stops. The mirror stops only after the consume loop has returned, so that requests
 // still in flight while it drains see other processors' cooldowns. Should
 // the mirror end first, or the service fail to start, the consume loop
 // stops as if ctx had ended, and Run returns why. Call Run once.
@@ -138,12 +160,19 @@ func (p *Processor) Run(ctx context.Context) error {
 		mirrored <- err
 	}()
 
+	eventsDone := make(chan struct{})
+	go func() { // ends with mirrorCtx
+		defer close(eventsDone)
+		p.watchEvents(mirrorCtx)
+	}()
+	defer func() { stopMirror(); <-eventsDone }()
+
 	asked := make(chan error, 1)
 	go func() { // ends with consumeCtx, when the consume loop stops taking work
 		err := ask.Serve(consumeCtx, ask.Config{
 			Conn: p.opts.Conn, JetStream: p.js, Chains: p.chains,
 			ReplyPrefixes: p.opts.Settings.ReplyPrefixes, MaxPayload: p.opts.Settings.MaxPayload,
-			Logger: p.opts.Logger,
+			Logger: p.opts.Logger, Metadata: fleet.Metadata(p.id, p.opts.File),
 		})
 		if err != nil {
 			err = fmt.Errorf("service: request/reply: %w", err)
@@ -151,6 +180,13 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		asked <- err
 	}()
+
+	fleetDone := make(chan struct{})
+	go func() { // ends with consumeCtx
+		defer close(fleetDone)
+		p.watchFleet(consumeCtx)
+	}()
+	defer func() { stopConsuming(nil); <-fleetDone }()
 
 	p.consuming.Store(true)
 	defer p.consuming.Store(false)
@@ -188,13 +224,18 @@ func (p *Processor) Ready() bool {
 	return p.consuming.Load() && p.opts.Conn.IsConnected() && p.health.Err() == nil && p.store.Following()
 }
 
-// processorID names this process in the cooldowns it opens.
+// processorID names this processor in the cooldowns it opens and in what
+// it announces to the others.
 func processorID() string {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "unknown"
 	}
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), nuid.Next()[:6])
+	// The tail of a NUID, which differs from call to call; its head is the
+	// same for every call of one process, and processors in one process
+	// (tests, embedding programs) must not share an id.
+	n := nuid.Next()
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), n[len(n)-6:])
 }
 
 // cachedRunners is every chain as the processor runs it: behind its

@@ -1,0 +1,67 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+)
+
+// rateWindow is how far back Rates looks.
+const rateWindow = 60
+
+// rates counts answers per second over the last minute, for the status
+// page: a ring of one-second buckets.
+type rates struct {
+	mu sync.Mutex
+	// One bucket per second of the window, plus the current one.
+	buckets [rateWindow + 1]rateBucket
+}
+
+type rateBucket struct {
+	sec                int64 // Unix second the counts belong to
+	answered, degraded int
+}
+
+// add counts one answer at now.
+func (r *rates) add(now time.Time, degraded bool) {
+	sec := now.Unix()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := &r.buckets[sec%(rateWindow+1)]
+	if b.sec != sec {
+		*b = rateBucket{sec: sec}
+	}
+	b.answered++
+	if degraded {
+		b.degraded++
+	}
+}
+
+// get returns answers per second and the share of them degraded (0 to 1)
+// over the rateWindow seconds before now, the current second excluded as
+// it is still filling.
+func (r *rates) get(now time.Time) (perSecond, degradedShare float64) {
+	sec := now.Unix()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	answered, degraded := 0, 0
+	for _, b := range r.buckets {
+		if b.sec < sec && b.sec >= sec-rateWindow {
+			answered += b.answered
+			degraded += b.degraded
+		}
+	}
+	if answered == 0 {
+		return 0, 0
+	}
+	return float64(answered) / rateWindow, float64(degraded) / float64(answered)
+}
+
+// Rates returns the answers per second over the last minute and the share
+// of them that were degraded (0 to 1), for the status page; zeros on a nil
+// *Metrics.
+func (m *Metrics) Rates(now time.Time) (perSecond, degradedShare float64) {
+	if m == nil {
+		return 0, 0
+	}
+	return m.rates.get(now)
+}

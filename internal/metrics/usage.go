@@ -1,0 +1,51 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/detourhq/detour/chain"
+)
+
+// TokenKind is the kind label of detour_tokens_total.
+type TokenKind string
+
+// The kinds of tokens counted.
+const (
+	TokensPrompt     TokenKind = "prompt"
+	TokensCompletion TokenKind = "completion"
+)
+
+func newUsageCollectors() (tokens, cost *prometheus.CounterVec) {
+	tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_tokens_total",
+		Help: "Tokens of answered requests as the answering provider reported them, by provider, model and kind (prompt, completion).",
+	}, []string{"provider", "model", "kind"})
+	cost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "detour_cost_total",
+		Help: "Cost of answered requests at the chain file's price of the answering provider, in the price's unit, by provider and model.",
+	}, []string{"provider", "model"})
+	return tokens, cost
+}
+
+// Usage counts the tokens and the cost of an answered request: one the
+// chain answered, whether or not its result is stored yet, as the provider
+// was paid either way. A failed result counts nothing, nor does an answer
+// from the response cache (hit or stale), paid for when first given.
+func (m *Metrics) Usage(res chain.Result) {
+	if m == nil || res.Status != chain.StatusOK || res.Cache == chain.CacheHit || res.Cache == chain.CacheStale {
+		return
+	}
+	m.tokens.WithLabelValues(res.Provider, res.Model, string(TokensPrompt)).Add(float64(res.Usage.PromptTokens))
+	m.tokens.WithLabelValues(res.Provider, res.Model, string(TokensCompletion)).Add(float64(res.Usage.CompletionTokens))
+	if res.Cost != nil {
+		m.cost.WithLabelValues(res.Provider, res.Model).Add(*res.Cost)
+	}
+}
+
+// ConfigConflicts sets detour_config_conflicts: the number of provider
+// names that another running processor defines differently.
+func (m *Metrics) ConfigConflicts(n int) {
+	if m != nil {
+		m.conflicts.Set(float64(n))
+	}
+}

@@ -1,0 +1,32 @@
+package metrics_test
+
+import (
+	"testing"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/metrics"
+)
+
+// TestUsageCountsOnlyWhatWasPaidFor: an answer from a provider counts its
+// tokens and cost; a failed result, a cache hit and a stale answer count
+// nothing.
+func TestUsageCountsOnlyWhatWasPaidFor(t *testing.T) {
+	m := metrics.New()
+	cost := 0.5
+	paid := chain.Result{Status: chain.StatusOK, Provider: "p", Model: "m", Usage: chain.Usage{PromptTokens: 10, CompletionTokens: 5}, Cost: &cost}
+	hit, stale := paid, paid
+	hit.Cache, stale.Cache = chain.CacheHit, chain.CacheStale
+	for _, r := range []chain.Result{paid, {Status: chain.StatusFailed, Provider: "p", Model: "m", Usage: paid.Usage, Cost: &cost}, hit, stale} {
+		m.Usage(r)
+	}
+	text := scrape(t, m)
+	for _, series := range []string{
+		`detour_tokens_total{kind="prompt",model="m",provider="p"} 10`,
+		`detour_tokens_total{kind="completion",model="m",provider="p"} 5`,
+		`detour_cost_total{model="m",provider="p"} 0.5`,
+	} {
+		if line(text, series) == "" {
+			t.Errorf("no series %s in\n%s", series, text)
+		}
+	}
+}

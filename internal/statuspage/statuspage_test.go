@@ -1,0 +1,75 @@
+package statuspage_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/detourhq/detour/internal/statuspage"
+	"github.com/detourhq/detour/kvstate"
+)
+
+// TestHandler serves the page on / only, and the snapshot, with the time
+// left in each cooldown, on /status.json.
+func TestHandler(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rows := []kvstate.ProviderStatus{
+		{Provider: "a", State: kvstate.StateOpen, CooldownUntil: now.Add(90 * time.Second), ConsecutiveFailures: 3, Trips: 2, LastError: "<b>HTTP 500</b>"},
+		{Provider: "b"},
+	}
+	h := statuspage.Handler(func() statuspage.Snapshot {
+		return statuspage.Snapshot{Now: now, Providers: statuspage.Rows(now, rows), PerSecond: 1.5, DegradedShare: 0.25}
+	})
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec
+	}
+	page := get("/")
+	if page.Code != http.StatusOK || !strings.HasPrefix(page.Header().Get("Content-Type"), "text/html") ||
+		!strings.Contains(page.Body.String(), `<meta name="viewport"`) {
+		t.Errorf("/: %d %s", page.Code, page.Header().Get("Content-Type"))
+	}
+	// The page writes provider data as text, never as markup.
+	if strings.Contains(page.Body.String(), "innerHTML") {
+		t.Error("the page uses innerHTML")
+	}
+	if rec := get("/nothing"); rec.Code != http.StatusNotFound {
+		t.Errorf("/nothing: %d, want 404", rec.Code)
+	}
+	rec := get("/status.json")
+	var s struct {
+		Providers []struct {
+			Provider   string  `json:"provider"`
+			State      string  `json:"state"`
+			RemainingS float64 `json:"cooldown_remaining_s"`
+		} `json:"providers"`
+		Events    []any   `json:"events"`
+		PerSecond float64 `json:"requests_per_second"`
+		Degraded  float64 `json:"degraded_share"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &s); err != nil {
+		t.Fatalf("%v: %s", err, rec.Body)
+	}
+	if len(s.Providers) != 2 || s.Providers[0].State != "open" || s.Providers[0].RemainingS != 90 || s.Providers[1].RemainingS != 0 {
+		t.Errorf("providers %+v", s.Providers)
+	}
+	if s.Events == nil || s.PerSecond != 1.5 || s.Degraded != 0.25 {
+		t.Errorf("events %v (want [] not null), %v/s, %v degraded", s.Events, s.PerSecond, s.Degraded)
+	}
+}
+
+// TestEventsKeepsTheLatest drops the oldest events beyond the limit.
+func TestEventsKeepsTheLatest(t *testing.T) {
+	e := statuspage.NewEvents(3)
+	for _, p := range []string{"a", "b", "c", "d", "e"} {
+		e.Add(kvstate.Event{Provider: p})
+	}
+	got := e.Latest()
+	if len(got) != 3 || got[0].Provider != "c" || got[2].Provider != "e" {
+		t.Errorf("Latest() = %v, want c, d, e", got)
+	}
+}

@@ -1,0 +1,133 @@
+package kvstate
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/chain"
+)
+
+// EventState is not a change: it is a provider's state when a watch
+// began (see WatchEventsWithState).
+const EventState EventKind = "state"
+
+// tracker turns bucket entries into outage events in the order they
+// happened. It holds each provider's last health value, so that a health
+// reset is a closed event only when it ends an outage, and the cooldowns
+// whose end has not been reported yet.
+type tracker struct {
+	health  map[string]Health
+	cooling map[string]Cooldown
+}
+
+func newTracker() *tracker {
+	return &tracker{health: map[string]Health{}, cooling: map[string]Cooldown{}}
+}
+
+// events returns the events entry e makes, oldest first: none, one, or an
+// expired event the server's marker has not brought yet followed by the
+// probe or closed event that shows the cooldown over.
+func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
+	provider, kind, ok := strings.Cut(e.Key(), ".")
+	if !ok {
+		return nil
+	}
+	ev := Event{Time: e.Created(), Provider: provider}
+	put := e.Operation() == jetstream.KeyValuePut
+	switch {
+	case kind == SuffixCooldown && put:
+		var c Cooldown
+		if json.Unmarshal(e.Value(), &c) != nil {
+			return nil
+		}
+		t.cooling[provider] = c
+		ev.Kind, ev.Cooldown = EventOpened, &c
+		return []Event{ev}
+	case kind == SuffixCooldown:
+		c, open := t.cooling[provider]
+		if !open {
+			return nil // its end was reported when the probe came first
+		}
+		delete(t.cooling, provider)
+		ev.Kind = EventExpired
+		if !c.Until.IsZero() && c.Until.Before(ev.Time) {
+			ev.Time = c.Until // the marker comes after the TTL ran out
+		}
+		return []Event{ev}
+	case kind == SuffixProbe && put:
+		var p Probe
+		if json.Unmarshal(e.Value(), &p) != nil {
+			return nil
+		}
+		ev.Kind, ev.Probe = EventProbe, &p
+		return append(t.ended(provider, ev.Time), ev)
+	case kind == SuffixHealth && put:
+		var h Health
+		if json.Unmarshal(e.Value(), &h) != nil {
+			return nil
+		}
+		before, known := t.health[provider]
+		t.health[provider] = h
+		// A reset of the failures closes the circuit only if it was open
+		// or half-open: tripped, and no success since.
+		if h.ConsecutiveFailures != 0 || !known || !halfOpen(before) {
+			return nil
+		}
+		ev.Kind = EventClosed
+		return append(t.ended(provider, ev.Time), ev)
+	}
+	return nil
+}
+
+// ended returns the expired event of provider's cooldown if it ran out by
+// at and its marker has not come yet: a probe or a success at at shows it
+// over.
+func (t *tracker) ended(provider string, at time.Time) []Event {
+	c, open := t.cooling[provider]
+	if !open || c.Until.After(at) {
+		return nil
+	}
+	delete(t.cooling, provider)
+	return []Event{{Time: c.Until, Provider: provider, Kind: EventExpired}}
+}
+
+// states returns an EventState event for every provider tracked and every
+// one of known, sorted by name, as the values read so far show them at now.
+func (t *tracker) states(now time.Time, known []string) []Event {
+	names := map[string]bool{}
+	for _, p := range known {
+		names[p] = true
+	}
+	for p := range t.health {
+		names[p] = true
+	}
+	for p := range t.cooling {
+		names[p] = true
+	}
+	out := make([]Event, 0, len(names))
+	for p := range names {
+		h := t.health[p]
+		row := ProviderStatus{Provider: p, ConsecutiveFailures: h.ConsecutiveFailures, Trips: h.Trips,
+			LastClass: h.LastClass.String(), LastError: h.LastError, LastFailure: h.LastFailure, LastSuccess: h.LastSuccess}
+		until := tripEnd(h, chain.CooldownPolicy{})
+		if c, ok := t.cooling[p]; ok {
+			row.Cooldown = &c
+			if c.Until.After(until) {
+				until = c.Until
+			}
+		}
+		switch {
+		case now.Before(until):
+			row.State, row.CooldownUntil = StateOpen, until
+		case halfOpen(h):
+			row.State = StateHalfOpen
+		}
+		out = append(out, Event{Time: now.UTC(), Provider: p, Kind: EventState, State: &row})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Provider < out[j].Provider })
+	return out
+}

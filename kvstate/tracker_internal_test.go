@@ -1,0 +1,102 @@
+package kvstate
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// entry is a bucket entry as a watcher delivers it.
+type entry struct {
+	key     string
+	value   []byte
+	rev     uint64
+	created time.Time
+	op      jetstream.KeyValueOp
+}
+
+func (e entry) Bucket() string                  { return Bucket }
+func (e entry) Key() string                     { return e.key }
+func (e entry) Value() []byte                   { return e.value }
+func (e entry) Revision() uint64                { return e.rev }
+func (e entry) Created() time.Time              { return e.created }
+func (e entry) Delta() uint64                   { return 0 }
+func (e entry) Operation() jetstream.KeyValueOp { return e.op }
+
+// TestTrackerOrdersARecovery: whether the server's expiry marker comes
+// before or after the probe, one recovery reads opened, expired, probe,
+// closed, the expiry timed at the cooldown's until, and reported once.
+func TestTrackerOrdersARecovery(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	until := t0.Add(2 * time.Second)
+	put := func(key string, v any, at time.Duration) entry {
+		b, _ := json.Marshal(v)
+		return entry{key: key, value: b, created: t0.Add(at), op: jetstream.KeyValuePut}
+	}
+	tripped := Health{ConsecutiveFailures: 1, Trips: 1, LastTrip: t0, LastTripS: 2}
+	opened := put("p.cooldown", Cooldown{Until: until, DurationS: 2}, 0)
+	probe := put("p.probe", Probe{Until: until.Add(time.Second), By: "x"}, 2100*time.Millisecond)
+	closed := put("p.health", Health{Trips: 1, LastTrip: t0, LastSuccess: t0.Add(2200 * time.Millisecond)}, 2200*time.Millisecond)
+	marker := entry{key: "p.cooldown", created: t0.Add(2500 * time.Millisecond), op: jetstream.KeyValueDelete}
+	early := marker
+	early.created = t0.Add(2050 * time.Millisecond)
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+	}{
+		{"marker before the probe", []entry{put("p.health", tripped, 0), opened, early, probe, closed}},
+		{"marker after the probe", []entry{put("p.health", tripped, 0), opened, probe, marker, closed}},
+		{"marker after the success", []entry{put("p.health", tripped, 0), opened, probe, closed, marker}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker()
+			var kinds []EventKind
+			var times []time.Time
+			for i, e := range tc.entries {
+				e.rev = uint64(i + 1)
+				for _, ev := range tr.events(e) {
+					kinds = append(kinds, ev.Kind)
+					times = append(times, ev.Time)
+				}
+			}
+			want := []EventKind{EventOpened, EventExpired, EventProbe, EventClosed}
+			if !slices.Equal(kinds, want) {
+				t.Fatalf("events %v, want %v", kinds, want)
+			}
+			if !times[1].Equal(until) {
+				t.Errorf("expired at %s, want the cooldown's until %s", times[1], until)
+			}
+			if !slices.IsSortedFunc(times, func(a, b time.Time) int { return a.Compare(b) }) {
+				t.Errorf("event times out of order: %v", times)
+			}
+		})
+	}
+}
+
+// TestTrackerStates reports each provider's state from the values read.
+func TestTrackerStates(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
+	tr := newTracker()
+	tr.health["open"] = Health{ConsecutiveFailures: 3, Trips: 1, LastTrip: now.Add(-time.Second), LastTripS: 60}
+	tr.cooling["open"] = Cooldown{Until: now.Add(59 * time.Second)}
+	tr.health["half"] = Health{Trips: 1, LastTrip: now.Add(-time.Minute), LastTripS: 30}
+	got := map[string]CircuitState{}
+	for _, ev := range tr.states(now, []string{"quiet"}) {
+		if ev.Kind != EventState || ev.State == nil {
+			t.Fatalf("event %+v", ev)
+		}
+		got[ev.Provider] = ev.State.State
+		if ev.Provider == "open" && !ev.State.CooldownUntil.Equal(now.Add(59*time.Second)) {
+			t.Errorf("open until %s", ev.State.CooldownUntil)
+		}
+	}
+	want := map[string]CircuitState{"open": StateOpen, "half": StateHalfOpen, "quiet": StateClosed}
+	for p, s := range want {
+		if got[p] != s {
+			t.Errorf("%s: %s, want %s", p, got[p], s)
+		}
+	}
+}
