@@ -114,6 +114,6 @@ func (a *Anthropic) Call(ctx context.Context, req Request) (Response, error) {
 		Model:      out.Model,
 		Truncated:  isTruncatedStop(out.StopReason),
 		StopReason: out.StopReason,
-		Usage:      Usage{PromptTokens: out.Usage.InputTokens, CompletionTokens: out.Usage.OutputTokens},
+		Usage:      reportedUsage(out.Usage.InputTokens, out.Usage.OutputTokens),
 	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -128,8 +129,9 @@ func (c *Chain) Run(ctx context.Context, req Request) (Result, error) {
 			res.Degraded = pos > 0
 			res.Usage = resp.Usage
 			if step.Price != nil {
-				cost := step.Price.Cost(resp.Usage)
-				res.Cost = &cost
+				if cost := step.Price.Cost(resp.Usage); cost >= 0 && !math.IsInf(cost, 0) {
+					res.Cost = &cost // a Price set in Go may be anything
+				}
 			}
 			res.LatencyMs = c.now().Sub(start).Milliseconds()
 			return res, nil

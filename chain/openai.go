@@ -84,7 +84,7 @@ func (o *OpenAI) Call(ctx context.Context, req Request) (Response, error) {
 	}
 	var out openAIResponse
 	decodeErr := json.Unmarshal(data, &out)
-	resp := Response{Model: out.Model, Usage: Usage{PromptTokens: out.Usage.PromptTokens, CompletionTokens: out.Usage.CompletionTokens}}
+	resp := Response{Model: out.Model, Usage: reportedUsage(out.Usage.PromptTokens, out.Usage.CompletionTokens)}
 	if len(out.Choices) > 0 {
 		choice := out.Choices[0]
 		resp.Content, resp.StopReason = choice.Message.Content, choice.FinishReason

@@ -45,6 +45,18 @@ type Usage struct {
 	CompletionTokens int `msgpack:"completion_tokens" json:"completion_tokens"`
 }
 
+// MaxUsageTokens bounds each count of a provider's usage report: far above
+// any context window, so that no report can make a cost or a counter
+// overflow.
+const MaxUsageTokens = 1 << 30
+
+// reportedUsage is a provider's usage report, each count bounded to
+// [0, MaxUsageTokens]: a provider's numbers are outside input, and a
+// negative one would make token and cost counters go backwards.
+func reportedUsage(prompt, completion int) Usage {
+	return Usage{PromptTokens: min(max(prompt, 0), MaxUsageTokens), CompletionTokens: min(max(completion, 0), MaxUsageTokens)}
+}
+
 // Response is a provider's 2xx answer, before validation.
 type Response struct {
 	Content string

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"math"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/detourhq/detour/chain"
@@ -35,10 +37,16 @@ func (m *Metrics) Usage(res chain.Result) {
 	if m == nil || res.Status != chain.StatusOK || res.Cache == chain.CacheHit || res.Cache == chain.CacheStale {
 		return
 	}
-	m.tokens.WithLabelValues(res.Provider, res.Model, string(TokensPrompt)).Add(float64(res.Usage.PromptTokens))
-	m.tokens.WithLabelValues(res.Provider, res.Model, string(TokensCompletion)).Add(float64(res.Usage.CompletionTokens))
+	// A counter panics on a negative value: the numbers come from outside.
+	add := func(c prometheus.Counter, v float64) {
+		if v > 0 && !math.IsInf(v, 0) {
+			c.Add(v)
+		}
+	}
+	add(m.tokens.WithLabelValues(res.Provider, res.Model, string(TokensPrompt)), float64(res.Usage.PromptTokens))
+	add(m.tokens.WithLabelValues(res.Provider, res.Model, string(TokensCompletion)), float64(res.Usage.CompletionTokens))
 	if res.Cost != nil {
-		m.cost.WithLabelValues(res.Provider, res.Model).Add(*res.Cost)
+		add(m.cost.WithLabelValues(res.Provider, res.Model), *res.Cost)
 	}
 }
 

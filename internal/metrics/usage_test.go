@@ -9,14 +9,17 @@ import (
 
 // TestUsageCountsOnlyWhatWasPaidFor: an answer from a provider counts its
 // tokens and cost; a failed result, a cache hit and a stale answer count
-// nothing.
+// nothing, and negative figures (which would make a counter panic) are
+// left out.
 func TestUsageCountsOnlyWhatWasPaidFor(t *testing.T) {
 	m := metrics.New()
 	cost := 0.5
 	paid := chain.Result{Status: chain.StatusOK, Provider: "p", Model: "m", Usage: chain.Usage{PromptTokens: 10, CompletionTokens: 5}, Cost: &cost}
 	hit, stale := paid, paid
 	hit.Cache, stale.Cache = chain.CacheHit, chain.CacheStale
-	for _, r := range []chain.Result{paid, {Status: chain.StatusFailed, Provider: "p", Model: "m", Usage: paid.Usage, Cost: &cost}, hit, stale} {
+	negative := -1.0
+	odd := chain.Result{Status: chain.StatusOK, Provider: "p", Model: "m", Usage: chain.Usage{PromptTokens: -3}, Cost: &negative}
+	for _, r := range []chain.Result{paid, {Status: chain.StatusFailed, Provider: "p", Model: "m", Usage: paid.Usage, Cost: &cost}, hit, stale, odd} {
 		m.Usage(r)
 	}
 	text := scrape(t, m)
