@@ -50,6 +50,7 @@ func TestParseChainCacheErrors(t *testing.T) {
 		{"unrelated key", "  c:\n    providers: [p]\n    size: 5\n", "line 7: chains.c: unknown key \"size\"\nkeys of a chain: providers, cache_ttl, stale_ttl"},
 		{"bad duration", "  c:\n    providers: [p]\n    cache_ttl: ten\n", `line 7: chains.c: cache_ttl: must be a duration such as 500ms, 30s or 10m (got "ten")`},
 		{"negative", "  c: {providers: [p], cache_ttl: -1m}\n", "line 5: chains.c: cache_ttl: must not be negative"},
+		{"over a year", "  c: {providers: [p], cache_ttl: 1h, stale_ttl: 2562047h}\n", "line 5: chains.c: stale_ttl: must be at most 8760h0m0s (got 2562047h0m0s)"},
 		{"fraction", "  c:\n    providers: [p]\n    cache_ttl: 1m\n    stale_ttl: 1500ms\n", "line 8: chains.c: stale_ttl: must be a whole number of seconds (got 1.5s)"},
 		{"stale without cache", "  c:\n    providers: [p]\n    stale_ttl: 1h\n", "line 7: chains.c: stale_ttl: needs a cache_ttl above 0 (the cache is off without one)"},
 		{"no providers", "  c: {cache_ttl: 1m}\n", "line 5: chains.c: must list at least one provider"},

@@ -54,7 +54,12 @@ func (d *decoder) price(p pair, path, where string) *Price {
 	return &Price{InputPerMTok: *in, OutputPerMTok: *out}
 }
 
-// perMTok reads a price per million tokens: a finite number of at least 0.
+// MaxPricePerMTok bounds a price per million tokens: far above any
+// provider's, and low enough that a cost stays finite for any usage.
+const MaxPricePerMTok = 1e6
+
+// perMTok reads a price per million tokens: a number from 0 to
+// MaxPricePerMTok.
 func (d *decoder) perMTok(p pair, path, where string) *float64 {
 	v := d.resolve(p.v)
 	if v == nil || isNull(v) {
@@ -66,6 +71,9 @@ func (d *decoder) perMTok(p pair, path, where string) *float64 {
 		case err != nil || math.IsInf(f, 0) || math.IsNaN(f):
 		case f < 0:
 			d.refuse(v, path, where, "%s: must not be negative (got %s)", p.key, v.Value)
+			return nil
+		case f > MaxPricePerMTok:
+			d.refuse(v, path, where, "%s: must be at most %g (got %s)", p.key, float64(MaxPricePerMTok), v.Value)
 			return nil
 		default:
 			return &f

@@ -244,6 +244,10 @@ func checkBaseURL(s string) error {
 	return nil
 }
 
+// MaxCachePeriod bounds cache_ttl and stale_ttl: a year each, so that
+// their sum, an entry's TTL, cannot overflow.
+const MaxCachePeriod = 365 * 24 * time.Hour
+
 // cacheProblems lists what is wrong with a chain's cache settings.
 func (f *File) cacheProblems(name, path, where string) []pathProblem {
 	var out []pathProblem
@@ -255,6 +259,8 @@ func (f *File) cacheProblems(name, path, where string) []pathProblem {
 			text = "must not be negative"
 		case d%time.Second != 0:
 			text = fmt.Sprintf("must be a whole number of seconds (got %s)", d)
+		case d > MaxCachePeriod:
+			text = fmt.Sprintf("must be at most %s (got %s)", MaxCachePeriod, d)
 		}
 		if text != "" {
 			out = append(out, pathProblem{path: child(path, key), text: fmt.Sprintf("%s: %s: %s", where, key, text)})
