@@ -95,6 +95,7 @@ providers:
     default_reply: "The AI service is having trouble; please try again shortly."
 chains:
   default: [primary, backup, template]
+  cached: {providers: [primary, backup, template], cache_ttl: 1m, stale_ttl: 10m}
 `, primaryURL, backupURL)
 }
 

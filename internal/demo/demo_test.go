@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -47,6 +48,9 @@ func TestDemoProviders(t *testing.T) {
 	defer d.Close()
 	if names := d.File.Chains["default"]; len(names) != 3 || names[0] != "primary" || names[1] != "backup" || names[2] != "template" {
 		t.Fatalf("demo chain %v", names)
+	}
+	if c := d.File.Cache("cached"); !slices.Equal(d.File.Chains["cached"], d.File.Chains["default"]) || c.TTL != time.Minute || c.StaleTTL != 10*time.Minute {
+		t.Errorf("demo chain cached: %v with %+v; want default's providers, a 1m cache and 10m stale", d.File.Chains["cached"], c)
 	}
 	if code, _ := complete(t, d.Primary.URL, "hello"); code != http.StatusServiceUnavailable {
 		t.Errorf("primary in its first minute: %d, want 503", code)
