@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/internal/service"
@@ -67,7 +68,7 @@ chains:
 	if code := run([]string{"status", "-json"}, &out, &errOut); code != 0 {
 		t.Fatalf("status -json: exit %d, stderr %q", code, errOut.String())
 	}
-	var rows []statusRow
+	var rows []fleet.StatusRow
 	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
 		t.Fatalf("%v:\n%s", err, out.String())
 	}

@@ -60,11 +60,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		err = enc.Encode(withConflicts(rows, conflicts))
+		err = enc.Encode(fleet.WithConflicts(rows, conflicts))
 	} else {
 		err = kvstate.WriteStatus(stdout, rows)
 		if err == nil {
-			err = writeConflicts(stdout, conflicts)
+			err = fleet.WriteConflicts(stdout, conflicts)
 		}
 	}
 	if err != nil {
