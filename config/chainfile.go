@@ -104,16 +104,11 @@ type Provider struct {
 }
 
 // Price is what a provider charges per million tokens, in whatever currency
-// the operator prices in: detour reports cost in that same unit.
+// the operator prices in: detour reports cost in that same unit. The
+// chain's chain.Price, built from it, computes costs.
 type Price struct {
 	InputPerMTok  float64 // per million prompt (input) tokens, at least 0
 	OutputPerMTok float64 // per million completion (output) tokens, at least 0
-}
-
-// Cost is what prompt and completion tokens cost at this price, in the
-// price's currency.
-func (p Price) Cost(prompt, completion int) float64 {
-	return (float64(prompt)*p.InputPerMTok + float64(completion)*p.OutputPerMTok) / 1e6
 }
 
 // Rule is one template of a rules provider: when the prompt contains any of
