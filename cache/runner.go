@@ -145,7 +145,13 @@ func (r *Runner) lookup(ctx context.Context, key string, req chain.Request) (cha
 	now := r.cfg.Now()
 	e, rev, found, err := r.cfg.Store.Get(ctx, key)
 	readable := err == nil
-	if err != nil {
+	switch {
+	case Gone(err):
+		// Deleted (nats kv rm): created again now, so that this answer
+		// is kept; the new bucket holds nothing, revision 0.
+		r.cfg.Logger.Warn("the response cache bucket is gone; creating it again", "err", err)
+		readable = r.ensure(ctx)
+	case err != nil:
 		r.cfg.Logger.Warn("reading the response cache; answering without it", "err", err)
 	}
 	if found && !req.Cache.NoCache && e.Fresh(now) {
@@ -209,12 +215,22 @@ func (r *Runner) store(ctx context.Context, key string, rev uint64, res chain.Re
 	case err == nil, errors.Is(err, ErrConflict):
 	case Gone(err):
 		r.cfg.Logger.Warn("the response cache bucket is gone; creating it again", "err", err)
-		if err := r.cfg.Store.Ensure(ctx); err != nil {
-			r.cfg.Logger.Error("creating the response cache bucket", "err", err)
-		}
+		r.ensure(ctx)
 	default:
 		r.cfg.Logger.Warn("storing an answer in the response cache", "err", err)
 	}
+}
+
+// ensure creates the bucket again, within writeTimeout, and reports
+// whether it exists now; a failure is logged.
+func (r *Runner) ensure(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	if err := r.cfg.Store.Ensure(ctx); err != nil {
+		r.cfg.Logger.Error("creating the response cache bucket", "err", err)
+		return false
+	}
+	return true
 }
 
 func minTime(a, b time.Time) time.Time {

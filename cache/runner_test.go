@@ -36,6 +36,12 @@ func answer(content string) (chain.Result, error) {
 func newRunner(t *testing.T, next cache.Next) *cache.Runner {
 	t.Helper()
 	store, _ := openStore(t)
+	return newRunnerOn(t, store, next)
+}
+
+// newRunnerOn is newRunner on a given store.
+func newRunnerOn(t *testing.T, store *cache.Store, next cache.Next) *cache.Runner {
+	t.Helper()
 	r, err := cache.New(cache.Config{Chain: "c", Next: next, Store: store,
 		Settings: cache.Settings{TTL: time.Minute, StaleTTL: time.Hour}, Providers: []string{"primary", "template"}, Rules: []string{"template"}})
 	if err != nil {
@@ -174,5 +180,31 @@ func TestRunnerCountsHitsMissesAndStaleAnswers(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestRunnerRecreatesADeletedBucket: after the bucket is deleted (nats kv
+// rm), the next request is answered by the chain, finds the bucket gone,
+// creates it again and stores its answer, which the request after it hits.
+func TestRunnerRecreatesADeletedBucket(t *testing.T) {
+	next := &nextFunc{run: func(_ context.Context, n int32, _ chain.Request) (chain.Result, error) {
+		return answer(fmt.Sprintf("answer %d", n))
+	}}
+	store, js := openStore(t)
+	r := newRunnerOn(t, store, next)
+	if err := js.DeleteKeyValue(t.Context(), cache.Bucket); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Run(t.Context(), cachedRequest("a")); err != nil || res.Cache != chain.CacheMiss || res.Content != "answer 1" {
+		t.Fatalf("a: %+v, %v; want the chain's answer as a miss", res, err)
+	}
+	if _, err := js.KeyValue(t.Context(), cache.Bucket); err != nil {
+		t.Fatalf("the bucket after a request found it gone: %v", err)
+	}
+	if res, err := r.Run(t.Context(), cachedRequest("b")); err != nil || res.Cache != chain.CacheHit || res.Content != "answer 1" {
+		t.Errorf("b: %+v, %v; want a hit on a's answer", res, err)
+	}
+	if got := next.runs.Load(); got != 1 {
+		t.Errorf("chain ran %d times, want 1", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,10 +27,11 @@ func Key(chainName, scope, fingerprint string) string {
 
 // Store reads and writes entries. Each Get is one direct read of the
 // key's last message; each Put one publish, compare-and-set on the
-// revision Get saw.
+// revision Get saw. Its methods are safe for concurrent use, Ensure with
+// Get included.
 type Store struct {
 	js       jetstream.JetStream
-	stream   jetstream.Stream
+	stream   atomic.Pointer[jetstream.Stream] // set by Ensure, read by Get
 	replicas int
 }
 
@@ -45,7 +47,8 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 }
 
 // Ensure creates the bucket again if it is gone, as Open does; a processor
-// calls it when a write finds the bucket missing.
+// calls it when a read or a write finds the bucket missing (Gone). It may
+// run while other goroutines Get. Errors are the server's, wrapped.
 func (s *Store) Ensure(ctx context.Context) error {
 	_, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:         Bucket,
@@ -61,7 +64,7 @@ func (s *Store) Ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cache: opening bucket %s: %w", Bucket, err)
 	}
-	s.stream = stream
+	s.stream.Store(&stream)
 	return nil
 }
 
@@ -76,7 +79,7 @@ func subject(key string) string { return "$KV." + Bucket + "." + key }
 // when the key never held one). found is false for no entry, a deleted or
 // expired one, and one that does not decode or is of another version.
 func (s *Store) Get(ctx context.Context, key string) (e Entry, rev uint64, found bool, err error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, subject(key))
+	m, err := (*s.stream.Load()).GetLastMsgForSubject(ctx, subject(key))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return Entry{}, 0, false, nil

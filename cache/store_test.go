@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,4 +121,34 @@ func TestKeyJoinsChainScopeAndFingerprint(t *testing.T) {
 	if got := cache.Key("default", "shared", "ab12"); got != "default.shared.ab12" {
 		t.Errorf("Key = %q", got)
 	}
+}
+
+// TestStoreGetAndEnsureRunConcurrently: Ensure (run by a worker that found
+// the bucket gone) and Get (run by the others) share the store; under
+// -race this fails if the stream they share is not synchronized.
+func TestStoreGetAndEnsureRunConcurrently(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 20 {
+				if _, _, _, err := s.Get(ctx, "c.shared.race"); err != nil {
+					t.Errorf("Get: %v", err)
+					return
+				}
+			}
+		})
+	}
+	for range 2 {
+		wg.Go(func() {
+			for range 5 {
+				if err := s.Ensure(ctx); err != nil {
+					t.Errorf("Ensure: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
