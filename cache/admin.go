@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -30,7 +29,8 @@ type ChainStats struct {
 }
 
 // Stats counts the entries of chainName ("" for every chain), one row per
-// chain in name order, judged at now. It reads every entry once: a command
+// chain in name order, judged at now; an invalid entry (DecodeEntry), or
+// one of another version, counts as expired. It reads every entry once: a command
 // for operators, not for the request path. Errors: ErrNoBucket, or the
 // server's.
 func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now time.Time) ([]ChainStats, error) {
@@ -69,9 +69,9 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 		}
 		row.Entries++
 		row.Bytes += int64(len(kve.Value()))
-		var e Entry
+		e, err := DecodeEntry(kve.Value())
 		switch {
-		case json.Unmarshal(kve.Value(), &e) != nil || e.V != EntryVersion || !now.Before(e.StaleUntil):
+		case err != nil || !now.Before(e.StaleUntil):
 			row.Expired++
 		case e.Fresh(now):
 			row.Fresh++

@@ -16,6 +16,10 @@ import (
 	"github.com/detourhq/detour/internal/metrics"
 )
 
+// maxClockSkew is how far in the future of this processor's clock an
+// entry's created_at may be (another processor's clock) and still be valid.
+const maxClockSkew = time.Minute
+
 // writeTimeout bounds the write of an answer already paid for.
 const writeTimeout = 5 * time.Second
 
@@ -146,6 +150,10 @@ func (r *Runner) lookup(ctx context.Context, key string, req chain.Request) (cha
 	e, rev, found, err := r.cfg.Store.Get(ctx, key)
 	readable := err == nil
 	switch {
+	case errors.Is(err, ErrInvalidEntry):
+		// Not served; the answer of this miss replaces it.
+		r.cfg.Logger.Warn("an invalid entry in the response cache; treating it as absent", "err", err)
+		readable = true
 	case Gone(err):
 		// Deleted (nats kv rm): created again now, so that this answer
 		// is kept; the new bucket holds nothing, revision 0.
@@ -153,6 +161,11 @@ func (r *Runner) lookup(ctx context.Context, key string, req chain.Request) (cha
 		readable = r.ensure(ctx)
 	case err != nil:
 		r.cfg.Logger.Warn("reading the response cache; answering without it", "err", err)
+	}
+	if found && e.CreatedAt.After(now.Add(maxClockSkew)) {
+		r.cfg.Logger.Warn("an invalid entry in the response cache; treating it as absent",
+			"err", fmt.Errorf("%w: created_at %s is in the future", ErrInvalidEntry, e.CreatedAt.Format(time.RFC3339)))
+		found = false
 	}
 	if found && !req.Cache.NoCache && e.Fresh(now) {
 		r.cfg.Metrics.Cache(r.cfg.Chain, string(chain.CacheHit))

@@ -1,10 +1,13 @@
 package cache_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -206,5 +209,53 @@ func TestRunnerRecreatesADeletedBucket(t *testing.T) {
 	}
 	if got := next.runs.Load(); got != 1 {
 		t.Errorf("chain ran %d times, want 1", got)
+	}
+}
+
+// TestRunnerDoesNotServeAnInvalidEntry: an entry written by hand that is
+// fresh by its times but invalid is not served: the request is a miss,
+// one warning is logged, and its answer replaces the entry.
+func TestRunnerDoesNotServeAnInvalidEntry(t *testing.T) {
+	now := time.Now().UTC()
+	good := entry("stored", now, time.Minute, time.Hour)
+	for name, mutate := range map[string]func(e *cache.Entry){
+		"empty content":      func(e *cache.Entry) { e.Content = "" },
+		"stale before fresh": func(e *cache.Entry) { e.StaleUntil = e.FreshUntil.Add(-time.Second) },
+		"negative usage":     func(e *cache.Entry) { e.Usage.PromptTokens = -5 },
+		"no provider":        func(e *cache.Entry) { e.Provider = "" },
+		"created in 2150": func(e *cache.Entry) {
+			e.CreatedAt = time.Date(2150, 1, 1, 0, 0, 0, 0, time.UTC)
+			e.FreshUntil, e.StaleUntil = e.CreatedAt.Add(time.Hour), e.CreatedAt.Add(2*time.Hour)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			next := &nextFunc{run: func(context.Context, int32, chain.Request) (chain.Result, error) { return answer("from the chain") }}
+			store, js := openStore(t)
+			var logged bytes.Buffer
+			r, err := cache.New(cache.Config{Chain: "c", Next: next, Store: store, Settings: cache.Settings{TTL: time.Minute, StaleTTL: time.Hour},
+				Providers: []string{"primary"}, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := good
+			mutate(&bad)
+			data, _ := json.Marshal(bad)
+			if _, err := js.Publish(t.Context(), "$KV."+cache.Bucket+"."+cache.Key("c", "shared", "f00d"), data); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := r.Run(t.Context(), cachedRequest("a")); err != nil || res.Cache != chain.CacheMiss || res.Content != "from the chain" {
+				t.Fatalf("a: %+v, %v; want a miss answered by the chain", res, err)
+			}
+			if n := strings.Count(logged.String(), "level=WARN"); n != 1 || !strings.Contains(logged.String(), "invalid entry") {
+				t.Errorf("logged %d warnings, want 1 about the invalid entry:\n%s", n, logged.String())
+			}
+			e, _, found, err := store.Get(t.Context(), cache.Key("c", "shared", "f00d"))
+			if err != nil || !found || e.Content != "from the chain" {
+				t.Errorf("stored after a: %+v, %v, %v; want a's answer over the invalid entry", e, found, err)
+			}
+			if res, _ := r.Run(t.Context(), cachedRequest("b")); res.Cache != chain.CacheHit || res.Content != "from the chain" {
+				t.Errorf("b: %+v, want a hit on a's answer", res)
+			}
+		})
 	}
 }

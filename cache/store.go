@@ -77,7 +77,9 @@ func subject(key string) string { return "$KV." + Bucket + "." + key }
 // Get returns the entry under key and the revision to write over it with
 // (the sequence of the key's last message, a delete marker's included; 0
 // when the key never held one). found is false for no entry, a deleted or
-// expired one, and one that does not decode or is of another version.
+// expired one, one of another version, and an invalid one (DecodeEntry),
+// for which err wraps ErrInvalidEntry and rev is still the revision to
+// write over. Other errors are the server's (Gone: the bucket is deleted).
 func (s *Store) Get(ctx context.Context, key string) (e Entry, rev uint64, found bool, err error) {
 	m, err := (*s.stream.Load()).GetLastMsgForSubject(ctx, subject(key))
 	switch {
@@ -86,8 +88,15 @@ func (s *Store) Get(ctx context.Context, key string) (e Entry, rev uint64, found
 	case err != nil:
 		return Entry{}, 0, false, fmt.Errorf("cache: reading %s: %w", key, err)
 	}
-	if isMarker(m.Header) || json.Unmarshal(m.Data, &e) != nil || e.V != EntryVersion {
+	if isMarker(m.Header) {
 		return Entry{}, m.Sequence, false, nil
+	}
+	e, err = DecodeEntry(m.Data)
+	switch {
+	case errors.Is(err, errOtherVersion):
+		return Entry{}, m.Sequence, false, nil
+	case err != nil:
+		return Entry{}, m.Sequence, false, fmt.Errorf("cache: reading %s: %w", key, err)
 	}
 	return e, m.Sequence, true, nil
 }

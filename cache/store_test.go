@@ -152,3 +152,22 @@ func TestStoreGetAndEnsureRunConcurrently(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestStoreGetReportsAnInvalidEntry: Get does not return an invalid entry
+// as found; it says ErrInvalidEntry with the revision to write over.
+func TestStoreGetReportsAnInvalidEntry(t *testing.T) {
+	s, js := openStore(t)
+	ctx := t.Context()
+	const key = "c.shared.bad"
+	ack, err := js.Publish(ctx, "$KV."+cache.Bucket+"."+key, withField(t, "content", `""`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, rev, found, err := s.Get(ctx, key)
+	if !errors.Is(err, cache.ErrInvalidEntry) || found || rev != ack.Sequence {
+		t.Fatalf("Get = %+v, rev %d, found %v, %v; want ErrInvalidEntry at revision %d", e, rev, found, err, ack.Sequence)
+	}
+	if err := s.Put(ctx, key, entry("good", time.Now(), time.Minute, 0), rev); err != nil {
+		t.Fatalf("Put over the invalid entry: %v", err)
+	}
+}
