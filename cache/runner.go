@@ -113,7 +113,7 @@ func (r *Runner) Run(ctx context.Context, req chain.Request) (chain.Result, erro
 		}
 		var ex *chain.ExhaustedError
 		if o.err == nil || errors.As(o.err, &ex) || ctx.Err() != nil {
-			return r.follow(o), o.err
+			return r.follow(req, o), o.err
 		}
 		// The leader's own context ended its run (its deadline, or a
 		// shutdown), and this request's has not: it runs again.
@@ -130,12 +130,14 @@ func flightKey(key string, c chain.CacheControl) string {
 	return fmt.Sprintf("%s|%t|%t|%s", key, c.NoCache, c.NoStore, stale)
 }
 
-// follow is the result of a request that shared another's run: a fresh
-// answer of a provider is its hit, with no attempts of its own.
-func (r *Runner) follow(o outcome) chain.Result {
+// follow is the result of req, which shared another's run: a fresh answer
+// of a provider is its hit, shaped as a stored hit is: no attempts of its
+// own (an empty list) and no cost, since it called no provider.
+func (r *Runner) follow(req chain.Request, o outcome) chain.Result {
 	res := o.res
+	res.ID = req.ID
 	if o.err == nil && res.Cache == chain.CacheMiss && !slices.Contains(r.cfg.Rules, res.Provider) {
-		res.Cache, res.AgeS, res.Attempts, res.LatencyMs = chain.CacheHit, 0, nil, 0
+		res.Cache, res.AgeS, res.Attempts, res.LatencyMs, res.Cost = chain.CacheHit, 0, []chain.Attempt{}, 0, nil
 	}
 	if o.err == nil {
 		r.cfg.Metrics.Cache(r.cfg.Chain, string(res.Cache))

@@ -259,3 +259,63 @@ func TestRunnerDoesNotServeAnInvalidEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestRunnerSharedRunHitsAreShapedAsStoredHits: a request that shared
+// another's run gets a hit shaped as a hit read from the bucket: its own
+// id, "attempts": [] and no cost (the leader's call is the leader's).
+func TestRunnerSharedRunHitsAreShapedAsStoredHits(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	next := &nextFunc{run: func(_ context.Context, n int32, _ chain.Request) (chain.Result, error) {
+		if n == 1 {
+			close(entered)
+			<-release
+		}
+		res, err := answer(fmt.Sprintf("answer %d", n))
+		cost := 0.25
+		res.Cost = &cost
+		return res, err
+	}}
+	r := newRunner(t, next)
+	// no_store: a follower that did not share the run would run the chain
+	// itself (and the run count below would say so), not hit an entry.
+	noStore := func(id string, fingerprinted chan<- struct{}) chain.Request {
+		req := cachedRequest(id)
+		req.Cache.NoStore = true
+		req.Cache.Fingerprint = func() string {
+			if fingerprinted != nil {
+				close(fingerprinted)
+			}
+			return "f00d"
+		}
+		return req
+	}
+	var wg sync.WaitGroup
+	var leader, follower chain.Result
+	wg.Go(func() { leader, _ = r.Run(t.Context(), noStore("leader", nil)) })
+	<-entered
+	joining := make(chan struct{})
+	wg.Go(func() { follower, _ = r.Run(t.Context(), noStore("follower", joining)) })
+	<-joining
+	time.Sleep(50 * time.Millisecond) // from its fingerprint to joining the run
+	close(release)
+	wg.Wait()
+	if got := next.runs.Load(); got != 1 {
+		t.Fatalf("chain ran %d times, want 1: the follower did not share the run", got)
+	}
+	if leader.Cache != chain.CacheMiss || leader.Cost == nil || len(leader.Attempts) != 1 {
+		t.Errorf("leader: %+v, want a miss with its attempt and cost", leader)
+	}
+
+	// A hit read from the bucket, for comparison.
+	r.Run(t.Context(), cachedRequest("store"))
+	stored, _ := r.Run(t.Context(), cachedRequest("stored"))
+	for name, res := range map[string]chain.Result{"follower": follower, "stored": stored} {
+		data, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Cache != chain.CacheHit || res.ID != name || !bytes.Contains(data, []byte(`"attempts":[]`)) || bytes.Contains(data, []byte(`"cost"`)) {
+			t.Errorf("%s: %s; want a hit with its own id, \"attempts\": [] and no cost", name, data)
+		}
+	}
+}
