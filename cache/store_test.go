@@ -171,3 +171,36 @@ func TestStoreGetReportsAnInvalidEntry(t *testing.T) {
 		t.Fatalf("Put over the invalid entry: %v", err)
 	}
 }
+
+// TestStatsAndPurgeRefuseABadChainName: a chain name that the chain file
+// would refuse (a wildcard, a dot, a space) selects nothing and removes
+// nothing: it is ErrBadChainName.
+func TestStatsAndPurgeRefuseABadChainName(t *testing.T) {
+	s, js := openStore(t)
+	ctx := t.Context()
+	for _, key := range []string{"a.shared.x", "b.shared.y"} {
+		if err := s.Put(ctx, key, entry("answer", time.Now(), time.Minute, 0), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"*", ">", "a b", "a.b", "a.>", "a\t", "é"} {
+		if err := cache.CheckChainName(name); !errors.Is(err, cache.ErrBadChainName) {
+			t.Errorf("CheckChainName(%q) = %v, want ErrBadChainName", name, err)
+		}
+		if _, err := cache.Stats(ctx, js, name, time.Now()); !errors.Is(err, cache.ErrBadChainName) {
+			t.Errorf("Stats(%q) = %v, want ErrBadChainName", name, err)
+		}
+		if n, err := cache.Purge(ctx, js, name); !errors.Is(err, cache.ErrBadChainName) || n != 0 {
+			t.Errorf("Purge(%q) = %d, %v; want ErrBadChainName", name, n, err)
+		}
+	}
+	for _, name := range []string{"", "a", "default", "my_chain-2"} {
+		if err := cache.CheckChainName(name); err != nil {
+			t.Errorf("CheckChainName(%q) = %v, want nil", name, err)
+		}
+	}
+	rows, err := cache.Stats(ctx, js, "", time.Now())
+	if err != nil || len(rows) != 2 || rows[0].Entries != 1 || rows[1].Entries != 1 {
+		t.Errorf("Stats after the refused purges = %+v, %v; want both chains' entries kept", rows, err)
+	}
+}
