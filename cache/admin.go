@@ -2,9 +2,9 @@ package cache
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +15,25 @@ import (
 // ErrNoBucket is returned by Stats and Purge when the bucket does not
 // exist: no processor has created it yet.
 var ErrNoBucket = errors.New("cache: no bucket " + Bucket + " (no processor has started on this server yet)")
+
+// ErrBadChainName is returned by CheckChainName, Stats and Purge for a
+// chain name that no chain file allows.
+var ErrBadChainName = errors.New("cache: a chain name must match [A-Za-z0-9_-]+")
+
+// chainNameRE is the chain file's rule for a chain name (config), which
+// makes it one token of a key.
+var chainNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// CheckChainName reports whether name may select a chain's entries: ""
+// (every chain) or a name the chain file allows, [A-Za-z0-9_-]+. Anything
+// else (a wildcard such as * or >, a dot, a space) would select other
+// keys or none. The error wraps ErrBadChainName and quotes name.
+func CheckChainName(name string) error {
+	if name == "" || chainNameRE.MatchString(name) {
+		return nil
+	}
+	return fmt.Errorf("%w, not %q", ErrBadChainName, name)
+}
 
 // ChainStats counts the entries of one chain. An entry is fresh before its
 // fresh_until, stale until its stale_until, and expired after that until
@@ -30,10 +49,14 @@ type ChainStats struct {
 }
 
 // Stats counts the entries of chainName ("" for every chain), one row per
-// chain in name order, judged at now. It reads every entry once: a command
-// for operators, not for the request path. Errors: ErrNoBucket, or the
-// server's.
+// chain in name order, judged at now; an invalid entry (DecodeEntry), or
+// one of another version, counts as expired. It reads every entry once: a command
+// for operators, not for the request path. Errors: ErrBadChainName
+// (CheckChainName), ErrNoBucket, or the server's.
 func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now time.Time) ([]ChainStats, error) {
+	if err := CheckChainName(chainName); err != nil {
+		return nil, err
+	}
 	kv, err := js.KeyValue(ctx, Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, ErrNoBucket
@@ -69,9 +92,9 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 		}
 		row.Entries++
 		row.Bytes += int64(len(kve.Value()))
-		var e Entry
+		e, err := DecodeEntry(kve.Value())
 		switch {
-		case json.Unmarshal(kve.Value(), &e) != nil || e.V != EntryVersion || !now.Before(e.StaleUntil):
+		case err != nil || !now.Before(e.StaleUntil):
 			row.Expired++
 		case e.Fresh(now):
 			row.Fresh++
@@ -89,8 +112,11 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 
 // Purge removes every entry of chainName ("" for every chain) and returns
 // how many messages it removed (entries and the markers of expired ones).
-// Errors: ErrNoBucket, or the server's.
+// Errors: ErrBadChainName (CheckChainName), ErrNoBucket, or the server's.
 func Purge(ctx context.Context, js jetstream.JetStream, chainName string) (uint64, error) {
+	if err := CheckChainName(chainName); err != nil {
+		return 0, err
+	}
 	stream, err := js.Stream(ctx, kvStream())
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, ErrNoBucket

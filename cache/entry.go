@@ -1,6 +1,10 @@
 package cache
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/detourhq/detour/chain"
@@ -21,6 +25,77 @@ type Entry struct {
 	Model      string      `json:"model"`
 	Content    string      `json:"content"`
 	Usage      chain.Usage `json:"usage"`
+}
+
+// ErrInvalidEntry is returned for a stored value that is not a valid
+// entry of EntryVersion: not JSON, blank content, times out of order or
+// out of range, negative usage, a missing or oversized provider or model.
+// Such an entry is never served; the next answer stored replaces it.
+var ErrInvalidEntry = errors.New("cache: invalid entry")
+
+// errOtherVersion is returned by DecodeEntry for an entry of another
+// version: absent to this code, not invalid.
+var errOtherVersion = errors.New("cache: entry of another version")
+
+// Bounds of a valid entry.
+const (
+	// MaxEntryBytes is the largest stored value, in bytes: NATS's largest
+	// max_payload.
+	MaxEntryBytes = 64 << 20
+	// maxNameBytes bounds provider and model, in bytes.
+	maxNameBytes = 256
+)
+
+// Times of a valid entry lie in [minEntryTime, maxEntryTime).
+var (
+	minEntryTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxEntryTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// DecodeEntry decodes a stored value and checks it (Entry.Check).
+// Errors: one wrapping ErrInvalidEntry, or errOtherVersion for a value
+// whose v is not EntryVersion.
+func DecodeEntry(data []byte) (Entry, error) {
+	if len(data) > MaxEntryBytes {
+		return Entry{}, fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidEntry, len(data), MaxEntryBytes)
+	}
+	var e Entry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return Entry{}, fmt.Errorf("%w: %w", ErrInvalidEntry, err)
+	}
+	if e.V != EntryVersion {
+		return Entry{}, errOtherVersion
+	}
+	if err := e.Check(); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
+}
+
+// Check reports whether e may be served: content not blank, provider and
+// model set and at most 256 bytes, usage not negative, and
+// created_at <= fresh_until <= stale_until, all in years 2000 to 2199.
+// The error wraps ErrInvalidEntry and names the first rule broken.
+func (e Entry) Check() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidEntry, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case strings.TrimSpace(e.Content) == "":
+		return bad("blank content")
+	case e.Provider == "" || len(e.Provider) > maxNameBytes:
+		return bad("provider %d bytes, want 1 to %d", len(e.Provider), maxNameBytes)
+	case e.Model == "" || len(e.Model) > maxNameBytes:
+		return bad("model %d bytes, want 1 to %d", len(e.Model), maxNameBytes)
+	case e.Usage.PromptTokens < 0 || e.Usage.CompletionTokens < 0:
+		return bad("negative usage %+v", e.Usage)
+	case e.CreatedAt.Before(minEntryTime) || !e.StaleUntil.Before(maxEntryTime):
+		return bad("times outside %s to %s", minEntryTime.Format(time.RFC3339), maxEntryTime.Format(time.RFC3339))
+	case e.FreshUntil.Before(e.CreatedAt) || e.StaleUntil.Before(e.FreshUntil):
+		return bad("times out of order: created_at %s, fresh_until %s, stale_until %s",
+			e.CreatedAt.Format(time.RFC3339Nano), e.FreshUntil.Format(time.RFC3339Nano), e.StaleUntil.Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // Fresh reports whether the entry may answer at now.

@@ -16,6 +16,10 @@ import (
 	"github.com/detourhq/detour/internal/metrics"
 )
 
+// maxClockSkew is how far in the future of this processor's clock an
+// entry's created_at may be (another processor's clock) and still be valid.
+const maxClockSkew = time.Minute
+
 // writeTimeout bounds the write of an answer already paid for.
 const writeTimeout = 5 * time.Second
 
@@ -109,7 +113,7 @@ func (r *Runner) Run(ctx context.Context, req chain.Request) (chain.Result, erro
 		}
 		var ex *chain.ExhaustedError
 		if o.err == nil || errors.As(o.err, &ex) || ctx.Err() != nil {
-			return r.follow(o), o.err
+			return r.follow(req, o), o.err
 		}
 		// The leader's own context ended its run (its deadline, or a
 		// shutdown), and this request's has not: it runs again.
@@ -126,12 +130,14 @@ func flightKey(key string, c chain.CacheControl) string {
 	return fmt.Sprintf("%s|%t|%t|%s", key, c.NoCache, c.NoStore, stale)
 }
 
-// follow is the result of a request that shared another's run: a fresh
-// answer of a provider is its hit, with no attempts of its own.
-func (r *Runner) follow(o outcome) chain.Result {
+// follow is the result of req, which shared another's run: a fresh answer
+// of a provider is its hit, shaped as a stored hit is: no attempts of its
+// own (an empty list) and no cost, since it called no provider.
+func (r *Runner) follow(req chain.Request, o outcome) chain.Result {
 	res := o.res
+	res.ID = req.ID
 	if o.err == nil && res.Cache == chain.CacheMiss && !slices.Contains(r.cfg.Rules, res.Provider) {
-		res.Cache, res.AgeS, res.Attempts, res.LatencyMs = chain.CacheHit, 0, nil, 0
+		res.Cache, res.AgeS, res.Attempts, res.LatencyMs, res.Cost = chain.CacheHit, 0, []chain.Attempt{}, 0, nil
 	}
 	if o.err == nil {
 		r.cfg.Metrics.Cache(r.cfg.Chain, string(res.Cache))
@@ -145,8 +151,23 @@ func (r *Runner) lookup(ctx context.Context, key string, req chain.Request) (cha
 	now := r.cfg.Now()
 	e, rev, found, err := r.cfg.Store.Get(ctx, key)
 	readable := err == nil
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrInvalidEntry):
+		// Not served; the answer of this miss replaces it.
+		r.cfg.Logger.Warn("an invalid entry in the response cache; treating it as absent", "err", err)
+		readable = true
+	case Gone(err):
+		// Deleted (nats kv rm): created again now, so that this answer
+		// is kept; the new bucket holds nothing, revision 0.
+		r.cfg.Logger.Warn("the response cache bucket is gone; creating it again", "err", err)
+		readable = r.ensure(ctx)
+	case err != nil:
 		r.cfg.Logger.Warn("reading the response cache; answering without it", "err", err)
+	}
+	if found && e.CreatedAt.After(now.Add(maxClockSkew)) {
+		r.cfg.Logger.Warn("an invalid entry in the response cache; treating it as absent",
+			"err", fmt.Errorf("%w: created_at %s is in the future", ErrInvalidEntry, e.CreatedAt.Format(time.RFC3339)))
+		found = false
 	}
 	if found && !req.Cache.NoCache && e.Fresh(now) {
 		r.cfg.Metrics.Cache(r.cfg.Chain, string(chain.CacheHit))
@@ -209,12 +230,22 @@ func (r *Runner) store(ctx context.Context, key string, rev uint64, res chain.Re
 	case err == nil, errors.Is(err, ErrConflict):
 	case Gone(err):
 		r.cfg.Logger.Warn("the response cache bucket is gone; creating it again", "err", err)
-		if err := r.cfg.Store.Ensure(ctx); err != nil {
-			r.cfg.Logger.Error("creating the response cache bucket", "err", err)
-		}
+		r.ensure(ctx)
 	default:
 		r.cfg.Logger.Warn("storing an answer in the response cache", "err", err)
 	}
+}
+
+// ensure creates the bucket again, within writeTimeout, and reports
+// whether it exists now; a failure is logged.
+func (r *Runner) ensure(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	if err := r.cfg.Store.Ensure(ctx); err != nil {
+		r.cfg.Logger.Error("creating the response cache bucket", "err", err)
+		return false
+	}
+	return true
 }
 
 func minTime(a, b time.Time) time.Time {

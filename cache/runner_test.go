@@ -1,10 +1,13 @@
 package cache_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -36,6 +39,12 @@ func answer(content string) (chain.Result, error) {
 func newRunner(t *testing.T, next cache.Next) *cache.Runner {
 	t.Helper()
 	store, _ := openStore(t)
+	return newRunnerOn(t, store, next)
+}
+
+// newRunnerOn is newRunner on a given store.
+func newRunnerOn(t *testing.T, store *cache.Store, next cache.Next) *cache.Runner {
+	t.Helper()
 	r, err := cache.New(cache.Config{Chain: "c", Next: next, Store: store,
 		Settings: cache.Settings{TTL: time.Minute, StaleTTL: time.Hour}, Providers: []string{"primary", "template"}, Rules: []string{"template"}})
 	if err != nil {
@@ -173,6 +182,140 @@ func TestRunnerCountsHitsMissesAndStaleAnswers(t *testing.T) {
 	for _, want := range []string{`detour_cache_total{chain="c",result="hit"} 1`, `detour_cache_total{chain="c",result="miss"} 1`, `detour_cache_total{chain="c",result="stale"} 1`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestRunnerRecreatesADeletedBucket: after the bucket is deleted (nats kv
+// rm), the next request is answered by the chain, finds the bucket gone,
+// creates it again and stores its answer, which the request after it hits.
+func TestRunnerRecreatesADeletedBucket(t *testing.T) {
+	next := &nextFunc{run: func(_ context.Context, n int32, _ chain.Request) (chain.Result, error) {
+		return answer(fmt.Sprintf("answer %d", n))
+	}}
+	store, js := openStore(t)
+	r := newRunnerOn(t, store, next)
+	if err := js.DeleteKeyValue(t.Context(), cache.Bucket); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Run(t.Context(), cachedRequest("a")); err != nil || res.Cache != chain.CacheMiss || res.Content != "answer 1" {
+		t.Fatalf("a: %+v, %v; want the chain's answer as a miss", res, err)
+	}
+	if _, err := js.KeyValue(t.Context(), cache.Bucket); err != nil {
+		t.Fatalf("the bucket after a request found it gone: %v", err)
+	}
+	if res, err := r.Run(t.Context(), cachedRequest("b")); err != nil || res.Cache != chain.CacheHit || res.Content != "answer 1" {
+		t.Errorf("b: %+v, %v; want a hit on a's answer", res, err)
+	}
+	if got := next.runs.Load(); got != 1 {
+		t.Errorf("chain ran %d times, want 1", got)
+	}
+}
+
+// TestRunnerDoesNotServeAnInvalidEntry: an entry written by hand that is
+// fresh by its times but invalid is not served: the request is a miss,
+// one warning is logged, and its answer replaces the entry.
+func TestRunnerDoesNotServeAnInvalidEntry(t *testing.T) {
+	now := time.Now().UTC()
+	good := entry("stored", now, time.Minute, time.Hour)
+	for name, mutate := range map[string]func(e *cache.Entry){
+		"empty content":      func(e *cache.Entry) { e.Content = "" },
+		"stale before fresh": func(e *cache.Entry) { e.StaleUntil = e.FreshUntil.Add(-time.Second) },
+		"negative usage":     func(e *cache.Entry) { e.Usage.PromptTokens = -5 },
+		"no provider":        func(e *cache.Entry) { e.Provider = "" },
+		"created in 2150": func(e *cache.Entry) {
+			e.CreatedAt = time.Date(2150, 1, 1, 0, 0, 0, 0, time.UTC)
+			e.FreshUntil, e.StaleUntil = e.CreatedAt.Add(time.Hour), e.CreatedAt.Add(2*time.Hour)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			next := &nextFunc{run: func(context.Context, int32, chain.Request) (chain.Result, error) { return answer("from the chain") }}
+			store, js := openStore(t)
+			var logged bytes.Buffer
+			r, err := cache.New(cache.Config{Chain: "c", Next: next, Store: store, Settings: cache.Settings{TTL: time.Minute, StaleTTL: time.Hour},
+				Providers: []string{"primary"}, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := good
+			mutate(&bad)
+			data, _ := json.Marshal(bad)
+			if _, err := js.Publish(t.Context(), "$KV."+cache.Bucket+"."+cache.Key("c", "shared", "f00d"), data); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := r.Run(t.Context(), cachedRequest("a")); err != nil || res.Cache != chain.CacheMiss || res.Content != "from the chain" {
+				t.Fatalf("a: %+v, %v; want a miss answered by the chain", res, err)
+			}
+			if n := strings.Count(logged.String(), "level=WARN"); n != 1 || !strings.Contains(logged.String(), "invalid entry") {
+				t.Errorf("logged %d warnings, want 1 about the invalid entry:\n%s", n, logged.String())
+			}
+			e, _, found, err := store.Get(t.Context(), cache.Key("c", "shared", "f00d"))
+			if err != nil || !found || e.Content != "from the chain" {
+				t.Errorf("stored after a: %+v, %v, %v; want a's answer over the invalid entry", e, found, err)
+			}
+			if res, _ := r.Run(t.Context(), cachedRequest("b")); res.Cache != chain.CacheHit || res.Content != "from the chain" {
+				t.Errorf("b: %+v, want a hit on a's answer", res)
+			}
+		})
+	}
+}
+
+// TestRunnerSharedRunHitsAreShapedAsStoredHits: a request that shared
+// another's run gets a hit shaped as a hit read from the bucket: its own
+// id, "attempts": [] and no cost (the leader's call is the leader's).
+func TestRunnerSharedRunHitsAreShapedAsStoredHits(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	next := &nextFunc{run: func(_ context.Context, n int32, _ chain.Request) (chain.Result, error) {
+		if n == 1 {
+			close(entered)
+			<-release
+		}
+		res, err := answer(fmt.Sprintf("answer %d", n))
+		cost := 0.25
+		res.Cost = &cost
+		return res, err
+	}}
+	r := newRunner(t, next)
+	// no_store: a follower that did not share the run would run the chain
+	// itself (and the run count below would say so), not hit an entry.
+	noStore := func(id string, fingerprinted chan<- struct{}) chain.Request {
+		req := cachedRequest(id)
+		req.Cache.NoStore = true
+		req.Cache.Fingerprint = func() string {
+			if fingerprinted != nil {
+				close(fingerprinted)
+			}
+			return "f00d"
+		}
+		return req
+	}
+	var wg sync.WaitGroup
+	var leader, follower chain.Result
+	wg.Go(func() { leader, _ = r.Run(t.Context(), noStore("leader", nil)) })
+	<-entered
+	joining := make(chan struct{})
+	wg.Go(func() { follower, _ = r.Run(t.Context(), noStore("follower", joining)) })
+	<-joining
+	time.Sleep(50 * time.Millisecond) // from its fingerprint to joining the run
+	close(release)
+	wg.Wait()
+	if got := next.runs.Load(); got != 1 {
+		t.Fatalf("chain ran %d times, want 1: the follower did not share the run", got)
+	}
+	if leader.Cache != chain.CacheMiss || leader.Cost == nil || len(leader.Attempts) != 1 {
+		t.Errorf("leader: %+v, want a miss with its attempt and cost", leader)
+	}
+
+	// A hit read from the bucket, for comparison.
+	r.Run(t.Context(), cachedRequest("store"))
+	stored, _ := r.Run(t.Context(), cachedRequest("stored"))
+	for name, res := range map[string]chain.Result{"follower": follower, "stored": stored} {
+		data, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Cache != chain.CacheHit || res.ID != name || !bytes.Contains(data, []byte(`"attempts":[]`)) || bytes.Contains(data, []byte(`"cost"`)) {
+			t.Errorf("%s: %s; want a hit with its own id, \"attempts\": [] and no cost", name, data)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,10 +27,11 @@ func Key(chainName, scope, fingerprint string) string {
 
 // Store reads and writes entries. Each Get is one direct read of the
 // key's last message; each Put one publish, compare-and-set on the
-// revision Get saw.
+// revision Get saw. Its methods are safe for concurrent use, Ensure with
+// Get included.
 type Store struct {
 	js       jetstream.JetStream
-	stream   jetstream.Stream
+	stream   atomic.Pointer[jetstream.Stream] // set by Ensure, read by Get
 	replicas int
 }
 
@@ -45,7 +47,8 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 }
 
 // Ensure creates the bucket again if it is gone, as Open does; a processor
-// calls it when a write finds the bucket missing.
+// calls it when a read or a write finds the bucket missing (Gone). It may
+// run while other goroutines Get. Errors are the server's, wrapped.
 func (s *Store) Ensure(ctx context.Context) error {
 	_, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:         Bucket,
@@ -61,7 +64,7 @@ func (s *Store) Ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cache: opening bucket %s: %w", Bucket, err)
 	}
-	s.stream = stream
+	s.stream.Store(&stream)
 	return nil
 }
 
@@ -74,17 +77,26 @@ func subject(key string) string { return "$KV." + Bucket + "." + key }
 // Get returns the entry under key and the revision to write over it with
 // (the sequence of the key's last message, a delete marker's included; 0
 // when the key never held one). found is false for no entry, a deleted or
-// expired one, and one that does not decode or is of another version.
+// expired one, one of another version, and an invalid one (DecodeEntry),
+// for which err wraps ErrInvalidEntry and rev is still the revision to
+// write over. Other errors are the server's (Gone: the bucket is deleted).
 func (s *Store) Get(ctx context.Context, key string) (e Entry, rev uint64, found bool, err error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, subject(key))
+	m, err := (*s.stream.Load()).GetLastMsgForSubject(ctx, subject(key))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return Entry{}, 0, false, nil
 	case err != nil:
 		return Entry{}, 0, false, fmt.Errorf("cache: reading %s: %w", key, err)
 	}
-	if isMarker(m.Header) || json.Unmarshal(m.Data, &e) != nil || e.V != EntryVersion {
+	if isMarker(m.Header) {
 		return Entry{}, m.Sequence, false, nil
+	}
+	e, err = DecodeEntry(m.Data)
+	switch {
+	case errors.Is(err, errOtherVersion):
+		return Entry{}, m.Sequence, false, nil
+	case err != nil:
+		return Entry{}, m.Sequence, false, fmt.Errorf("cache: reading %s: %w", key, err)
 	}
 	return e, m.Sequence, true, nil
 }

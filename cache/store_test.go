@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,5 +120,87 @@ func TestStoreReplacesAnExpiredKey(t *testing.T) {
 func TestKeyJoinsChainScopeAndFingerprint(t *testing.T) {
 	if got := cache.Key("default", "shared", "ab12"); got != "default.shared.ab12" {
 		t.Errorf("Key = %q", got)
+	}
+}
+
+// TestStoreGetAndEnsureRunConcurrently: Ensure (run by a worker that found
+// the bucket gone) and Get (run by the others) share the store; under
+// -race this fails if the stream they share is not synchronized.
+func TestStoreGetAndEnsureRunConcurrently(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 20 {
+				if _, _, _, err := s.Get(ctx, "c.shared.race"); err != nil {
+					t.Errorf("Get: %v", err)
+					return
+				}
+			}
+		})
+	}
+	for range 2 {
+		wg.Go(func() {
+			for range 5 {
+				if err := s.Ensure(ctx); err != nil {
+					t.Errorf("Ensure: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestStoreGetReportsAnInvalidEntry: Get does not return an invalid entry
+// as found; it says ErrInvalidEntry with the revision to write over.
+func TestStoreGetReportsAnInvalidEntry(t *testing.T) {
+	s, js := openStore(t)
+	ctx := t.Context()
+	const key = "c.shared.bad"
+	ack, err := js.Publish(ctx, "$KV."+cache.Bucket+"."+key, withField(t, "content", `""`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, rev, found, err := s.Get(ctx, key)
+	if !errors.Is(err, cache.ErrInvalidEntry) || found || rev != ack.Sequence {
+		t.Fatalf("Get = %+v, rev %d, found %v, %v; want ErrInvalidEntry at revision %d", e, rev, found, err, ack.Sequence)
+	}
+	if err := s.Put(ctx, key, entry("good", time.Now(), time.Minute, 0), rev); err != nil {
+		t.Fatalf("Put over the invalid entry: %v", err)
+	}
+}
+
+// TestStatsAndPurgeRefuseABadChainName: a chain name that the chain file
+// would refuse (a wildcard, a dot, a space) selects nothing and removes
+// nothing: it is ErrBadChainName.
+func TestStatsAndPurgeRefuseABadChainName(t *testing.T) {
+	s, js := openStore(t)
+	ctx := t.Context()
+	for _, key := range []string{"a.shared.x", "b.shared.y"} {
+		if err := s.Put(ctx, key, entry("answer", time.Now(), time.Minute, 0), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"*", ">", "a b", "a.b", "a.>", "a\t", "é"} {
+		if err := cache.CheckChainName(name); !errors.Is(err, cache.ErrBadChainName) {
+			t.Errorf("CheckChainName(%q) = %v, want ErrBadChainName", name, err)
+		}
+		if _, err := cache.Stats(ctx, js, name, time.Now()); !errors.Is(err, cache.ErrBadChainName) {
+			t.Errorf("Stats(%q) = %v, want ErrBadChainName", name, err)
+		}
+		if n, err := cache.Purge(ctx, js, name); !errors.Is(err, cache.ErrBadChainName) || n != 0 {
+			t.Errorf("Purge(%q) = %d, %v; want ErrBadChainName", name, n, err)
+		}
+	}
+	for _, name := range []string{"", "a", "default", "my_chain-2"} {
+		if err := cache.CheckChainName(name); err != nil {
+			t.Errorf("CheckChainName(%q) = %v, want nil", name, err)
+		}
+	}
+	rows, err := cache.Stats(ctx, js, "", time.Now())
+	if err != nil || len(rows) != 2 || rows[0].Entries != 1 || rows[1].Entries != 1 {
+		t.Errorf("Stats after the refused purges = %+v, %v; want both chains' entries kept", rows, err)
 	}
 }

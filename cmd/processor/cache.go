@@ -25,6 +25,8 @@ The response cache lives in the KV bucket detour_cache, one key per
   purge  remove every entry of the chain (-chain), or of every chain, and
          print how many were removed
 
+C is a chain name as the chain file allows it: [A-Za-z0-9_-]+.
+
 Connects like every client command: DETOUR_NATS_URL, else the embedded
 server on DETOUR_LISTEN.
 `
@@ -58,6 +60,9 @@ func runCache(args []string, stdout, stderr io.Writer) int {
 	}
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err == nil {
+		err = cache.CheckChainName(*chainName)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "processor cache %s: %v\n%s", cmd, err, cacheUsage)

@@ -14,7 +14,8 @@ import (
 
 // TestCacheCommand runs `processor cache` against a real server: stats
 // (table, chain filter, JSON), purge of one chain and of all, and the
-// errors of a server without the bucket and of bad usage.
+// errors of a server without the bucket and of bad usage, a -chain that
+// is not a chain name included.
 func TestCacheCommand(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
@@ -58,6 +59,17 @@ func TestCacheCommand(t *testing.T) {
 	var row cache.ChainStats
 	if err := json.Unmarshal([]byte(cmd(0, "stats", "-chain", "other", "-json")), &row); err != nil || row.Chain != "other" || row.Entries != 1 || row.Bytes == 0 {
 		t.Fatalf("stats -chain other -json: %+v, %v", row, err)
+	}
+
+	// A chain name the chain file would refuse is bad usage, and removes
+	// nothing.
+	for _, bad := range []string{"*", ">", "a b", "default.>"} {
+		if out := cmd(2, "purge", "-chain", bad); !strings.Contains(out, "chain name must match [A-Za-z0-9_-]+") {
+			t.Errorf("purge -chain %q: %q", bad, out)
+		}
+		if out := cmd(2, "stats", "-chain", bad); !strings.Contains(out, "chain name must match [A-Za-z0-9_-]+") {
+			t.Errorf("stats -chain %q: %q", bad, out)
+		}
 	}
 
 	if out := cmd(0, "purge", "-chain", "default"); strings.TrimSpace(out) != "removed 2" {

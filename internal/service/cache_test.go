@@ -402,3 +402,39 @@ func TestCacheBadControlsAreDeadLettered(t *testing.T) {
 		t.Errorf("primary received %d requests, want none", got)
 	}
 }
+
+// TestCacheBucketDeletedWhileRunningIsCreatedAgain: after the bucket is
+// deleted under a running processor (nats kv rm detour_cache), the next
+// request is answered as a miss and recreates the bucket with its
+// answer, so the request after it is a hit: the cache does not stay off
+// until a restart.
+func TestCacheBucketDeletedWhileRunningIsCreatedAgain(t *testing.T) {
+	primary := providertest.New(providertest.OpenAI, providertest.OK())
+	defer primary.Close()
+	h := newHarness(t)
+	h.startProcessor(parseChainFile(t, cachedChain(primary.URL, "10m", "24h")), testSettings())
+
+	h.publish("cached", request("before", "hello"))
+	res, header := h.waitResult("before", 10*time.Second)
+	wantCache(t, "before", res, header, chain.CacheMiss)
+	if err := h.js.DeleteKeyValue(context.Background(), cache.Bucket); err != nil {
+		t.Fatal(err)
+	}
+
+	h.publish("cached", request("after-rm", "hello"))
+	res, header = h.waitResult("after-rm", 10*time.Second)
+	if res.Status != chain.StatusOK || res.Provider != "primary" {
+		t.Fatalf("after-rm: %+v, want ok from primary", res)
+	}
+	wantCache(t, "after-rm", res, header, chain.CacheMiss)
+	if got := len(h.cacheEntries()); got != 1 {
+		t.Errorf("%d entries in the recreated bucket, want after-rm's", got)
+	}
+
+	h.publish("cached", request("again", "hello"))
+	res, header = h.waitResult("again", 10*time.Second)
+	wantCache(t, "again", res, header, chain.CacheHit)
+	if got := primary.Requests(); got != 2 {
+		t.Errorf("primary received %d requests, want 2 (before, after-rm)", got)
+	}
+}
