@@ -144,7 +144,11 @@ func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nat
 		string(res.Status), d.req.Encoding.ContentType(), string(res.Cache)}
 	vals := v[:]
 	one := func(i int) []string { return vals[i : i+1 : i+1] }
-	h := make(nats.Header, len(v)+1)
+	n := len(v) // the eight headers, Detour-Request-Seq included; a map of up to eight needs no table
+	if res.Cache == "" {
+		n--
+	}
+	h := make(nats.Header, n)
 	h[wire.HeaderMsgID] = one(0)
 	h[wire.HeaderRequestID] = one(1)
 	h[wire.HeaderModel] = one(2)
