@@ -159,11 +159,29 @@ func (p Provider) LogValue() slog.Value {
 // process environment. A refused file's error is a *[FileError] naming path;
 // every error matches [ErrInvalid].
 func Load(path string) (*File, error) {
+	return load(path, os.LookupEnv)
+}
+
+// LoadWithoutKeys is Load for a command that never calls a provider
+// (`processor status` lists their names): an api_key_env variable need not
+// be set, and every provider's APIKey is left empty. Every other problem is
+// refused as Load refuses it.
+func LoadWithoutKeys(path string) (*File, error) {
+	f, err := load(path, func(string) (string, bool) { return "unresolved", true })
+	if f != nil {
+		for i := range f.Providers {
+			f.Providers[i].APIKey = ""
+		}
+	}
+	return f, err
+}
+
+func load(path string, lookupEnv func(string) (string, bool)) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &readError{fmt.Errorf("read chain file: %w", err)}
 	}
-	f, err := Parse(data, os.LookupEnv)
+	f, err := Parse(data, lookupEnv)
 	if fe, ok := err.(*FileError); ok {
 		fe.Path = path
 	}

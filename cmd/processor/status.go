@@ -82,7 +82,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 // refused, is worth a one-line note.
 func chainProviders(configPath string) (known []string, note string) {
 	path := config.ChainFile(configPath)
-	file, err := config.Load(path)
+	file, err := config.LoadWithoutKeys(path) // status calls no provider
 	if err == nil {
 		return lo.Map(file.Providers, func(p config.Provider, _ int) string { return p.Name }), ""
 	}

@@ -95,4 +95,10 @@ func TestStatusChainFileNote(t *testing.T) {
 	if known, note := chainProviders(""); len(known) != 1 || known[0] != "solo" || note != "" {
 		t.Errorf("a good detour.yaml: %v, %q", known, note)
 	}
+	// status calls no provider: the key's variable need not be set.
+	os.Unsetenv("DETOUR_TEST_UNSET_KEY")
+	writeFile(t, filepath.Join(dir, "detour.yaml"), "providers:\n  - {name: keyed, type: openai, model: m, api_key_env: DETOUR_TEST_UNSET_KEY}\nchains:\n  default: [keyed]\n")
+	if known, note := chainProviders(""); len(known) != 1 || known[0] != "keyed" || note != "" {
+		t.Errorf("a detour.yaml whose key variable is unset: %v, %q", known, note)
+	}
 }
