@@ -38,15 +38,17 @@ func (m *Metrics) Usage(res chain.Result) {
 		return
 	}
 	// A counter panics on a negative value: the numbers come from outside.
-	add := func(c prometheus.Counter, v float64) {
+	// Zero adds nothing, and is not worth a label lookup on every request
+	// a rules provider answers.
+	add := func(vec *prometheus.CounterVec, v float64, labels ...string) {
 		if v > 0 && !math.IsInf(v, 0) {
-			c.Add(v)
+			vec.WithLabelValues(labels...).Add(v)
 		}
 	}
-	add(m.tokens.WithLabelValues(res.Provider, res.Model, string(TokensPrompt)), float64(res.Usage.PromptTokens))
-	add(m.tokens.WithLabelValues(res.Provider, res.Model, string(TokensCompletion)), float64(res.Usage.CompletionTokens))
+	add(m.tokens, float64(res.Usage.PromptTokens), res.Provider, res.Model, string(TokensPrompt))
+	add(m.tokens, float64(res.Usage.CompletionTokens), res.Provider, res.Model, string(TokensCompletion))
 	if res.Cost != nil {
-		add(m.cost.WithLabelValues(res.Provider, res.Model), *res.Cost)
+		add(m.cost, *res.Cost, res.Provider, res.Model)
 	}
 }
 
