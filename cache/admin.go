@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/config"
 )
 
 // ErrNoBucket is returned by Stats and Purge when the bucket does not
@@ -20,16 +21,12 @@ var ErrNoBucket = errors.New("cache: no bucket " + Bucket + " (no processor has 
 // chain name that no chain file allows.
 var ErrBadChainName = errors.New("cache: a chain name must match [A-Za-z0-9_-]+")
 
-// chainNameRE is the chain file's rule for a chain name (config), which
-// makes it one token of a key.
-var chainNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
 // CheckChainName reports whether name may select a chain's entries: ""
 // (every chain) or a name the chain file allows, [A-Za-z0-9_-]+. Anything
 // else (a wildcard such as * or >, a dot, a space) would select other
 // keys or none. The error wraps ErrBadChainName and quotes name.
 func CheckChainName(name string) error {
-	if name == "" || chainNameRE.MatchString(name) {
+	if name == "" || config.ValidName(name) {
 		return nil
 	}
 	return fmt.Errorf("%w, not %q", ErrBadChainName, name)

@@ -274,3 +274,8 @@ func (f *File) cacheProblems(name, path, where string) []pathProblem {
 	}
 	return out
 }
+
+// ValidName reports whether name is a valid provider or chain name of the
+// chain file: [A-Za-z0-9_-]+, so that it can stand as one subject or KV key
+// token.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
