@@ -124,7 +124,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 		pulling.Add(1)
 		go func() {
 			defer pulling.Done()
-			(&chainPuller{puller: p, chain: name, cons: consumers[i]}).run()
+			(&chainPuller{puller: p, chain: name, cons: consumers[i], alone: len(cfg.Chains) == 1}).run()
 		}()
 	}
 	pulling.Wait() // returns once ctx has ended and every pull is drained
@@ -173,14 +173,20 @@ type chainPuller struct {
 	*puller
 	chain string
 	cons  jetstream.Consumer
+	// alone is set when this is the processor's only chain.
+	alone bool
 	// failing is set from a failed pull to the next one that works, so
 	// that an outage is logged once, not at every retry.
 	failing bool
 }
 
 // run pulls the chain until ctx ends. While work is waiting it fetches as
-// many deliveries as there are free workers, at once; while the chain is idle
-// it waits for one delivery holding a single worker, so an idle chain never
+// many deliveries as there are free workers, at once. While the chain is
+// idle it waits for deliveries with one pull: deliveries are handed to
+// workers as each arrives, so the pull need not end before one is worked
+// on. The only chain of a processor waits on every free worker, so that a
+// trickle of requests costs one pull per batch, not two per request; one
+// of several chains waits on a single worker, so an idle chain never
 // starves a busy one.
 func (c *chainPuller) run() {
 	for c.ctx.Err() == nil {
@@ -190,17 +196,19 @@ func (c *chainPuller) run() {
 		}
 		batch, err := c.cons.FetchNoWait(reserved)
 		got, err := c.dispatch(c.chain, batch, err, reserved)
-		c.release(reserved - got)
-		c.settle(err)
 		if got > 0 || err != nil {
+			c.release(reserved - got)
+			c.settle(err)
 			continue
 		}
-		if c.reserveOne() {
-			batch, err = c.cons.Fetch(1, jetstream.FetchMaxWait(pullWait))
-			got, err = c.dispatch(c.chain, batch, err, 1)
-			c.release(1 - got)
-			c.settle(err)
+		if !c.alone {
+			c.release(reserved - 1)
+			reserved = 1
 		}
+		batch, err = c.cons.Fetch(reserved, jetstream.FetchMaxWait(pullWait))
+		got, err = c.dispatch(c.chain, batch, err, reserved)
+		c.release(reserved - got)
+		c.settle(err)
 	}
 }
 

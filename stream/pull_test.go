@@ -1,0 +1,169 @@
+package stream_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
+)
+
+// pullRequest is what a pull asks of the server ($JS.API.CONSUMER.MSG.NEXT,
+// the JetStream API's JSApiRequestNextT).
+type pullRequest struct {
+	Batch   int   `json:"batch"`
+	NoWait  bool  `json:"no_wait"`
+	Expires int64 `json:"expires"` // nanoseconds; zero when the pull does not wait
+}
+
+// pullSpy records the pull requests made on the consumers of chains.
+type pullSpy struct {
+	mu    sync.Mutex
+	pulls map[string][]pullRequest // by chain
+}
+
+func spyOnPulls(t *testing.T, nc *nats.Conn, chains ...string) *pullSpy {
+	t.Helper()
+	s := &pullSpy{pulls: map[string][]pullRequest{}}
+	for _, name := range chains {
+		subject := "$JS.API.CONSUMER.MSG.NEXT." + wire.RequestsStream + "." + wire.ConsumerName(name)
+		sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+			var r pullRequest
+			if err := json.Unmarshal(m.Data, &r); err != nil {
+				t.Errorf("pull request %q: %v", m.Data, err)
+				return
+			}
+			s.mu.Lock()
+			s.pulls[name] = append(s.pulls[name], r)
+			s.mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *pullSpy) of(chainName string) []pullRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]pullRequest(nil), s.pulls[chainName]...)
+}
+
+// consumeChains starts a processor answering every chain named with
+// runner, consuming with workers, and stops it when the test ends.
+func consumeChains(t *testing.T, workers int, chains ...string) (*nats.Conn, *pullSpy) {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	err := stream.EnsureTopology(ctx, js, stream.Topology{
+		Chains: chains, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
+		RequestTTL: time.Hour, ResultTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runners := map[string]stream.Runner{}
+	for _, name := range chains {
+		runners[name] = &countingRunner{}
+	}
+	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
+		Chains: runners, MaxPayload: 1 << 20, RequestTTL: time.Hour, AckWait: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spy := spyOnPulls(t, nc, chains...)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- stream.Consume(runCtx, js, p, stream.ConsumerConfig{Chains: chains, Workers: workers, ShutdownTimeout: time.Second})
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Consume: %v", err)
+		}
+	})
+	return nc, spy
+}
+
+// ask publishes one request of chainName and waits for its result.
+func ask(t *testing.T, nc *nats.Conn, chainName, id string) {
+	t.Helper()
+	sub, err := nc.SubscribeSync(wire.ResultSubject(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	body, _ := json.Marshal(wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+	if _, err := nc.Request(wire.RequestSubject(chainName), body, 5*time.Second); err != nil {
+		t.Fatalf("publishing %s: %v", id, err)
+	}
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("result of %s: %v", id, err)
+	}
+}
+
+// TestATrickleOfRequestsIsPulledInBatches: requests that come one at a
+// time to a processor's only chain are taken by pulls that wait on every
+// free worker and hand each delivery on as it comes, so a trickle costs
+// about one pull per batch of workers, not a pull or two per request. No
+// pull asks for more deliveries than there are workers.
+func TestATrickleOfRequestsIsPulledInBatches(t *testing.T) {
+	const workers, requests = 8, 40
+	nc, spy := consumeChains(t, workers, "default")
+	for i := range requests {
+		ask(t, nc, "default", "trickle-"+strconv.Itoa(i))
+	}
+	pulls := spy.of("default")
+	// Two pulls per batch of workers, and a few more when a waiting pull
+	// runs out; a pull or two per request would make 40 to 80.
+	if len(pulls) > requests/2 {
+		t.Errorf("%d pulls for %d requests that came one at a time, want at most %d", len(pulls), requests, requests/2)
+	}
+	for _, r := range pulls {
+		if r.Batch > workers {
+			t.Errorf("a pull asked for %d deliveries, more than the %d workers", r.Batch, workers)
+		}
+	}
+}
+
+// TestAnIdleChainWaitsOnOneWorker: when a processor consumes several
+// chains, a chain waiting for requests holds one worker, not every free
+// one, so the others' work is not held up by it.
+func TestAnIdleChainWaitsOnOneWorker(t *testing.T) {
+	const workers = 8
+	nc, spy := consumeChains(t, workers, "quiet", "busy")
+	for i := range 5 {
+		ask(t, nc, "busy", "busy-"+strconv.Itoa(i))
+	}
+	waiting := 0
+	for _, name := range []string{"quiet", "busy"} {
+		for _, r := range spy.of(name) {
+			if r.Expires == 0 {
+				continue // a pull that takes what is there and does not wait
+			}
+			waiting++
+			if r.Batch != 1 {
+				t.Errorf("chain %s waited for %d deliveries, want 1", name, r.Batch)
+			}
+		}
+	}
+	if waiting == 0 {
+		t.Fatal("no pull waited for requests")
+	}
+}
