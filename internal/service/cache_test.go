@@ -97,10 +97,7 @@ func (h *harness) cacheMessages() uint64 {
 // identical requests within cache_ttl make one provider call, and the
 // second is a hit with the original provider and model.
 func TestCacheHitAnswersAnIdenticalRequestWithoutACall(t *testing.T) {
-	primary := providertest.New(providertest.OpenAI, providertest.OK())
-	defer primary.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, cachedChain(primary.URL, "10m", "24h")), testSettings())
+	h, primary := startCached(t, "10m", "24h", providertest.OK())
 
 	h.publish("cached", request("first", "hello"))
 	res, header := h.waitResult("first", 10*time.Second)
@@ -125,10 +122,7 @@ func TestCacheHitAnswersAnIdenticalRequestWithoutACall(t *testing.T) {
 // differ only in temperature, max_tokens, the system message,
 // response_schema or cache_scope never share an entry.
 func TestCacheKeepsDifferentRequestsApart(t *testing.T) {
-	primary := providertest.New(providertest.OpenAI, providertest.JSON(map[string]string{"answer": "yes"}))
-	defer primary.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, cachedChain(primary.URL, "10m", "24h")), testSettings())
+	h, primary := startCached(t, "10m", "24h", providertest.JSON(map[string]string{"answer": "yes"}))
 
 	base := func(id string) wire.Request {
 		temp := 0.2
@@ -168,10 +162,7 @@ func TestCacheKeepsDifferentRequestsApart(t *testing.T) {
 // provider dead, an entry past cache_ttl but within stale_ttl answers,
 // degraded and "stale"; past stale_ttl the rules reply answers.
 func TestCacheStaleAnswerWhenEveryProviderIsDown(t *testing.T) {
-	primary := providertest.New(providertest.OpenAI, providertest.OK())
-	defer primary.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, cachedChain(primary.URL, "1s", "3s")), testSettings())
+	h, primary := startCached(t, "1s", "3s", providertest.OK())
 
 	h.publish("cached", request("warm", "hello"))
 	warm, _ := h.waitResult("warm", 10*time.Second)
@@ -215,10 +206,7 @@ func TestCacheStaleAnswerWhenEveryProviderIsDown(t *testing.T) {
 // TestCacheStaleIfErrorZeroTurnsStaleAnswersOff: a request may refuse a
 // stale answer, and gets the rules reply.
 func TestCacheStaleIfErrorZeroTurnsStaleAnswersOff(t *testing.T) {
-	primary := providertest.New(providertest.OpenAI, providertest.OK())
-	defer primary.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, cachedChain(primary.URL, "1h", "24h")), testSettings())
+	h, primary := startCached(t, "1h", "24h", providertest.OK())
 
 	h.publish("cached", request("warm", "hello"))
 	h.waitResult("warm", 10*time.Second)
@@ -244,10 +232,7 @@ func TestCacheStaleIfErrorZeroTurnsStaleAnswersOff(t *testing.T) {
 // TestCacheNeverStoresWhatMustNotBeKept is acceptance 4: a rules reply, a
 // truncated answer and a no_store request leave no entry.
 func TestCacheNeverStoresWhatMustNotBeKept(t *testing.T) {
-	primary := providertest.New(providertest.OpenAI, providertest.Status(503))
-	defer primary.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, cachedChain(primary.URL, "10m", "24h")), testSettings())
+	h, primary := startCached(t, "10m", "24h", providertest.Status(503))
 
 	h.publish("cached", request("rules", "hello"))
 	if res, _ := h.waitResult("rules", 10*time.Second); res.Provider != "template" {
@@ -315,10 +300,7 @@ func TestCacheConcurrentIdenticalMissesMakeOneCall(t *testing.T) {
 // keys): a miss reads once and writes once, a hit reads once, a no_store
 // miss reads once.
 func TestCacheCostsOneReadAndAtMostOneWrite(t *testing.T) {
-	primary := providertest.New(providertest.OpenAI, providertest.OK())
-	defer primary.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, cachedChain(primary.URL, "10m", "24h")), testSettings())
+	h, _ := startCached(t, "10m", "24h", providertest.OK())
 	reads, err := h.nc.SubscribeSync("$JS.API.DIRECT.GET.KV_" + cache.Bucket + ".>")
 	if err != nil {
 		t.Fatal(err)
@@ -372,10 +354,7 @@ func TestCacheCostsOneReadAndAtMostOneWrite(t *testing.T) {
 // cache_scope is a bad_request, dead-lettered with the reason and answered
 // with a failed result saying it.
 func TestCacheBadControlsAreDeadLettered(t *testing.T) {
-	primary := providertest.New(providertest.OpenAI, providertest.OK())
-	defer primary.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, cachedChain(primary.URL, "10m", "24h")), testSettings())
+	h, primary := startCached(t, "10m", "24h", providertest.OK())
 
 	cases := map[string]struct{ body, want string }{
 		"bad-key":   {`{"id":"bad-key","messages":[{"role":"user","content":"hi"}],"cache":{"nocache":true}}`, `cache has no key "nocache"; did you mean "no_cache"?`},
@@ -409,10 +388,7 @@ func TestCacheBadControlsAreDeadLettered(t *testing.T) {
 // answer, so the request after it is a hit: the cache does not stay off
 // until a restart.
 func TestCacheBucketDeletedWhileRunningIsCreatedAgain(t *testing.T) {
-	primary := providertest.New(providertest.OpenAI, providertest.OK())
-	defer primary.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, cachedChain(primary.URL, "10m", "24h")), testSettings())
+	h, primary := startCached(t, "10m", "24h", providertest.OK())
 
 	h.publish("cached", request("before", "hello"))
 	res, header := h.waitResult("before", 10*time.Second)
@@ -437,4 +413,16 @@ func TestCacheBucketDeletedWhileRunningIsCreatedAgain(t *testing.T) {
 	if got := primary.Requests(); got != 2 {
 		t.Errorf("primary received %d requests, want 2 (before, after-rm)", got)
 	}
+}
+
+// startCached starts a processor whose chain "cached" has one OpenAI
+// provider playing script, with cache_ttl ttl and stale_ttl stale; the
+// provider closes when the test ends.
+func startCached(t *testing.T, ttl, stale string, script providertest.Script) (*harness, *providertest.Server) {
+	t.Helper()
+	primary := providertest.New(providertest.OpenAI, script)
+	t.Cleanup(primary.Close)
+	h := newHarness(t)
+	h.startProcessor(parseChainFile(t, cachedChain(primary.URL, ttl, stale)), testSettings())
+	return h, primary
 }
