@@ -71,7 +71,8 @@ func (e Event) String() string {
 // processor has already taken the probe lease, so an expired event is
 // reported, timed at the until, before the probe or closed event that
 // shows the cooldown over, and the late marker is then not reported again.
-// It fails only if the bucket cannot be watched at the start. A watch that
+// It fails only if the bucket cannot be watched at the start; a ctx that
+// ends before then is a stop, and returns nil. A watch that
 // ends later (the bucket deleted or created anew, a server restart) is
 // opened again, with a growing pause between tries, and what changed
 // meanwhile is reported then: every entry newer than the last one read, or,
@@ -89,6 +90,9 @@ func WatchEventsWithState(ctx context.Context, kv jetstream.KeyValue, known []st
 
 func watchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, withState bool, report func(Event)) error {
 	w, err := openWatch(ctx, kv, nil)
+	if err != nil && ctx.Err() != nil {
+		return nil // stopped while starting (Ctrl-C): a stop, not a failure
+	}
 	if err != nil {
 		return err
 	}

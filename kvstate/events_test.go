@@ -2,11 +2,13 @@ package kvstate_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/kvstate"
 )
 
@@ -144,4 +146,21 @@ func TestWatchEventsResumesOnABucketCreatedAnew(t *testing.T) {
 		t.Fatal(err)
 	}
 	next("p")
+}
+
+// TestWatchStoppedWhileStartingIsNoFailure: a stop (Ctrl-C on processor
+// watch) that comes while the watch still opens returns nil, not the
+// canceled check of the bucket.
+func TestWatchStoppedWhileStartingIsNoFailure(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	kv, err := kvstate.OpenBucket(context.Background(), js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := kvstate.WatchEvents(ctx, kv, func(kvstate.Event) {}); err != nil {
+		t.Fatalf("WatchEvents stopped while starting: %v, want nil", err)
+	}
 }
