@@ -1,7 +1,8 @@
 // Command bench measures detour against a minimal JetStream pipeline on this
 // machine: throughput and CPU per request over a preloaded backlog, latency
 // at a fixed rate, scaling over processors, the cost of an outage and the
-// memory per request in flight, next to the performance targets of BENCHMARKS.md.
+// memory per request in flight (beside what net/http alone needs for the
+// same calls), next to the performance targets of BENCHMARKS.md.
 //
 //	bench [-quick] [-run throughput,latency,scaling,outage,memory] [-rounds 5]
 //	      [-json FILE] [-url nats://…] [-processor PATH] [sizes…]
@@ -40,7 +41,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "baseline" {
-		return runBaseline(ctx, args[1:], stderr)
+		return runBaseline(ctx, args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -151,17 +152,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // runBaseline is the hidden "bench baseline" command the bench starts as
-// the baseline's processes.
-func runBaseline(ctx context.Context, args []string, stderr io.Writer) int {
+// the baseline's processes: the JetStream pipeline, or with -http the
+// memory scenario's calls made by net/http alone.
+func runBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench baseline", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := fs.String("url", "", "NATS server")
 	workers := fs.Int("workers", bench.DefaultWorkers(), "requests handled at once")
-	if err := fs.Parse(args); err != nil || *url == "" || *workers < 1 {
-		fmt.Fprintln(stderr, "usage: bench baseline -url URL [-workers N]")
+	httpURL := fs.String("http", "", "instead, call this chat completions `URL` -calls times at once and print the memory used")
+	calls := fs.Int("calls", 0, "calls in flight at once, with -http")
+	const usage = "usage: bench baseline -url URL [-workers N] | bench baseline -http URL -calls N"
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
-	if err := bench.RunBaseline(ctx, *url, *workers, stderr); err != nil {
+	var err error
+	switch {
+	case *httpURL != "" && *url == "" && *calls >= 1:
+		err = bench.RunHTTPBaseline(ctx, *httpURL, *calls, stdout)
+	case *httpURL == "" && *url != "" && *workers >= 1:
+		err = bench.RunBaseline(ctx, *url, *workers, stderr)
+	default:
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "bench baseline: %v\n", err)
 		return 1
 	}

@@ -90,6 +90,12 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 	}
 	positive("idle RSS", r.Memory.IdleRSSKiB)
 	positive("KiB per request", r.Memory.KiBPerRequest)
+	positive("net/http alone: idle RSS", r.Memory.Baseline.IdleRSSKiB)
+	positive("net/http alone: KiB per call", r.Memory.Baseline.KiBPerRequest)
+	positive("net/http alone: calls in flight", float64(r.Memory.Baseline.PeakInFlight))
+	if !strings.Contains(stdout.String(), "net/http alone") {
+		t.Error("the memory table has no net/http column")
+	}
 	if len(r.Errors) > 0 || len(r.Targets) == 0 {
 		t.Errorf("errors %v, %d targets", r.Errors, len(r.Targets))
 	}

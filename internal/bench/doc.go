@@ -20,7 +20,9 @@
 // (/proc/<pid>/stat), divided by the requests. The throughput, scaling and
 // outage scenarios are backlog runs; the latency scenario offers requests
 // at a fixed rate (latency.go) and the memory one holds requests in flight
-// on a slow provider (memory.go). Figures are medians of rounds, the
+// on a slow provider (memory.go), beside "bench baseline -http"
+// (RunHTTPBaseline), which makes as many calls with net/http alone
+// (httpbaseline.go). Figures are medians of rounds, the
 // pipelines of a round alternating in order (rounds in throughput.go).
 //
 // Report holds the figures, each round's included, and the performance

@@ -21,19 +21,29 @@ type memoryResult struct {
 	kibPerRequest float64
 }
 
-// memory runs the memory scenario once a round.
+// memory runs the memory scenario once a round, and the HTTP baseline
+// (RunHTTPBaseline) beside it, alternating which goes first.
 func (b *Bench) memory(ctx context.Context) (*MemoryReport, error) {
-	var measured []memoryResult
-	for round := range b.opts.Rounds {
-		res, err := b.memoryRun(ctx)
-		if err != nil {
-			return nil, err
-		}
-		measured = append(measured, res)
-		b.progress("memory round %d/%d: idle %.1f MiB, peak %.1f MiB with %d in flight: %.1f KiB a request",
-			round+1, b.opts.Rounds, mib(res.idle), mib(res.peak), res.inFlight, res.kibPerRequest)
+	type side struct {
+		name string
+		run  func(context.Context) (memoryResult, error)
 	}
-	return summarizeMemory(b.opts, measured), nil
+	measured := map[string][]memoryResult{}
+	sides := []side{{nameDetourHTTP, b.memoryRun}, {nameHTTPBaseline, b.httpBaselineRun}}
+	err := rounds(b.opts.Rounds, sides, func(round int, s side) error {
+		res, err := s.run(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		measured[s.name] = append(measured[s.name], res)
+		b.progress("memory round %d/%d: %-18s idle %.1f MiB, peak %.1f MiB with %d in flight: %.1f KiB a request",
+			round+1, b.opts.Rounds, s.name, mib(res.idle), mib(res.peak), res.inFlight, res.kibPerRequest)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return summarizeMemory(b.opts, measured[nameDetourHTTP], measured[nameHTTPBaseline]), nil
 }
 
 // memoryRun holds MemoryInFlight requests in one processor with as many
@@ -97,13 +107,8 @@ func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
 		case <-tick.C:
 		}
 		res.inFlight = max(res.inFlight, fake.InFlight())
-		rss, hwm, err := procMemory(pid)
-		if err != nil {
+		if res.peak, err = samplePeak(pid, res.peakFromHWM, res.peak); err != nil {
 			return res, err
-		}
-		res.peak = max(res.peak, rss)
-		if res.peakFromHWM {
-			res.peak = max(res.peak, hwm)
 		}
 	}
 	if res.inFlight == 0 {

@@ -160,11 +160,24 @@ type OutageRounds struct {
 	LastCallAfterOpenMs    float64 `json:"last_call_after_open_ms"`
 }
 
-// MemoryReport is the resident set a processor needs per request in flight.
+// MemoryReport is the resident set a processor needs per request in flight,
+// beside what net/http alone needs per call in flight.
 type MemoryReport struct {
 	Workers  int     `json:"workers"`
 	DelayMs  float64 `json:"delay_ms"`
 	InFlight int     `json:"in_flight"`
+	MemoryFigures
+	// Baseline is net/http alone holding as many calls to the same provider,
+	// with the client detour's providers use (RunHTTPBaseline): what any
+	// Go process making those calls needs.
+	Baseline MemoryFigures `json:"baseline"`
+	// AboveBaselineKiB is KiBPerRequest less the baseline's: what detour
+	// adds to each call in flight.
+	AboveBaselineKiB float64 `json:"above_baseline_kib"`
+}
+
+// MemoryFigures are one process's medians over the rounds, in KiB.
+type MemoryFigures struct {
 	// PeakInFlight is the most calls the provider held at once; the cost
 	// per request is divided by it.
 	PeakInFlight  int       `json:"peak_in_flight"`
@@ -258,20 +271,27 @@ func summarizeOutage(o Options, rs []outageResult) *OutageReport {
 	return rep
 }
 
-func summarizeMemory(o Options, rs []memoryResult) *MemoryReport {
-	rep := &MemoryReport{Workers: o.MemoryInFlight, DelayMs: millis(o.MemoryDelay), InFlight: o.MemoryInFlight, PeakFromHWM: true}
+func summarizeMemory(o Options, detour, baseline []memoryResult) *MemoryReport {
+	rep := &MemoryReport{Workers: o.MemoryInFlight, DelayMs: millis(o.MemoryDelay), InFlight: o.MemoryInFlight,
+		MemoryFigures: memoryFigures(detour), Baseline: memoryFigures(baseline)}
+	rep.AboveBaselineKiB = rep.KiBPerRequest - rep.Baseline.KiBPerRequest
+	return rep
+}
+
+func memoryFigures(rs []memoryResult) MemoryFigures {
+	f := MemoryFigures{PeakFromHWM: true}
 	var idle, peak, inFlight []float64
 	for _, r := range rs {
-		rep.RoundsKiB = append(rep.RoundsKiB, r.kibPerRequest)
+		f.RoundsKiB = append(f.RoundsKiB, r.kibPerRequest)
 		idle = append(idle, float64(r.idle)/1024)
 		peak = append(peak, float64(r.peak)/1024)
 		inFlight = append(inFlight, float64(r.inFlight))
-		rep.PeakFromHWM = rep.PeakFromHWM && r.peakFromHWM
+		f.PeakFromHWM = f.PeakFromHWM && r.peakFromHWM
 	}
-	rep.IdleRSSKiB, rep.PeakRSSKiB = median(idle), median(peak)
-	rep.PeakInFlight = int(median(inFlight))
-	rep.KiBPerRequest = median(rep.RoundsKiB)
-	return rep
+	f.IdleRSSKiB, f.PeakRSSKiB = median(idle), median(peak)
+	f.PeakInFlight = int(median(inFlight))
+	f.KiBPerRequest = median(f.RoundsKiB)
+	return f
 }
 
 // ratios fills the ratios of detour's pipelines to the baseline's, the

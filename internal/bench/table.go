@@ -173,15 +173,20 @@ func (s section) outage(o *OutageReport) {
 }
 
 func (s section) memory(m *MemoryReport) {
-	s.header("one processor of %d workers, a provider answering in %gms", m.Workers, m.DelayMs)
-	peak := "VmHWM"
-	if !m.PeakFromHWM {
-		peak = "sampled VmRSS"
+	s.header("one processor of %d workers, a provider answering in %gms; beside it, net/http alone making as many calls", m.Workers, m.DelayMs)
+	peak := func(f MemoryFigures) string {
+		if f.PeakFromHWM {
+			return "VmHWM"
+		}
+		return "sampled VmRSS"
 	}
 	s.table([][]string{
-		{"idle RSS", fmt.Sprintf("%.1f MiB", m.IdleRSSKiB/1024)},
-		{"peak RSS (" + peak + ")", fmt.Sprintf("%.1f MiB", m.PeakRSSKiB/1024)},
-		{"requests in flight at most", fmt.Sprint(m.PeakInFlight)},
-		{"per request in flight", fmt.Sprintf("%.1f KiB", m.KiBPerRequest)},
+		{"", "detour", "net/http alone"},
+		{"idle RSS", fmt.Sprintf("%.1f MiB", m.IdleRSSKiB/1024), fmt.Sprintf("%.1f MiB", m.Baseline.IdleRSSKiB/1024)},
+		{"peak RSS", fmt.Sprintf("%.1f MiB (%s)", m.PeakRSSKiB/1024, peak(m.MemoryFigures)),
+			fmt.Sprintf("%.1f MiB (%s)", m.Baseline.PeakRSSKiB/1024, peak(m.Baseline))},
+		{"calls in flight at most", fmt.Sprint(m.PeakInFlight), fmt.Sprint(m.Baseline.PeakInFlight)},
+		{"per call in flight", fmt.Sprintf("%.1f KiB", m.KiBPerRequest), fmt.Sprintf("%.1f KiB", m.Baseline.KiBPerRequest)},
+		{"detour's own, per call", fmt.Sprintf("%.1f KiB", m.AboveBaselineKiB), ""},
 	})
 }

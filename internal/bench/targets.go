@@ -82,7 +82,7 @@ func (r *Report) evaluate() {
 		m = *mem
 	}
 	add(6, Memory, "peak RSS < 20 KiB per in-flight request above the idle process",
-		fmt.Sprintf("%.1f KiB", m.KiBPerRequest), m.KiBPerRequest < 20, mem != nil)
+		fmt.Sprintf("%.1f KiB (net/http alone: %.1f KiB)", m.KiBPerRequest, m.Baseline.KiBPerRequest), m.KiBPerRequest < 20, mem != nil)
 }
 
 // point returns the series' point for procs processors.

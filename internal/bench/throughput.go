@@ -15,6 +15,8 @@ const (
 	nameDetourHTTP = "detour HTTP fake"
 	// nameAgainst is Options.Against's pipeline.
 	nameAgainst = "-against in-process"
+	// nameHTTPBaseline is the memory scenario's baseline, RunHTTPBaseline.
+	nameHTTPBaseline = "net/http alone"
 )
 
 // variant is a pipeline as a throughput or latency run sees it: the baseline,

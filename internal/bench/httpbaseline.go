@@ -1,0 +1,199 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/chain/providertest"
+)
+
+// httpBaselineLine starts the one line the HTTP baseline prints: its
+// measurement, as JSON.
+const httpBaselineLine = "baseline http: "
+
+// httpBaselineBody is the chat request the HTTP baseline sends: the shape of
+// the OpenAI adapter's, for a short conversation.
+const httpBaselineBody = `{"model":"bench-fake","messages":[{"role":"user","content":"Summarise the outage report in one line."}]}`
+
+// httpBaselineResult is what the HTTP baseline measured of itself, in bytes.
+type httpBaselineResult struct {
+	Idle        int64 `json:"idle_bytes"`
+	Peak        int64 `json:"peak_bytes"`
+	PeakFromHWM bool  `json:"peak_from_vmhwm"`
+	Failed      int   `json:"failed"`
+}
+
+// RunHTTPBaseline is the memory scenario's baseline, the least a process
+// holds for calls provider calls in flight: net/http alone, with the client
+// detour's providers use (chain.DefaultHTTPClient) and nothing of detour's
+// own. It reads its idle resident set after settling as a processor's is
+// read, starts calls POSTs of an OpenAI chat request to url at once, reads
+// its peak resident set while they run (VmHWM after a reset where the
+// kernel allows it, else the highest VmRSS sampled every 10 ms), and prints
+// one line, httpBaselineLine and httpBaselineResult as JSON, once every call
+// has ended. It returns ctx's error if ctx ends first.
+func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) error {
+	pid := os.Getpid()
+	select {
+	case <-time.After(memorySettle):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	idle, _, err := procMemory(pid)
+	if err != nil {
+		return fmt.Errorf("reading the idle resident set: %w", err)
+	}
+	res := httpBaselineResult{Idle: idle, PeakFromHWM: resetPeak(pid) == nil}
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() {
+			if err := httpBaselineCall(ctx, url); err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for ended := false; !ended; {
+		select {
+		case <-done:
+			ended = true
+		case <-tick.C:
+		}
+		if res.Peak, err = samplePeak(pid, res.PeakFromHWM, res.Peak); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	res.Failed = int(failed.Load())
+	line, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "%s%s\n", httpBaselineLine, line)
+	return err
+}
+
+// httpBaselineCall makes one call and reads its whole answer, as the
+// adapters do.
+func httpBaselineCall(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(httpBaselineBody))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer bench")
+	resp, err := chain.DefaultHTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// samplePeak is the higher of peak and the process's resident set now, or
+// its VmHWM when hwm says its peak was reset.
+func samplePeak(pid int, hwm bool, peak int64) (int64, error) {
+	rss, high, err := procMemory(pid)
+	if err != nil {
+		return peak, err
+	}
+	peak = max(peak, rss)
+	if hwm {
+		peak = max(peak, high)
+	}
+	return peak, nil
+}
+
+// httpBaselineRun runs the HTTP baseline once, on a fake provider that
+// answers after MemoryDelay, and divides its growth by the calls the fake
+// held at once, as memoryRun does for a processor.
+func (b *Bench) httpBaselineRun(ctx context.Context) (res memoryResult, err error) {
+	fake := providertest.New(providertest.OpenAI, providertest.Slow(b.opts.MemoryDelay, providertest.OK()))
+	defer fake.Close()
+	b.seq++
+	dir := filepath.Join(b.dir, fmt.Sprintf("run-%d", b.seq))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return res, err
+	}
+	argv := append(append([]string{}, b.opts.BaselineCommand...),
+		"-http", fake.URL+"/chat/completions", "-calls", fmt.Sprint(b.opts.MemoryInFlight))
+	p, err := b.procs.start(procSpec{name: "HTTP baseline", argv: argv, env: processEnv(), dir: dir, ready: httpBaselineLine})
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if stopErr := p.stop(); err == nil && stopErr != nil {
+			err = fmt.Errorf("%w; its output ends:\n%s", stopErr, p.out.tail())
+		}
+	}()
+	limit := time.After(memorySettle + b.opts.MemoryDelay + b.opts.Stall)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for ended := false; !ended; {
+		select {
+		case <-p.done:
+			ended = true
+		case <-tick.C:
+		case <-limit:
+			return res, fmt.Errorf("HTTP baseline not done after %s; its output ends:\n%s", memorySettle+b.opts.MemoryDelay+b.opts.Stall, p.out.tail())
+		case <-ctx.Done():
+			return res, context.Cause(ctx)
+		}
+		res.inFlight = max(res.inFlight, fake.InFlight())
+	}
+	if p.err != nil {
+		return res, p.failure()
+	}
+	measured, err := parseHTTPBaseline(p.out.tail())
+	if err != nil {
+		return res, err
+	}
+	if measured.Failed > 0 {
+		return res, fmt.Errorf("HTTP baseline: %d of %d calls failed", measured.Failed, b.opts.MemoryInFlight)
+	}
+	if res.inFlight == 0 {
+		return res, errors.New("HTTP baseline: the slow provider never held a call")
+	}
+	res.idle, res.peak, res.peakFromHWM = measured.Idle, measured.Peak, measured.PeakFromHWM
+	res.kibPerRequest = float64(res.peak-res.idle) / 1024 / float64(res.inFlight)
+	return res, nil
+}
+
+// parseHTTPBaseline finds the HTTP baseline's line in its output.
+func parseHTTPBaseline(output string) (httpBaselineResult, error) {
+	var res httpBaselineResult
+	for line := range strings.Lines(output) {
+		if rest, ok := strings.CutPrefix(line, httpBaselineLine); ok {
+			dec := json.NewDecoder(strings.NewReader(rest))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&res); err != nil {
+				return res, fmt.Errorf("HTTP baseline's line %q: %w", strings.TrimSpace(line), err)
+			}
+			return res, nil
+		}
+	}
+	return res, fmt.Errorf("HTTP baseline printed no result; its output ends:\n%s", output)
+}

@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"bytes"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/detourhq/detour/chain/providertest"
+)
+
+// The HTTP baseline holds every call at once on the provider, and reports
+// what it measured of itself on one line that the bench reads back.
+func TestHTTPBaselineHoldsEveryCallAndReportsItsMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	const calls = 20
+	fake := providertest.New(providertest.OpenAI, providertest.Slow(300*time.Millisecond, providertest.OK()))
+	defer fake.Close()
+	held := make(chan int, 1)
+	go func() {
+		most := 0
+		for deadline := time.Now().Add(memorySettle + 5*time.Second); time.Now().Before(deadline) && most < calls; {
+			most = max(most, fake.InFlight())
+			time.Sleep(time.Millisecond)
+		}
+		held <- most
+	}()
+	var out bytes.Buffer
+	if err := RunHTTPBaseline(t.Context(), fake.URL+"/chat/completions", calls, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := fake.Requests(); got != calls {
+		t.Errorf("the provider received %d calls, want %d", got, calls)
+	}
+	if most := <-held; most != calls {
+		t.Errorf("the provider held %d calls at once, want all %d", most, calls)
+	}
+	res, err := parseHTTPBaseline(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 0 || res.Idle <= 0 || res.Peak < res.Idle {
+		t.Errorf("measured %+v; want no failure and a peak at or above a positive idle", res)
+	}
+}
+
+// A call that fails is counted, so that the bench does not divide a
+// process's memory by calls it never held.
+func TestHTTPBaselineCountsFailedCalls(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	fake := providertest.New(providertest.OpenAI, providertest.Status(500))
+	defer fake.Close()
+	var out bytes.Buffer
+	if err := RunHTTPBaseline(t.Context(), fake.URL+"/chat/completions", 3, &out); err != nil {
+		t.Fatal(err)
+	}
+	res, err := parseHTTPBaseline(out.String())
+	if err != nil || res.Failed != 3 {
+		t.Errorf("parsed %+v, %v; want 3 failed calls", res, err)
+	}
+}
+
+func TestParseHTTPBaselineRefusesOutputWithoutItsLine(t *testing.T) {
+	for _, output := range []string{
+		"",
+		"panic: something\n",
+		httpBaselineLine + "{not json\n",
+		httpBaselineLine + `{"idle_bytes":1,"peak_bytes":2,"surprise":3}` + "\n",
+	} {
+		if res, err := parseHTTPBaseline(output); err == nil {
+			t.Errorf("parseHTTPBaseline(%q) = %+v, want an error", output, res)
+		}
+	}
+	res, err := parseHTTPBaseline("noise\n" + httpBaselineLine + `{"idle_bytes":1024,"peak_bytes":4096,"peak_from_vmhwm":true,"failed":0}` + "\n")
+	if err != nil || res.Idle != 1024 || res.Peak != 4096 || !res.PeakFromHWM {
+		t.Errorf("parsed %+v, %v", res, err)
+	}
+}
