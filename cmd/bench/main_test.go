@@ -61,6 +61,7 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive(p.Name+" req/s", p.ReqPerSec)
 		positive(p.Name+" CPU per request", p.CPUPerReqUs)
 		positive(p.Name+" result bytes", p.ResultBytes)
+		positive(p.Name+" bench CPU per request (embedded server)", p.BenchCPUPerReqUs)
 	}
 	if r.Latency == nil || len(r.Latency.Pipelines) != 3 {
 		t.Fatalf("latency: %+v", r.Latency)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -16,10 +17,15 @@ type backlogResult struct {
 	// release to the last result, divided by the requests. cpuLive is false
 	// when /proc could not be read and the processes' whole-life rusage was
 	// used instead.
-	cpuPerReq   time.Duration
-	cpuLive     bool
-	resultBytes float64
-	notOK       int
+	cpuPerReq time.Duration
+	cpuLive   bool
+	// benchCPUPerReq is the bench process's own CPU time over the same
+	// window, divided by the requests: the embedded server's work, besides
+	// the bench's reading back of results (and serving any fake provider).
+	// Zero with an external server, or when /proc cannot be read.
+	benchCPUPerReq time.Duration
+	resultBytes    float64
+	notOK          int
 }
 
 // backlogHooks let a scenario look at a run while it goes on.
@@ -67,6 +73,7 @@ func (b *Bench) backlog(ctx context.Context, run runSpec, n int, hooks backlogHo
 		}
 	}
 	cpu0, live0 := cpuSample(ps)
+	bench0, benchErr0 := procCPU(os.Getpid())
 	if w.seenCount() != 0 {
 		return res, errors.New("results arrived while the consumer was paused")
 	}
@@ -79,6 +86,7 @@ func (b *Bench) backlog(ctx context.Context, run runSpec, n int, hooks backlogHo
 		return res, err
 	}
 	cpu1, live1 := cpuSample(ps)
+	bench1, benchErr1 := procCPU(os.Getpid())
 	stopped = true
 	if err := stopProcs(ps); err != nil {
 		return res, err
@@ -95,5 +103,8 @@ func (b *Bench) backlog(ctx context.Context, run runSpec, n int, hooks backlogHo
 	res.requests, res.elapsed, res.resultBytes, res.notOK = n, last.Sub(start), meanBytes, notOK
 	res.reqPerSec = float64(n) / res.elapsed.Seconds()
 	res.cpuPerReq = cpu / time.Duration(n)
+	if b.broker.srv != nil && benchErr0 == nil && benchErr1 == nil {
+		res.benchCPUPerReq = (bench1 - bench0) / time.Duration(n)
+	}
 	return res, nil
 }

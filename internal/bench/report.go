@@ -59,13 +59,20 @@ type PipelineThroughput struct {
 	CPUPerReqUs float64 `json:"cpu_per_request_us"`
 	// CPUFromProc is false when /proc could not be read and the CPU time
 	// is each process's whole life, start-up included, from its rusage.
-	CPUFromProc       bool      `json:"cpu_from_proc"`
-	ResultBytes       float64   `json:"result_bytes"`
-	NotOK             int       `json:"not_ok"`
-	ThroughputRatio   float64   `json:"throughput_ratio,omitempty"`
-	CPURatio          float64   `json:"cpu_ratio,omitempty"`
-	RoundsReqPerSec   []float64 `json:"rounds_req_per_s"`
-	RoundsCPUPerReqUs []float64 `json:"rounds_cpu_per_request_us"`
+	CPUFromProc bool `json:"cpu_from_proc"`
+	// BenchCPUPerReqUs is the bench process's CPU time per request over
+	// the same window: with the embedded server, mostly the server's work
+	// for the pipeline, besides reading the results back (and, for the
+	// HTTP fake, serving the provider). Zero with -url, whose server's CPU
+	// the bench cannot see, or where /proc cannot be read.
+	BenchCPUPerReqUs       float64   `json:"bench_cpu_per_request_us,omitempty"`
+	RoundsBenchCPUPerReqUs []float64 `json:"rounds_bench_cpu_per_request_us,omitempty"`
+	ResultBytes            float64   `json:"result_bytes"`
+	NotOK                  int       `json:"not_ok"`
+	ThroughputRatio        float64   `json:"throughput_ratio,omitempty"`
+	CPURatio               float64   `json:"cpu_ratio,omitempty"`
+	RoundsReqPerSec        []float64 `json:"rounds_req_per_s"`
+	RoundsCPUPerReqUs      []float64 `json:"rounds_cpu_per_request_us"`
 }
 
 // LatencyReport compares the pipelines' end-to-end latency at a fixed rate.
@@ -222,10 +229,18 @@ func summarizeBacklog(name string, rs []backlogResult) PipelineThroughput {
 		p.RoundsReqPerSec = append(p.RoundsReqPerSec, r.reqPerSec)
 		p.RoundsCPUPerReqUs = append(p.RoundsCPUPerReqUs, micros(r.cpuPerReq))
 		p.CPUFromProc = p.CPUFromProc && r.cpuLive
+		if r.benchCPUPerReq > 0 {
+			p.RoundsBenchCPUPerReqUs = append(p.RoundsBenchCPUPerReqUs, micros(r.benchCPUPerReq))
+		}
 		p.NotOK += r.notOK
 		bytes += r.resultBytes
 	}
 	p.ReqPerSec, p.CPUPerReqUs = median(p.RoundsReqPerSec), median(p.RoundsCPUPerReqUs)
+	if len(p.RoundsBenchCPUPerReqUs) == len(rs) {
+		p.BenchCPUPerReqUs = median(p.RoundsBenchCPUPerReqUs)
+	} else {
+		p.RoundsBenchCPUPerReqUs = nil
+	}
 	if len(rs) > 0 {
 		p.ResultBytes = bytes / float64(len(rs))
 	}
