@@ -180,33 +180,39 @@ type chainPuller struct {
 	failing bool
 }
 
-// run pulls the chain until ctx ends. While work is waiting it fetches as
-// many deliveries as there are free workers, at once. While the chain is
-// idle it waits for deliveries with one pull: deliveries are handed to
-// workers as each arrives, so the pull need not end before one is worked
-// on. The only chain of a processor waits on every free worker, so that a
-// trickle of requests costs one pull per batch, not two per request; one
-// of several chains waits on a single worker, so an idle chain never
-// starves a busy one.
+// run pulls the chain until ctx ends, each pull asking for no more
+// deliveries than there are free workers. A pull that waits hands each
+// delivery to a worker as it arrives, so the pull need not end before one
+// is worked on.
+//
+// The only chain of a processor makes one pull per batch: it waits on
+// every free worker, and takes at once what is already queued, up to that
+// many. A pull that takes what is there without waiting first would cost
+// a second round trip per batch, and a request arriving between the two
+// would wait for the next.
+//
+// One of several chains first takes what is queued for every free worker
+// without waiting; when nothing is, it waits on a single worker, so that
+// an idle chain never holds up a busy one.
 func (c *chainPuller) run() {
 	for c.ctx.Err() == nil {
 		reserved := c.reserve()
 		if reserved == 0 {
 			return
 		}
-		batch, err := c.cons.FetchNoWait(reserved)
-		got, err := c.dispatch(c.chain, batch, err, reserved)
-		if got > 0 || err != nil {
-			c.release(reserved - got)
-			c.settle(err)
-			continue
-		}
 		if !c.alone {
+			batch, err := c.cons.FetchNoWait(reserved)
+			got, err := c.dispatch(c.chain, batch, err, reserved)
+			if got > 0 || err != nil {
+				c.release(reserved - got)
+				c.settle(err)
+				continue
+			}
 			c.release(reserved - 1)
 			reserved = 1
 		}
-		batch, err = c.cons.Fetch(reserved, jetstream.FetchMaxWait(pullWait))
-		got, err = c.dispatch(c.chain, batch, err, reserved)
+		batch, err := c.cons.Fetch(reserved, jetstream.FetchMaxWait(pullWait))
+		got, err := c.dispatch(c.chain, batch, err, reserved)
 		c.release(reserved - got)
 		c.settle(err)
 	}

@@ -66,6 +66,13 @@ func (s *pullSpy) of(chainName string) []pullRequest {
 // runner, consuming with workers, and stops it when the test ends.
 func consumeChains(t *testing.T, workers int, chains ...string) (*nats.Conn, *pullSpy) {
 	t.Helper()
+	return consumeChainsAfter(t, workers, nil, chains...)
+}
+
+// consumeChainsAfter is consumeChains calling queue, when not nil, once the
+// streams exist and before the processor starts.
+func consumeChainsAfter(t *testing.T, workers int, queue func(*nats.Conn), chains ...string) (*nats.Conn, *pullSpy) {
+	t.Helper()
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
@@ -87,6 +94,9 @@ func consumeChains(t *testing.T, workers int, chains ...string) (*nats.Conn, *pu
 		t.Fatal(err)
 	}
 	spy := spyOnPulls(t, nc, chains...)
+	if queue != nil {
+		queue(nc)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -130,14 +140,53 @@ func TestATrickleOfRequestsIsPulledInBatches(t *testing.T) {
 		ask(t, nc, "default", "trickle-"+strconv.Itoa(i))
 	}
 	pulls := spy.of("default")
-	// Two pulls per batch of workers, and a few more when a waiting pull
-	// runs out; a pull or two per request would make 40 to 80.
-	if len(pulls) > requests/2 {
-		t.Errorf("%d pulls for %d requests that came one at a time, want at most %d", len(pulls), requests, requests/2)
+	// One pull per batch of workers, the one still waiting, and a few more
+	// when a waiting pull runs out; a pull or two per request would make
+	// 40 to 80, and a pull that does not wait before each that does, 10 more.
+	if most := requests/workers + 3; len(pulls) > most {
+		t.Errorf("%d pulls for %d requests that came one at a time, want at most %d", len(pulls), requests, most)
 	}
 	for _, r := range pulls {
 		if r.Batch > workers {
 			t.Errorf("a pull asked for %d deliveries, more than the %d workers", r.Batch, workers)
+		}
+		if r.Expires == 0 {
+			t.Errorf("the only chain pulled without waiting (%+v): a second round trip per batch", r)
+		}
+	}
+}
+
+// TestTheOnlyChainTakesABacklogNoFasterThanItsWorkers: the only chain's
+// pulls all wait, and a pull that waits takes at once what is already
+// queued; still none asks for more deliveries than there are free
+// workers, so no delivery waits unseen in the client while its AckWait
+// runs.
+func TestTheOnlyChainTakesABacklogNoFasterThanItsWorkers(t *testing.T) {
+	const workers, requests = 4, 40
+	var results *nats.Subscription
+	_, spy := consumeChainsAfter(t, workers, func(nc *nats.Conn) {
+		var err error
+		if results, err = nc.SubscribeSync(wire.ResultsPrefix + ">"); err != nil {
+			t.Fatal(err)
+		}
+		for i := range requests {
+			body, _ := json.Marshal(wire.Request{ID: "backlog-" + strconv.Itoa(i), Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+			if _, err := nc.Request(wire.RequestSubject("default"), body, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, "default")
+	for range requests {
+		if _, err := results.NextMsg(10 * time.Second); err != nil {
+			t.Fatalf("results: %v", err)
+		}
+	}
+	for _, r := range spy.of("default") {
+		if r.Batch > workers {
+			t.Errorf("a pull asked for %d deliveries, more than the %d workers", r.Batch, workers)
+		}
+		if r.Expires == 0 {
+			t.Errorf("the only chain pulled without waiting (%+v)", r)
 		}
 	}
 }
