@@ -20,9 +20,9 @@ type backlogResult struct {
 	cpuPerReq time.Duration
 	cpuLive   bool
 	// benchCPUPerReq is the bench process's own CPU time over the same
-	// window, divided by the requests: the embedded server's work, besides
-	// the bench's reading back of results (and serving any fake provider).
-	// Zero with an external server, or when /proc cannot be read.
+	// window, divided by the requests: its reading back of results (and
+	// serving any fake provider), and the embedded server's work when the
+	// server is embedded. Zero when /proc cannot be read.
 	benchCPUPerReq time.Duration
 	resultBytes    float64
 	notOK          int
@@ -103,7 +103,7 @@ func (b *Bench) backlog(ctx context.Context, run runSpec, n int, hooks backlogHo
 	res.requests, res.elapsed, res.resultBytes, res.notOK = n, last.Sub(start), meanBytes, notOK
 	res.reqPerSec = float64(n) / res.elapsed.Seconds()
 	res.cpuPerReq = cpu / time.Duration(n)
-	if b.broker.srv != nil && benchErr0 == nil && benchErr1 == nil {
+	if benchErr0 == nil && benchErr1 == nil {
 		res.benchCPUPerReq = (bench1 - bench0) / time.Duration(n)
 	}
 	return res, nil

@@ -47,6 +47,9 @@ type ThroughputReport struct {
 	Requests     int `json:"requests"`
 	RequestBytes int `json:"request_bytes"`
 	Workers      int `json:"workers"`
+	// BenchCPUWithServer says the server was embedded, so that the
+	// pipelines' BenchCPUPerReqUs include its work.
+	BenchCPUWithServer bool `json:"bench_cpu_with_server"`
 	// Pipelines are the baseline first, then detour's; detour's carry their
 	// ratios to the baseline.
 	Pipelines []PipelineThroughput `json:"pipelines"`
@@ -61,10 +64,9 @@ type PipelineThroughput struct {
 	// is each process's whole life, start-up included, from its rusage.
 	CPUFromProc bool `json:"cpu_from_proc"`
 	// BenchCPUPerReqUs is the bench process's CPU time per request over
-	// the same window: with the embedded server, mostly the server's work
-	// for the pipeline, besides reading the results back (and, for the
-	// HTTP fake, serving the provider). Zero with -url, whose server's CPU
-	// the bench cannot see, or where /proc cannot be read.
+	// the same window: reading the results back (and, for the HTTP fake,
+	// serving the provider), and with the embedded server, the server's
+	// work for the pipeline, most of it. Zero where /proc cannot be read.
 	BenchCPUPerReqUs       float64   `json:"bench_cpu_per_request_us,omitempty"`
 	RoundsBenchCPUPerReqUs []float64 `json:"rounds_bench_cpu_per_request_us,omitempty"`
 	ResultBytes            float64   `json:"result_bytes"`

@@ -128,8 +128,10 @@ func (s section) throughput(t *ThroughputReport) {
 		}
 	}
 	s.table(rows)
-	if benchCPU {
+	if benchCPU && t.BenchCPUWithServer {
 		fmt.Fprintln(s.w, "bench CPU: the bench process's own over the same time, mostly the embedded server's work (also reading results back, and serving the HTTP fake)")
+	} else if benchCPU {
+		fmt.Fprintln(s.w, "bench CPU: the bench process's own over the same time: reading results back (and serving the HTTP fake); the server's is not counted")
 	}
 	for _, p := range t.Pipelines {
 		if p.NotOK > 0 {

@@ -107,7 +107,8 @@ func (b *Bench) throughput(ctx context.Context) (*ThroughputReport, error) {
 	if err := rounds(b.opts.Rounds, variants, measure); err != nil {
 		return nil, err
 	}
-	rep := &ThroughputReport{Requests: b.opts.Requests, RequestBytes: b.opts.RequestBytes, Workers: b.opts.Workers}
+	rep := &ThroughputReport{Requests: b.opts.Requests, RequestBytes: b.opts.RequestBytes, Workers: b.opts.Workers,
+		BenchCPUWithServer: b.broker.srv != nil}
 	for _, v := range variants {
 		rep.Pipelines = append(rep.Pipelines, summarizeBacklog(v.name, measured[v.name]))
 	}

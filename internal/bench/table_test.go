@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+// The bench process's CPU is the server's work only when the server is
+// embedded; the table says which it is, and leaves the column out when it
+// was not measured.
+func TestThroughputTableSaysWhatTheBenchCPUHolds(t *testing.T) {
+	pipelines := func(benchCPU float64) []PipelineThroughput {
+		return []PipelineThroughput{
+			{Name: nameBaseline, ReqPerSec: 100, CPUPerReqUs: 10, CPUFromProc: true, BenchCPUPerReqUs: benchCPU},
+			{Name: nameDetourRule, ReqPerSec: 50, CPUPerReqUs: 20, CPUFromProc: true, BenchCPUPerReqUs: benchCPU,
+				ThroughputRatio: 0.5, CPURatio: 2},
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		report   ThroughputReport
+		want     []string
+		dontWant []string
+	}{
+		{"embedded", ThroughputReport{BenchCPUWithServer: true, Pipelines: pipelines(30)},
+			[]string{"bench CPU/request", "30.0 µs", "mostly the embedded server's work"}, []string{"not counted"}},
+		{"external", ThroughputReport{Pipelines: pipelines(7)},
+			[]string{"bench CPU/request", "7.0 µs", "the server's is not counted"}, []string{"embedded server's work"}},
+		{"not measured", ThroughputReport{BenchCPUWithServer: true, Pipelines: pipelines(0)},
+			nil, []string{"bench CPU"}},
+	} {
+		var out strings.Builder
+		if err := WriteTable(&out, &Report{Throughput: &tc.report}); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range tc.want {
+			if !strings.Contains(out.String(), s) {
+				t.Errorf("%s: the table has no %q:\n%s", tc.name, s, out.String())
+			}
+		}
+		for _, s := range tc.dontWant {
+			if strings.Contains(out.String(), s) {
+				t.Errorf("%s: the table has %q:\n%s", tc.name, s, out.String())
+			}
+		}
+	}
+}
