@@ -64,7 +64,7 @@ func (cfg ConsumerConfig) check() error {
 
 const (
 	// pullWait bounds a pull that waits for work. It is also how long a stop
-	// may wait for an idle pull to end, and how soon pulling resumes after
+	// may wait for a waiting pull to end, and how soon pulling resumes after
 	// the consumer's leader changes.
 	pullWait = time.Second
 	// pullRetry is the pause after a failed pull (no leader, consumer gone),
@@ -187,9 +187,8 @@ type chainPuller struct {
 //
 // The only chain of a processor makes one pull per batch: it waits on
 // every free worker, and takes at once what is already queued, up to that
-// many. A pull that takes what is there without waiting first would cost
-// a second round trip per batch, and a request arriving between the two
-// would wait for the next.
+// many: a pull that takes what is there without waiting, made first,
+// would only add a round trip per batch.
 //
 // One of several chains first takes what is queued for every free worker
 // without waiting; when nothing is, it waits on a single worker, so that
