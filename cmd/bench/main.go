@@ -166,11 +166,13 @@ func runBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, usage)
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
 	switch {
-	case *httpURL != "" && *url == "" && *calls >= 1:
+	case set["http"] && !set["url"] && !set["workers"] && *httpURL != "" && *calls >= 1:
 		err = bench.RunHTTPBaseline(ctx, *httpURL, *calls, stdout)
-	case *httpURL == "" && *url != "" && *workers >= 1:
+	case set["url"] && !set["http"] && !set["calls"] && *url != "" && *workers >= 1:
 		err = bench.RunBaseline(ctx, *url, *workers, stderr)
 	default:
 		fmt.Fprintln(stderr, usage)

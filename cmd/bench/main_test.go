@@ -140,3 +140,21 @@ func TestAgainstMeasuresAnotherBinary(t *testing.T) {
 		t.Errorf("the -against pipeline: %+v", against)
 	}
 }
+
+// The hidden baseline command runs one of its two baselines, and refuses
+// flags that mix them or leave one without what it needs.
+func TestBaselineCommandRefusesMixedOrMissingFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"baseline"},
+		{"baseline", "-http", "http://127.0.0.1:1/chat/completions"},
+		{"baseline", "-http", "http://127.0.0.1:1/chat/completions", "-calls", "3", "-workers", "2"},
+		{"baseline", "-url", "nats://127.0.0.1:1", "-calls", "3"},
+		{"baseline", "-url", "nats://127.0.0.1:1", "-http", "http://127.0.0.1:1/chat/completions", "-calls", "3"},
+		{"baseline", "-url", "nats://127.0.0.1:1", "extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(t.Context(), args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "usage: bench baseline") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and the usage", args, code, stderr.String())
+		}
+	}
+}

@@ -26,25 +26,52 @@ const httpBaselineLine = "baseline http: "
 // the OpenAI adapter's, for a short conversation.
 const httpBaselineBody = `{"model":"bench-fake","messages":[{"role":"user","content":"Summarise the outage report in one line."}]}`
 
-// httpBaselineResult is what the HTTP baseline measured of itself, in bytes.
+// httpBaselineResult is what the HTTP baseline measured of itself: its
+// idle and peak resident sets in bytes, whether the peak is VmHWM, and how
+// many calls failed, with the first failure's error.
 type httpBaselineResult struct {
-	Idle        int64 `json:"idle_bytes"`
-	Peak        int64 `json:"peak_bytes"`
-	PeakFromHWM bool  `json:"peak_from_vmhwm"`
-	Failed      int   `json:"failed"`
+	Idle        int64  `json:"idle_bytes"`
+	Peak        int64  `json:"peak_bytes"`
+	PeakFromHWM bool   `json:"peak_from_vmhwm"`
+	Failed      int    `json:"failed"`
+	FirstError  string `json:"first_error,omitempty"`
 }
 
 // RunHTTPBaseline is the memory scenario's baseline, the least a process
 // holds for calls provider calls in flight: net/http alone, with the client
 // detour's providers use (chain.DefaultHTTPClient) and nothing of detour's
-// own. It reads its idle resident set after settling as a processor's is
-// read, starts calls POSTs of an OpenAI chat request to url at once, reads
+// own. It starts a goroutine per call, as a processor starts its workers,
+// reads its idle resident set after settling as a processor's is read,
+// then has the goroutines POST an OpenAI chat request to url at once, reads
 // its peak resident set while they run (VmHWM after a reset where the
 // kernel allows it, else the highest VmRSS sampled every 10 ms), and prints
 // one line, httpBaselineLine and httpBaselineResult as JSON, once every call
 // has ended. It returns ctx's error if ctx ends first.
 func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) error {
 	pid := os.Getpid()
+	// The goroutines exist before the idle reading, as a processor's
+	// workers do, so that only what a call adds counts as its growth.
+	start := make(chan struct{})
+	release := sync.OnceFunc(func() { close(start) })
+	var (
+		wg       sync.WaitGroup
+		failed   atomic.Int64
+		firstErr sync.Once
+		first    string
+	)
+	defer wg.Wait()
+	defer release()
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel() // on an early return: the calls end at once
+	for range calls {
+		wg.Go(func() {
+			<-start
+			if err := httpBaselineCall(callCtx, url); err != nil {
+				failed.Add(1)
+				firstErr.Do(func() { first = err.Error() })
+			}
+		})
+	}
 	select {
 	case <-time.After(memorySettle):
 	case <-ctx.Done():
@@ -55,15 +82,7 @@ func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) 
 		return fmt.Errorf("reading the idle resident set: %w", err)
 	}
 	res := httpBaselineResult{Idle: idle, PeakFromHWM: resetPeak(pid) == nil}
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	for range calls {
-		wg.Go(func() {
-			if err := httpBaselineCall(ctx, url); err != nil {
-				failed.Add(1)
-			}
-		})
-	}
+	release()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -81,7 +100,7 @@ func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	res.Failed = int(failed.Load())
+	res.Failed, res.FirstError = int(failed.Load()), first
 	line, err := json.Marshal(res)
 	if err != nil {
 		return err
@@ -172,7 +191,7 @@ func (b *Bench) httpBaselineRun(ctx context.Context) (res memoryResult, err erro
 		return res, err
 	}
 	if measured.Failed > 0 {
-		return res, fmt.Errorf("HTTP baseline: %d of %d calls failed", measured.Failed, b.opts.MemoryInFlight)
+		return res, fmt.Errorf("HTTP baseline: %d of %d calls failed, the first with: %s", measured.Failed, b.opts.MemoryInFlight, measured.FirstError)
 	}
 	if res.inFlight == 0 {
 		return res, errors.New("HTTP baseline: the slow provider never held a call")

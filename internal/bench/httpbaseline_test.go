@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,8 +60,8 @@ func TestHTTPBaselineCountsFailedCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := parseHTTPBaseline(out.String())
-	if err != nil || res.Failed != 3 {
-		t.Errorf("parsed %+v, %v; want 3 failed calls", res, err)
+	if err != nil || res.Failed != 3 || !strings.Contains(res.FirstError, "500") {
+		t.Errorf("parsed %+v, %v; want 3 failed calls, the first with its status", res, err)
 	}
 }
 

@@ -41,8 +41,10 @@ type Options struct {
 	// throughput scenario measures too, on the in-process provider, its
 	// rounds alternating with the others; empty measures none.
 	Against string
-	// BaselineCommand is the command line that runs the baseline pipeline;
-	// the baseline's flags are appended to it. Required.
+	// BaselineCommand is the command line that runs the baselines: the
+	// JetStream pipeline (RunBaseline) and the memory scenario's calls by
+	// net/http alone (RunHTTPBaseline); their flags are appended to it.
+	// Required.
 	BaselineCommand []string
 
 	// Run names the scenarios to measure (Scenarios).

@@ -180,12 +180,14 @@ type MemoryReport struct {
 	// with the client detour's providers use (RunHTTPBaseline): what any
 	// Go process making those calls needs.
 	Baseline MemoryFigures `json:"baseline"`
-	// AboveBaselineKiB is KiBPerRequest less the baseline's: what detour
-	// adds to each call in flight.
+	// AboveBaselineKiB is what detour adds to each call in flight: the
+	// median over rounds of KiBPerRequest less the baseline's in the same
+	// round.
 	AboveBaselineKiB float64 `json:"above_baseline_kib"`
 }
 
-// MemoryFigures are one process's medians over the rounds, in KiB.
+// MemoryFigures are one process's medians over the rounds: the most calls
+// in flight, and resident sets in KiB.
 type MemoryFigures struct {
 	// PeakInFlight is the most calls the provider held at once; the cost
 	// per request is divided by it.
@@ -291,7 +293,11 @@ func summarizeOutage(o Options, rs []outageResult) *OutageReport {
 func summarizeMemory(o Options, detour, baseline []memoryResult) *MemoryReport {
 	rep := &MemoryReport{Workers: o.MemoryInFlight, DelayMs: millis(o.MemoryDelay), InFlight: o.MemoryInFlight,
 		MemoryFigures: memoryFigures(detour), Baseline: memoryFigures(baseline)}
-	rep.AboveBaselineKiB = rep.KiBPerRequest - rep.Baseline.KiBPerRequest
+	var above []float64
+	for i := range min(len(detour), len(baseline)) {
+		above = append(above, detour[i].kibPerRequest-baseline[i].kibPerRequest)
+	}
+	rep.AboveBaselineKiB = median(above)
 	return rep
 }
 
