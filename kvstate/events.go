@@ -59,7 +59,9 @@ func (e Event) String() string {
 			fmt.Fprintf(&b, ", last error: %s", r.LastError)
 		}
 	}
-	return b.String()
+	// An event with nothing after its kind (expired, closed) ends at the
+	// kind, not at the padding of its column.
+	return strings.TrimRight(b.String(), " ")
 }
 
 // WatchEvents reports the outage events of the bucket as they happen, until

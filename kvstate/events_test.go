@@ -53,7 +53,10 @@ func TestOutageEventsAndStatus(t *testing.T) {
 		t.Fatalf("status while cooling:\n%s", table.String())
 	}
 
-	next(kvstate.EventExpired)
+	expired := next(kvstate.EventExpired)
+	if line := expired.String(); !strings.HasSuffix(line, "expired") {
+		t.Errorf("expired event line %q: want it to end at its kind", line)
+	}
 	eventually(t, 2*time.Second, "the mirror to see the expiry", func() bool {
 		return s.State("p", time.Now()) == kvstate.StateHalfOpen
 	})
