@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rate := fs.Int("rate", def.Rate, "requests per second offered in the latency runs")
 	latencyFor := fs.Duration("latency-for", def.LatencyFor, "how long the latency runs offer requests, after their warm-up")
 	scale := fs.String("scale", joinInts(def.ScaleProcs), "processor counts of the scaling runs")
-	scaleWorkers := fs.Int("scale-workers", def.ScaleWorkers, "workers a processor in the scaling runs")
+	scaleWorkers := fs.Int("scale-workers", def.ScaleWorkers, "workers of a processor in the scaling runs")
 	scaleFor := fs.Duration("scale-for", def.ScaleFor, "sizes the slow scaling backlogs: what the workers could answer in this time")
 	outageRequests := fs.Int("outage-requests", def.OutageRequests, "requests of an outage run")
 	memoryInFlight := fs.Int("memory-in-flight", def.MemoryInFlight, "requests held in flight in a memory run")

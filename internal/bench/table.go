@@ -18,10 +18,14 @@ func WriteTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(w, "machine: %d CPUs, GOMAXPROCS %d, %s, %s/%s, %s; load average %.2f at the start, %.2f at the end\n",
 		m.CPUs, m.GOMAXPROCS, model, m.OS, m.Arch, m.Go, m.LoadStart, m.LoadEnd)
 	warm := ""
-	if r.WarmUp {
+	if r.WarmUp && r.Throughput != nil {
 		warm = " (throughput after a discarded warm-up round)"
 	}
-	fmt.Fprintf(w, "server:  %s; figures are medians of %d rounds%s\n", r.Server, r.Rounds, warm)
+	rounds := "rounds"
+	if r.Rounds == 1 {
+		rounds = "round"
+	}
+	fmt.Fprintf(w, "server:  %s; figures are medians of %d %s%s\n", r.Server, r.Rounds, rounds, warm)
 	for _, s := range Scenarios {
 		sec := section{w: w, r: r, name: s}
 		switch {

@@ -45,3 +45,22 @@ func TestThroughputTableSaysWhatTheBenchCPUHolds(t *testing.T) {
 		}
 	}
 }
+
+// The header speaks of the throughput's warm-up round only when the
+// throughput scenario ran, and of one round in the singular.
+func TestTableHeaderSaysWhatRan(t *testing.T) {
+	var out strings.Builder
+	if err := WriteTable(&out, &Report{Rounds: 1, WarmUp: true, Memory: &MemoryReport{}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "medians of 1 round;") && !strings.Contains(s, "medians of 1 round\n") || strings.Contains(s, "warm-up") {
+		t.Errorf("header of a memory-only run of one round:\n%s", s)
+	}
+	out.Reset()
+	if err := WriteTable(&out, &Report{Rounds: 5, WarmUp: true, Throughput: &ThroughputReport{}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "medians of 5 rounds (throughput after a discarded warm-up round)") {
+		t.Errorf("header of a throughput run:\n%s", s)
+	}
+}
