@@ -112,6 +112,12 @@ func consumeChainsAfter(t *testing.T, workers int, queue func(*nats.Conn), chain
 	return nc, spy
 }
 
+// requestBody is a request of one user message with id.
+func requestBody(id string) []byte {
+	body, _ := json.Marshal(wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+	return body
+}
+
 // ask publishes one request of chainName and waits for its result.
 func ask(t *testing.T, nc *nats.Conn, chainName, id string) {
 	t.Helper()
@@ -120,7 +126,7 @@ func ask(t *testing.T, nc *nats.Conn, chainName, id string) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	body, _ := json.Marshal(wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+	body := requestBody(id)
 	if _, err := nc.Request(wire.RequestSubject(chainName), body, 5*time.Second); err != nil {
 		t.Fatalf("publishing %s: %v", id, err)
 	}
@@ -174,8 +180,7 @@ func TestTheOnlyChainTakesABacklogNoFasterThanItsWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range requests {
-			body, _ := json.Marshal(wire.Request{ID: "backlog-" + strconv.Itoa(i), Messages: []chain.Message{{Role: "user", Content: "hi"}}})
-			if _, err := nc.Request(wire.RequestSubject("default"), body, 5*time.Second); err != nil {
+			if _, err := nc.Request(wire.RequestSubject("default"), requestBody("backlog-"+strconv.Itoa(i)), 5*time.Second); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,13 +151,11 @@ func samplePeak(pid int, hwm bool, peak int64) (int64, error) {
 func (b *Bench) httpBaselineRun(ctx context.Context) (res memoryResult, err error) {
 	fake := providertest.New(providertest.OpenAI, providertest.Slow(b.opts.MemoryDelay, providertest.OK()))
 	defer fake.Close()
-	b.seq++
-	dir := filepath.Join(b.dir, fmt.Sprintf("run-%d", b.seq))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := b.runDir()
+	if err != nil {
 		return res, err
 	}
-	argv := append(append([]string{}, b.opts.BaselineCommand...),
-		"-http", fake.URL+"/chat/completions", "-calls", fmt.Sprint(b.opts.MemoryInFlight))
+	argv := b.baselineArgv("-http", fake.URL+"/chat/completions", "-calls", fmt.Sprint(b.opts.MemoryInFlight))
 	p, err := b.procs.start(procSpec{name: "HTTP baseline", argv: argv, env: processEnv(), dir: dir, ready: httpBaselineLine})
 	if err != nil {
 		return res, err
@@ -197,7 +194,7 @@ func (b *Bench) httpBaselineRun(ctx context.Context) (res memoryResult, err erro
 		return res, errors.New("HTTP baseline: the slow provider never held a call")
 	}
 	res.idle, res.peak, res.peakFromHWM = measured.Idle, measured.Peak, measured.PeakFromHWM
-	res.kibPerRequest = float64(res.peak-res.idle) / 1024 / float64(res.inFlight)
+	res.divide()
 	return res, nil
 }
 

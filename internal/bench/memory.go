@@ -21,6 +21,12 @@ type memoryResult struct {
 	kibPerRequest float64
 }
 
+// divide sets kibPerRequest: the growth from idle to peak, per call the
+// provider held at once.
+func (r *memoryResult) divide() {
+	r.kibPerRequest = float64(r.peak-r.idle) / 1024 / float64(r.inFlight)
+}
+
 // memory runs the memory scenario once a round, and the HTTP baseline
 // (RunHTTPBaseline) beside it, alternating which goes first.
 func (b *Bench) memory(ctx context.Context) (*MemoryReport, error) {
@@ -114,6 +120,6 @@ func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
 	if res.inFlight == 0 {
 		return res, errors.New("the slow provider never held a request")
 	}
-	res.kibPerRequest = float64(res.peak-res.idle) / 1024 / float64(res.inFlight)
+	res.divide()
 	return res, nil
 }

@@ -122,18 +122,28 @@ type runSpec struct {
 // processors, well within stopGrace.
 const processorShutdown = 5 * time.Second
 
-// specs returns how to start each process of a run.
-func (b *Bench) specs(run runSpec) ([]procSpec, error) {
+// runDir makes a fresh directory for the processes of one run.
+func (b *Bench) runDir() (string, error) {
 	b.seq++
 	dir := filepath.Join(b.dir, fmt.Sprintf("run-%d", b.seq))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	return dir, os.MkdirAll(dir, 0o700)
+}
+
+// baselineArgv is the command line of a baseline process with flags.
+func (b *Bench) baselineArgv(flags ...string) []string {
+	return append(append([]string{}, b.opts.BaselineCommand...), flags...)
+}
+
+// specs returns how to start each process of a run.
+func (b *Bench) specs(run runSpec) ([]procSpec, error) {
+	dir, err := b.runDir()
+	if err != nil {
 		return nil, err
 	}
 	specs := make([]procSpec, run.procs)
 	if run.pipe.baseline {
 		for i := range specs {
-			argv := append(append([]string{}, b.opts.BaselineCommand...),
-				"-url", b.broker.url, "-workers", strconv.Itoa(run.workers))
+			argv := b.baselineArgv("-url", b.broker.url, "-workers", strconv.Itoa(run.workers))
 			specs[i] = procSpec{name: fmt.Sprintf("baseline %d", i+1), argv: argv, env: processEnv(), dir: dir, ready: baselineReady}
 		}
 		return specs, nil
