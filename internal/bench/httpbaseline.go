@@ -76,11 +76,11 @@ func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) 
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	idle, _, err := procMemory(pid)
+	idle, hwm, err := idleMemory(pid)
 	if err != nil {
 		return fmt.Errorf("reading the idle resident set: %w", err)
 	}
-	res := httpBaselineResult{Idle: idle, PeakFromHWM: resetPeak(pid) == nil}
+	res := httpBaselineResult{Idle: idle, Peak: idle, PeakFromHWM: hwm}
 	release()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

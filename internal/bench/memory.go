@@ -85,10 +85,10 @@ func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
 	case <-ctx.Done():
 		return res, context.Cause(ctx)
 	}
-	if res.idle, _, err = procMemory(pid); err != nil {
+	if res.idle, res.peakFromHWM, err = idleMemory(pid); err != nil {
 		return res, fmt.Errorf("reading the idle resident set: %w", err)
 	}
-	res.peakFromHWM = resetPeak(pid) == nil
+	res.peak = res.idle // the peak window starts at the idle reading
 	tag := b.tag()
 	w, err := b.watchResults(ctx, run.pipe, tag, n)
 	if err != nil {

@@ -74,6 +74,16 @@ func procMemory(pid int) (rss, peak int64, err error) {
 	return rss, peak, nil
 }
 
+// idleMemory starts a process's peak window: it resets its VmHWM (hwm
+// reports whether the kernel allowed it), then reads its resident set as
+// the idle one. In that order the peak read later is never below the idle
+// one, even when the process gave memory back in between.
+func idleMemory(pid int) (idle int64, hwm bool, err error) {
+	hwm = resetPeak(pid) == nil
+	idle, _, err = procMemory(pid)
+	return idle, hwm, err
+}
+
 // resetPeak sets a process's VmHWM back to its current VmRSS (Linux 4.0 and
 // later), so that the peak measured next excludes start-up.
 func resetPeak(pid int) error {
