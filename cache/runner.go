@@ -25,7 +25,7 @@ const writeTimeout = 5 * time.Second
 
 // Next runs a request through the chain; *chain.Chain implements it.
 type Next interface {
-	Run(ctx context.Context, req chain.Request) (chain.Result, error)
+	Run(ctx context.Context, req *chain.Request) (chain.Result, error)
 }
 
 // Config assembles a Runner.
@@ -91,7 +91,7 @@ type outcome struct {
 // Identical requests with the same cache controls that arrive while one is
 // being worked on share its run: they get its answer as a "hit", without a
 // call of their own. Errors are the chain's.
-func (r *Runner) Run(ctx context.Context, req chain.Request) (chain.Result, error) {
+func (r *Runner) Run(ctx context.Context, req *chain.Request) (chain.Result, error) {
 	var fingerprint string
 	if req.Cache.Fingerprint != nil {
 		fingerprint = req.Cache.Fingerprint()
@@ -104,7 +104,7 @@ func (r *Runner) Run(ctx context.Context, req chain.Request) (chain.Result, erro
 		led := false // set by Do's function, which runs on this goroutine
 		v, _, _ := r.group.Do(flightKey(key, req.Cache), func() (any, error) {
 			led = true
-			res, err := r.lookup(ctx, key, req)
+			res, err := r.lookup(ctx, key, *req)
 			return outcome{res, err}, nil
 		})
 		o := v.(outcome)
@@ -133,7 +133,7 @@ func flightKey(key string, c chain.CacheControl) string {
 // follow is the result of req, which shared another's run: a fresh answer
 // of a provider is its hit, shaped as a stored hit is: no attempts of its
 // own (an empty list) and no cost, since it called no provider.
-func (r *Runner) follow(req chain.Request, o outcome) chain.Result {
+func (r *Runner) follow(req *chain.Request, o outcome) chain.Result {
 	res := o.res
 	res.ID = req.ID
 	if o.err == nil && res.Cache == chain.CacheMiss && !slices.Contains(r.cfg.Rules, res.Provider) {
@@ -176,7 +176,7 @@ func (r *Runner) lookup(ctx context.Context, key string, req chain.Request) (cha
 	if found {
 		req.Stale = r.staleAnswer(e, req.Cache)
 	}
-	res, err := r.cfg.Next.Run(ctx, req)
+	res, err := r.cfg.Next.Run(ctx, &req)
 	if err == nil && res.Cache == chain.CacheStale {
 		r.cfg.Metrics.Cache(r.cfg.Chain, string(chain.CacheStale))
 		return res, nil

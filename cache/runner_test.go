@@ -27,8 +27,8 @@ type nextFunc struct {
 	run  func(ctx context.Context, n int32, req chain.Request) (chain.Result, error)
 }
 
-func (f *nextFunc) Run(ctx context.Context, req chain.Request) (chain.Result, error) {
-	return f.run(ctx, f.runs.Add(1), req)
+func (f *nextFunc) Run(ctx context.Context, req *chain.Request) (chain.Result, error) {
+	return f.run(ctx, f.runs.Add(1), *req)
 }
 
 func answer(content string) (chain.Result, error) {
@@ -80,7 +80,7 @@ func TestRunnerWithoutFingerprintGoesStraightToTheChain(t *testing.T) {
 	req := cachedRequest("x")
 	req.Cache.Fingerprint = func() string { return "" }
 	for range 2 {
-		if res, err := r.Run(t.Context(), req); err != nil || res.Cache != "" {
+		if res, err := r.Run(t.Context(), &req); err != nil || res.Cache != "" {
 			t.Fatalf("Run = %+v, %v; want the chain's answer, no cache status", res, err)
 		}
 	}
@@ -106,11 +106,11 @@ func TestRunnerRetriesWhenTheSharedRunWasCut(t *testing.T) {
 	leaderCtx, cutLeader := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	var leaderErr error
-	wg.Go(func() { _, leaderErr = r.Run(leaderCtx, cachedRequest("leader")) })
+	wg.Go(func() { _, leaderErr = r.Run(leaderCtx, new(cachedRequest("leader"))) })
 	<-entered
 	var res chain.Result
 	var err error
-	wg.Go(func() { res, err = r.Run(t.Context(), cachedRequest("follower")) })
+	wg.Go(func() { res, err = r.Run(t.Context(), new(cachedRequest("follower"))) })
 	time.Sleep(50 * time.Millisecond) // let the follower join the run, if it will
 	cutLeader()
 	wg.Wait()
@@ -129,15 +129,15 @@ func TestRunnerNoCacheSkipsAFreshEntryAndRefreshesIt(t *testing.T) {
 		return answer(fmt.Sprintf("answer %d", n))
 	}}
 	r := newRunner(t, next)
-	if res, _ := r.Run(t.Context(), cachedRequest("a")); res.Cache != chain.CacheMiss || res.Content != "answer 1" {
+	if res, _ := r.Run(t.Context(), new(cachedRequest("a"))); res.Cache != chain.CacheMiss || res.Content != "answer 1" {
 		t.Fatalf("a: %+v, want a miss", res)
 	}
 	req := cachedRequest("b")
 	req.Cache.NoCache = true
-	if res, _ := r.Run(t.Context(), req); res.Cache != chain.CacheMiss || res.Content != "answer 2" {
+	if res, _ := r.Run(t.Context(), &req); res.Cache != chain.CacheMiss || res.Content != "answer 2" {
 		t.Fatalf("b (no_cache): %+v, want a miss with a new answer", res)
 	}
-	res, _ := r.Run(t.Context(), cachedRequest("c"))
+	res, _ := r.Run(t.Context(), new(cachedRequest("c")))
 	if res.Cache != chain.CacheHit || res.Content != "answer 2" || res.Position != 0 || res.Degraded {
 		t.Errorf("c: %+v, want a hit on the refreshed answer", res)
 	}
@@ -163,11 +163,11 @@ func TestRunnerCountsHitsMissesAndStaleAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Run(t.Context(), cachedRequest("miss"))
-	r.Run(t.Context(), cachedRequest("hit"))
+	r.Run(t.Context(), new(cachedRequest("miss")))
+	r.Run(t.Context(), new(cachedRequest("hit")))
 	noCache := cachedRequest("stale")
 	noCache.Cache.NoCache = true
-	if res, err := r.Run(t.Context(), noCache); err != nil || res.Cache != chain.CacheStale || res.Content != "fresh" {
+	if res, err := r.Run(t.Context(), &noCache); err != nil || res.Cache != chain.CacheStale || res.Content != "fresh" {
 		t.Fatalf("stale: %+v, %v; want the stored answer standing in", res, err)
 	}
 
@@ -198,13 +198,13 @@ func TestRunnerRecreatesADeletedBucket(t *testing.T) {
 	if err := js.DeleteKeyValue(t.Context(), cache.Bucket); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := r.Run(t.Context(), cachedRequest("a")); err != nil || res.Cache != chain.CacheMiss || res.Content != "answer 1" {
+	if res, err := r.Run(t.Context(), new(cachedRequest("a"))); err != nil || res.Cache != chain.CacheMiss || res.Content != "answer 1" {
 		t.Fatalf("a: %+v, %v; want the chain's answer as a miss", res, err)
 	}
 	if _, err := js.KeyValue(t.Context(), cache.Bucket); err != nil {
 		t.Fatalf("the bucket after a request found it gone: %v", err)
 	}
-	if res, err := r.Run(t.Context(), cachedRequest("b")); err != nil || res.Cache != chain.CacheHit || res.Content != "answer 1" {
+	if res, err := r.Run(t.Context(), new(cachedRequest("b"))); err != nil || res.Cache != chain.CacheHit || res.Content != "answer 1" {
 		t.Errorf("b: %+v, %v; want a hit on a's answer", res, err)
 	}
 	if got := next.runs.Load(); got != 1 {
@@ -243,7 +243,7 @@ func TestRunnerDoesNotServeAnInvalidEntry(t *testing.T) {
 			if _, err := js.Publish(t.Context(), "$KV."+cache.Bucket+"."+cache.Key("c", "shared", "f00d"), data); err != nil {
 				t.Fatal(err)
 			}
-			if res, err := r.Run(t.Context(), cachedRequest("a")); err != nil || res.Cache != chain.CacheMiss || res.Content != "from the chain" {
+			if res, err := r.Run(t.Context(), new(cachedRequest("a"))); err != nil || res.Cache != chain.CacheMiss || res.Content != "from the chain" {
 				t.Fatalf("a: %+v, %v; want a miss answered by the chain", res, err)
 			}
 			if n := strings.Count(logged.String(), "level=WARN"); n != 1 || !strings.Contains(logged.String(), "invalid entry") {
@@ -253,7 +253,7 @@ func TestRunnerDoesNotServeAnInvalidEntry(t *testing.T) {
 			if err != nil || !found || e.Content != "from the chain" {
 				t.Errorf("stored after a: %+v, %v, %v; want a's answer over the invalid entry", e, found, err)
 			}
-			if res, _ := r.Run(t.Context(), cachedRequest("b")); res.Cache != chain.CacheHit || res.Content != "from the chain" {
+			if res, _ := r.Run(t.Context(), new(cachedRequest("b"))); res.Cache != chain.CacheHit || res.Content != "from the chain" {
 				t.Errorf("b: %+v, want a hit on a's answer", res)
 			}
 		})
@@ -291,10 +291,10 @@ func TestRunnerSharedRunHitsAreShapedAsStoredHits(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	var leader, follower chain.Result
-	wg.Go(func() { leader, _ = r.Run(t.Context(), noStore("leader", nil)) })
+	wg.Go(func() { leader, _ = r.Run(t.Context(), new(noStore("leader", nil))) })
 	<-entered
 	joining := make(chan struct{})
-	wg.Go(func() { follower, _ = r.Run(t.Context(), noStore("follower", joining)) })
+	wg.Go(func() { follower, _ = r.Run(t.Context(), new(noStore("follower", joining))) })
 	<-joining
 	time.Sleep(50 * time.Millisecond) // from its fingerprint to joining the run
 	close(release)
@@ -307,8 +307,8 @@ func TestRunnerSharedRunHitsAreShapedAsStoredHits(t *testing.T) {
 	}
 
 	// A hit read from the bucket, for comparison.
-	r.Run(t.Context(), cachedRequest("store"))
-	stored, _ := r.Run(t.Context(), cachedRequest("stored"))
+	r.Run(t.Context(), new(cachedRequest("store")))
+	stored, _ := r.Run(t.Context(), new(cachedRequest("stored")))
 	for name, res := range map[string]chain.Result{"follower": follower, "stored": stored} {
 		data, err := json.Marshal(res)
 		if err != nil {

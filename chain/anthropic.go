@@ -60,7 +60,7 @@ type anthropicResponse struct {
 
 // Call sends one message request. System messages are joined into the
 // top-level system prompt, which is where the Messages API takes them.
-func (a *Anthropic) Call(ctx context.Context, req Request) (Response, error) {
+func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
 	body := anthropicRequest{Model: a.model, MaxTokens: req.MaxTokens, Temperature: req.Temperature}
 	if body.MaxTokens == 0 {
 		body.MaxTokens = anthropicDefaultMaxTokens

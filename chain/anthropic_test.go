@@ -19,7 +19,7 @@ func anthropicSent(t *testing.T, key string, req chain.Request) (chain.Response,
 	srv := providertest.New(providertest.Anthropic, providertest.OK())
 	t.Cleanup(srv.Close)
 
-	resp, err := chain.NewAnthropic("primary", srv.URL+"/", "claude-test", key, nil).Call(context.Background(), req)
+	resp, err := chain.NewAnthropic("primary", srv.URL+"/", "claude-test", key, nil).Call(context.Background(), &req)
 	if err != nil {
 		t.Fatalf("Call: %v", err)
 	}

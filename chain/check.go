@@ -37,10 +37,11 @@ func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
 		for i, req := range samples {
 			r := CheckResult{Provider: p.Name(), Model: p.Model(), Sample: sampleName(req, i)}
 			start := time.Now()
-			resp, err := callOnce(ctx, step, req)
+			var resp Response
+			err := callOnce(ctx, &step, &req, &resp)
 			r.LatencyMs = time.Since(start).Milliseconds()
 			if err == nil {
-				err = checkAnswer(resp, req.Schema)
+				err = checkAnswer(&resp, req.Schema)
 				if err != nil {
 					err = &CallError{Class: ClassInvalidOutput, Err: err}
 				}
@@ -67,7 +68,7 @@ func sampleName(req Request, i int) string {
 // checkAnswer validates an answer as a chain does, but says that an answer
 // to a sample with a schema is not JSON in those words, with the answer's
 // start, rather than in the JSON parser's.
-func checkAnswer(resp Response, schema *Schema) error {
+func checkAnswer(resp *Response, schema *Schema) error {
 	if err := validate(resp, nil); err != nil || schema == nil {
 		return err
 	}

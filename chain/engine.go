@@ -79,150 +79,229 @@ type Chain struct {
 // Run walks the chain for one request. It returns the winning Result, or a
 // Result holding the attempts together with an *ExhaustedError, or the
 // context's error wrapped when ctx ended (shutdown) before an answer.
-func (c *Chain) Run(ctx context.Context, req Request) (Result, error) {
-	start := c.now()
+//
+// Run and what it calls while a provider is being waited on keep their
+// frames small and pass requests and results by pointer: a worker's stack
+// holds them for the whole call, and a stack deeper than 8 KiB at the wait
+// doubles to 16 KiB for every call in flight (BENCHMARKS.md, memory).
+func (c *Chain) Run(ctx context.Context, req *Request) (Result, error) {
 	res := Result{ID: req.ID, Status: StatusFailed}
-	var (
-		reopen                    time.Time
-		called, rejected, invalid int
-		last                      error
-	)
-	for pos, step := range c.Steps {
-		p := step.Provider
-		_, template := p.(*Rules)
-		if template && called > 0 && called == rejected {
-			break // a poison request gets no template answer
-		}
-		if template {
-			if stale, ok := c.staleResult(req, res, pos, c.now()); ok {
-				stale.LatencyMs = c.now().Sub(start).Milliseconds()
-				return stale, nil
+	w := walk{start: c.now()}
+	for pos := range c.Steps {
+		if _, template := c.Steps[pos].Provider.(*Rules); template {
+			if w.poisoned() {
+				break // a poison request gets no template answer
+			}
+			if c.staleResult(req, &res, pos, c.now()) {
+				res.LatencyMs = c.now().Sub(w.start).Milliseconds()
+				return res, nil
 			}
 		}
-		adm := c.State.Admit(ctx, p.Name(), c.now(), step.Policy.Timeout+time.Second)
-		if !adm.Allowed {
-			res.Attempts = append(res.Attempts, Attempt{
-				Provider: p.Name(), Model: p.Model(), Outcome: OutcomeSkipped, Class: ClassCooldown,
-				Error: "cooling until " + adm.Until.UTC().Format(time.RFC3339),
-			})
-			reopen = earliest(reopen, adm.Until)
-			continue
-		}
-		called++
-		resp, failure := c.pass(ctx, step, req, &res)
-		if adm.Probe {
-			// The outcome is recorded (success closed the circuit, failure
-			// opened the next cooldown): let the next expiry be probed.
-			if err := c.State.ReleaseProbe(context.WithoutCancel(ctx), p.Name()); err != nil {
-				c.logger().Warn("releasing probe lease", "provider", p.Name(), "err", err)
-			}
-		}
-		if failure == nil {
-			res.Status = StatusOK
-			res.Content = resp.Content
-			res.Model = resp.Model
-			if res.Model == "" {
-				res.Model = p.Model()
-			}
-			res.Provider = p.Name()
-			res.Position = pos
-			res.Degraded = pos > 0
-			res.Usage = resp.Usage
-			if step.Price != nil {
-				if cost := step.Price.Cost(resp.Usage); cost >= 0 && !math.IsInf(cost, 0) {
-					res.Cost = &cost // a Price set in Go may be anything
-				}
-			}
-			res.LatencyMs = c.now().Sub(start).Milliseconds()
-			return res, nil
-		}
-		if failure.Class == ClassCanceled {
-			res.LatencyMs = c.now().Sub(start).Milliseconds()
-			return res, fmt.Errorf("chain %s: %w", c.Name, context.Cause(ctx))
-		}
-		switch failure.Class {
-		case ClassRequest:
-			rejected++
-		case ClassInvalidOutput:
-			invalid++
-		}
-		last = failure
-		if until, cooling := c.State.Cooling(p.Name(), c.now()); cooling {
-			reopen = earliest(reopen, until)
+		if done, err := c.try(ctx, req, pos, &res, &w); done {
+			return res, err
 		}
 	}
-	res.LatencyMs = c.now().Sub(start).Milliseconds()
-	if called == 0 || called != rejected { // a chain without a rules provider
-		if stale, ok := c.staleResult(req, res, len(c.Steps), c.now()); ok {
-			return stale, nil
+	return res, c.exhausted(req, &res, &w)
+}
+
+// walk is what a run has learned beside its result: when it started, when
+// the earliest cooldown it met ends, and how the providers it called failed.
+type walk struct {
+	start                     time.Time
+	reopen                    time.Time
+	called, rejected, invalid int
+	last                      error
+}
+
+// poisoned says every provider called rejected the request itself.
+func (w *walk) poisoned() bool { return w.called > 0 && w.called == w.rejected }
+
+// try gives the request to the provider at pos, unless it is cooling, and
+// reports whether the run is done: answered, or cut short by ctx (err).
+func (c *Chain) try(ctx context.Context, req *Request, pos int, res *Result, w *walk) (done bool, err error) {
+	step := &c.Steps[pos]
+	name := step.Provider.Name()
+	adm := c.State.Admit(ctx, name, c.now(), step.Policy.Timeout+time.Second)
+	if !adm.Allowed {
+		c.skipped(step, adm.Until, res, w)
+		return false, nil
+	}
+	w.called++
+	var resp Response
+	failure := c.pass(ctx, step, req, res, &resp)
+	if adm.Probe {
+		// The outcome is recorded (success closed the circuit, failure
+		// opened the next cooldown): let the next expiry be probed.
+		c.releaseProbe(ctx, name)
+	}
+	switch {
+	case failure == nil:
+		c.won(step, pos, &resp, res, w)
+		return true, nil
+	case failure.Class == ClassCanceled:
+		res.LatencyMs = c.now().Sub(w.start).Milliseconds()
+		return true, c.canceled(ctx)
+	}
+	switch failure.Class {
+	case ClassRequest:
+		w.rejected++
+	case ClassInvalidOutput:
+		w.invalid++
+	}
+	w.last = failure
+	if until, cooling := c.State.Cooling(name, c.now()); cooling {
+		w.reopen = earliest(w.reopen, until)
+	}
+	return false, nil
+}
+
+// skipped records a provider passed over for its cooldown.
+func (c *Chain) skipped(step *Step, until time.Time, res *Result, w *walk) {
+	p := step.Provider
+	res.Attempts = append(res.Attempts, Attempt{
+		Provider: p.Name(), Model: p.Model(), Outcome: OutcomeSkipped, Class: ClassCooldown,
+		Error: "cooling until " + until.UTC().Format(time.RFC3339),
+	})
+	w.reopen = earliest(w.reopen, until)
+}
+
+// won fills res with the answer of the provider at pos.
+func (c *Chain) won(step *Step, pos int, resp *Response, res *Result, w *walk) {
+	p := step.Provider
+	res.Status = StatusOK
+	res.Content = resp.Content
+	res.Model = resp.Model
+	if res.Model == "" {
+		res.Model = p.Model()
+	}
+	res.Provider = p.Name()
+	res.Position = pos
+	res.Degraded = pos > 0
+	res.Usage = resp.Usage
+	if step.Price != nil {
+		if cost := step.Price.Cost(resp.Usage); cost >= 0 && !math.IsInf(cost, 0) {
+			res.Cost = &cost // a Price set in Go may be anything
+		}
+	}
+	res.LatencyMs = c.now().Sub(w.start).Milliseconds()
+}
+
+// canceled is Run's error when ctx ended before an answer.
+func (c *Chain) canceled(ctx context.Context) error {
+	return fmt.Errorf("chain %s: %w", c.Name, context.Cause(ctx))
+}
+
+// releaseProbe ends the probe lease of a provider whose probe has been
+// recorded.
+func (c *Chain) releaseProbe(ctx context.Context, name string) {
+	if err := c.State.ReleaseProbe(context.WithoutCancel(ctx), name); err != nil {
+		c.logger().Warn("releasing probe lease", "provider", name, "err", err)
+	}
+}
+
+// exhausted ends a run that no provider answered: with a stale answer
+// standing in, when there is one, else with res failed and the
+// *ExhaustedError that says why.
+func (c *Chain) exhausted(req *Request, res *Result, w *walk) error {
+	res.LatencyMs = c.now().Sub(w.start).Milliseconds()
+	if !w.poisoned() { // a chain without a rules provider
+		if c.staleResult(req, res, len(c.Steps), c.now()) {
+			return nil
 		}
 	}
 	ex := &ExhaustedError{
-		AllCooling:    called == 0,
-		Poison:        called > 0 && called == rejected,
-		InvalidOutput: invalid > 0 && called == rejected+invalid,
-		ReopenAt:      reopen,
-		Last:          last,
+		AllCooling:    w.called == 0,
+		Poison:        w.poisoned(),
+		InvalidOutput: w.invalid > 0 && w.called == w.rejected+w.invalid,
+		ReopenAt:      w.reopen,
+		Last:          w.last,
 	}
 	res.Error = ex.Error()
-	return res, ex
+	return ex
 }
 
-// pass makes up to 1+MaxRetries attempts on one provider and returns its answer,
-// or the failure that ended the pass.
-func (c *Chain) pass(ctx context.Context, step Step, req Request, res *Result) (Response, *CallError) {
-	p, pol := step.Provider, step.Policy
+// pass makes up to 1+MaxRetries attempts on one provider and returns nil
+// with its answer in resp, or the failure that ended the pass.
+func (c *Chain) pass(ctx context.Context, step *Step, req *Request, res *Result, resp *Response) *CallError {
 	for retry := 0; ; retry++ {
 		started := c.now()
-		resp, err := callOnce(ctx, step, req)
-		attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds()}
-		if err == nil {
-			attempt.StopReason = unusualStop(resp.StopReason)
-			if problem := validate(resp, req.Schema); problem != nil {
-				attempt.Outcome, attempt.Class, attempt.Error = OutcomeFailed, ClassInvalidOutput, problem.Error()
-				res.Attempts = append(res.Attempts, attempt)
-				return resp, &CallError{Class: ClassInvalidOutput, Err: problem}
+		if err := callOnce(ctx, step, req, resp); err != nil {
+			failure := asCallError(err, ctx)
+			c.failedAttempt(step, started, failure, res)
+			if failure.Class == ClassCanceled {
+				return failure
 			}
-			res.Attempts = append(res.Attempts, attempt)
-			if err := c.State.RecordSuccess(ctx, p.Name()); err != nil {
-				c.logger().Warn("recording provider success", "provider", p.Name(), "err", err)
+			if stop := c.again(ctx, step, failure, retry); stop != nil {
+				return stop
 			}
-			return resp, nil
+			continue
 		}
-		failure := asCallError(err, ctx)
-		attempt.Outcome, attempt.Class, attempt.StatusCode = OutcomeFailed, failure.Class, failure.StatusCode
-		attempt.RetryAfterMs, attempt.Error = failure.RetryAfter.Milliseconds(), failure.Error()
-		res.Attempts = append(res.Attempts, attempt)
-		if failure.Class == ClassCanceled {
-			return resp, failure
-		}
-		coolNow := c.record(ctx, step, failure)
-		if coolNow || !failure.Class.Retryable() || retry >= pol.MaxRetries {
-			return resp, failure
-		}
-		if failure.RetryAfter > pol.MaxRetryWait {
-			// Not worth sleeping for: move on. With cooldowns on, record has
-			// already ended the pass above by opening one of the hint's length.
-			return resp, failure
-		}
-		delay := Backoff(retry, pol.BackoffBase, pol.BackoffMax, c.rand)
-		delay = max(delay, failure.RetryAfter)
-		if _, cooling := c.State.Cooling(p.Name(), c.now()); cooling {
-			return resp, failure // this request's own failures (or another worker's) tripped it
-		}
-		if err := wait.Sleep(ctx, delay); err != nil {
-			return resp, &CallError{Class: ClassCanceled, Err: err}
-		}
-		if _, cooling := c.State.Cooling(p.Name(), c.now()); cooling {
-			return resp, failure
-		}
+		return c.answered(ctx, step, req, started, resp, res)
 	}
+}
+
+// answered records an attempt that got an answer, and returns the failure
+// that makes it no answer at all: withheld, cut short, empty or not
+// matching the request's schema.
+func (c *Chain) answered(ctx context.Context, step *Step, req *Request, started time.Time, resp *Response, res *Result) *CallError {
+	p := step.Provider
+	attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds()}
+	attempt.StopReason = unusualStop(resp.StopReason)
+	if problem := validate(resp, req.Schema); problem != nil {
+		attempt.Outcome, attempt.Class, attempt.Error = OutcomeFailed, ClassInvalidOutput, problem.Error()
+		res.Attempts = append(res.Attempts, attempt)
+		return &CallError{Class: ClassInvalidOutput, Err: problem}
+	}
+	res.Attempts = append(res.Attempts, attempt)
+	if err := c.State.RecordSuccess(ctx, p.Name()); err != nil {
+		c.logger().Warn("recording provider success", "provider", p.Name(), "err", err)
+	}
+	return nil
+}
+
+// failedAttempt records an attempt that ended in failure.
+func (c *Chain) failedAttempt(step *Step, started time.Time, failure *CallError, res *Result) {
+	p := step.Provider
+	res.Attempts = append(res.Attempts, Attempt{
+		Provider: p.Name(), Model: p.Model(), Outcome: OutcomeFailed, LatencyMs: c.now().Sub(started).Milliseconds(),
+		Class: failure.Class, StatusCode: failure.StatusCode, RetryAfterMs: failure.RetryAfter.Milliseconds(),
+		Error: failure.Error(),
+	})
+}
+
+// again records a failed attempt with the state and, when the pass may try
+// the provider again, waits out the backoff (or the provider's wait hint).
+// It returns nil to try again, else the failure that ends the pass: failure
+// itself, or a cancellation that cut the wait short.
+func (c *Chain) again(ctx context.Context, step *Step, failure *CallError, retry int) *CallError {
+	name, pol := step.Provider.Name(), step.Policy
+	coolNow := c.record(ctx, step, failure)
+	if coolNow || !failure.Class.Retryable() || retry >= pol.MaxRetries {
+		return failure
+	}
+	if failure.RetryAfter > pol.MaxRetryWait {
+		// Not worth sleeping for: move on. With cooldowns on, record has
+		// already ended the pass above by opening one of the hint's length.
+		return failure
+	}
+	delay := Backoff(retry, pol.BackoffBase, pol.BackoffMax, c.rand)
+	delay = max(delay, failure.RetryAfter)
+	if _, cooling := c.State.Cooling(name, c.now()); cooling {
+		return failure // this request's own failures (or another worker's) tripped it
+	}
+	if err := wait.Sleep(ctx, delay); err != nil {
+		return &CallError{Class: ClassCanceled, Err: err}
+	}
+	if _, cooling := c.State.Cooling(name, c.now()); cooling {
+		return failure
+	}
+	return nil
 }
 
 // record feeds a counted failure to the state and reports whether it asked
 // for a cooldown at once (auth, a wait hint longer than max_retry_wait on any
 // retryable class), which ends the pass.
-func (c *Chain) record(ctx context.Context, step Step, failure *CallError) (coolNow bool) {
+func (c *Chain) record(ctx context.Context, step *Step, failure *CallError) (coolNow bool) {
 	if !failure.Class.Counts() {
 		return false
 	}
@@ -256,19 +335,23 @@ func hintCooldown(hint, maxCooldown time.Duration) time.Duration {
 	return d
 }
 
-func callOnce(ctx context.Context, step Step, req Request) (Response, error) {
-	if step.Policy.Timeout <= 0 {
-		return step.Provider.Call(ctx, req)
+// callOnce makes one attempt, under the provider's timeout, and leaves its
+// answer in resp.
+func callOnce(ctx context.Context, step *Step, req *Request, resp *Response) error {
+	cancel := context.CancelFunc(func() {})
+	if step.Policy.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, step.Policy.Timeout)
 	}
-	attemptCtx, cancel := context.WithTimeout(ctx, step.Policy.Timeout)
-	defer cancel()
-	return step.Provider.Call(attemptCtx, req)
+	r, err := step.Provider.Call(ctx, req)
+	cancel()
+	*resp = r
+	return err
 }
 
 // validate rejects a 2xx answer that must not win: withheld by a content
 // filter or a refusal, cut short, empty, or not satisfying the request's
 // schema.
-func validate(resp Response, schema *Schema) error {
+func validate(resp *Response, schema *Schema) error {
 	if problem := stopProblem(resp); problem != nil {
 		return problem
 	}

@@ -169,7 +169,7 @@ func TestFirstProviderAnswersWithoutDegrading(t *testing.T) {
 	primary, primarySrv := fakeProvider(t, "primary", providertest.OK(), chain.Policy{})
 	backup, backupSrv := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-	res, err := newChain(state, primary, backup).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "primary", 0)
 	if res.Content != "model-primary answers: hello" || res.Model != "model-primary" {
@@ -194,7 +194,7 @@ func TestServerErrorIsRetriedMaxRetriesTimesThenFallsBack(t *testing.T) {
 		chain.Policy{MaxRetries: 4, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-	res, err := newChain(state, primary, backup).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "backup", 1)
 	wantRequests(t, "primary", primarySrv, 5)
@@ -221,7 +221,7 @@ func TestCooldownOpenedMidPassStopsPlannedRetries(t *testing.T) {
 	})
 	backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-	res, err := newChain(state, primary, backup).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "backup", 1)
 	wantRequests(t, "primary", primarySrv, 2)
@@ -238,7 +238,7 @@ func TestCoolingProviderIsSkippedWithoutACall(t *testing.T) {
 	primary, primarySrv := fakeProvider(t, "primary", providertest.OK(), chain.Policy{})
 	backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-	res, err := newChain(state, primary, backup).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "backup", 1)
 	wantRequests(t, "primary", primarySrv, 0)
@@ -254,7 +254,7 @@ func TestAllCoolingIsExhaustedWithEarliestReopen(t *testing.T) {
 	primary, primarySrv := fakeProvider(t, "primary", providertest.OK(), chain.Policy{})
 	backup, backupSrv := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-	res, err := newChain(state, primary, backup).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
 
 	var ex *chain.ExhaustedError
 	if !errors.As(err, &ex) {
@@ -286,7 +286,7 @@ func TestBadRequestIsNeitherRetriedNorCounted(t *testing.T) {
 	})
 	backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-	res, err := newChain(state, primary, backup).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "backup", 1)
 	wantRequests(t, "primary", primarySrv, 1)
@@ -303,7 +303,7 @@ func TestPoisonRequestIsNotAnsweredByRules(t *testing.T) {
 	backup, _ := fakeProvider(t, "backup", providertest.Status(http.StatusUnprocessableEntity), chain.Policy{MaxRetries: 2})
 	template := chain.Step{Provider: chain.NewRules("template", nil, "try again later")}
 
-	res, err := newChain(state, primary, backup, template).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup, template).Run(context.Background(), &hello)
 
 	var ex *chain.ExhaustedError
 	if !errors.As(err, &ex) || !ex.Poison || ex.AllCooling {
@@ -323,7 +323,7 @@ func TestExhaustedErrorUnwrapsToLastFailure(t *testing.T) {
 	primary, _ := fakeProvider(t, "primary", providertest.Status(http.StatusServiceUnavailable), chain.Policy{})
 	backup, _ := fakeProvider(t, "backup", providertest.Status(http.StatusUnprocessableEntity), chain.Policy{})
 
-	_, err := newChain(newMemState(), primary, backup).Run(context.Background(), hello)
+	_, err := newChain(newMemState(), primary, backup).Run(context.Background(), &hello)
 
 	if !errors.Is(err, chain.ErrExhausted) {
 		t.Fatalf("Run error = %v, want it to match ErrExhausted", err)
@@ -343,7 +343,7 @@ func TestAllCoolingExhaustedErrorUnwrapsToNothing(t *testing.T) {
 	state.open("primary", time.Now().Add(time.Minute))
 	primary, _ := fakeProvider(t, "primary", providertest.OK(), chain.Policy{})
 
-	_, err := newChain(state, primary).Run(context.Background(), hello)
+	_, err := newChain(state, primary).Run(context.Background(), &hello)
 
 	var ex *chain.ExhaustedError
 	if !errors.As(err, &ex) {
@@ -361,7 +361,7 @@ func TestOutageIsAnsweredByRulesTemplate(t *testing.T) {
 	backup, _ := fakeProvider(t, "backup", providertest.Status(529), chain.Policy{})
 	template := chain.Step{Provider: chain.NewRules("template", nil, "try again later")}
 
-	res, err := newChain(state, primary, backup, template).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup, template).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "template", 2)
 	if res.Model != chain.RulesModel || res.Content != "try again later" {
@@ -379,7 +379,7 @@ func TestAuthFailureOpensAuthCooldownWithoutRetry(t *testing.T) {
 	})
 	backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-	res, err := newChain(state, primary, backup).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "backup", 1)
 	wantRequests(t, "primary", primarySrv, 1)
@@ -412,7 +412,7 @@ func TestRateLimitRetriesAfterRetryAfter(t *testing.T) {
 		Cooldown:     chain.CooldownPolicy{FailureThreshold: 3, Cooldown: time.Minute},
 	})
 
-	res, err := newChain(state, primary).Run(context.Background(), hello)
+	res, err := newChain(state, primary).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "primary", 0)
 	wantTrail(t, res, "primary failed rate_limit 429", "primary ok  0")
@@ -442,7 +442,7 @@ func TestLongRetryAfterOpensCooldownInsteadOfWaiting(t *testing.T) {
 	})
 	backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-	res, err := newChain(state, primary, backup).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "backup", 1)
 	wantRequests(t, "primary", primarySrv, 1)
@@ -475,7 +475,7 @@ func TestLongRetryAfterOnServerErrorDoesNotSleep(t *testing.T) {
 	)
 	go func() {
 		defer close(done)
-		res, err = newChain(state, primary, backup).Run(context.Background(), hello)
+		res, err = newChain(state, primary, backup).Run(context.Background(), &hello)
 	}()
 	select {
 	case <-done:
@@ -502,7 +502,7 @@ func TestInvalidOutputMovesOnWithoutCounting(t *testing.T) {
 			})
 			backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-			res, err := newChain(state, primary, backup).Run(context.Background(), hello)
+			res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
 
 			wantAnswer(t, res, err, "backup", 1)
 			wantRequests(t, "primary", primarySrv, 1)
@@ -525,7 +525,7 @@ func TestAttemptTimeoutIsRetried(t *testing.T) {
 	})
 	backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-	res, err := newChain(state, primary, backup).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "backup", 1)
 	wantRequests(t, "primary", primarySrv, 2)
@@ -546,7 +546,7 @@ func TestRefusedConnectionIsNetwork(t *testing.T) {
 	}
 	backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-	res, err := newChain(state, primary, backup).Run(context.Background(), hello)
+	res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "backup", 1)
 	wantTrail(t, res, "primary failed network 0", "primary failed network 0", "backup ok  0")
@@ -574,7 +574,7 @@ func TestCancelDuringCallReturnsPromptlyWithoutExhausting(t *testing.T) {
 		cancel()
 	}()
 
-	res, err := newChain(state, primary, backup).Run(ctx, hello)
+	res, err := newChain(state, primary, backup).Run(ctx, &hello)
 	returned := time.Now()
 
 	if err == nil {
@@ -607,7 +607,7 @@ func TestSuccessResetsConsecutiveFailures(t *testing.T) {
 		Cooldown:   chain.CooldownPolicy{FailureThreshold: 3, Cooldown: time.Minute},
 	})
 
-	res, err := newChain(state, primary).Run(context.Background(), hello)
+	res, err := newChain(state, primary).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "primary", 0)
 	wantTrail(t, res, "primary failed server 500", "primary failed server 500", "primary ok  0")
@@ -630,14 +630,14 @@ func TestCostAtTheAnsweringProvidersPrice(t *testing.T) {
 	}
 	priced, _ := fakeProvider(t, "priced", usage, chain.Policy{})
 	priced.Price = &chain.Price{InputPerMTok: 2.5, OutputPerMTok: 10}
-	res, err := newChain(newMemState(), priced).Run(context.Background(), hello)
+	res, err := newChain(newMemState(), priced).Run(context.Background(), &hello)
 	wantAnswer(t, res, err, "priced", 0)
 	// 2000 × 2.5 / 1e6 + 300 × 10 / 1e6
 	if res.Cost == nil || *res.Cost < 0.008-1e-12 || *res.Cost > 0.008+1e-12 {
 		t.Errorf("cost %v, want 0.008", res.Cost)
 	}
 	free, _ := fakeProvider(t, "free", usage, chain.Policy{})
-	res, err = newChain(newMemState(), free).Run(context.Background(), hello)
+	res, err = newChain(newMemState(), free).Run(context.Background(), &hello)
 	wantAnswer(t, res, err, "free", 0)
 	if res.Cost != nil {
 		t.Errorf("cost %v without a price, want none", *res.Cost)

@@ -33,7 +33,7 @@ func adapterFor(t *testing.T, f providertest.Flavor, script providertest.Script)
 func callFlavor(t *testing.T, f providertest.Flavor, script providertest.Script) (chain.Response, error) {
 	t.Helper()
 	p, _ := adapterFor(t, f, script)
-	return p.Call(context.Background(), hello)
+	return p.Call(context.Background(), &hello)
 }
 
 // reply is a script answering every request with r.

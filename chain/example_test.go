@@ -87,7 +87,7 @@ func Example() {
 	req := chain.Request{ID: "req-1", Messages: []chain.Message{{Role: "user", Content: "hello"}}}
 
 	for range 2 {
-		res, err := c.Run(context.Background(), req)
+		res, err := c.Run(context.Background(), &req)
 		if err != nil {
 			fmt.Println("failed:", err)
 			return

@@ -50,7 +50,7 @@ func TestRetryWaitsForRetryAfterMs(t *testing.T) {
 	script := providertest.Sequence(providertest.WithHeader("retry-after-ms", "300", providertest.Status(429)), providertest.OK())
 	step, srv := fakeProvider(t, "primary", script, chain.Policy{MaxRetries: 1, MaxRetryWait: time.Second})
 
-	res, err := newChain(newMemState(), step).Run(context.Background(), hello)
+	res, err := newChain(newMemState(), step).Run(context.Background(), &hello)
 
 	wantAnswer(t, res, err, "primary", 0)
 	if res.Attempts[0].RetryAfterMs != 300 {

@@ -66,7 +66,7 @@ type openAIResponse struct {
 }
 
 // Call sends one chat completion.
-func (o *OpenAI) Call(ctx context.Context, req Request) (Response, error) {
+func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 	body, err := json.Marshal(openAIRequest{Model: o.model, Messages: req.Messages, MaxTokens: req.MaxTokens, Temperature: req.Temperature})
 	if err != nil {
 		return Response{}, &CallError{Class: ClassRequest, Err: err}

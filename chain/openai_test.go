@@ -22,7 +22,7 @@ func callOnce(t *testing.T, reply providertest.Reply) (chain.Response, error) {
 	t.Helper()
 	srv := providertest.New(providertest.OpenAI, func(int, providertest.Request) providertest.Reply { return reply })
 	t.Cleanup(srv.Close)
-	return chain.NewOpenAI("primary", srv.URL, "gpt-test", testKey, nil).Call(context.Background(), hello)
+	return chain.NewOpenAI("primary", srv.URL, "gpt-test", testKey, nil).Call(context.Background(), &hello)
 }
 
 // wantCallError asserts err is a *chain.CallError and returns it.
@@ -49,7 +49,7 @@ func TestOpenAISendsModelMessagesOptionsAndBearerKey(t *testing.T) {
 		Temperature: &temperature,
 	}
 
-	resp, err := chain.NewOpenAI("primary", srv.URL+"/", "gpt-test", testKey, nil).Call(context.Background(), req)
+	resp, err := chain.NewOpenAI("primary", srv.URL+"/", "gpt-test", testKey, nil).Call(context.Background(), &req)
 	if err != nil {
 		t.Fatalf("Call: %v", err)
 	}
@@ -94,10 +94,10 @@ func TestOpenAISendsZeroTemperatureButOmitsUnset(t *testing.T) {
 	p := chain.NewOpenAI("primary", srv.URL, "gpt-test", "", nil)
 	zero := 0.0
 
-	if _, err := p.Call(context.Background(), chain.Request{Messages: hello.Messages, Temperature: &zero}); err != nil {
+	if _, err := p.Call(context.Background(), &chain.Request{Messages: hello.Messages, Temperature: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Call(context.Background(), chain.Request{Messages: hello.Messages}); err != nil {
+	if _, err := p.Call(context.Background(), &chain.Request{Messages: hello.Messages}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -207,7 +207,7 @@ func TestOpenAIRetryAfterHTTPDate(t *testing.T) {
 func TestOpenAIMalformedBodyIsInvalidOutput(t *testing.T) {
 	srv := providertest.New(providertest.OpenAI, providertest.Malformed())
 	t.Cleanup(srv.Close)
-	_, err := chain.NewOpenAI("primary", srv.URL, "gpt-test", testKey, nil).Call(context.Background(), hello)
+	_, err := chain.NewOpenAI("primary", srv.URL, "gpt-test", testKey, nil).Call(context.Background(), &hello)
 	if ce := wantCallError(t, err); ce.Class != chain.ClassInvalidOutput {
 		t.Errorf("class %v, want invalid_output", ce.Class)
 	}
@@ -216,7 +216,7 @@ func TestOpenAIMalformedBodyIsInvalidOutput(t *testing.T) {
 func TestOpenAITruncatedAnswerIsFlagged(t *testing.T) {
 	srv := providertest.New(providertest.OpenAI, providertest.Truncated())
 	t.Cleanup(srv.Close)
-	resp, err := chain.NewOpenAI("primary", srv.URL, "gpt-test", testKey, nil).Call(context.Background(), hello)
+	resp, err := chain.NewOpenAI("primary", srv.URL, "gpt-test", testKey, nil).Call(context.Background(), &hello)
 	if err != nil || !resp.Truncated {
 		t.Errorf("Call = %+v, %v; want a truncated response", resp, err)
 	}

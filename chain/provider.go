@@ -14,8 +14,10 @@ type Provider interface {
 	Name() string
 	// Model is the configured model, reported when the answer names none.
 	Model() string
-	// Call makes one attempt. A failure is returned as a *CallError.
-	Call(ctx context.Context, req Request) (Response, error)
+	// Call makes one attempt. A failure is returned as a *CallError. It
+	// only reads req, which is a pointer so that the worker's stack, held
+	// for the whole wait on the provider, keeps one copy of it.
+	Call(ctx context.Context, req *Request) (Response, error)
 }
 
 // Message is one turn of the conversation.

@@ -36,7 +36,7 @@ func (r *Rules) Name() string { return r.name }
 func (r *Rules) Model() string { return RulesModel }
 
 // Call picks the first rule matching the last user message.
-func (r *Rules) Call(_ context.Context, req Request) (Response, error) {
+func (r *Rules) Call(_ context.Context, req *Request) (Response, error) {
 	text := ""
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if req.Messages[i].Role == "user" {

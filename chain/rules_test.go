@@ -39,7 +39,7 @@ func TestRulesAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := rules.Call(context.Background(), chain.Request{Messages: tt.messages})
+			resp, err := rules.Call(context.Background(), &chain.Request{Messages: tt.messages})
 			if err != nil {
 				t.Fatalf("Call: %v", err)
 			}
@@ -54,7 +54,7 @@ func TestRulesAnswers(t *testing.T) {
 // message and shadow the rules after it.
 func TestRulesEmptyMatchNeverMatches(t *testing.T) {
 	rules := chain.NewRules("template", []chain.Rule{{Match: []string{""}, Reply: "empty"}}, "default reply")
-	resp, _ := rules.Call(context.Background(), chain.Request{Messages: []chain.Message{{Role: "user", Content: "anything"}}})
+	resp, _ := rules.Call(context.Background(), &chain.Request{Messages: []chain.Message{{Role: "user", Content: "anything"}}})
 	if resp.Content != "default reply" {
 		t.Errorf("Call = %q, want the default reply", resp.Content)
 	}

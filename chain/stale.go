@@ -54,12 +54,13 @@ type StaleAnswer struct {
 	Until     time.Time
 }
 
-// staleResult is the result of a stale answer standing in at position pos,
-// or false when there is none or it is too old at now.
-func (c *Chain) staleResult(req Request, res Result, pos int, now time.Time) (Result, bool) {
+// staleResult makes res the result of a stale answer standing in at
+// position pos, or reports false, leaving res alone, when there is none or
+// it is too old at now.
+func (c *Chain) staleResult(req *Request, res *Result, pos int, now time.Time) bool {
 	s := req.Stale
 	if s == nil || !now.Before(s.Until) {
-		return res, false
+		return false
 	}
 	res.Status = StatusOK
 	res.Content, res.Provider, res.Model, res.Usage = s.Content, s.Provider, s.Model, s.Usage
@@ -71,7 +72,7 @@ func (c *Chain) staleResult(req Request, res Result, pos int, now time.Time) (Re
 	res.Cache = CacheStale
 	res.AgeS = AgeSeconds(s.CreatedAt, now)
 	res.Error = ""
-	return res, true
+	return true
 }
 
 // AgeSeconds is the whole seconds from created to now, never negative.

@@ -12,11 +12,11 @@ import (
 
 // staleHello is hello carrying a stale answer of backup's that may stand
 // in until until.
-func staleHello(created, until time.Time) chain.Request {
+func staleHello(created, until time.Time) *chain.Request {
 	req := hello
 	req.Stale = &chain.StaleAnswer{Content: "remembered", Provider: "backup", Model: "model-backup",
 		Usage: chain.Usage{PromptTokens: 3, CompletionTokens: 4}, CreatedAt: created, Until: until}
-	return req
+	return &req
 }
 
 func TestStaleAnswerStandsInBeforeRulesProvider(t *testing.T) {

@@ -54,7 +54,7 @@ func unusualStop(reason string) string {
 
 // stopProblem rejects an answer that a filter or a refusal ended: the text
 // it has, if any, is a fragment or an apology, not the answer asked for.
-func stopProblem(resp Response) error {
+func stopProblem(resp *Response) error {
 	switch {
 	case resp.Refusal != "":
 		return errors.New("provider refused: " + text.Cut(resp.Refusal, maxRefusalText))

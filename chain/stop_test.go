@@ -59,7 +59,7 @@ func TestAnswerStoppedEarlyFallsThrough(t *testing.T) {
 				p, srv := adapterFor(t, f, tc.script)
 				backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
 
-				res, err := newChain(state, chain.Step{Provider: p, Policy: chain.Policy{MaxRetries: 2}}, backup).Run(context.Background(), hello)
+				res, err := newChain(state, chain.Step{Provider: p, Policy: chain.Policy{MaxRetries: 2}}, backup).Run(context.Background(), &hello)
 
 				wantAnswer(t, res, err, "backup", 1)
 				first := res.Attempts[0]
@@ -92,7 +92,7 @@ func TestNormalStopsAnswer(t *testing.T) {
 			}
 			state := newMemState()
 			p, _ := adapterFor(t, f, reply(providertest.Reply{Content: "fine", FinishReason: reason}))
-			res, err := newChain(state, chain.Step{Provider: p}).Run(context.Background(), hello)
+			res, err := newChain(state, chain.Step{Provider: p}).Run(context.Background(), &hello)
 			if err != nil || res.Attempts[0].StopReason != "" {
 				t.Errorf("%s %s: attempt %+v, %v; want an answer with no stop reason recorded", f, reason, res.Attempts, err)
 			}

@@ -31,7 +31,7 @@ func TestProviderUsageIsBounded(t *testing.T) {
 				if flavor == providertest.Anthropic {
 					p = chain.NewAnthropic("p", srv.URL, "m", "", nil)
 				}
-				resp, err := p.Call(context.Background(), chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+				resp, err := p.Call(context.Background(), &chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -57,7 +57,7 @@ func TestCostIsLeftOutWhenNotFinite(t *testing.T) {
 				return providertest.Reply{Status: 200, Content: "ok", Usage: &providertest.Usage{Prompt: 10, Completion: 10}}
 			}, chain.Policy{})
 			step.Price = &price
-			res, err := newChain(newMemState(), step).Run(context.Background(), hello)
+			res, err := newChain(newMemState(), step).Run(context.Background(), &hello)
 			if err != nil {
 				t.Fatal(err)
 			}

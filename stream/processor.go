@@ -32,8 +32,11 @@ const (
 )
 
 // Runner runs one request through a chain; *chain.Chain implements it.
+//
+// Run only reads req, which is a pointer so that the worker's stack, held
+// for the whole wait on a provider, keeps one copy of it.
 type Runner interface {
-	Run(ctx context.Context, req chain.Request) (chain.Result, error)
+	Run(ctx context.Context, req *chain.Request) (chain.Result, error)
 }
 
 // ProcessorConfig holds what a Processor needs besides its connections. Its
@@ -147,14 +150,24 @@ func NewProcessor(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cf
 func (p *Processor) Handle(ctx context.Context, chainName string, msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
-		p.cfg.Logger.Error("delivery without JetStream metadata", "subject", msg.Subject(), "err", err)
-		_ = msg.Term()
+		p.noMetadata(msg, err)
 		return
 	}
 	d := delivery{p: p, chain: chainName, msg: msg, meta: meta, started: p.cfg.Now()}
 	p.cfg.Metrics.InFlight(1)
 	defer p.cfg.Metrics.InFlight(-1)
-	d.handle(ctx)
+	// Admitting and running are siblings rather than one function: what the
+	// admission needs is off the stack while a provider is waited on (see
+	// chain.Chain.Run).
+	if runner := d.admit(ctx); runner != nil {
+		d.run(ctx, runner)
+	}
+}
+
+// noMetadata terminates a message that is not a JetStream delivery.
+func (p *Processor) noMetadata(msg jetstream.Msg, err error) {
+	p.cfg.Logger.Error("delivery without JetStream metadata", "subject", msg.Subject(), "err", err)
+	_ = msg.Term()
 }
 
 // delivery is one message being processed.
@@ -171,11 +184,14 @@ func (d *delivery) log() *slog.Logger {
 	return d.p.cfg.Logger.With("chain", d.chain, "seq", d.meta.Sequence.Stream, "id", d.req.ID)
 }
 
-func (d *delivery) handle(ctx context.Context) {
+// admit decodes the delivery and returns the runner of its chain, or nil
+// once it has settled the delivery: refused, dead-lettered, already
+// answered, expired, or handed back to be looked at again.
+func (d *delivery) admit(ctx context.Context) Runner {
 	data := d.msg.Data()
 	if len(data) > d.p.cfg.MaxPayload {
 		d.refuse(ctx, deadletter.ReasonTooLarge, fmt.Errorf("payload of %d bytes exceeds DETOUR_MAX_PAYLOAD %d", len(data), d.p.cfg.MaxPayload))
-		return
+		return nil
 	}
 	req, err := wire.DecodeRequest(data, d.msg.Headers(), d.meta.Sequence.Stream, d.p.cfg.ReplyPrefixes)
 	if err != nil {
@@ -184,13 +200,13 @@ func (d *delivery) handle(ctx context.Context) {
 			reason = deadletter.ReasonBadReplySubject
 		}
 		d.refuse(ctx, reason, err)
-		return
+		return nil
 	}
 	d.req = req
 	runner, ok := d.p.cfg.Chains[d.chain]
 	if !ok {
 		d.deadLetter(ctx, deadletter.ReasonBadRequest, fmt.Errorf("no chain named %q is configured", d.chain), nil)
-		return
+		return nil
 	}
 	// A redelivery is checked for an answer before its deadline: one answered
 	// just in time whose ack was lost must not be expired after the fact.
@@ -206,55 +222,78 @@ func (d *delivery) handle(ctx context.Context) {
 			// delivery happens to fail a store.
 			d.p.resultStored(ctx, err)
 			d.nak(retryDelayBase, metrics.NakError)
-			return
+			return nil
 		}
 		if answered {
 			_ = d.msg.Ack()
 			d.p.cfg.Metrics.Settled(d.chain, metrics.OutcomeAlreadyAnswered)
-			return
+			return nil
 		}
 	}
-	deadline := d.deadline()
-	if !d.started.Before(deadline) {
+	if !d.started.Before(d.deadline()) {
 		d.expire(ctx, nil)
-		return
+		return nil
 	}
-	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
+	return runner
+}
+
+// run runs an admitted delivery's request through runner, under its
+// deadline and the heartbeat, and settles the delivery with the outcome.
+func (d *delivery) run(ctx context.Context, runner Runner) {
+	runCtx, cancelRun := context.WithDeadline(ctx, d.deadline())
 	defer cancelRun()
 	// Compiling a schema can take a while too: it runs under the heartbeat,
 	// and a shutdown or the deadline ends the wait for it.
 	stopBeat := d.heartbeat(runCtx)
-	chainReq, err := d.req.ChainRequest(runCtx, d.p.schemas)
-	if err != nil {
+	var chainReq chain.Request
+	if err := d.chainRequest(runCtx, &chainReq); err != nil {
 		stopBeat()
-		switch {
-		case ctx.Err() != nil:
-			d.nak(0, metrics.NakShutdown)
-		case runCtx.Err() != nil:
-			d.expire(ctx, nil)
-		default:
-			d.deadLetter(ctx, deadletter.ReasonBadRequest, err, nil)
-		}
+		d.unrunnable(ctx, runCtx, err)
 		return
 	}
-	res, err := runner.Run(runCtx, chainReq)
+	res, err := runner.Run(runCtx, &chainReq)
 	stopBeat()
-	d.annotate(&res)
+	d.settle(ctx, &res, err)
+}
+
+// chainRequest makes the request the chain runs, compiling its schema.
+func (d *delivery) chainRequest(ctx context.Context, out *chain.Request) (err error) {
+	*out, err = d.req.ChainRequest(ctx, d.p.schemas)
+	return err
+}
+
+// unrunnable settles a delivery whose chain request could not be made: by
+// a shutdown, the deadline, or a schema that does not compile.
+func (d *delivery) unrunnable(ctx, runCtx context.Context, err error) {
+	switch {
+	case ctx.Err() != nil:
+		d.nak(0, metrics.NakShutdown)
+	case runCtx.Err() != nil:
+		d.expire(ctx, nil)
+	default:
+		d.deadLetter(ctx, deadletter.ReasonBadRequest, err, nil)
+	}
+}
+
+// settle ends a delivery whose request ran: answered, dead-lettered, handed
+// back to be retried, or expired.
+func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
+	d.annotate(res)
 	d.p.cfg.Metrics.Attempts(res.Attempts)
-	d.p.cfg.Metrics.Usage(res)
+	d.p.cfg.Metrics.Usage(*res)
 	var exhausted *chain.ExhaustedError
 	switch {
 	case err == nil:
-		d.answer(ctx, res)
+		d.answer(ctx, *res)
 	case errors.As(err, &exhausted) && exhausted.Poison:
-		d.fail(ctx, deadletter.ReasonPoison, res, err)
+		d.fail(ctx, deadletter.ReasonPoison, *res, err)
 	case errors.As(err, &exhausted) && exhausted.InvalidOutput && d.meta.NumDelivered >= d.p.cfg.MaxInvalidDeliveries:
 		// No outage is to blame and the same answers came back every time:
 		// waiting for the deadline would pay every provider once a minute
 		// for a day.
-		d.fail(ctx, deadletter.ReasonInvalidOutput, res, err)
+		d.fail(ctx, deadletter.ReasonInvalidOutput, *res, err)
 	case errors.As(err, &exhausted):
-		d.retryLater(ctx, res, exhausted)
+		d.retryLater(ctx, *res, exhausted)
 	case ctx.Err() != nil:
 		// Shutdown: hand the request to another processor at once.
 		d.nak(0, metrics.NakShutdown)

@@ -20,7 +20,7 @@ import (
 // countingRunner answers every request and counts the calls.
 type countingRunner struct{ calls atomic.Int32 }
 
-func (r *countingRunner) Run(_ context.Context, req chain.Request) (chain.Result, error) {
+func (r *countingRunner) Run(_ context.Context, req *chain.Request) (chain.Result, error) {
 	r.calls.Add(1)
 	return chain.Result{ID: req.ID, Status: chain.StatusOK, Content: "fresh", Provider: "p", Model: "m"}, nil
 }

@@ -217,7 +217,7 @@ func replySubject(id, replyTo string, replyPrefixes []string) (string, error) {
 // also bounds the wait, returning once ctx ends), else directly. A schema
 // that does not compile makes the request a bad one: the error wraps
 // ErrBadRequest, and ctx's error when ctx ended first.
-func (d Decoded) ChainRequest(ctx context.Context, schemas *chain.SchemaCache) (chain.Request, error) {
+func (d *Decoded) ChainRequest(ctx context.Context, schemas *chain.SchemaCache) (chain.Request, error) {
 	req := chain.Request{ID: d.ID, Messages: d.Messages, MaxTokens: d.MaxTokens, Temperature: d.Temperature,
 		Cache: d.cacheControl()}
 	if d.ResponseSchema == nil {

@@ -84,7 +84,7 @@ chains:
 				if err != nil {
 					t.Fatal(err)
 				}
-				res, err := built["default"].Run(ctx, chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+				res, err := built["default"].Run(ctx, &chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
 				if err == nil {
 					t.Fatalf("run succeeded: %+v", res)
 				}
