@@ -50,19 +50,25 @@ type openAIRequest struct {
 	Temperature *float64  `json:"temperature,omitempty"`
 }
 
+// openAIResponse and what it holds are decoded one level of nesting at a
+// time (decodeOpenAIAnswer).
 type openAIResponse struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content string  `json:"content"`
-			Refusal *string `json:"refusal"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
+	Model   string            `json:"model"`
+	Choices []json.RawMessage `json:"choices"`
+	Usage   struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
+}
+
+type openAIChoice struct {
+	Message      json.RawMessage `json:"message"`
+	FinishReason string          `json:"finish_reason"`
+}
+
+type openAIMessage struct {
+	Content string  `json:"content"`
+	Refusal *string `json:"refusal"`
 }
 
 // Call sends one chat completion.
@@ -82,21 +88,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 	if status/100 != 2 {
 		return Response{}, httpFailure(status, respHeader, data, o.apiKey)
 	}
-	var out openAIResponse
-	decodeErr := json.Unmarshal(data, &out)
-	resp := Response{Model: out.Model, Usage: reportedUsage(out.Usage.PromptTokens, out.Usage.CompletionTokens)}
-	if len(out.Choices) > 0 {
-		choice := out.Choices[0]
-		resp.Content, resp.StopReason = choice.Message.Content, choice.FinishReason
-		resp.Truncated = isTruncatedStop(choice.FinishReason)
-		// The API sends "refusal": null on every answer; some gateways "".
-		if r := choice.Message.Refusal; r != nil && !isBlank(*r) {
-			resp.Refusal = *r
-			if unusualStop(resp.StopReason) == "" {
-				resp.StopReason = stopRefusal
-			}
-		}
-	}
+	resp, decodeErr := decodeOpenAIAnswer(data)
 	if decodeErr != nil || (isBlank(resp.Content) && resp.Refusal == "") {
 		if failure := answerFailure(status, respHeader, data, o.apiKey); failure != nil {
 			return Response{}, failure
@@ -106,6 +98,41 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 		return Response{}, &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", decodeErr)}
 	}
 	return resp, nil
+}
+
+// decodeOpenAIAnswer reads a chat completion's model, usage and first
+// choice; the error is the first decoding failure, with what could be read
+// still returned. It decodes one level of nesting at a time, json.RawMessage
+// below: encoding/json's decoder spends about 1 KiB of stack per level, on
+// a worker's stack that stays within 8 KiB only when the answer's three
+// levels are not decoded at once (Chain.Run).
+func decodeOpenAIAnswer(data []byte) (Response, error) {
+	var out openAIResponse
+	decodeErr := json.Unmarshal(data, &out)
+	resp := Response{Model: out.Model, Usage: reportedUsage(out.Usage.PromptTokens, out.Usage.CompletionTokens)}
+	if len(out.Choices) == 0 {
+		return resp, decodeErr
+	}
+	var choice openAIChoice
+	if err := json.Unmarshal(out.Choices[0], &choice); err != nil && decodeErr == nil {
+		decodeErr = err
+	}
+	var msg openAIMessage
+	if len(choice.Message) > 0 {
+		if err := json.Unmarshal(choice.Message, &msg); err != nil && decodeErr == nil {
+			decodeErr = err
+		}
+	}
+	resp.Content, resp.StopReason = msg.Content, choice.FinishReason
+	resp.Truncated = isTruncatedStop(choice.FinishReason)
+	// The API sends "refusal": null on every answer; some gateways "".
+	if r := msg.Refusal; r != nil && !isBlank(*r) {
+		resp.Refusal = *r
+		if unusualStop(resp.StopReason) == "" {
+			resp.StopReason = stopRefusal
+		}
+	}
+	return resp, decodeErr
 }
 
 // DefaultHTTPClient is shared by adapters built without a client. It has no
