@@ -45,17 +45,23 @@ type anthropicRequest struct {
 	Temperature *float64  `json:"temperature,omitempty"`
 }
 
+// anthropicResponse, anthropicUsage and anthropicBlock are decoded one
+// after the other (decodeAnthropicAnswer).
 type anthropicResponse struct {
-	Model   string `json:"model"`
-	Content []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"content"`
-	StopReason string `json:"stop_reason"`
-	Usage      struct {
-		InputTokens  int `json:"input_tokens"`
-		OutputTokens int `json:"output_tokens"`
-	} `json:"usage"`
+	Model      string            `json:"model"`
+	Content    []json.RawMessage `json:"content"`
+	StopReason string            `json:"stop_reason"`
+	Usage      json.RawMessage   `json:"usage"`
+}
+
+type anthropicBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type anthropicUsage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
 }
 
 // Call sends one message request. System messages are joined into the
@@ -92,15 +98,8 @@ func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
 	if status/100 != 2 {
 		return Response{}, httpFailure(status, respHeader, respBody, a.apiKey)
 	}
-	var out anthropicResponse
-	decodeErr := json.Unmarshal(respBody, &out)
-	var text strings.Builder
-	for _, block := range out.Content {
-		if block.Type == "text" {
-			text.WriteString(block.Text)
-		}
-	}
-	if decodeErr != nil || isBlank(text.String()) {
+	resp, decodeErr := decodeAnthropicAnswer(respBody)
+	if decodeErr != nil || isBlank(resp.Content) {
 		// A gateway's {"type":"error",...} or {"error":...} sent with 200.
 		if failure := answerFailure(status, respHeader, respBody, a.apiKey); failure != nil {
 			return Response{}, failure
@@ -109,11 +108,40 @@ func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
 	if decodeErr != nil {
 		return Response{}, &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", decodeErr)}
 	}
+	return resp, nil
+}
+
+// decodeAnthropicAnswer reads a message's model, text, stop reason and
+// usage; the error is the first decoding failure, with what could be read
+// still returned. It decodes one level of nesting at a time, the usage and
+// each content block on their own: encoding/json's decoder spends about
+// 1 KiB of stack per level, and a block's text decoded with the rest took a
+// worker's stack past 8 KiB (Chain.Run).
+func decodeAnthropicAnswer(data []byte) (Response, error) {
+	var out anthropicResponse
+	decodeErr := json.Unmarshal(data, &out)
+	keep := func(err error) {
+		if err != nil && decodeErr == nil {
+			decodeErr = err
+		}
+	}
+	var usage anthropicUsage
+	if len(out.Usage) > 0 {
+		keep(json.Unmarshal(out.Usage, &usage))
+	}
+	var text strings.Builder
+	for _, raw := range out.Content {
+		var block anthropicBlock
+		keep(json.Unmarshal(raw, &block))
+		if block.Type == "text" {
+			text.WriteString(block.Text)
+		}
+	}
 	return Response{
 		Content:    text.String(),
 		Model:      out.Model,
 		Truncated:  isTruncatedStop(out.StopReason),
 		StopReason: out.StopReason,
-		Usage:      reportedUsage(out.Usage.InputTokens, out.Usage.OutputTokens),
-	}, nil
+		Usage:      reportedUsage(usage.InputTokens, usage.OutputTokens),
+	}, decodeErr
 }

@@ -50,15 +50,17 @@ type openAIRequest struct {
 	Temperature *float64  `json:"temperature,omitempty"`
 }
 
-// openAIResponse and what it holds are decoded one level of nesting at a
-// time (decodeOpenAIAnswer).
+// openAIResponse, openAIUsage, openAIChoice and openAIMessage are decoded
+// one after the other (decodeOpenAIAnswer).
 type openAIResponse struct {
 	Model   string            `json:"model"`
 	Choices []json.RawMessage `json:"choices"`
-	Usage   struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
+	Usage   json.RawMessage   `json:"usage"`
+}
+
+type openAIUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
 }
 
 type openAIChoice struct {
@@ -102,34 +104,43 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 
 // decodeOpenAIAnswer reads a chat completion's model, usage and first
 // choice; the error is the first decoding failure, with what could be read
-// still returned. It decodes one level of nesting at a time, json.RawMessage
-// below: encoding/json's decoder spends about 1 KiB of stack per level, on
-// a worker's stack that stays within 8 KiB only when the answer's three
-// levels are not decoded at once (Chain.Run).
+// still returned. It decodes one level of nesting at a time, the usage,
+// each choice and then its message on their own: encoding/json's decoder
+// spends about 1 KiB of stack per level, and the content's three levels at
+// once took a worker's stack past 8 KiB (Chain.Run). Every choice is
+// decoded, so that a malformed one fails the answer as it would in one
+// pass.
 func decodeOpenAIAnswer(data []byte) (Response, error) {
 	var out openAIResponse
 	decodeErr := json.Unmarshal(data, &out)
-	resp := Response{Model: out.Model, Usage: reportedUsage(out.Usage.PromptTokens, out.Usage.CompletionTokens)}
-	if len(out.Choices) == 0 {
-		return resp, decodeErr
-	}
-	var choice openAIChoice
-	if err := json.Unmarshal(out.Choices[0], &choice); err != nil && decodeErr == nil {
-		decodeErr = err
-	}
-	var msg openAIMessage
-	if len(choice.Message) > 0 {
-		if err := json.Unmarshal(choice.Message, &msg); err != nil && decodeErr == nil {
+	keep := func(err error) {
+		if err != nil && decodeErr == nil {
 			decodeErr = err
 		}
 	}
-	resp.Content, resp.StopReason = msg.Content, choice.FinishReason
-	resp.Truncated = isTruncatedStop(choice.FinishReason)
-	// The API sends "refusal": null on every answer; some gateways "".
-	if r := msg.Refusal; r != nil && !isBlank(*r) {
-		resp.Refusal = *r
-		if unusualStop(resp.StopReason) == "" {
-			resp.StopReason = stopRefusal
+	var usage openAIUsage
+	if len(out.Usage) > 0 {
+		keep(json.Unmarshal(out.Usage, &usage))
+	}
+	resp := Response{Model: out.Model, Usage: reportedUsage(usage.PromptTokens, usage.CompletionTokens)}
+	for i, raw := range out.Choices {
+		var choice openAIChoice
+		var msg openAIMessage
+		keep(json.Unmarshal(raw, &choice))
+		if len(choice.Message) > 0 {
+			keep(json.Unmarshal(choice.Message, &msg))
+		}
+		if i > 0 {
+			continue
+		}
+		resp.Content, resp.StopReason = msg.Content, choice.FinishReason
+		resp.Truncated = isTruncatedStop(choice.FinishReason)
+		// The API sends "refusal": null on every answer; some gateways "".
+		if r := msg.Refusal; r != nil && !isBlank(*r) {
+			resp.Refusal = *r
+			if unusualStop(resp.StopReason) == "" {
+				resp.StopReason = stopRefusal
+			}
 		}
 	}
 	return resp, decodeErr

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -33,7 +34,7 @@ func FuzzOpenAIAnswer(f *testing.F) {
 		`{"choices":[{"message":{"content":"","refusal":"I can't help with that."},"finish_reason":"stop"}]}`,
 		`{"choices":[{"message":{"content":"cut"},"finish_reason":"length"}],"usage":null}`,
 		`{"choices":[null,{"message":{"content":"second"}}]}`, `{"choices":[{"message":null}]}`,
-		`{"choices":[5]}`, `{"choices":[{"message":{"content":5}}]}`, `{"choices":{}}`, `{"choices":[{"message":"x"}]}`,
+		`{"choices":[{"message":{"content":"first"}},{"message":5}]}`, `{"choices":[5]}`, `{"choices":[{"message":{"content":5}}]}`, `{"choices":{}}`, `{"choices":[{"message":"x"}]}`,
 		`{"error":{"message":"overloaded","code":529}}`, `{}`, `null`, `[]`, ``, `{"choices":[`,
 	} {
 		f.Add([]byte(seed))
@@ -59,6 +60,58 @@ func FuzzOpenAIAnswer(f *testing.F) {
 				}
 			}
 		}
+		if got != want {
+			t.Fatalf("decoded %+v, one pass %+v, for %q", got, want, body)
+		}
+	})
+}
+
+// anthropicAnswerAtOnce is the message decoded in one pass, as
+// decodeAnthropicAnswer must agree with.
+type anthropicAnswerAtOnce struct {
+	Model   string `json:"model"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	StopReason string `json:"stop_reason"`
+	Usage      struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+// FuzzAnthropicAnswer feeds the message decoder whatever a provider or a
+// gateway might answer with a 2xx: no panic; an error exactly when the
+// one-pass decode fails; and, when neither fails, the same model, text,
+// stop reason and usage.
+func FuzzAnthropicAnswer(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`,
+		`{"content":[{"type":"thinking","thinking":"…"},{"type":"text","text":"a"},{"type":"text","text":"b"}],"stop_reason":"max_tokens"}`,
+		`{"content":[{"type":"text","text":"a"},5]}`, `{"content":[null]}`, `{"content":{}}`, `{"usage":null}`, `{"usage":{"input_tokens":"x"}}`,
+		`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, `{}`, `null`, `[]`, ``, `{"content":[`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := decodeAnthropicAnswer(body)
+		var once anthropicAnswerAtOnce
+		onceErr := json.Unmarshal(body, &once)
+		if (err == nil) != (onceErr == nil) {
+			t.Fatalf("error %v, one pass %v, for %q", err, onceErr, body)
+		}
+		if err != nil {
+			return
+		}
+		var text strings.Builder
+		for _, b := range once.Content {
+			if b.Type == "text" {
+				text.WriteString(b.Text)
+			}
+		}
+		want := Response{Content: text.String(), Model: once.Model, Truncated: isTruncatedStop(once.StopReason),
+			StopReason: once.StopReason, Usage: reportedUsage(once.Usage.InputTokens, once.Usage.OutputTokens)}
 		if got != want {
 			t.Fatalf("decoded %+v, one pass %+v, for %q", got, want, body)
 		}
