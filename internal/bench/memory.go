@@ -19,6 +19,11 @@ type memoryResult struct {
 	peakFromHWM   bool  // VmHWM after a reset; else the highest VmRSS sampled
 	inFlight      int   // most calls the slow provider held at once
 	kibPerRequest float64
+	// waiting and answered are a processor's goroutine stacks and heap
+	// allocations (goMemory), read when the provider first holds every call
+	// and again once every answer is stored; zero for the HTTP baseline,
+	// and waiting is zero when the provider never held every call.
+	waiting, answered goMemory
 }
 
 // divide sets kibPerRequest: the growth from idle to peak, per call the
@@ -116,9 +121,17 @@ func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
 		if res.peak, err = samplePeak(pid, res.peakFromHWM, res.peak); err != nil {
 			return res, err
 		}
+		if res.inFlight == n && res.waiting.stacks == 0 {
+			if res.waiting, err = processorMemory(ctx, ps[0].metrics); err != nil {
+				return res, err
+			}
+		}
 	}
 	if res.inFlight == 0 {
 		return res, errors.New("the slow provider never held a request")
+	}
+	if res.answered, err = processorMemory(ctx, ps[0].metrics); err != nil {
+		return res, err
 	}
 	res.divide()
 	return res, nil

@@ -170,7 +170,7 @@ func (b *Bench) specs(run runSpec) ([]procSpec, error) {
 			"DETOUR_LOG_FORMAT=text",
 		)
 		specs[i] = procSpec{name: fmt.Sprintf("processor %d", i+1), argv: []string{binary}, env: env, dir: dir,
-			ready: "msg=processing"}
+			ready: "msg=processing", metrics: addr}
 	}
 	return specs, nil
 }

@@ -24,6 +24,9 @@ type procSpec struct {
 	env   []string
 	dir   string
 	ready string // a line of its output holding this means it is consuming
+	// metrics is the host:port a processor serves its /metrics on; ""
+	// for other processes.
+	metrics string
 }
 
 // proc is one running process of a pipeline.

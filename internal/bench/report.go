@@ -184,6 +184,15 @@ type MemoryReport struct {
 	// median over rounds of KiBPerRequest less the baseline's in the same
 	// round.
 	AboveBaselineKiB float64 `json:"above_baseline_kib"`
+	// StacksWaitingKiB and StacksAnsweredKiB are the processor's goroutine
+	// stacks (its go_memstats_stack_inuse_bytes), when the provider first
+	// holds every call and once every answer is stored; AllocatedPerAnswerKiB
+	// is what its heap allocated in between (go_memstats_alloc_bytes_total),
+	// per call held. Medians over the rounds whose provider held every
+	// call; zero when none did.
+	StacksWaitingKiB      float64 `json:"stacks_waiting_kib"`
+	StacksAnsweredKiB     float64 `json:"stacks_answered_kib"`
+	AllocatedPerAnswerKiB float64 `json:"allocated_per_answer_kib"`
 }
 
 // MemoryFigures are one process's medians over the rounds: the most calls
@@ -298,6 +307,17 @@ func summarizeMemory(o Options, detour, baseline []memoryResult) *MemoryReport {
 		above = append(above, detour[i].kibPerRequest-baseline[i].kibPerRequest)
 	}
 	rep.AboveBaselineKiB = median(above)
+	var waiting, answered, allocated []float64
+	for _, r := range detour {
+		if r.waiting.stacks == 0 {
+			continue
+		}
+		waiting = append(waiting, float64(r.waiting.stacks)/1024)
+		answered = append(answered, float64(r.answered.stacks)/1024)
+		allocated = append(allocated, float64(r.answered.allocated-r.waiting.allocated)/1024/float64(r.inFlight))
+	}
+	rep.StacksWaitingKiB, rep.StacksAnsweredKiB = median(waiting), median(answered)
+	rep.AllocatedPerAnswerKiB = median(allocated)
 	return rep
 }
 

@@ -206,5 +206,8 @@ func (s section) memory(m *MemoryReport) {
 		{"calls in flight at most", fmt.Sprint(m.PeakInFlight), fmt.Sprint(m.Baseline.PeakInFlight)},
 		{"per call in flight", fmt.Sprintf("%.1f KiB", m.KiBPerRequest), fmt.Sprintf("%.1f KiB", m.Baseline.KiBPerRequest)},
 		{"detour's own, per call", fmt.Sprintf("%.1f KiB", m.AboveBaselineKiB), ""},
+		{"goroutine stacks, calls waiting", fmt.Sprintf("%.1f MiB", m.StacksWaitingKiB/1024), ""},
+		{"goroutine stacks, answers stored", fmt.Sprintf("%.1f MiB", m.StacksAnsweredKiB/1024), ""},
+		{"allocated per answer, after the wait", fmt.Sprintf("%.1f KiB", m.AllocatedPerAnswerKiB), ""},
 	})
 }
