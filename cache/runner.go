@@ -23,7 +23,8 @@ const maxClockSkew = time.Minute
 // writeTimeout bounds the write of an answer already paid for.
 const writeTimeout = 5 * time.Second
 
-// Next runs a request through the chain; *chain.Chain implements it.
+// Next runs a request through the chain; *chain.Chain implements it. As
+// stream.Runner, it must not modify req or keep it after returning.
 type Next interface {
 	Run(ctx context.Context, req *chain.Request) (chain.Result, error)
 }
@@ -90,7 +91,8 @@ type outcome struct {
 // from a stale entry before the rules provider (cache "stale", degraded).
 // Identical requests with the same cache controls that arrive while one is
 // being worked on share its run: they get its answer as a "hit", without a
-// call of their own. Errors are the chain's.
+// call of their own. Errors are the chain's. req is neither modified nor
+// kept: the stale entry a miss may fall back on goes to the chain on a copy.
 func (r *Runner) Run(ctx context.Context, req *chain.Request) (chain.Result, error) {
 	var fingerprint string
 	if req.Cache.Fingerprint != nil {

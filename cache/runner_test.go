@@ -143,6 +143,36 @@ func TestRunnerNoCacheSkipsAFreshEntryAndRefreshesIt(t *testing.T) {
 	}
 }
 
+// TestRunnerLeavesTheCallersRequestAlone: the stale entry a miss may fall
+// back on reaches the chain on a copy of the request, not on the caller's.
+func TestRunnerLeavesTheCallersRequestAlone(t *testing.T) {
+	var sawStale bool
+	next := &nextFunc{run: func(_ context.Context, n int32, req chain.Request) (chain.Result, error) {
+		sawStale = sawStale || req.Stale != nil
+		return answer(fmt.Sprintf("answer %d", n))
+	}}
+	store, _ := openStore(t)
+	r, err := cache.New(cache.Config{Chain: "c", Next: next, Store: store,
+		Settings: cache.Settings{TTL: time.Minute, StaleTTL: time.Hour}, Providers: []string{"primary"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(t.Context(), new(cachedRequest("first"))); err != nil {
+		t.Fatal(err)
+	}
+	again := cachedRequest("again")
+	again.Cache.NoCache = true // past the stored entry, to the chain, with the entry as its stale answer
+	if _, err := r.Run(t.Context(), &again); err != nil {
+		t.Fatal(err)
+	}
+	if !sawStale {
+		t.Fatal("the chain was given no stale answer")
+	}
+	if again.Stale != nil {
+		t.Fatalf("the caller's request was given the stale answer %+v", again.Stale)
+	}
+}
+
 // TestRunnerCountsHitsMissesAndStaleAnswers: the metric detour_cache_total
 // counts each request of the chain by how the cache took part.
 func TestRunnerCountsHitsMissesAndStaleAnswers(t *testing.T) {

@@ -116,7 +116,9 @@ func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
 // still returned. It decodes one level of nesting at a time, the usage and
 // each content block on their own: encoding/json's decoder spends about
 // 1 KiB of stack per level, and a block's text decoded with the rest took a
-// worker's stack past 8 KiB (Chain.Run).
+// worker's stack past 8 KiB (Chain.Run). Of a member repeated in one
+// object (RFC 8259, section 4, leaves that to the reader), the last counts
+// where a level is decoded on its own.
 func decodeAnthropicAnswer(data []byte) (Response, error) {
 	var out anthropicResponse
 	decodeErr := json.Unmarshal(data, &out)

@@ -78,13 +78,13 @@ type Chain struct {
 
 // Run walks the chain for one request. It returns the winning Result, or a
 // Result holding the attempts together with an *ExhaustedError, or the
-// context's error wrapped when ctx ended (shutdown) before an answer.
-//
-// Run and what it calls while a provider is being waited on keep their
-// frames small and pass requests and results by pointer: a worker's stack
-// holds them for the whole call, and a stack deeper than 8 KiB at the wait
-// doubles to 16 KiB for every call in flight (BENCHMARKS.md, memory).
+// context's error wrapped when ctx ended (shutdown) before an answer. It
+// neither modifies req nor keeps it.
 func (c *Chain) Run(ctx context.Context, req *Request) (Result, error) {
+	// Run and what it calls while a provider is waited on keep their frames
+	// small, the rare paths in functions of their own: a worker's stack
+	// holds them for the whole call, and one past 8 KiB doubles to 16 KiB
+	// for every call in flight (BENCHMARKS.md, memory).
 	res := Result{ID: req.ID, Status: StatusFailed}
 	w := walk{start: c.now()}
 	for pos := range c.Steps {

@@ -109,7 +109,9 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 // spends about 1 KiB of stack per level, and the content's three levels at
 // once took a worker's stack past 8 KiB (Chain.Run). Every choice is
 // decoded, so that a malformed one fails the answer as it would in one
-// pass.
+// pass. Of a member repeated in one object (RFC 8259, section 4, leaves
+// that to the reader), the last counts where a level is decoded on its
+// own.
 func decodeOpenAIAnswer(data []byte) (Response, error) {
 	var out openAIResponse
 	decodeErr := json.Unmarshal(data, &out)

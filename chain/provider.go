@@ -15,8 +15,9 @@ type Provider interface {
 	// Model is the configured model, reported when the answer names none.
 	Model() string
 	// Call makes one attempt. A failure is returned as a *CallError. It
-	// only reads req, which is a pointer so that the worker's stack, held
-	// for the whole wait on the provider, keeps one copy of it.
+	// must not modify req or keep it after returning; req is a pointer so
+	// that the worker's stack, held for the whole wait on the provider,
+	// keeps no copy of it.
 	Call(ctx context.Context, req *Request) (Response, error)
 }
 

@@ -33,8 +33,9 @@ const (
 
 // Runner runs one request through a chain; *chain.Chain implements it.
 //
-// Run only reads req, which is a pointer so that the worker's stack, held
-// for the whole wait on a provider, keeps one copy of it.
+// Run must not modify req or keep it after returning; req is a pointer so
+// that the worker's stack, held for the whole wait on a provider, keeps no
+// copy of it.
 type Runner interface {
 	Run(ctx context.Context, req *chain.Request) (chain.Result, error)
 }

@@ -216,7 +216,8 @@ func replySubject(id, replyTo string, replyPrefixes []string) (string, error) {
 // response_schema compiled: through schemas when it is not nil (a cache that
 // also bounds the wait, returning once ctx ends), else directly. A schema
 // that does not compile makes the request a bad one: the error wraps
-// ErrBadRequest, and ctx's error when ctx ended first.
+// ErrBadRequest, and ctx's error when ctx ended first. The receiver is a
+// pointer so that a caller's frame holds no copy of d.
 func (d *Decoded) ChainRequest(ctx context.Context, schemas *chain.SchemaCache) (chain.Request, error) {
 	req := chain.Request{ID: d.ID, Messages: d.Messages, MaxTokens: d.MaxTokens, Temperature: d.Temperature,
 		Cache: d.cacheControl()}
