@@ -188,8 +188,9 @@ type MemoryReport struct {
 	// stacks (its go_memstats_stack_inuse_bytes), when the provider first
 	// holds every call and once every answer is stored; AllocatedPerAnswerKiB
 	// is what its heap allocated in between (go_memstats_alloc_bytes_total),
-	// per call held. Medians over the rounds whose provider held every
-	// call; zero when none did.
+	// per call held. Medians over the rounds; StacksWaitingKiB and
+	// AllocatedPerAnswerKiB over those whose provider held every call, zero
+	// when none did.
 	StacksWaitingKiB      float64 `json:"stacks_waiting_kib"`
 	StacksAnsweredKiB     float64 `json:"stacks_answered_kib"`
 	AllocatedPerAnswerKiB float64 `json:"allocated_per_answer_kib"`
@@ -309,11 +310,11 @@ func summarizeMemory(o Options, detour, baseline []memoryResult) *MemoryReport {
 	rep.AboveBaselineKiB = median(above)
 	var waiting, answered, allocated []float64
 	for _, r := range detour {
+		answered = append(answered, float64(r.answered.stacks)/1024)
 		if r.waiting.stacks == 0 {
 			continue
 		}
 		waiting = append(waiting, float64(r.waiting.stacks)/1024)
-		answered = append(answered, float64(r.answered.stacks)/1024)
 		allocated = append(allocated, float64(r.answered.allocated-r.waiting.allocated)/1024/float64(r.inFlight))
 	}
 	rep.StacksWaitingKiB, rep.StacksAnsweredKiB = median(waiting), median(answered)
