@@ -113,28 +113,20 @@ func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
 
 // decodeAnthropicAnswer reads a message's model, text, stop reason and
 // usage; the error is the first decoding failure, with what could be read
-// still returned. It decodes one level of nesting at a time, the usage and
-// each content block on their own: encoding/json's decoder spends about
-// 1 KiB of stack per level, and a block's text decoded with the rest took a
-// worker's stack past 8 KiB (Chain.Run). Of a member repeated in one
+// still returned. It decodes one level of nesting at a time (decodeLevel),
+// the usage and each content block on their own: a block's text decoded
+// with the rest took a worker's stack past 8 KiB. Of a member repeated in one
 // object (RFC 8259, section 4, leaves that to the reader), the last counts
 // where a level is decoded on its own.
 func decodeAnthropicAnswer(data []byte) (Response, error) {
 	var out anthropicResponse
 	decodeErr := json.Unmarshal(data, &out)
-	keep := func(err error) {
-		if err != nil && decodeErr == nil {
-			decodeErr = err
-		}
-	}
 	var usage anthropicUsage
-	if len(out.Usage) > 0 {
-		keep(json.Unmarshal(out.Usage, &usage))
-	}
+	decodeLevel(out.Usage, &usage, &decodeErr)
 	var text strings.Builder
 	for _, raw := range out.Content {
 		var block anthropicBlock
-		keep(json.Unmarshal(raw, &block))
+		decodeLevel(raw, &block, &decodeErr)
 		if block.Type == "text" {
 			text.WriteString(block.Text)
 		}

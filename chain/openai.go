@@ -104,10 +104,9 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 
 // decodeOpenAIAnswer reads a chat completion's model, usage and first
 // choice; the error is the first decoding failure, with what could be read
-// still returned. It decodes one level of nesting at a time, the usage,
-// each choice and then its message on their own: encoding/json's decoder
-// spends about 1 KiB of stack per level, and the content's three levels at
-// once took a worker's stack past 8 KiB (Chain.Run). Every choice is
+// still returned. It decodes one level of nesting at a time (decodeLevel),
+// the usage, each choice and then its message on their own: the content's
+// three levels at once took a worker's stack past 8 KiB. Every choice is
 // decoded, so that a malformed one fails the answer as it would in one
 // pass. Of a member repeated in one object (RFC 8259, section 4, leaves
 // that to the reader), the last counts where a level is decoded on its
@@ -115,23 +114,14 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 func decodeOpenAIAnswer(data []byte) (Response, error) {
 	var out openAIResponse
 	decodeErr := json.Unmarshal(data, &out)
-	keep := func(err error) {
-		if err != nil && decodeErr == nil {
-			decodeErr = err
-		}
-	}
 	var usage openAIUsage
-	if len(out.Usage) > 0 {
-		keep(json.Unmarshal(out.Usage, &usage))
-	}
+	decodeLevel(out.Usage, &usage, &decodeErr)
 	resp := Response{Model: out.Model, Usage: reportedUsage(usage.PromptTokens, usage.CompletionTokens)}
 	for i, raw := range out.Choices {
 		var choice openAIChoice
 		var msg openAIMessage
-		keep(json.Unmarshal(raw, &choice))
-		if len(choice.Message) > 0 {
-			keep(json.Unmarshal(choice.Message, &msg))
-		}
+		decodeLevel(raw, &choice, &decodeErr)
+		decodeLevel(choice.Message, &msg, &decodeErr)
 		if i > 0 {
 			continue
 		}
