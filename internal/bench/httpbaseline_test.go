@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,17 +18,32 @@ func TestHTTPBaselineHoldsEveryCallAndReportsItsMemory(t *testing.T) {
 		t.Skip("reads /proc")
 	}
 	const calls = 20
-	fake := providertest.New(providertest.OpenAI, providertest.Slow(300*time.Millisecond, providertest.OK()))
-	defer fake.Close()
-	held := make(chan int, 1)
-	go func() {
-		most := 0
-		for deadline := time.Now().Add(memorySettle + 5*time.Second); time.Now().Before(deadline) && most < calls; {
-			most = max(most, fake.InFlight())
-			time.Sleep(time.Millisecond)
+	// A call is answered once every call is in the provider at the same
+	// time, or after 10 s. A fixed delay would let a slow start on a loaded
+	// machine answer the first calls before the last arrived; this way the
+	// provider holds them all at once unless the baseline fails to make
+	// them at once.
+	var (
+		mu      sync.Mutex
+		waiting int
+		all     = make(chan struct{})
+	)
+	fake := providertest.New(providertest.OpenAI, func(n int, req providertest.Request) providertest.Reply {
+		mu.Lock()
+		if waiting++; waiting == calls {
+			close(all)
 		}
-		held <- most
-	}()
+		mu.Unlock()
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+			mu.Lock()
+			waiting--
+			mu.Unlock()
+		}
+		return providertest.OK()(n, req)
+	})
+	defer fake.Close()
 	var out bytes.Buffer
 	if err := RunHTTPBaseline(t.Context(), fake.URL+"/chat/completions", calls, &out); err != nil {
 		t.Fatal(err)
@@ -35,8 +51,10 @@ func TestHTTPBaselineHoldsEveryCallAndReportsItsMemory(t *testing.T) {
 	if got := fake.Requests(); got != calls {
 		t.Errorf("the provider received %d calls, want %d", got, calls)
 	}
-	if most := <-held; most != calls {
-		t.Errorf("the provider held %d calls at once, want all %d", most, calls)
+	select {
+	case <-all:
+	default:
+		t.Errorf("the provider never held all %d calls at once", calls)
 	}
 	res, err := parseHTTPBaseline(out.String())
 	if err != nil {
