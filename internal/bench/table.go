@@ -104,8 +104,18 @@ func (s section) footer() {
 				verdict = "yes"
 			}
 		}
-		fmt.Fprintf(s.w, "  target %d: %-78s %-30s %s\n", t.ID, t.Text, t.Measured, verdict)
+		fmt.Fprintf(s.w, "  target %d: %-78s %-*s %s\n", t.ID, t.Text, s.measuredWidth(), t.Measured, verdict)
 	}
+}
+
+// measuredWidth is the width of the targets' measured column: 30, or the
+// longest measure of the report, so that every verdict lines up.
+func (s section) measuredWidth() int {
+	w := 30
+	for _, t := range s.r.Targets {
+		w = max(w, utf8.RuneCountInString(t.Measured))
+	}
+	return w
 }
 
 func (s section) throughput(t *ThroughputReport) {

@@ -3,6 +3,7 @@ package bench
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // The bench process's CPU is the server's work only when the server is
@@ -62,5 +63,36 @@ func TestTableHeaderSaysWhatRan(t *testing.T) {
 	}
 	if s := out.String(); !strings.Contains(s, "medians of 5 rounds (throughput after a discarded warm-up round)") {
 		t.Errorf("header of a throughput run:\n%s", s)
+	}
+}
+
+// Every target's verdict starts in the same column, however long a
+// measure is.
+func TestTargetVerdictsLineUp(t *testing.T) {
+	yes, no := true, false
+	r := &Report{Rounds: 1, Throughput: &ThroughputReport{}, Memory: &MemoryReport{}, Targets: []Target{
+		{ID: 1, Scenario: Throughput, Text: "short", Measured: "0.67×", Holds: &no},
+		{ID: 6, Scenario: Memory, Text: "a longer text", Measured: "41.3 KiB (net/http alone: 32.2 KiB)", Holds: &no},
+		{ID: 6, Scenario: Memory, Text: "unmeasured", Measured: "not measured"},
+		{ID: 1, Scenario: Throughput, Text: "another", Measured: "1.90×", Holds: &yes},
+	}}
+	var out strings.Builder
+	if err := WriteTable(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	column := -1
+	for line := range strings.Lines(out.String()) {
+		if !strings.HasPrefix(line, "  target ") {
+			continue
+		}
+		line = strings.TrimRight(line, "\n")
+		at := utf8.RuneCountInString(line[:strings.LastIndex(line, " ")])
+		if column >= 0 && at != column {
+			t.Fatalf("verdicts start at columns %d and %d:\n%s", column, at, out.String())
+		}
+		column = at
+	}
+	if column < 0 {
+		t.Fatalf("no target lines:\n%s", out.String())
 	}
 }
