@@ -104,18 +104,21 @@ func (s section) footer() {
 				verdict = "yes"
 			}
 		}
-		fmt.Fprintf(s.w, "  target %d: %-78s %-*s %s\n", t.ID, t.Text, s.measuredWidth(), t.Measured, verdict)
+		text, measured := s.targetWidths()
+		fmt.Fprintf(s.w, "  target %d: %-*s %-*s %s\n", t.ID, text, t.Text, measured, t.Measured, verdict)
 	}
 }
 
-// measuredWidth is the width of the targets' measured column: 30, or the
-// longest measure of the report, so that every verdict lines up.
-func (s section) measuredWidth() int {
-	w := 30
+// targetWidths are the widths of the targets' text and measured columns:
+// the report's longest of each, so that every measure and verdict lines
+// up, and at least 60 and 30.
+func (s section) targetWidths() (text, measured int) {
+	text, measured = 60, 30
 	for _, t := range s.r.Targets {
-		w = max(w, utf8.RuneCountInString(t.Measured))
+		text = max(text, utf8.RuneCountInString(t.Text))
+		measured = max(measured, utf8.RuneCountInString(t.Measured))
 	}
-	return w
+	return text, measured
 }
 
 func (s section) throughput(t *ThroughputReport) {
@@ -218,6 +221,8 @@ func (s section) memory(m *MemoryReport) {
 		{"detour's own, per call", fmt.Sprintf("%.1f KiB", m.AboveBaselineKiB), ""},
 		{"goroutine stacks, calls waiting", fmt.Sprintf("%.1f MiB", m.StacksWaitingKiB/1024), ""},
 		{"goroutine stacks, answers stored", fmt.Sprintf("%.1f MiB", m.StacksAnsweredKiB/1024), ""},
-		{"allocated per answer, after the wait", fmt.Sprintf("%.1f KiB", m.AllocatedPerAnswerKiB), ""},
+		{"allocated per call, answers coming back", fmt.Sprintf("%.1f KiB", m.AllocatedPerAnswerKiB), ""},
 	})
+	fmt.Fprintln(s.w, "stacks: all the processor's goroutines (workers, connections' read and write loops), from its /metrics;")
+	fmt.Fprintln(s.w, "        more once the answers are stored than while the calls wait means a worker's stack doubled")
 }

@@ -66,8 +66,8 @@ func TestTableHeaderSaysWhatRan(t *testing.T) {
 	}
 }
 
-// Every target's verdict starts in the same column, however long a
-// measure is.
+// Every target's measure and verdict start in the same columns, however
+// long a text or a measure is.
 func TestTargetVerdictsLineUp(t *testing.T) {
 	yes, no := true, false
 	r := &Report{Rounds: 1, Throughput: &ThroughputReport{}, Memory: &MemoryReport{}, Targets: []Target{
@@ -75,24 +75,31 @@ func TestTargetVerdictsLineUp(t *testing.T) {
 		{ID: 6, Scenario: Memory, Text: "a longer text", Measured: "41.3 KiB (net/http alone: 32.2 KiB)", Holds: &no},
 		{ID: 6, Scenario: Memory, Text: "unmeasured", Measured: "not measured"},
 		{ID: 1, Scenario: Throughput, Text: "another", Measured: "1.90×", Holds: &yes},
+		{ID: 5, Scenario: Memory, Text: strings.Repeat("a text longer than any column ", 4), Measured: "-3", Holds: &yes},
 	}}
 	var out strings.Builder
 	if err := WriteTable(&out, r); err != nil {
 		t.Fatal(err)
 	}
-	column := -1
+	verdicts, measures := -1, -1
 	for line := range strings.Lines(out.String()) {
 		if !strings.HasPrefix(line, "  target ") {
 			continue
 		}
 		line = strings.TrimRight(line, "\n")
-		at := utf8.RuneCountInString(line[:strings.LastIndex(line, " ")])
-		if column >= 0 && at != column {
-			t.Fatalf("verdicts start at columns %d and %d:\n%s", column, at, out.String())
+		verdict := utf8.RuneCountInString(line[:strings.LastIndex(line, " ")])
+		measure := -1
+		for _, m := range []string{"0.67×", "41.3 KiB", "not measured", "1.90×", " -3 "} {
+			if i := strings.Index(line, m); i >= 0 {
+				measure = utf8.RuneCountInString(line[:i+len(m)-len(strings.TrimLeft(m, " "))])
+			}
 		}
-		column = at
+		if verdicts >= 0 && (verdict != verdicts || measure != measures) {
+			t.Fatalf("measures at columns %d and %d, verdicts at %d and %d:\n%s", measures, measure, verdicts, verdict, out.String())
+		}
+		verdicts, measures = verdict, measure
 	}
-	if column < 0 {
+	if verdicts < 0 {
 		t.Fatalf("no target lines:\n%s", out.String())
 	}
 }
