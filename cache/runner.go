@@ -24,7 +24,8 @@ const maxClockSkew = time.Minute
 const writeTimeout = 5 * time.Second
 
 // Next runs a request through the chain; *chain.Chain implements it. As
-// stream.Runner, it must not modify req or keep it after returning.
+// with stream.Runner, req belongs to the caller: Run must not modify it or
+// anything it refers to, nor keep any of it once it returns.
 type Next interface {
 	Run(ctx context.Context, req *chain.Request) (chain.Result, error)
 }

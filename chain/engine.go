@@ -79,7 +79,7 @@ type Chain struct {
 // Run walks the chain for one request. It returns the winning Result, or a
 // Result holding the attempts together with an *ExhaustedError, or the
 // context's error wrapped when ctx ended (shutdown) before an answer. It
-// neither modifies req nor keeps it.
+// neither modifies req nor keeps any of it (Provider.Call).
 func (c *Chain) Run(ctx context.Context, req *Request) (Result, error) {
 	// Run and what it calls while a provider is waited on keep their frames
 	// small, the rare paths in functions of their own: a worker's stack

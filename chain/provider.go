@@ -14,10 +14,11 @@ type Provider interface {
 	Name() string
 	// Model is the configured model, reported when the answer names none.
 	Model() string
-	// Call makes one attempt. A failure is returned as a *CallError. It
-	// must not modify req or keep it after returning; req is a pointer so
-	// that the worker's stack, held for the whole wait on the provider,
-	// keeps no copy of it.
+	// Call makes one attempt. A failure is returned as a *CallError. req
+	// belongs to the caller: Call must not modify it or anything it refers
+	// to (its Messages, Schema, Stale), nor keep any of it once it returns;
+	// the caller may reuse it then. It is a pointer so that the worker's
+	// stack, held for the whole wait on the provider, holds no copy of it.
 	Call(ctx context.Context, req *Request) (Response, error)
 }
 

@@ -33,9 +33,10 @@ const (
 
 // Runner runs one request through a chain; *chain.Chain implements it.
 //
-// Run must not modify req or keep it after returning; req is a pointer so
-// that the worker's stack, held for the whole wait on a provider, keeps no
-// copy of it.
+// req belongs to the caller: Run must not modify it or anything it refers
+// to (its Messages, Schema, Stale), nor keep any of it once it returns. It
+// is a pointer so that the worker's stack, held for the whole wait on a
+// provider, holds no copy of it.
 type Runner interface {
 	Run(ctx context.Context, req *chain.Request) (chain.Result, error)
 }
