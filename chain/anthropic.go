@@ -3,7 +3,6 @@ package chain
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 )
@@ -99,14 +98,8 @@ func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
 		return Response{}, httpFailure(status, respHeader, respBody, a.apiKey)
 	}
 	resp, decodeErr := decodeAnthropicAnswer(respBody)
-	if decodeErr != nil || isBlank(resp.Content) {
-		// A gateway's {"type":"error",...} or {"error":...} sent with 200.
-		if failure := answerFailure(status, respHeader, respBody, a.apiKey); failure != nil {
-			return Response{}, failure
-		}
-	}
-	if decodeErr != nil {
-		return Response{}, &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", decodeErr)}
+	if err := refuse(&resp, decodeErr, status, respHeader, respBody, a.apiKey); err != nil {
+		return Response{}, err
 	}
 	return resp, nil
 }

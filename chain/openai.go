@@ -91,15 +91,29 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 		return Response{}, httpFailure(status, respHeader, data, o.apiKey)
 	}
 	resp, decodeErr := decodeOpenAIAnswer(data)
+	if err := refuse(&resp, decodeErr, status, respHeader, data, o.apiKey); err != nil {
+		return Response{}, err
+	}
+	return resp, nil
+}
+
+// refuse is the failure a 2xx answer body is instead of the answer resp
+// decoded from it: the error object a body without answer text holds (a
+// gateway's {"type":"error",...} or {"error":...} sent with 200,
+// answerFailure), or invalid_output when decodeErr says it could not be
+// decoded; nil when resp stands. It runs once decoding has returned, not
+// around it, so that its frame is not on the worker's stack while the
+// answer is decoded (decodeLevel).
+func refuse(resp *Response, decodeErr error, status int, header http.Header, body []byte, apiKey string) error {
 	if decodeErr != nil || (isBlank(resp.Content) && resp.Refusal == "") {
-		if failure := answerFailure(status, respHeader, data, o.apiKey); failure != nil {
-			return Response{}, failure
+		if failure := answerFailure(status, header, body, apiKey); failure != nil {
+			return failure
 		}
 	}
 	if decodeErr != nil {
-		return Response{}, &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", decodeErr)}
+		return &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", decodeErr)}
 	}
-	return resp, nil
+	return nil
 }
 
 // decodeOpenAIAnswer reads a chat completion's model, usage and first
