@@ -247,8 +247,8 @@ func (d *delivery) run(ctx context.Context, runner Runner) {
 	// Compiling a schema can take a while too: it runs under the heartbeat,
 	// and a shutdown or the deadline ends the wait for it.
 	stopBeat := d.heartbeat(runCtx)
-	var chainReq chain.Request
-	if err := d.chainRequest(runCtx, &chainReq); err != nil {
+	chainReq, err := d.req.ChainRequest(runCtx, d.p.schemas)
+	if err != nil {
 		stopBeat()
 		d.unrunnable(ctx, runCtx, err)
 		return
@@ -256,12 +256,6 @@ func (d *delivery) run(ctx context.Context, runner Runner) {
 	res, err := runner.Run(runCtx, &chainReq)
 	stopBeat()
 	d.settle(ctx, &res, err)
-}
-
-// chainRequest makes the request the chain runs, compiling its schema.
-func (d *delivery) chainRequest(ctx context.Context, out *chain.Request) (err error) {
-	*out, err = d.req.ChainRequest(ctx, d.p.schemas)
-	return err
 }
 
 // unrunnable settles a delivery whose chain request could not be made: by
