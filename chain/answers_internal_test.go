@@ -43,31 +43,20 @@ func FuzzOpenAIAnswer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, err := decodeOpenAIAnswer(body)
-		if repeatsAName(body) {
-			return
-		}
-		var once openAIAnswerAtOnce
-		onceErr := json.Unmarshal(body, &once)
-		if (err == nil) != (onceErr == nil) {
-			t.Fatalf("error %v, one pass %v, for %q", err, onceErr, body)
-		}
-		if err != nil {
-			return
-		}
-		want := Response{Model: once.Model, Usage: reportedUsage(once.Usage.PromptTokens, once.Usage.CompletionTokens)}
-		if len(once.Choices) > 0 {
-			c := once.Choices[0]
-			want.Content, want.StopReason, want.Truncated = c.Message.Content, c.FinishReason, isTruncatedStop(c.FinishReason)
-			if r := c.Message.Refusal; r != nil && !isBlank(*r) {
-				want.Refusal = *r
-				if unusualStop(want.StopReason) == "" {
-					want.StopReason = stopRefusal
+		agreesWithOnePass(t, body, got, err, func(once *openAIAnswerAtOnce) Response {
+			want := Response{Model: once.Model, Usage: reportedUsage(once.Usage.PromptTokens, once.Usage.CompletionTokens)}
+			if len(once.Choices) > 0 {
+				c := once.Choices[0]
+				want.Content, want.StopReason, want.Truncated = c.Message.Content, c.FinishReason, isTruncatedStop(c.FinishReason)
+				if r := c.Message.Refusal; r != nil && !isBlank(*r) {
+					want.Refusal = *r
+					if unusualStop(want.StopReason) == "" {
+						want.StopReason = stopRefusal
+					}
 				}
 			}
-		}
-		if got != want {
-			t.Fatalf("decoded %+v, one pass %+v, for %q", got, want, body)
-		}
+			return want
+		})
 	})
 }
 
@@ -101,29 +90,39 @@ func FuzzAnthropicAnswer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, err := decodeAnthropicAnswer(body)
-		if repeatsAName(body) {
-			return
-		}
-		var once anthropicAnswerAtOnce
-		onceErr := json.Unmarshal(body, &once)
-		if (err == nil) != (onceErr == nil) {
-			t.Fatalf("error %v, one pass %v, for %q", err, onceErr, body)
-		}
-		if err != nil {
-			return
-		}
-		var text strings.Builder
-		for _, b := range once.Content {
-			if b.Type == "text" {
-				text.WriteString(b.Text)
+		agreesWithOnePass(t, body, got, err, func(once *anthropicAnswerAtOnce) Response {
+			var text strings.Builder
+			for _, b := range once.Content {
+				if b.Type == "text" {
+					text.WriteString(b.Text)
+				}
 			}
-		}
-		want := Response{Content: text.String(), Model: once.Model, Truncated: isTruncatedStop(once.StopReason),
-			StopReason: once.StopReason, Usage: reportedUsage(once.Usage.InputTokens, once.Usage.OutputTokens)}
-		if got != want {
-			t.Fatalf("decoded %+v, one pass %+v, for %q", got, want, body)
-		}
+			return Response{Content: text.String(), Model: once.Model, Truncated: isTruncatedStop(once.StopReason),
+				StopReason: once.StopReason, Usage: reportedUsage(once.Usage.InputTokens, once.Usage.OutputTokens)}
+		})
 	})
+}
+
+// agreesWithOnePass fails t unless a staged decoder's answer got and error
+// err agree with body decoded in one pass into a T: an error exactly when
+// that fails, else the Response want makes of it. A body that repeats a
+// name is not compared (repeatsAName).
+func agreesWithOnePass[T any](t *testing.T, body []byte, got Response, err error, want func(*T) Response) {
+	t.Helper()
+	if repeatsAName(body) {
+		return
+	}
+	var once T
+	onceErr := json.Unmarshal(body, &once)
+	if (err == nil) != (onceErr == nil) {
+		t.Fatalf("error %v, one pass %v, for %q", err, onceErr, body)
+	}
+	if err != nil {
+		return
+	}
+	if w := want(&once); got != w {
+		t.Fatalf("decoded %+v, one pass %+v, for %q", got, w, body)
+	}
 }
 
 // repeatsAName reports whether an object in body names a member twice,
