@@ -244,6 +244,36 @@ func EncodeResult(res chain.Result, enc Encoding) ([]byte, error) {
 	return msgpack.Marshal(res)
 }
 
+// ResultEncoder encodes results as EncodeResult does, into a buffer of its
+// own that it reuses, so that a processor answering many requests does not
+// allocate a fresh one for each. The bytes Encode returns are valid until
+// its next call. The zero value is ready to use; it is not safe for
+// concurrent use.
+type ResultEncoder struct {
+	buf  bytes.Buffer
+	json *json.Encoder // writes to buf
+	res  chain.Result  // what json encodes: a copy here costs no allocation
+}
+
+// Encode encodes res in the format enc, as EncodeResult(res, enc) would.
+func (e *ResultEncoder) Encode(res chain.Result, enc Encoding) ([]byte, error) {
+	if enc != JSON {
+		return msgpack.Marshal(res)
+	}
+	if e.json == nil {
+		e.json = json.NewEncoder(&e.buf)
+	}
+	e.buf.Reset()
+	e.res = res
+	err := e.json.Encode(&e.res)
+	e.res = chain.Result{} // keep nothing of the request once encoded
+	if err != nil {
+		return nil, err
+	}
+	b := e.buf.Bytes()
+	return b[:len(b)-1], nil // Encode ends the value with a newline; Marshal does not
+}
+
 // DecodeResult decodes a result body, detecting its format like a request's.
 func DecodeResult(data []byte, header nats.Header) (chain.Result, error) {
 	var res chain.Result

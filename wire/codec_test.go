@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/textproto"
@@ -536,6 +537,31 @@ func TestHeaderNamesAreCanonical(t *testing.T) {
 		wire.HeaderProvider, wire.HeaderDegraded, wire.HeaderStatus, wire.HeaderRequestSeq, wire.HeaderCache} {
 		if c := textproto.CanonicalMIMEHeaderKey(name); c != name {
 			t.Errorf("header %q is not canonical (%q)", name, c)
+		}
+	}
+}
+
+// TestResultEncoderEncodesAsEncodeResult reuses one encoder for results of
+// either format, a long one before short ones, and wants each byte for byte
+// as EncodeResult gives it, whatever the encoder held before.
+func TestResultEncoderEncodesAsEncodeResult(t *testing.T) {
+	long := sampleResult()
+	long.Content = strings.Repeat("<b>sunny</b> & warm ", 50) // HTML escaped, as by Marshal
+	short := chain.Result{ID: "r-2", Status: chain.StatusFailed, Error: "expired"}
+	var e wire.ResultEncoder
+	for _, enc := range []wire.Encoding{wire.JSON, wire.MsgPack, wire.JSON} {
+		for _, res := range []chain.Result{long, short, sampleResult(), {}} {
+			want, err := wire.EncodeResult(res, enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.Encode(res, enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s of %q:\ngot  %q\nwant %q", enc.ContentType(), res.ID, got, want)
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -281,6 +282,9 @@ func hostileSeeds(f *testing.F) []hostileSeed {
 	}
 }
 
+// fuzzEncoder is reused across FuzzDecodeResult's inputs.
+var fuzzEncoder wire.ResultEncoder
+
 // FuzzDecodeResult feeds outside input to the result decoder, which clients
 // (the publisher, status tools) run on whatever arrives on a reply subject:
 // it must not panic, and a result it encodes must decode to the same result.
@@ -313,6 +317,11 @@ func FuzzDecodeResult(f *testing.F) {
 		again, err := wire.EncodeResult(got, enc)
 		if err != nil {
 			return // a decoded float such as NaN has no JSON form
+		}
+		// The processor's reused encoder, which has encoded the inputs
+		// before this one, must give the same bytes.
+		if reused, err := fuzzEncoder.Encode(got, enc); err != nil || !bytes.Equal(reused, again) {
+			t.Fatalf("a reused ResultEncoder gives %q (%v), EncodeResult %q", reused, err, again)
 		}
 		header = nats.Header{wire.HeaderContentType: {enc.ContentType()}}
 		back, err := wire.DecodeResult(again, header)
