@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -88,11 +89,13 @@ var errTooLarge = errors.New("too large for the server")
 // failed one is cut down to fit (metadata, then attempts), since it must
 // reach the requester whatever it carried.
 func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
-	data, err := wire.EncodeResult(res, d.req.Encoding)
+	out := outgoings.Get().(*outgoing)
+	defer outgoings.Put(out)
+	data, err := out.enc.Encode(res, d.req.Encoding)
 	if err != nil {
 		return fmt.Errorf("encoding result: %w", err)
 	}
-	stored := d.resultMsg(wire.ResultSubject(d.req.ID), data, res)
+	stored := out.message(d, wire.ResultSubject(d.req.ID), data, &res)
 	if limit := d.p.nc.MaxPayload() - resultMargin; limit > 0 && payloadSize(stored) > limit {
 		if res.Status == chain.StatusOK {
 			return fmt.Errorf("answer of %d bytes (a %d-byte result) does not fit the server's max payload of %d bytes: %w",
@@ -128,27 +131,39 @@ func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
 	if d.req.ReplyTo == "" || d.req.ReplyTo == stored.Subject {
 		return nil
 	}
-	reply := d.resultMsg(d.req.ReplyTo, data, res)
+	reply := out.message(d, d.req.ReplyTo, data, &res)
 	if err := d.p.nc.PublishMsg(reply); err != nil {
 		return fmt.Errorf("publishing to reply subject: %w", err)
 	}
 	return nil
 }
 
-func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nats.Msg {
-	// One map of the right size, its keys already canonical (Header.Set
-	// would grow it four times per result), and one array behind its
-	// values, each a slice of one whose capacity ends there, so that an
-	// Add to one header cannot write over the next.
-	v := [...]string{d.req.ID, d.req.ID, res.Model, res.Provider, strconv.FormatBool(res.Degraded),
+// outgoing is a result on its way out: its encoding and its message. They
+// are reused (outgoings) since a fast chain would otherwise allocate them
+// anew for every request, a good part of what it allocates. A publish has
+// copied the message into the connection's buffer by the time it returns,
+// so an outgoing is free again once publishResult returns.
+type outgoing struct {
+	enc  wire.ResultEncoder
+	vals [8]string // the headers' values, one slice of one each
+	msg  nats.Msg
+}
+
+var outgoings = sync.Pool{New: func() any { return new(outgoing) }}
+
+// message is the result message to subject with its headers, in out.msg:
+// each call replaces what the last one made.
+func (out *outgoing) message(d *delivery, subject string, data []byte, res *chain.Result) *nats.Msg {
+	out.vals = [...]string{d.req.ID, d.req.ID, res.Model, res.Provider, strconv.FormatBool(res.Degraded),
 		string(res.Status), d.req.Encoding.ContentType(), string(res.Cache)}
-	vals := v[:]
-	one := func(i int) []string { return vals[i : i+1 : i+1] }
-	n := len(v) // the eight headers, Detour-Request-Seq included; a map of up to eight needs no table
-	if res.Cache == "" {
-		n--
+	h := out.msg.Header
+	if h == nil {
+		h = make(nats.Header, len(out.vals)+1) // and Detour-Request-Seq; a map of up to eight needs no table
 	}
-	h := make(nats.Header, n)
+	clear(h)
+	// Each value is a slice of one whose capacity ends there, so that an
+	// Add to one header cannot write over the next.
+	one := func(i int) []string { return out.vals[i : i+1 : i+1] }
 	h[wire.HeaderMsgID] = one(0)
 	h[wire.HeaderRequestID] = one(1)
 	h[wire.HeaderModel] = one(2)
@@ -160,7 +175,8 @@ func (d *delivery) resultMsg(subject string, data []byte, res chain.Result) *nat
 		h[wire.HeaderCache] = one(7)
 	}
 	wire.MarkAnswers(h, d.meta.Sequence.Stream)
-	return &nats.Msg{Subject: subject, Data: data, Header: h}
+	out.msg = nats.Msg{Subject: subject, Data: data, Header: h}
+	return &out.msg
 }
 
 // payloadSize is what the server counts against its max payload: the
