@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -327,6 +328,28 @@ func TestContentBlocks(t *testing.T) {
 	}
 	if got := s.Received()[0].System; got != "sys" {
 		t.Errorf("system %q", got)
+	}
+}
+
+// TestKeepReceivedBoundsWhatIsKept: a server told to keep n requests keeps
+// the last n, in order, and still counts every one; n = 0 keeps none.
+func TestKeepReceivedBoundsWhatIsKept(t *testing.T) {
+	for _, keep := range []int{0, 2} {
+		s := pt.New(pt.OpenAI, nil)
+		s.KeepReceived(keep)
+		for i := range 5 {
+			mustSend(t, s, pt.OpenAI, body(pt.OpenAI, fmt.Sprintf("m-%d", i), "hi"))
+		}
+		got := s.Received()
+		s.Close()
+		var models []string
+		for _, r := range got {
+			models = append(models, r.Model)
+		}
+		want := []string{"m-3", "m-4"}[2-keep:]
+		if !slices.Equal(models, want) || s.Requests() != 5 {
+			t.Errorf("KeepReceived(%d): kept %v, want %v; Requests %d, want 5", keep, models, want, s.Requests())
+		}
 	}
 }
 

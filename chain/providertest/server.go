@@ -34,6 +34,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	received []Request
+	keep     int // how many of the last requests received keeps; -1: all
 
 	// done is closed by Close so that handlers waiting in Hang or Delay
 	// return; httptest.Server.Close waits for active handlers and would
@@ -45,7 +46,7 @@ type Server struct {
 // New starts a server of the given flavour at once, on a random port of
 // 127.0.0.1, answering with script (nil means OK). Close it when done.
 func New(flavor Flavor, script Script) *Server {
-	s := &Server{flavor: flavor, done: make(chan struct{})}
+	s := &Server{flavor: flavor, done: make(chan struct{}), keep: -1}
 	s.SetScript(script)
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	s.URL = s.srv.URL + "/v1"
@@ -77,9 +78,20 @@ func (s *Server) Requests() int { return int(s.requests.Load()) }
 // including those hanging or delayed.
 func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
 
-// Received returns copies of every request whose body decoded, in order of
-// arrival. The server keeps them for its whole life, so a long demo run holds
-// them all in memory.
+// KeepReceived makes the server keep only the last n requests for Received
+// (0: none), dropping older ones now and from then on; Requests still
+// counts them all. A server keeps every request until told otherwise, so a
+// long-running one (the service's -demo) should bound them.
+func (s *Server) KeepReceived(n int) {
+	n = max(n, 0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keep = n
+	s.received = slices.Clone(s.received[max(len(s.received)-n, 0):])
+}
+
+// Received returns copies of the requests whose body decoded, in order of
+// arrival: every one, or the last of them that KeepReceived allows.
 func (s *Server) Received() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -88,6 +100,21 @@ func (s *Server) Received() []Request {
 		out[i] = r.clone()
 	}
 	return out
+}
+
+// remember keeps a copy of req for Received, within KeepReceived's bound.
+func (s *Server) remember(req Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.keep == 0:
+		return
+	case s.keep > 0 && len(s.received) >= s.keep:
+		// Shift within the slice: its array does not grow past keep.
+		n := copy(s.received, s.received[len(s.received)-s.keep+1:])
+		s.received = s.received[:n]
+	}
+	s.received = append(s.received, req.clone())
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -118,9 +145,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Flavor, req.At = s.flavor, arrived
-	s.mu.Lock()
-	s.received = append(s.received, req.clone())
-	s.mu.Unlock()
+	s.remember(req)
 	if err := validate(s.flavor, req); err != nil {
 		s.writeError(w, http.StatusBadRequest, "providertest: "+err.Error())
 		return

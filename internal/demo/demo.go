@@ -30,6 +30,9 @@ type Demo struct {
 func Start(now time.Time) (*Demo, error) {
 	primary := providertest.New(providertest.OpenAI, providertest.Until(now.Add(Outage), providertest.Status(503), answer()))
 	backup := providertest.New(providertest.OpenAI, providertest.Slow(150*time.Millisecond, answer()))
+	// A demo runs as long as its user likes: its providers keep no request.
+	primary.KeepReceived(0)
+	backup.KeepReceived(0)
 	file, err := config.Parse([]byte(chainFile(primary.URL, backup.URL)), func(string) (string, bool) { return "", false })
 	if err != nil {
 		primary.Close()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/demo"
 )
 
@@ -69,5 +70,24 @@ func TestDemoProviders(t *testing.T) {
 	defer recovered.Close()
 	if _, got := complete(t, recovered.Primary.URL, "answer in json please"); got != `{"answer":"demo answers: answer in json please"}` {
 		t.Errorf("primary after its outage, asked for JSON: %q", got)
+	}
+}
+
+// TestDemoProvidersKeepNoRequests: a demo runs as long as its user likes,
+// so its providers count the requests they answer but keep none of them.
+func TestDemoProvidersKeepNoRequests(t *testing.T) {
+	d, err := demo.Start(time.Now().Add(-demo.Outage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for range 3 {
+		complete(t, d.Primary.URL, "hello")
+		complete(t, d.Backup.URL, "hello")
+	}
+	for name, s := range map[string]*providertest.Server{"primary": d.Primary, "backup": d.Backup} {
+		if n, kept := s.Requests(), len(s.Received()); n != 3 || kept != 0 {
+			t.Errorf("%s: answered %d requests and kept %d, want 3 and 0", name, n, kept)
+		}
 	}
 }
