@@ -319,7 +319,12 @@ func (d *delivery) answered(ctx context.Context) (bool, error) {
 	// A result stored for another request message with the same id (the
 	// failed result of a dead letter since replayed, or a client reusing an
 	// id) does not answer this one: results name the message they answer.
-	return wire.Answers(m.Header, d.meta.Sequence.Stream), nil
+	// Nor does one stored before this message was: the requests stream was
+	// created again, and its sequences (the ids of requests that name
+	// none) began again. The two times are the servers' own; in a cluster,
+	// a skew between two servers' clocks larger than the time it takes to
+	// answer a request would make an answered one look unanswered.
+	return wire.Answers(m.Header, d.meta.Sequence.Stream) && !m.Time.Before(d.meta.Timestamp), nil
 }
 
 func (d *delivery) annotate(res *chain.Result) {

@@ -1,0 +1,120 @@
+package stream_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
+)
+
+// echoRunner answers each request with its last message.
+type echoRunner struct{}
+
+func (echoRunner) Run(_ context.Context, req *chain.Request) (chain.Result, error) {
+	return chain.Result{Status: chain.StatusOK, Content: req.Messages[len(req.Messages)-1].Content, Provider: "p", Model: "m"}, nil
+}
+
+// TestARecreatedRequestsStreamsRequestsGetTheirOwnResults: a request that
+// names no id is known by its sequence in the requests stream, and a
+// requests stream deleted and created again (by an operator, or by a
+// processor repairing it) hands out its sequences again. A request of the
+// new stream must get a result of its own, on its first delivery and on a
+// redelivery alike, not be taken as answered by the result of the old
+// stream's request of the same sequence.
+func TestARecreatedRequestsStreamsRequestsGetTheirOwnResults(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	topology := stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
+		RequestTTL: time.Hour, ResultTTL: time.Hour,
+	}
+	if err := stream.EnsureTopology(ctx, js, topology); err != nil {
+		t.Fatal(err)
+	}
+	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
+		Chains: map[string]stream.Runner{"default": echoRunner{}}, MaxPayload: 1 << 20,
+		RequestTTL: time.Hour, AckWait: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := js.Stream(ctx, wire.ResultsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ask publishes an id-less request saying prompt and hands its
+	// delivery to the processor, after handing the first back when
+	// nakFirst (so that the processor sees a redelivery); it returns the
+	// request's sequence.
+	ask := func(prompt string, nakFirst bool) uint64 {
+		t.Helper()
+		body, _ := json.Marshal(wire.Request{Messages: []chain.Message{{Role: "user", Content: prompt}}})
+		pub, err := js.Publish(ctx, wire.RequestSubject("default"), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName("default"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := <-batch.Messages()
+			if msg == nil {
+				t.Fatalf("%q: no delivery", prompt)
+			}
+			if nakFirst {
+				nakFirst = false
+				if err := msg.Nak(); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			p.Handle(ctx, "default", msg)
+			return pub.Sequence
+		}
+	}
+	resultOf := func(seq uint64) string {
+		t.Helper()
+		m, err := results.GetLastMsgForSubject(ctx, wire.ResultSubject(wire.RequestID("", "", seq)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := wire.DecodeResult(m.Data, m.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Content
+	}
+
+	old1, old2 := ask("old one", false), ask("old two", false)
+	if err := js.DeleteStream(ctx, wire.RequestsStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.EnsureTopology(ctx, js, topology); err != nil {
+		t.Fatal(err)
+	}
+	// The first within the results' duplicate window: its store is refused
+	// as a duplicate of the old result. The second is delivered twice.
+	new1, new2 := ask("new one", false), ask("new two", true)
+	if new1 != old1 || new2 != old2 {
+		t.Fatalf("the recreated stream gave sequences %d and %d, want %d and %d again", new1, new2, old1, old2)
+	}
+	if got := resultOf(new1); got != "new one" {
+		t.Errorf("first delivery: the result of sequence %d says %q, want %q", new1, got, "new one")
+	}
+	if got := resultOf(new2); got != "new two" {
+		t.Errorf("redelivery: the result of sequence %d says %q, want %q", new2, got, "new two")
+	}
+}
