@@ -46,7 +46,7 @@ type Settings struct {
 	Replicas      int           `envconfig:"DETOUR_REPLICAS" default:"1" desc:"replicas of every stream and the KV bucket (1-5)"`
 	AckWait       time.Duration `envconfig:"DETOUR_ACK_WAIT" default:"30s" desc:"time a delivery may stay unacknowledged before redelivery (at least 1s)"`
 	MaxAckPending int           `envconfig:"DETOUR_MAX_ACK_PENDING" default:"1000" desc:"unacknowledged deliveries allowed per chain consumer"`
-	RequestTTL    time.Duration `envconfig:"DETOUR_REQUEST_TTL" default:"24h" desc:"max age of a queued request, and the deadline of a request that sets none"`
+	RequestTTL    time.Duration `envconfig:"DETOUR_REQUEST_TTL" default:"24h" desc:"max age of a queued request, and the deadline of a request that sets none; every request expires 1/20 of it (1m at most) before that age"`
 	ResultTTL     time.Duration `envconfig:"DETOUR_RESULT_TTL" default:"24h" desc:"how long results are kept in DETOUR_RESULTS"`
 	ReplyPrefixes []string      `envconfig:"DETOUR_REPLY_PREFIXES" default:"detour.results.,_INBOX." desc:"subject prefixes a request's reply_to may use; each ends in '.'"`
 	MaxPayload    int           `envconfig:"DETOUR_MAX_PAYLOAD" default:"1048576" desc:"largest request body in bytes; larger ones are dead-lettered as too_large"`

@@ -61,7 +61,9 @@ type ProcessorConfig struct {
 	// dead-lettered too_large. Required: positive.
 	MaxPayload int
 	// RequestTTL is the deadline of a request that sets none, counted from
-	// its publication. Required: positive.
+	// its publication, and the requests stream's MaxAge (Topology.RequestTTL):
+	// every request expires a twentieth of it (a minute at most) before
+	// that age. Required: positive.
 	RequestTTL time.Duration
 	// AckWait is the consumers' ack wait (Topology.AckWait): a delivery
 	// being worked on tells the server so every AckWait/3, so that it is
@@ -298,13 +300,24 @@ func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 	}
 }
 
-// deadline is the request's deadline, or its publish time plus the TTL.
+// deadline is when the request expires: its own deadline, or its publish
+// time plus the TTL, but never later than expiryMargin before that age.
+// The requests stream removes a message at that age (its MaxAge is the
+// TTL), so a request waiting out a cooldown must expire first, with a dead
+// letter and a failed result, rather than vanish.
 func (d *delivery) deadline() time.Time {
-	if !d.req.DeadlineAt.IsZero() {
-		return d.req.DeadlineAt
+	ttl := d.p.cfg.RequestTTL
+	last := d.meta.Timestamp.Add(ttl - expiryMargin(ttl))
+	if at := d.req.DeadlineAt; !at.IsZero() && at.Before(last) {
+		return at
 	}
-	return d.meta.Timestamp.Add(d.p.cfg.RequestTTL)
+	return last
 }
+
+// expiryMargin is how long before the requests stream removes a request a
+// processor expires it: a twentieth of the TTL, at most a minute; time for
+// its last delivery to reach a worker and be dead-lettered.
+func expiryMargin(ttl time.Duration) time.Duration { return min(ttl/20, time.Minute) }
 
 // answered reports whether a result for this request is already stored, so
 // a redelivery after a crash or a lost ack calls no provider again.

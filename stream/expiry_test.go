@@ -1,0 +1,97 @@
+package stream_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/wire"
+)
+
+// coolingRunner finds every provider cooling for an hour.
+type coolingRunner struct{}
+
+func (coolingRunner) Run(_ context.Context, req *chain.Request) (chain.Result, error) {
+	return chain.Result{Status: chain.StatusFailed}, &chain.ExhaustedError{AllCooling: true, ReopenAt: time.Now().Add(time.Hour)}
+}
+
+// TestARequestWaitingOutItsTTLExpiresBeforeTheStreamRemovesIt: the
+// requests stream removes a message at DETOUR_REQUEST_TTL, the age at which
+// a request without a deadline, or with a later one, expires. Such a
+// request waiting for a cooldown is expired by a processor before the
+// stream removes it: dead-lettered expired, with a failed result, not
+// gone without a trace.
+func TestARequestWaitingOutItsTTLExpiresBeforeTheStreamRemovesIt(t *testing.T) {
+	const ttl = 4 * time.Second
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	err := stream.EnsureTopology(ctx, js, stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
+		RequestTTL: ttl, ResultTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
+		Chains: map[string]stream.Runner{"default": coolingRunner{}}, MaxPayload: 1 << 20,
+		RequestTTL: ttl, AckWait: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- stream.Consume(runCtx, js, p, stream.ConsumerConfig{Chains: []string{"default"}, Workers: 4, ShutdownTimeout: time.Second})
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Consume: %v", err)
+		}
+	})
+	results, err := nc.SubscribeSync(wire.ResultsPrefix + ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	for id, deadline := range map[string]string{"no-deadline": "", "late-deadline": late} {
+		body, _ := json.Marshal(wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hi"}}, Deadline: deadline})
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.RequestSubject("default"), Data: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := map[string]bool{}
+	for len(failed) < 2 {
+		m, err := results.NextMsg(ttl + 5*time.Second)
+		if err != nil {
+			t.Fatalf("results: %v; failed results seen for %v", err, failed)
+		}
+		res, err := wire.DecodeResult(m.Data, m.Header)
+		if err != nil || res.Status != chain.StatusFailed {
+			t.Fatalf("result %q (%v), want a failed one", m.Data, err)
+		}
+		failed[res.ID] = true
+	}
+	letters, err := deadletter.NewStore(js).List(ctx, deadletter.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := map[string]bool{}
+	for _, l := range letters {
+		if l.Reason == deadletter.ReasonExpired {
+			expired[l.RequestID] = true
+		}
+	}
+	if !expired["no-deadline"] || !expired["late-deadline"] {
+		t.Errorf("expired dead letters for %v, want no-deadline and late-deadline", expired)
+	}
+}
