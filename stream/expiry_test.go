@@ -10,7 +10,6 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
@@ -30,34 +29,9 @@ func (coolingRunner) Run(_ context.Context, req *chain.Request) (chain.Result, e
 // gone without a trace.
 func TestARequestWaitingOutItsTTLExpiresBeforeTheStreamRemovesIt(t *testing.T) {
 	const ttl = 4 * time.Second
-	srv := natstest.Start(t)
-	nc, js := natstest.Connect(t, srv)
+	nc, js, p := newProcessor(t, ttl, func() stream.Runner { return coolingRunner{} }, "default")
+	consume(t, js, p, 4, "default")
 	ctx := context.Background()
-	err := stream.EnsureTopology(ctx, js, stream.Topology{
-		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
-		RequestTTL: ttl, ResultTTL: time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
-		Chains: map[string]stream.Runner{"default": coolingRunner{}}, MaxPayload: 1 << 20,
-		RequestTTL: ttl, AckWait: 30 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- stream.Consume(runCtx, js, p, stream.ConsumerConfig{Chains: []string{"default"}, Workers: 4, ShutdownTimeout: time.Second})
-	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Consume: %v", err)
-		}
-	})
 	results, err := nc.SubscribeSync(wire.ResultsPrefix + ">")
 	if err != nil {
 		t.Fatal(err)

@@ -74,31 +74,52 @@ func consumeChains(t *testing.T, workers int, chains ...string) (*nats.Conn, *pu
 // streams exist and before the processor starts.
 func consumeChainsAfter(t *testing.T, workers int, queue func(*nats.Conn), chains ...string) (*nats.Conn, *pullSpy) {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, js := natstest.Connect(t, srv)
-	ctx := context.Background()
-	err := stream.EnsureTopology(ctx, js, stream.Topology{
-		Chains: chains, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runners := map[string]stream.Runner{}
-	for _, name := range chains {
-		runners[name] = &countingRunner{}
-	}
-	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
-		Chains: runners, MaxPayload: 1 << 20, RequestTTL: time.Hour, AckWait: 30 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js, p := newProcessor(t, time.Hour, func() stream.Runner { return &countingRunner{} }, chains...)
 	spy := spyOnPulls(t, nc, chains...)
 	if queue != nil {
 		queue(nc)
 	}
-	runCtx, stop := context.WithCancel(ctx)
+	consume(t, js, p, workers, chains...)
+	return nc, spy
+}
+
+// testTopology is the topology of the tests' processors: chains, their
+// requests kept for requestTTL.
+func testTopology(requestTTL time.Duration, chains ...string) stream.Topology {
+	return stream.Topology{
+		Chains: chains, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
+		RequestTTL: requestTTL, ResultTTL: time.Hour,
+	}
+}
+
+// newProcessor starts an embedded server with testTopology's streams and
+// returns a processor answering each chain with a runner of its own from
+// newRunner.
+func newProcessor(t *testing.T, requestTTL time.Duration, newRunner func() stream.Runner, chains ...string) (*nats.Conn, jetstream.JetStream, *stream.Processor) {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	if err := stream.EnsureTopology(ctx, js, testTopology(requestTTL, chains...)); err != nil {
+		t.Fatal(err)
+	}
+	runners := map[string]stream.Runner{}
+	for _, name := range chains {
+		runners[name] = newRunner()
+	}
+	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
+		Chains: runners, MaxPayload: 1 << 20, RequestTTL: requestTTL, AckWait: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, p
+}
+
+// consume runs p on chains with workers until the test ends.
+func consume(t *testing.T, js jetstream.JetStream, p *stream.Processor, workers int, chains ...string) {
+	t.Helper()
+	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- stream.Consume(runCtx, js, p, stream.ConsumerConfig{Chains: chains, Workers: workers, ShutdownTimeout: time.Second})
@@ -109,7 +130,6 @@ func consumeChainsAfter(t *testing.T, workers int, queue func(*nats.Conn), chain
 			t.Errorf("Consume: %v", err)
 		}
 	})
-	return nc, spy
 }
 
 // requestBody is a request of one user message with id.

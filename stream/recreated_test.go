@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
@@ -29,23 +28,8 @@ func (echoRunner) Run(_ context.Context, req *chain.Request) (chain.Result, erro
 // redelivery alike, not be taken as answered by the result of the old
 // stream's request of the same sequence.
 func TestARecreatedRequestsStreamsRequestsGetTheirOwnResults(t *testing.T) {
-	srv := natstest.Start(t)
-	nc, js := natstest.Connect(t, srv)
+	_, js, p := newProcessor(t, time.Hour, func() stream.Runner { return echoRunner{} }, "default")
 	ctx := context.Background()
-	topology := stream.Topology{
-		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
-	}
-	if err := stream.EnsureTopology(ctx, js, topology); err != nil {
-		t.Fatal(err)
-	}
-	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
-		Chains: map[string]stream.Runner{"default": echoRunner{}}, MaxPayload: 1 << 20,
-		RequestTTL: time.Hour, AckWait: 30 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	results, err := js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +86,7 @@ func TestARecreatedRequestsStreamsRequestsGetTheirOwnResults(t *testing.T) {
 	if err := js.DeleteStream(ctx, wire.RequestsStream); err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.EnsureTopology(ctx, js, topology); err != nil {
+	if err := stream.EnsureTopology(ctx, js, testTopology(time.Hour, "default")); err != nil {
 		t.Fatal(err)
 	}
 	// The first within the results' duplicate window: its store is refused
