@@ -330,14 +330,11 @@ func (d *delivery) answered(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	// A result stored for another request message with the same id (the
-	// failed result of a dead letter since replayed, or a client reusing an
-	// id) does not answer this one: results name the message they answer.
-	// Nor does one stored before this message was: the requests stream was
-	// created again, and its sequences (the ids of requests that name
-	// none) began again. The two times are the servers' own; in a cluster,
-	// a skew between two servers' clocks larger than the time it takes to
-	// answer a request would make an answered one look unanswered.
-	return wire.Answers(m.Header, d.meta.Sequence.Stream) && !m.Time.Before(d.meta.Timestamp), nil
+	// failed result of a dead letter since replayed, a client reusing an
+	// id, or the request of a requests stream since created again, whose
+	// sequences began again) does not answer this one: results name the
+	// message they answer.
+	return wire.Answers(m.Header, d.meta.Sequence.Stream, d.meta.Timestamp), nil
 }
 
 func (d *delivery) annotate(res *chain.Result) {

@@ -122,7 +122,7 @@ func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
 			return fmt.Errorf("checking a duplicate result: %w", err)
 		}
 		if !answered {
-			stored.Header.Set(wire.HeaderMsgID, fmt.Sprintf("%s:%d", d.req.ID, d.meta.Sequence.Stream))
+			stored.Header.Set(wire.HeaderMsgID, fmt.Sprintf("%s:%d:%d", d.req.ID, d.meta.Sequence.Stream, d.meta.Timestamp.UnixNano()))
 			if _, err := d.p.js.PublishMsg(ctx, stored); err != nil {
 				return fmt.Errorf("storing result: %w", err)
 			}
@@ -174,7 +174,7 @@ func (out *outgoing) message(d *delivery, subject string, data []byte, res *chai
 	if res.Cache != "" {
 		h[wire.HeaderCache] = one(7)
 	}
-	wire.MarkAnswers(h, d.meta.Sequence.Stream)
+	wire.MarkAnswers(h, d.meta.Sequence.Stream, d.meta.Timestamp)
 	out.msg = nats.Msg{Subject: subject, Data: data, Header: h}
 	return &out.msg
 }

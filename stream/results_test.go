@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/wire"
 )
@@ -19,7 +20,8 @@ import (
 func TestResultsAnsweredTogetherKeepTheirOwnHeaders(t *testing.T) {
 	const workers, requests = 16, 300
 	var results *nats.Subscription
-	seqs := map[string]uint64{} // request id -> its sequence in the requests stream
+	seqs := map[string]uint64{}      // request id -> its sequence in the requests stream
+	stored := map[string]time.Time{} // request id -> when the requests stream stored it
 	consumeChainsAfter(t, workers, func(nc *nats.Conn) {
 		var err error
 		if results, err = nc.SubscribeSync(wire.ResultsPrefix + ">"); err != nil {
@@ -37,6 +39,23 @@ func TestResultsAnsweredTogetherKeepTheirOwnHeaders(t *testing.T) {
 			}
 			seqs[id] = pub.Seq
 		}
+		// The messages' stored times, read before any is answered and
+		// removed from the work queue.
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requests, err := js.Stream(t.Context(), wire.RequestsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, seq := range seqs {
+			m, err := requests.GetMsg(t.Context(), seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored[id] = m.Time
+		}
 	}, "default")
 	seen := map[string]bool{}
 	for range requests {
@@ -53,8 +72,9 @@ func TestResultsAnsweredTogetherKeepTheirOwnHeaders(t *testing.T) {
 			t.Errorf("result on %s: body id %q, %s %q, %s %q", m.Subject, res.ID,
 				wire.HeaderRequestID, m.Header.Get(wire.HeaderRequestID), wire.HeaderMsgID, m.Header.Get(wire.HeaderMsgID))
 		}
-		if want, ok := seqs[id]; !ok || !wire.Answers(m.Header, want) {
-			t.Errorf("result on %s: %s %q, want %d", m.Subject, wire.HeaderRequestSeq, m.Header.Get(wire.HeaderRequestSeq), want)
+		if seq, ok := seqs[id]; !ok || !wire.Answers(m.Header, seq, stored[id]) || m.Header.Get(wire.HeaderRequestTime) == "" {
+			t.Errorf("result on %s: %s %q and %s %q, want %d and %v", m.Subject, wire.HeaderRequestSeq, m.Header.Get(wire.HeaderRequestSeq),
+				wire.HeaderRequestTime, m.Header.Get(wire.HeaderRequestTime), seq, stored[id])
 		}
 		if seen[id] {
 			t.Errorf("a second result for %s", id)

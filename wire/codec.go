@@ -51,6 +51,11 @@ const (
 	// sequence in DETOUR_REQUESTS), so a redelivery recognises its own
 	// answer and a later request reusing the id does not.
 	HeaderRequestSeq = "Detour-Request-Seq"
+	// HeaderRequestTime is when that request message was stored in
+	// DETOUR_REQUESTS, by the server's clock, in RFC 3339 with nanoseconds:
+	// with the sequence it names the message even after the stream is
+	// created again and hands its sequences out anew.
+	HeaderRequestTime = "Detour-Request-Time"
 )
 
 // Request is a request as published on detour.requests.<chain> (docs/requests.md).

@@ -534,7 +534,7 @@ func TestDecodeRequestHugeLengths(t *testing.T) {
 // map, which finds them by their canonical MIME form (nats.Header.Get).
 func TestHeaderNamesAreCanonical(t *testing.T) {
 	for _, name := range []string{wire.HeaderContentType, wire.HeaderMsgID, wire.HeaderRequestID, wire.HeaderModel,
-		wire.HeaderProvider, wire.HeaderDegraded, wire.HeaderStatus, wire.HeaderRequestSeq, wire.HeaderCache} {
+		wire.HeaderProvider, wire.HeaderDegraded, wire.HeaderStatus, wire.HeaderRequestSeq, wire.HeaderRequestTime, wire.HeaderCache} {
 		if c := textproto.CanonicalMIMEHeaderKey(name); c != name {
 			t.Errorf("header %q is not canonical (%q)", name, c)
 		}

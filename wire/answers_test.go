@@ -1,0 +1,44 @@
+package wire_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/detourhq/detour/wire"
+)
+
+// TestAResultAnswersTheMessageItNames: a result answers the request message
+// of its sequence and stored time, not another of the same sequence (a
+// requests stream created again); a client that knows only the sequence,
+// or a result that records no time, goes by the sequence.
+func TestAResultAnswersTheMessageItNames(t *testing.T) {
+	stored := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.FixedZone("CET", 3600))
+	h := nats.Header{}
+	wire.MarkAnswers(h, 7, stored)
+	if got := h.Get(wire.HeaderRequestTime); got != "2026-12-01T09:00:00.123456789Z" {
+		t.Errorf("%s = %q, want the time in UTC with its nanoseconds", wire.HeaderRequestTime, got)
+	}
+	untimed := nats.Header{wire.HeaderRequestSeq: {"7"}}
+	for _, tt := range []struct {
+		name   string
+		h      nats.Header
+		seq    uint64
+		stored time.Time
+		want   bool
+	}{
+		{"its own message", h, 7, stored, true},
+		{"its own message, in another zone", h, 7, stored.UTC(), true},
+		{"another sequence", h, 8, stored, false},
+		{"the same sequence stored at another time", h, 7, stored.Add(time.Nanosecond), false},
+		{"the sequence alone", h, 7, time.Time{}, true},
+		{"a result that records no time", untimed, 7, stored, true},
+		{"a result that records no time, another sequence", untimed, 8, stored, false},
+		{"no mark at all", nats.Header{}, 7, stored, false},
+	} {
+		if got := wire.Answers(tt.h, tt.seq, tt.stored); got != tt.want {
+			t.Errorf("%s: Answers = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
