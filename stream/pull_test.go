@@ -108,7 +108,7 @@ func newProcessor(t *testing.T, requestTTL time.Duration, newRunner func() strea
 		runners[name] = newRunner()
 	}
 	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
-		Chains: runners, MaxPayload: 1 << 20, RequestTTL: requestTTL, AckWait: 30 * time.Second,
+		Chains: runners, ReplyPrefixes: []string{"_INBOX."}, MaxPayload: 1 << 20, RequestTTL: requestTTL, AckWait: 30 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

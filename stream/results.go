@@ -90,7 +90,7 @@ var errTooLarge = errors.New("too large for the server")
 // reach the requester whatever it carried.
 func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
 	out := outgoings.Get().(*outgoing)
-	defer outgoings.Put(out)
+	defer out.release()
 	data, err := out.enc.Encode(res, d.req.Encoding)
 	if err != nil {
 		return fmt.Errorf("encoding result: %w", err)
@@ -151,6 +151,22 @@ type outgoing struct {
 
 var outgoings = sync.Pool{New: func() any { return new(outgoing) }}
 
+// maxPooledBuffer is the largest encoding buffer, in bytes, an outgoing
+// takes back into the pool: one that a large answer grew is left to the
+// garbage collector, so that the pool never holds many of them.
+const maxPooledBuffer = 64 << 10
+
+// release puts out back into the pool, holding nothing of its result.
+func (out *outgoing) release() {
+	if out.enc.Cap() > maxPooledBuffer {
+		return
+	}
+	out.vals = [len(out.vals)]string{}
+	clear(out.msg.Header)
+	out.msg = nats.Msg{Header: out.msg.Header}
+	outgoings.Put(out)
+}
+
 // message is the result message to subject with its headers, in out.msg:
 // each call replaces what the last one made.
 func (out *outgoing) message(d *delivery, subject string, data []byte, res *chain.Result) *nats.Msg {
@@ -158,9 +174,9 @@ func (out *outgoing) message(d *delivery, subject string, data []byte, res *chai
 		string(res.Status), d.req.Encoding.ContentType(), string(res.Cache)}
 	h := out.msg.Header
 	if h == nil {
-		h = make(nats.Header, len(out.vals)+1) // and Detour-Request-Seq; a map of up to eight needs no table
+		h = make(nats.Header, len(out.vals)+2) // and the two that MarkAnswers sets
 	}
-	clear(h)
+	clear(h) // a reply subject's message follows the stored one
 	// Each value is a slice of one whose capacity ends there, so that an
 	// Add to one header cannot write over the next.
 	one := func(i int) []string { return out.vals[i : i+1 : i+1] }

@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -8,55 +9,90 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
 
+// hitEvenRunner answers every request, from its cache when its id ends in an
+// even digit.
+type hitEvenRunner struct{}
+
+func (hitEvenRunner) Run(_ context.Context, req *chain.Request) (chain.Result, error) {
+	res := chain.Result{Status: chain.StatusOK, Content: "answer to " + req.ID, Provider: "p", Model: "m"}
+	if (req.ID[len(req.ID)-1]-'0')%2 == 0 {
+		res.Cache = chain.CacheHit
+	}
+	return res, nil
+}
+
 // TestResultsAnsweredTogetherKeepTheirOwnHeaders: a backlog answered by
-// many workers at once gives each request a result of its own, whose
-// subject, body and headers all name that request, though the processor
+// many workers at once gives each request a result of its own, stored and,
+// for a request that names a reply subject, sent there too; every copy's
+// subject, body and headers name its request (its id, its message's
+// sequence and time, its own cache header or none), though the processor
 // reuses what it builds results in.
 func TestResultsAnsweredTogetherKeepTheirOwnHeaders(t *testing.T) {
 	const workers, requests = 16, 300
-	var results *nats.Subscription
-	seqs := map[string]uint64{}      // request id -> its sequence in the requests stream
-	stored := map[string]time.Time{} // request id -> when the requests stream stored it
-	consumeChainsAfter(t, workers, func(nc *nats.Conn) {
-		var err error
-		if results, err = nc.SubscribeSync(wire.ResultsPrefix + ">"); err != nil {
-			t.Fatal(err)
+	nc, js, p := newProcessor(t, time.Hour, func() stream.Runner { return hitEvenRunner{} }, "default")
+	results, err := nc.SubscribeSync(wire.ResultsPrefix + ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies, err := nc.SubscribeSync("_INBOX.together.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	requestsStream, err := js.Stream(t.Context(), wire.RequestsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type sent struct {
+		seq     uint64
+		stored  time.Time
+		replyTo string
+	}
+	sents := map[string]sent{}
+	for i := range requests {
+		id := "together-" + strconv.Itoa(i)
+		req := wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hi"}}}
+		if i%3 == 0 {
+			req.ReplyTo = "_INBOX.together." + id
 		}
-		for i := range requests {
-			id := "together-" + strconv.Itoa(i)
-			ack, err := nc.Request(wire.RequestSubject("default"), requestBody(id), 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var pub struct{ Seq uint64 }
-			if err := json.Unmarshal(ack.Data, &pub); err != nil || pub.Seq == 0 {
-				t.Fatalf("publishing %s: %q (%v)", id, ack.Data, err)
-			}
-			seqs[id] = pub.Seq
-		}
-		// The messages' stored times, read before any is answered and
-		// removed from the work queue.
-		js, err := jetstream.New(nc)
+		body, _ := json.Marshal(req)
+		ack, err := js.Publish(t.Context(), wire.RequestSubject("default"), body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		requests, err := js.Stream(t.Context(), wire.RequestsStream)
+		// Read before any request is answered and leaves the work queue.
+		m, err := requestsStream.GetMsg(t.Context(), ack.Sequence)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for id, seq := range seqs {
-			m, err := requests.GetMsg(t.Context(), seq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stored[id] = m.Time
+		sents[id] = sent{seq: ack.Sequence, stored: m.Time, replyTo: req.ReplyTo}
+	}
+	consume(t, js, p, workers, "default")
+
+	check := func(m *nats.Msg, id string) {
+		t.Helper()
+		s := sents[id]
+		res, err := wire.DecodeResult(m.Data, m.Header)
+		if err != nil {
+			t.Fatalf("result on %s: %v", m.Subject, err)
 		}
-	}, "default")
+		if res.ID != id || res.Content != "answer to "+id || m.Header.Get(wire.HeaderRequestID) != id || m.Header.Get(wire.HeaderMsgID) != id {
+			t.Errorf("result on %s: body id %q, content %q, %s %q, %s %q", m.Subject, res.ID, res.Content,
+				wire.HeaderRequestID, m.Header.Get(wire.HeaderRequestID), wire.HeaderMsgID, m.Header.Get(wire.HeaderMsgID))
+		}
+		if !wire.Answers(m.Header, s.seq, s.stored) || m.Header.Get(wire.HeaderRequestTime) == "" {
+			t.Errorf("result on %s: %s %q and %s %q, want %d and %v", m.Subject, wire.HeaderRequestSeq, m.Header.Get(wire.HeaderRequestSeq),
+				wire.HeaderRequestTime, m.Header.Get(wire.HeaderRequestTime), s.seq, s.stored)
+		}
+		if got, ok := m.Header[wire.HeaderCache]; ok != (res.Cache != "") || m.Header.Get(wire.HeaderCache) != string(res.Cache) {
+			t.Errorf("result on %s: %s %q, want %q as its body says", m.Subject, wire.HeaderCache, got, res.Cache)
+		}
+	}
 	seen := map[string]bool{}
 	for range requests {
 		m, err := results.NextMsg(10 * time.Second)
@@ -64,21 +100,21 @@ func TestResultsAnsweredTogetherKeepTheirOwnHeaders(t *testing.T) {
 			t.Fatalf("results: %v (%d of %d seen)", err, len(seen), requests)
 		}
 		id := strings.TrimPrefix(m.Subject, wire.ResultsPrefix)
-		res, err := wire.DecodeResult(m.Data, m.Header)
-		if err != nil {
-			t.Fatalf("result of %s: %v", id, err)
-		}
-		if res.ID != id || m.Header.Get(wire.HeaderRequestID) != id || m.Header.Get(wire.HeaderMsgID) != id {
-			t.Errorf("result on %s: body id %q, %s %q, %s %q", m.Subject, res.ID,
-				wire.HeaderRequestID, m.Header.Get(wire.HeaderRequestID), wire.HeaderMsgID, m.Header.Get(wire.HeaderMsgID))
-		}
-		if seq, ok := seqs[id]; !ok || !wire.Answers(m.Header, seq, stored[id]) || m.Header.Get(wire.HeaderRequestTime) == "" {
-			t.Errorf("result on %s: %s %q and %s %q, want %d and %v", m.Subject, wire.HeaderRequestSeq, m.Header.Get(wire.HeaderRequestSeq),
-				wire.HeaderRequestTime, m.Header.Get(wire.HeaderRequestTime), seq, stored[id])
-		}
 		if seen[id] {
 			t.Errorf("a second result for %s", id)
 		}
 		seen[id] = true
+		check(m, id)
+	}
+	for range (requests + 2) / 3 {
+		m, err := replies.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("replies: %v", err)
+		}
+		id := strings.TrimPrefix(m.Subject, "_INBOX.together.")
+		if sents[id].replyTo != m.Subject {
+			t.Errorf("a reply on %s, which no request named", m.Subject)
+		}
+		check(m, id)
 	}
 }

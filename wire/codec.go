@@ -257,27 +257,39 @@ func EncodeResult(res chain.Result, enc Encoding) ([]byte, error) {
 type ResultEncoder struct {
 	buf  bytes.Buffer
 	json *json.Encoder // writes to buf
-	res  chain.Result  // what json encodes: a copy here costs no allocation
+	res  chain.Result  // what is encoded: a copy here costs no allocation
 }
 
 // Encode encodes res in the format enc, as EncodeResult(res, enc) would.
 func (e *ResultEncoder) Encode(res chain.Result, enc Encoding) ([]byte, error) {
-	if enc != JSON {
-		return msgpack.Marshal(res)
-	}
-	if e.json == nil {
-		e.json = json.NewEncoder(&e.buf)
-	}
 	e.buf.Reset()
 	e.res = res
-	err := e.json.Encode(&e.res)
+	var err error
+	if enc == JSON {
+		if e.json == nil {
+			e.json = json.NewEncoder(&e.buf)
+		}
+		err = e.json.Encode(&e.res)
+	} else {
+		mp := msgpack.GetEncoder() // as msgpack.Marshal does, but into buf
+		mp.Reset(&e.buf)
+		err = mp.Encode(&e.res)
+		msgpack.PutEncoder(mp)
+	}
 	e.res = chain.Result{} // keep nothing of the request once encoded
 	if err != nil {
 		return nil, err
 	}
 	b := e.buf.Bytes()
-	return b[:len(b)-1], nil // Encode ends the value with a newline; Marshal does not
+	if enc == JSON {
+		b = b[:len(b)-1] // Encode ends the value with a newline; Marshal does not
+	}
+	return b, nil
 }
+
+// Cap is how many bytes the encoder's buffer holds on to: as much as the
+// largest result it has encoded needed.
+func (e *ResultEncoder) Cap() int { return e.buf.Cap() }
 
 // DecodeResult decodes a result body, detecting its format like a request's.
 func DecodeResult(data []byte, header nats.Header) (chain.Result, error) {

@@ -332,12 +332,30 @@ func TestContentBlocks(t *testing.T) {
 }
 
 // TestKeepReceivedBoundsWhatIsKept: a server told to keep n requests keeps
-// the last n, in order, and still counts every one; n = 0 keeps none.
+// the last n, in order, whether told before or after they came, and still
+// counts every one; n = 0 keeps none, a negative n every one again.
 func TestKeepReceivedBoundsWhatIsKept(t *testing.T) {
-	for _, keep := range []int{0, 2} {
+	for _, tt := range []struct {
+		name                string
+		before, after, sent int // KeepReceived before the first request and after the third (none when -2)
+		want                []string
+	}{
+		{"two, told first", 2, -2, 5, []string{"m-3", "m-4"}},
+		{"none, told first", 0, -2, 5, nil},
+		{"one, told after three", -2, 1, 5, []string{"m-4"}},
+		{"every one again", 0, -1, 5, []string{"m-3", "m-4"}},
+	} {
 		s := pt.New(pt.OpenAI, nil)
-		s.KeepReceived(keep)
-		for i := range 5 {
+		if tt.before != -2 {
+			s.KeepReceived(tt.before)
+		}
+		for i := range tt.sent {
+			if i == 3 && tt.after != -2 {
+				s.KeepReceived(tt.after)
+				if kept, want := len(s.Received()), min(max(tt.after, 0), 3); tt.after >= 0 && kept != want {
+					t.Errorf("%s: %d kept at once, want %d", tt.name, kept, want)
+				}
+			}
 			mustSend(t, s, pt.OpenAI, body(pt.OpenAI, fmt.Sprintf("m-%d", i), "hi"))
 		}
 		got := s.Received()
@@ -346,9 +364,8 @@ func TestKeepReceivedBoundsWhatIsKept(t *testing.T) {
 		for _, r := range got {
 			models = append(models, r.Model)
 		}
-		want := []string{"m-3", "m-4"}[2-keep:]
-		if !slices.Equal(models, want) || s.Requests() != 5 {
-			t.Errorf("KeepReceived(%d): kept %v, want %v; Requests %d, want 5", keep, models, want, s.Requests())
+		if !slices.Equal(models, tt.want) || s.Requests() != tt.sent {
+			t.Errorf("%s: kept %v, want %v; Requests %d, want %d", tt.name, models, tt.want, s.Requests(), tt.sent)
 		}
 	}
 }

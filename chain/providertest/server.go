@@ -79,15 +79,16 @@ func (s *Server) Requests() int { return int(s.requests.Load()) }
 func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
 
 // KeepReceived makes the server keep only the last n requests for Received
-// (0: none), dropping older ones now and from then on; Requests still
-// counts them all. A server keeps every request until told otherwise, so a
-// long-running one (the service's -demo) should bound them.
+// (0: none), dropping older ones now and from then on; a negative n keeps
+// every one again, as a new server does. Requests still counts them all. A
+// long-running server (the service's -demo) should bound them.
 func (s *Server) KeepReceived(n int) {
-	n = max(n, 0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.keep = n
-	s.received = slices.Clone(s.received[max(len(s.received)-n, 0):])
+	s.keep = max(n, -1)
+	if n >= 0 {
+		s.received = slices.Clone(s.received[max(len(s.received)-n, 0):])
+	}
 }
 
 // Received returns copies of the requests whose body decoded, in order of
