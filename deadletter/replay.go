@@ -25,7 +25,8 @@ type ReplayOptions struct {
 	// Deadline, when not zero, replaces the request body's "deadline"
 	// field, so that an expired request gets another chance. The zero
 	// value republishes the body unchanged; a request without a "deadline"
-	// field gets a fresh DETOUR_REQUEST_TTL from its new publish time anyway.
+	// field gets a fresh DETOUR_REQUEST_TTL from its new publish time anyway
+	// (and no request outlives that age, whatever its deadline).
 	Deadline time.Time
 }
 

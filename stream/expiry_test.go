@@ -22,12 +22,14 @@ func (coolingRunner) Run(_ context.Context, req *chain.Request) (chain.Result, e
 }
 
 // TestARequestWaitingOutItsTTLExpiresBeforeTheStreamRemovesIt: the
-// requests stream removes a message at DETOUR_REQUEST_TTL, the age at which
-// a request without a deadline, or with a later one, expires. Such a
-// request waiting for a cooldown is expired by a processor before the
-// stream removes it: dead-lettered expired, with a failed result, not
-// gone without a trace.
+// requests stream removes a message once it is DETOUR_REQUEST_TTL old, the
+// default deadline. A request without a deadline, or with a later one,
+// waiting for a cooldown is expired by a processor before then:
+// dead-lettered expired, with a failed result saying why, not gone without
+// a trace. (The exact moment is TestADeliveryExpiresBeforeTheStreamRemovesIt's.)
 func TestARequestWaitingOutItsTTLExpiresBeforeTheStreamRemovesIt(t *testing.T) {
+	// Its twentieth, 200 ms, leaves the last delivery time to reach a
+	// worker and be dead-lettered on a loaded machine.
 	const ttl = 4 * time.Second
 	nc, js, p := newProcessor(t, ttl, func() stream.Runner { return coolingRunner{} }, "default")
 	consume(t, js, p, 4, "default")
@@ -54,6 +56,13 @@ func TestARequestWaitingOutItsTTLExpiresBeforeTheStreamRemovesIt(t *testing.T) {
 			t.Fatalf("result %q (%v), want a failed one", m.Data, err)
 		}
 		failed[res.ID] = true
+		want := "expired: deadline passed before any provider answered"
+		if res.ID == "late-deadline" {
+			want = "expired: no provider answered before DETOUR_REQUEST_TTL (4s), the age at which the requests stream removes a request; its deadline was later"
+		}
+		if res.Error != want {
+			t.Errorf("%s: error %q, want %q", res.ID, res.Error, want)
+		}
 	}
 	letters, err := deadletter.NewStore(js).List(ctx, deadletter.Filter{})
 	if err != nil {

@@ -387,7 +387,11 @@ func (d *delivery) nak(delay time.Duration, reason metrics.NakReason) {
 // expire dead-letters a request whose deadline passed and publishes a failed
 // result so that a waiting requester learns of it.
 func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
-	res := chain.Result{Status: chain.StatusFailed, Attempts: attempts, Error: "deadline passed before any provider answered"}
+	why := "deadline passed before any provider answered"
+	if at := d.req.DeadlineAt; !at.IsZero() && d.deadline().Before(at) {
+		why = fmt.Sprintf("no provider answered before DETOUR_REQUEST_TTL (%s), the age at which the requests stream removes a request; its deadline was later", d.p.cfg.RequestTTL)
+	}
+	res := chain.Result{Status: chain.StatusFailed, Attempts: attempts, Error: why}
 	d.annotate(&res)
 	d.fail(ctx, deadletter.ReasonExpired, res, errors.New(res.Error))
 }

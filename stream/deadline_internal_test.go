@@ -1,0 +1,41 @@
+package stream
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/wire"
+)
+
+// TestADeliveryExpiresBeforeTheStreamRemovesIt: a request expires at its
+// own deadline, or at its publish time plus the TTL, but never later than a
+// twentieth of the TTL (a minute at most) before that age, when the
+// requests stream removes it.
+func TestADeliveryExpiresBeforeTheStreamRemovesIt(t *testing.T) {
+	published := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		ttl      time.Duration
+		deadline time.Time
+		want     time.Time
+	}{
+		{"no deadline, the default TTL", 24 * time.Hour, time.Time{}, published.Add(24*time.Hour - time.Minute)},
+		{"no deadline, a short TTL", 10 * time.Second, time.Time{}, published.Add(9500 * time.Millisecond)},
+		{"an earlier deadline", 24 * time.Hour, published.Add(time.Hour), published.Add(time.Hour)},
+		{"a deadline just inside", 10 * time.Second, published.Add(9 * time.Second), published.Add(9 * time.Second)},
+		{"a deadline inside the margin", 10 * time.Second, published.Add(9800 * time.Millisecond), published.Add(9500 * time.Millisecond)},
+		{"a later deadline", 24 * time.Hour, published.Add(48 * time.Hour), published.Add(24*time.Hour - time.Minute)},
+	}
+	for _, tt := range tests {
+		d := delivery{
+			p:    &Processor{cfg: ProcessorConfig{RequestTTL: tt.ttl}},
+			meta: &jetstream.MsgMetadata{Timestamp: published},
+			req:  wire.Decoded{DeadlineAt: tt.deadline},
+		}
+		if got := d.deadline(); !got.Equal(tt.want) {
+			t.Errorf("%s: deadline %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
