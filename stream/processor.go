@@ -334,6 +334,12 @@ func (d *delivery) answered(ctx context.Context) (bool, error) {
 	// id, or the request of a requests stream since created again, whose
 	// sequences began again) does not answer this one: results name the
 	// message they answer.
+	if m.Header.Get(wire.HeaderRequestTime) == "" && m.Time.Before(d.meta.Timestamp) {
+		// Stored by an older processor, which named the message by its
+		// sequence alone: stored before this message was, it cannot
+		// answer it.
+		return false, nil
+	}
 	return wire.Answers(m.Header, d.meta.Sequence.Stream, d.meta.Timestamp), nil
 }
 
@@ -389,7 +395,9 @@ func (d *delivery) nak(delay time.Duration, reason metrics.NakReason) {
 func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 	why := "deadline passed before any provider answered"
 	if at := d.req.DeadlineAt; !at.IsZero() && d.deadline().Before(at) {
-		why = fmt.Sprintf("no provider answered before DETOUR_REQUEST_TTL (%s), the age at which the requests stream removes a request; its deadline was later", d.p.cfg.RequestTTL)
+		ttl := d.p.cfg.RequestTTL
+		why = fmt.Sprintf("no provider answered within DETOUR_REQUEST_TTL (%s) less %s, before the requests stream removes the request at that age; its own deadline was later",
+			ttl, expiryMargin(ttl))
 	}
 	res := chain.Result{Status: chain.StatusFailed, Attempts: attempts, Error: why}
 	d.annotate(&res)

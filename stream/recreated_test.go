@@ -3,9 +3,11 @@ package stream_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
@@ -26,7 +28,8 @@ func (echoRunner) Run(_ context.Context, req *chain.Request) (chain.Result, erro
 // processor repairing it) hands out its sequences again. A request of the
 // new stream must get a result of its own, on its first delivery and on a
 // redelivery alike, not be taken as answered by the result of the old
-// stream's request of the same sequence.
+// stream's request of the same sequence, even one stored by an older
+// processor that recorded no time.
 func TestARecreatedRequestsStreamsRequestsGetTheirOwnResults(t *testing.T) {
 	_, js, p := newProcessor(t, time.Hour, func() stream.Runner { return echoRunner{} }, "default")
 	ctx := context.Background()
@@ -100,5 +103,19 @@ func TestARecreatedRequestsStreamsRequestsGetTheirOwnResults(t *testing.T) {
 	}
 	if got := resultOf(new2); got != "new two" {
 		t.Errorf("redelivery: the result of sequence %d says %q, want %q", new2, got, "new two")
+	}
+
+	// A result stored by an older processor names its request by sequence
+	// alone; one stored before the request was published is not its answer.
+	untimed := nats.NewMsg(wire.ResultSubject(wire.RequestID("", "", new2+1)))
+	untimed.Data = []byte(`{"status":"ok","content":"old three"}`)
+	untimed.Header.Set(wire.HeaderMsgID, wire.RequestID("", "", new2+1))
+	untimed.Header.Set(wire.HeaderRequestSeq, strconv.FormatUint(new2+1, 10))
+	if _, err := js.PublishMsg(ctx, untimed); err != nil {
+		t.Fatal(err)
+	}
+	new3 := ask("new three", true)
+	if got := resultOf(new3); new3 != new2+1 || got != "new three" {
+		t.Errorf("after an older processor's result: the result of sequence %d says %q, want %q", new3, got, "new three")
 	}
 }

@@ -3,7 +3,6 @@ package stream_test
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,7 +77,11 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 	stored := nats.NewMsg(wire.ResultSubject("once"))
 	stored.Data = []byte(`{"id":"once","status":"ok","content":"from the first processor"}`)
 	stored.Header.Set(wire.HeaderMsgID, "once")
-	stored.Header.Set(wire.HeaderRequestSeq, strconv.FormatUint(pub.Sequence, 10))
+	meta, err := first.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire.MarkAnswers(stored.Header, pub.Sequence, meta.Timestamp)
 	if _, err := js.PublishMsg(ctx, stored); err != nil {
 		t.Fatal(err)
 	}

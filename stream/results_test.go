@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/stream"
@@ -21,18 +22,20 @@ type hitEvenRunner struct{}
 
 func (hitEvenRunner) Run(_ context.Context, req *chain.Request) (chain.Result, error) {
 	res := chain.Result{Status: chain.StatusOK, Content: "answer to " + req.ID, Provider: "p", Model: "m"}
-	if (req.ID[len(req.ID)-1]-'0')%2 == 0 {
+	if endsEven(req.ID) {
 		res.Cache = chain.CacheHit
 	}
 	return res, nil
 }
 
+func endsEven(id string) bool { return (id[len(id)-1]-'0')%2 == 0 }
+
 // TestResultsAnsweredTogetherKeepTheirOwnHeaders: a backlog answered by
-// many workers at once gives each request a result of its own, stored and,
-// for a request that names a reply subject, sent there too; every copy's
-// subject, body and headers name its request (its id, its message's
-// sequence and time, its own cache header or none), though the processor
-// reuses what it builds results in.
+// many workers at once gives each request a result of its own, in its
+// encoding, stored and, for a request that names a reply subject, sent there
+// too; every copy's subject, body and headers name its request (its id, its
+// message's sequence and time, its own cache header or none), though the
+// processor reuses what it builds results in.
 func TestResultsAnsweredTogetherKeepTheirOwnHeaders(t *testing.T) {
 	const workers, requests = 16, 300
 	nc, js, p := newProcessor(t, time.Hour, func() stream.Runner { return hitEvenRunner{} }, "default")
@@ -60,8 +63,13 @@ func TestResultsAnsweredTogetherKeepTheirOwnHeaders(t *testing.T) {
 		if i%3 == 0 {
 			req.ReplyTo = "_INBOX.together." + id
 		}
-		body, _ := json.Marshal(req)
-		ack, err := js.Publish(t.Context(), wire.RequestSubject("default"), body)
+		msg := nats.NewMsg(wire.RequestSubject("default"))
+		msg.Data, _ = json.Marshal(req)
+		if i%2 == 1 {
+			msg.Data, _ = msgpack.Marshal(req)
+			msg.Header.Set(wire.HeaderContentType, wire.MsgPack.ContentType())
+		}
+		ack, err := js.PublishMsg(t.Context(), msg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,6 +89,13 @@ func TestResultsAnsweredTogetherKeepTheirOwnHeaders(t *testing.T) {
 		if err != nil {
 			t.Fatalf("result on %s: %v", m.Subject, err)
 		}
+		want := wire.JSON
+		if n, _ := strconv.Atoi(strings.TrimPrefix(id, "together-")); n%2 == 1 {
+			want = wire.MsgPack
+		}
+		if enc, err := wire.DetectEncoding(m.Data, nil); err != nil || enc != want || m.Header.Get(wire.HeaderContentType) != want.ContentType() {
+			t.Errorf("result on %s: %s %q, body in %v, want %s", m.Subject, wire.HeaderContentType, m.Header.Get(wire.HeaderContentType), enc, want.ContentType())
+		}
 		if res.ID != id || res.Content != "answer to "+id || m.Header.Get(wire.HeaderRequestID) != id || m.Header.Get(wire.HeaderMsgID) != id {
 			t.Errorf("result on %s: body id %q, content %q, %s %q, %s %q", m.Subject, res.ID, res.Content,
 				wire.HeaderRequestID, m.Header.Get(wire.HeaderRequestID), wire.HeaderMsgID, m.Header.Get(wire.HeaderMsgID))
@@ -89,8 +104,12 @@ func TestResultsAnsweredTogetherKeepTheirOwnHeaders(t *testing.T) {
 			t.Errorf("result on %s: %s %q and %s %q, want %d and %v", m.Subject, wire.HeaderRequestSeq, m.Header.Get(wire.HeaderRequestSeq),
 				wire.HeaderRequestTime, m.Header.Get(wire.HeaderRequestTime), s.seq, s.stored)
 		}
-		if got, ok := m.Header[wire.HeaderCache]; ok != (res.Cache != "") || m.Header.Get(wire.HeaderCache) != string(res.Cache) {
-			t.Errorf("result on %s: %s %q, want %q as its body says", m.Subject, wire.HeaderCache, got, res.Cache)
+		wantCache := chain.CacheStatus("")
+		if endsEven(id) {
+			wantCache = chain.CacheHit
+		}
+		if got, ok := m.Header[wire.HeaderCache]; ok != (wantCache != "") || m.Header.Get(wire.HeaderCache) != string(wantCache) || res.Cache != wantCache {
+			t.Errorf("result on %s: %s %q and cache %q in its body, want %q", m.Subject, wire.HeaderCache, got, res.Cache, wantCache)
 		}
 	}
 	seen := map[string]bool{}

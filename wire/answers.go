@@ -18,7 +18,8 @@ import (
 
 // MarkAnswers records on a result's header that it answers the request
 // message stored at sequence requestSeq at time stored (the delivery's
-// jetstream.MsgMetadata.Timestamp).
+// jetstream.MsgMetadata.Timestamp), in UTC as time.RFC3339Nano writes it
+// (trailing zeros of the fraction left out).
 func MarkAnswers(h nats.Header, requestSeq uint64, stored time.Time) {
 	h[HeaderRequestSeq] = []string{strconv.FormatUint(requestSeq, 10)}
 	h[HeaderRequestTime] = []string{stored.UTC().Format(time.RFC3339Nano)}
@@ -34,5 +35,9 @@ func Answers(h nats.Header, requestSeq uint64, stored time.Time) bool {
 		return false
 	}
 	at := h.Get(HeaderRequestTime)
-	return at == "" || stored.IsZero() || at == stored.UTC().Format(time.RFC3339Nano)
+	if at == "" || stored.IsZero() {
+		return true
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	return err == nil && t.Equal(stored)
 }

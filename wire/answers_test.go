@@ -21,6 +21,10 @@ func TestAResultAnswersTheMessageItNames(t *testing.T) {
 		t.Errorf("%s = %q, want the time in UTC with its nanoseconds", wire.HeaderRequestTime, got)
 	}
 	untimed := nats.Header{wire.HeaderRequestSeq: {"7"}}
+	// Another writer may keep the fraction's trailing zeros, or send a time
+	// that is none.
+	zeros := nats.Header{wire.HeaderRequestSeq: {"7"}, wire.HeaderRequestTime: {"2026-12-01T09:00:00.100000000Z"}}
+	garbled := nats.Header{wire.HeaderRequestSeq: {"7"}, wire.HeaderRequestTime: {"yesterday"}}
 	for _, tt := range []struct {
 		name   string
 		h      nats.Header
@@ -36,6 +40,8 @@ func TestAResultAnswersTheMessageItNames(t *testing.T) {
 		{"a result that records no time", untimed, 7, stored, true},
 		{"a result that records no time, another sequence", untimed, 8, stored, false},
 		{"no mark at all", nats.Header{}, 7, stored, false},
+		{"a time with its trailing zeros", zeros, 7, time.Date(2026, 12, 1, 9, 0, 0, 100000000, time.UTC), true},
+		{"a time that is none", garbled, 7, stored, false},
 	} {
 		if got := wire.Answers(tt.h, tt.seq, tt.stored); got != tt.want {
 			t.Errorf("%s: Answers = %v, want %v", tt.name, got, tt.want)

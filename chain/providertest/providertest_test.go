@@ -335,25 +335,27 @@ func TestContentBlocks(t *testing.T) {
 // the last n, in order, whether told before or after they came, and still
 // counts every one; n = 0 keeps none, a negative n every one again.
 func TestKeepReceivedBoundsWhatIsKept(t *testing.T) {
+	const untold = -2 // KeepReceived not called
 	for _, tt := range []struct {
 		name                string
-		before, after, sent int // KeepReceived before the first request and after the third (none when -2)
+		before, after, sent int // KeepReceived before the first request and after the third
 		want                []string
 	}{
-		{"two, told first", 2, -2, 5, []string{"m-3", "m-4"}},
-		{"none, told first", 0, -2, 5, nil},
-		{"one, told after three", -2, 1, 5, []string{"m-4"}},
-		{"every one again", 0, -1, 5, []string{"m-3", "m-4"}},
+		{"two, told first", 2, untold, 5, []string{"m-3", "m-4"}},
+		{"none, told first", 0, untold, 5, nil},
+		{"one, told after three", untold, 1, 5, []string{"m-4"}},
+		{"every one again, from none", 0, -1, 5, []string{"m-3", "m-4"}},
+		{"every one again, from two", 2, -1, 5, []string{"m-1", "m-2", "m-3", "m-4"}},
 	} {
 		s := pt.New(pt.OpenAI, nil)
-		if tt.before != -2 {
+		if tt.before != untold {
 			s.KeepReceived(tt.before)
 		}
 		for i := range tt.sent {
-			if i == 3 && tt.after != -2 {
+			if i == 3 && tt.after != untold {
 				s.KeepReceived(tt.after)
-				if kept, want := len(s.Received()), min(max(tt.after, 0), 3); tt.after >= 0 && kept != want {
-					t.Errorf("%s: %d kept at once, want %d", tt.name, kept, want)
+				if kept := len(s.Received()); tt.after >= 0 && kept != min(tt.after, 3) {
+					t.Errorf("%s: %d kept at once, want %d", tt.name, kept, min(tt.after, 3))
 				}
 			}
 			mustSend(t, s, pt.OpenAI, body(pt.OpenAI, fmt.Sprintf("m-%d", i), "hi"))

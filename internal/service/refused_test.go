@@ -182,6 +182,9 @@ func TestRefusedRequestsAreAnswered(t *testing.T) {
 				t.Errorf("%s: stored result header %s = %q, want %q", c.id, k, got, v)
 			}
 		}
+		if at := header.Get(wire.HeaderRequestTime); at == "" {
+			t.Errorf("%s: stored result has no %s", c.id, wire.HeaderRequestTime)
+		}
 	}
 
 	// Each answer went to its result subject and its allowed reply
