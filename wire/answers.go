@@ -21,8 +21,10 @@ import (
 // jetstream.MsgMetadata.Timestamp), in UTC as time.RFC3339Nano writes it
 // (trailing zeros of the fraction left out).
 func MarkAnswers(h nats.Header, requestSeq uint64, stored time.Time) {
-	h[HeaderRequestSeq] = []string{strconv.FormatUint(requestSeq, 10)}
-	h[HeaderRequestTime] = []string{stored.UTC().Format(time.RFC3339Nano)}
+	// One array behind both values, each a slice of one that ends there.
+	v := []string{strconv.FormatUint(requestSeq, 10), stored.UTC().Format(time.RFC3339Nano)}
+	h[HeaderRequestSeq] = v[0:1:1]
+	h[HeaderRequestTime] = v[1:2:2]
 }
 
 // Answers reports whether the result whose header is h answers the request

@@ -20,6 +20,12 @@ func TestAResultAnswersTheMessageItNames(t *testing.T) {
 	if got := h.Get(wire.HeaderRequestTime); got != "2026-12-01T09:00:00.123456789Z" {
 		t.Errorf("%s = %q, want the time in UTC with its nanoseconds", wire.HeaderRequestTime, got)
 	}
+	added := nats.Header{}
+	wire.MarkAnswers(added, 7, stored)
+	added.Add(wire.HeaderRequestSeq, "8") // must not write over the time
+	if got := added.Get(wire.HeaderRequestTime); got != h.Get(wire.HeaderRequestTime) {
+		t.Errorf("adding a value to %s changed %s to %q", wire.HeaderRequestSeq, wire.HeaderRequestTime, got)
+	}
 	untimed := nats.Header{wire.HeaderRequestSeq: {"7"}}
 	// Another writer may keep the fraction's trailing zeros, or send a time
 	// that is none.
