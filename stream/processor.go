@@ -334,13 +334,7 @@ func (d *delivery) answered(ctx context.Context) (bool, error) {
 	// id, or the request of a requests stream since created again, whose
 	// sequences began again) does not answer this one: results name the
 	// message they answer.
-	if m.Header.Get(wire.HeaderRequestTime) == "" && m.Time.Before(d.meta.Timestamp) {
-		// Stored by an older processor, which named the message by its
-		// sequence alone: stored before this message was, it cannot
-		// answer it.
-		return false, nil
-	}
-	return wire.Answers(m.Header, d.meta.Sequence.Stream, d.meta.Timestamp), nil
+	return wire.Answers(m.Header, m.Time, d.meta.Sequence.Stream, d.meta.Timestamp), nil
 }
 
 func (d *delivery) annotate(res *chain.Result) {

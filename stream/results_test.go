@@ -100,7 +100,7 @@ func TestResultsAnsweredTogetherKeepTheirOwnHeaders(t *testing.T) {
 			t.Errorf("result on %s: body id %q, content %q, %s %q, %s %q", m.Subject, res.ID, res.Content,
 				wire.HeaderRequestID, m.Header.Get(wire.HeaderRequestID), wire.HeaderMsgID, m.Header.Get(wire.HeaderMsgID))
 		}
-		if !wire.Answers(m.Header, s.seq, s.stored) || m.Header.Get(wire.HeaderRequestTime) == "" {
+		if !wire.Answers(m.Header, time.Time{}, s.seq, s.stored) || m.Header.Get(wire.HeaderRequestTime) == "" {
 			t.Errorf("result on %s: %s %q and %s %q, want %d and %v", m.Subject, wire.HeaderRequestSeq, m.Header.Get(wire.HeaderRequestSeq),
 				wire.HeaderRequestTime, m.Header.Get(wire.HeaderRequestTime), s.seq, s.stored)
 		}

@@ -27,19 +27,24 @@ func MarkAnswers(h nats.Header, requestSeq uint64, stored time.Time) {
 	h[HeaderRequestTime] = v[1:2:2]
 }
 
-// Answers reports whether the result whose header is h answers the request
-// message stored at sequence requestSeq at time stored. A zero stored checks
-// the sequence alone, for a client that knows only its publish
-// acknowledgement; so does a result that records no time (one stored by an
-// older processor).
-func Answers(h nats.Header, requestSeq uint64, stored time.Time) bool {
+// Answers reports whether the result whose header is h, itself stored at
+// resultStored, answers the request message stored at sequence requestSeq
+// at time requestStored. A zero requestStored checks the sequence alone, for
+// a client that knows only its publish acknowledgement. A result that
+// records no time (one stored by an older processor) answers a message of
+// its sequence stored before it, not after: a result cannot precede its
+// request; a zero resultStored, unknown, does not rule it out.
+func Answers(h nats.Header, resultStored time.Time, requestSeq uint64, requestStored time.Time) bool {
 	if h.Get(HeaderRequestSeq) != strconv.FormatUint(requestSeq, 10) {
 		return false
 	}
-	at := h.Get(HeaderRequestTime)
-	if at == "" || stored.IsZero() {
+	if requestStored.IsZero() {
 		return true
 	}
+	at := h.Get(HeaderRequestTime)
+	if at == "" {
+		return resultStored.IsZero() || !resultStored.Before(requestStored)
+	}
 	t, err := time.Parse(time.RFC3339Nano, at)
-	return err == nil && t.Equal(stored)
+	return err == nil && t.Equal(requestStored)
 }

@@ -309,7 +309,7 @@ func (col *collector) answers(id string, h nats.Header) bool {
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	i, ok := col.index[id]
-	return ok && wire.Answers(h, col.outcomes[i].RequestSeq, time.Time{}) // its acknowledgement has no time
+	return ok && wire.Answers(h, time.Time{}, col.outcomes[i].RequestSeq, time.Time{}) // its acknowledgement has no time
 }
 
 func (col *collector) published(i int, at time.Time, ack *jetstream.PubAck) {
