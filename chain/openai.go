@@ -97,25 +97,6 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 	return resp, nil
 }
 
-// refuse is the failure a 2xx answer body is instead of the answer resp
-// decoded from it: the error object a body without answer text holds (a
-// gateway's {"type":"error",...} or {"error":...} sent with 200,
-// answerFailure), or invalid_output when decodeErr says it could not be
-// decoded; nil when resp stands. It runs once decoding has returned, not
-// around it, so that its frame is not on the worker's stack while the
-// answer is decoded (decodeLevel).
-func refuse(resp *Response, decodeErr error, status int, header http.Header, body []byte, apiKey string) error {
-	if decodeErr != nil || (isBlank(resp.Content) && resp.Refusal == "") {
-		if failure := answerFailure(status, header, body, apiKey); failure != nil {
-			return failure
-		}
-	}
-	if decodeErr != nil {
-		return &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", decodeErr)}
-	}
-	return nil
-}
-
 // decodeOpenAIAnswer reads a chat completion's model, usage and first
 // choice; the error is the first decoding failure, with what could be read
 // still returned. It decodes one level of nesting at a time (decodeLevel),
