@@ -132,6 +132,25 @@ func consume(t *testing.T, js jetstream.JetStream, p *stream.Processor, workers 
 	})
 }
 
+// nextDelivery fetches the next delivery of chainName's consumer, failing
+// the test when none comes within 5 s.
+func nextDelivery(t *testing.T, js jetstream.JetStream, chainName string) jetstream.Msg {
+	t.Helper()
+	cons, err := js.Consumer(t.Context(), wire.RequestsStream, wire.ConsumerName(chainName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := <-batch.Messages()
+	if msg == nil {
+		t.Fatalf("no delivery of %s within 5s", chainName)
+	}
+	return msg
+}
+
 // requestBody is a request of one user message with id.
 func requestBody(id string) []byte {
 	body, _ := json.Marshal(wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hi"}}})

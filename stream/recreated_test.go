@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/stream"
@@ -48,29 +47,15 @@ func TestARecreatedRequestsStreamsRequestsGetTheirOwnResults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName("default"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-			if err != nil {
+		msg := nextDelivery(t, js, "default")
+		if nakFirst {
+			if err := msg.Nak(); err != nil {
 				t.Fatal(err)
 			}
-			msg := <-batch.Messages()
-			if msg == nil {
-				t.Fatalf("%q: no delivery", prompt)
-			}
-			if nakFirst {
-				nakFirst = false
-				if err := msg.Nak(); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			p.Handle(ctx, "default", msg)
-			return pub.Sequence
+			msg = nextDelivery(t, js, "default")
 		}
+		p.Handle(ctx, "default", msg)
+		return pub.Sequence
 	}
 	resultOf := func(seq uint64) string {
 		t.Helper()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
@@ -55,25 +54,9 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName("default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fetch := func() jetstream.Msg {
-		t.Helper()
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range batch.Messages() {
-			return m
-		}
-		t.Fatal("no delivery")
-		return nil
-	}
 
 	// First delivery: a processor stored the result and died before acking.
-	first := fetch()
+	first := nextDelivery(t, js, "default")
 	stored := nats.NewMsg(wire.ResultSubject("once"))
 	stored.Data = []byte(`{"id":"once","status":"ok","content":"from the first processor"}`)
 	stored.Header.Set(wire.HeaderMsgID, "once")
@@ -89,7 +72,7 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Until(deadline) + 100*time.Millisecond)
-	second := fetch()
+	second := nextDelivery(t, js, "default")
 	if meta, _ := second.Metadata(); meta.NumDelivered != 2 {
 		t.Fatalf("second delivery has NumDelivered %d", meta.NumDelivered)
 	}
