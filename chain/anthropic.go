@@ -101,6 +101,7 @@ func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
 	if err := refuse(&resp, decodeErr, status, respHeader, respBody, a.apiKey); err != nil {
 		return Response{}, err
 	}
+	redactAnswer(&resp, a.apiKey)
 	return resp, nil
 }
 

@@ -94,6 +94,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 	if err := refuse(&resp, decodeErr, status, respHeader, data, o.apiKey); err != nil {
 		return Response{}, err
 	}
+	redactAnswer(&resp, o.apiKey)
 	return resp, nil
 }
 
@@ -197,34 +198,7 @@ func answerFailure(status int, header http.Header, body []byte, apiKey string) *
 // errorText makes outside text fit for results and state: without the API
 // key, and short.
 func errorText(msg, apiKey string) string {
-	if apiKey != "" {
-		// Redact before cutting short: a cut through the key would leave a
-		// prefix of it that no longer matches.
-		msg = strings.ReplaceAll(msg, apiKey, "[redacted]")
-	}
-	return text.Cut(msg, maxErrorText)
+	// Redact before cutting short: a cut through the key would leave a
+	// prefix of it that no longer matches.
+	return text.Cut(redactKey(msg, apiKey), maxErrorText)
 }
-
-// redact removes the API key from a transport error's text; the error is
-// replaced, not wrapped, so no caller can print the original.
-func redact(err error, apiKey string) error {
-	var ce *CallError
-	if apiKey == "" || errors.As(err, &ce) || !strings.Contains(err.Error(), apiKey) {
-		return err
-	}
-	return &redactedError{msg: strings.ReplaceAll(err.Error(), apiKey, "[redacted]"), cause: err}
-}
-
-// redactedError keeps the cause for classification (Timeout, errors.Is on
-// deadlines) while its text never shows the key.
-type redactedError struct {
-	msg   string
-	cause error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-
-// Is and Timeout forward classification to the cause without exposing its text.
-func (e *redactedError) Is(target error) bool { return errors.Is(e.cause, target) }
-
-func (e *redactedError) Timeout() bool { return isTimeout(e.cause) }

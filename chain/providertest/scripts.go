@@ -63,6 +63,9 @@ type Reply struct {
 	// Usage, when set, is the token usage a 2xx answer reports; nil reports
 	// the words of the prompt and of the answer, one token a word.
 	Usage *Usage
+	// Model is the model a 2xx answer names; "" names the model requested,
+	// as the real APIs do (up to a dated suffix).
+	Model string
 }
 
 // Usage is the token usage an answer reports: OpenAI's prompt_tokens and

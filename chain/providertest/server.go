@@ -216,7 +216,11 @@ func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
 		if reply.Usage != nil {
 			prompt, completion = reply.Usage.Prompt, reply.Usage.Completion
 		}
-		body = s.flavor.successBody(n, req.Model, reply, prompt, completion)
+		model := req.Model
+		if reply.Model != "" {
+			model = reply.Model
+		}
+		body = s.flavor.successBody(n, model, reply, prompt, completion)
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // a client that left cannot be told

@@ -1,0 +1,98 @@
+package chain_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/chain/providertest"
+)
+
+// sentKey is the API key a request carried, in either flavour's header.
+func sentKey(req providertest.Request) string {
+	if k := req.Header.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	return strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
+}
+
+// jsonEscaped spells every byte of s as a \u escape, as a JSON encoder may.
+func jsonEscaped(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		fmt.Fprintf(&b, `\u%04x`, c)
+	}
+	return b.String()
+}
+
+// TestProviderTextNeverShowsAPIKey: whatever a provider sends back reaches
+// results, dead letters, logs and metric labels, so an endpoint that echoes
+// the key it was sent (a gateway echoing the request, a hostile one) must
+// not get it there, in an answer or in an error, spelled plainly or with
+// JSON escapes.
+func TestProviderTextNeverShowsAPIKey(t *testing.T) {
+	schema, err := chain.CompileSchema(map[string]any{"type": "string", "pattern": "^ok$"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		reply  func(key string) providertest.Reply
+		schema *chain.Schema
+	}{
+		{name: "refusal", reply: func(key string) providertest.Reply { return providertest.Reply{Refusal: "I refuse " + key} }},
+		{name: "model", reply: func(key string) providertest.Reply { return providertest.Reply{Content: "fine", Model: "m-" + key} }},
+		{name: "stop reason", reply: func(key string) providertest.Reply {
+			return providertest.Reply{Content: "fine", FinishReason: key}
+		}},
+		{name: "answer", reply: func(key string) providertest.Reply { return providertest.Reply{Content: "your key is " + key} }},
+		{name: "answer failing the schema", schema: schema, reply: func(key string) providertest.Reply {
+			return providertest.Reply{Content: `"` + key + `"`}
+		}},
+		{name: "escaped in an error body", reply: func(key string) providertest.Reply {
+			return providertest.Reply{Status: http.StatusInternalServerError, RawBody: `{"detail": "bad key ` + jsonEscaped(key) + `"}`}
+		}},
+		{name: "escaped in an error array", reply: func(key string) providertest.Reply {
+			return providertest.Reply{Status: http.StatusForbidden, RawBody: `["denied", "` + jsonEscaped(key) + `"]`}
+		}},
+	}
+	for _, flavor := range []providertest.Flavor{providertest.OpenAI, providertest.Anthropic} {
+		for _, tt := range tests {
+			if flavor == providertest.Anthropic && tt.name == "refusal" {
+				continue // a stop reason there: the refusal's text is not shown
+			}
+			t.Run(flavor.String()+"/"+tt.name, func(t *testing.T) {
+				srv := providertest.New(flavor, func(_ int, req providertest.Request) providertest.Reply { return tt.reply(sentKey(req)) })
+				t.Cleanup(srv.Close)
+				var p chain.Provider = chain.NewOpenAI("primary", srv.URL, "gpt-test", testKey, nil)
+				if flavor == providertest.Anthropic {
+					p = chain.NewAnthropic("primary", srv.URL, "claude-test", testKey, nil)
+				}
+				req := hello
+				req.Schema = tt.schema
+				res, err := newChain(newMemState(), chain.Step{Provider: p, Policy: chain.Policy{}}).Run(context.Background(), &req)
+				if srv.Requests() != 1 {
+					t.Fatalf("the provider received %d requests, want 1", srv.Requests())
+				}
+				data, jerr := json.Marshal(res)
+				if jerr != nil {
+					t.Fatal(jerr)
+				}
+				seen := string(data)
+				if err != nil {
+					seen += "\n" + err.Error()
+				}
+				if strings.Contains(seen, testKey[3:]) {
+					t.Errorf("the key shows:\n%s", seen)
+				}
+				if !strings.Contains(seen, "[redacted]") {
+					t.Errorf("no [redacted] where the provider echoed the key:\n%s", seen)
+				}
+			})
+		}
+	}
+}
