@@ -2,8 +2,10 @@ package chain
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 )
 
 // decodeLevel decodes raw, one level of an answer left as json.RawMessage,
@@ -19,6 +21,37 @@ func decodeLevel(raw json.RawMessage, v any, first *error) {
 	if err := json.Unmarshal(raw, v); err != nil && *first == nil {
 		*first = err
 	}
+}
+
+// decodeUsage decodes an answer's usage member into v, a struct of
+// tokenCount fields, as decodeLevel would, but never fails: usage only
+// counts, and an answer the provider was paid for stands whatever shape
+// its usage takes. A usage that is not an object reads as zero counts.
+func decodeUsage(raw json.RawMessage, v any) {
+	var ignored error
+	decodeLevel(raw, v, &ignored)
+}
+
+// tokenCount is a token count as a provider's usage reports it: any JSON
+// number, 12.0 and 1.2e1 too (gateways written in Python send floats),
+// rounded down and held within 0..MaxUsageTokens; a value of another kind
+// (a string, null, a list) reads as 0.
+type tokenCount int
+
+// UnmarshalJSON reads any JSON value and never fails.
+func (n *tokenCount) UnmarshalJSON(b []byte) error {
+	f, err := strconv.ParseFloat(string(b), 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange): // not a number
+		*n = 0
+	case f <= 0: // -Inf too
+		*n = 0
+	case f >= MaxUsageTokens: // +Inf too
+		*n = MaxUsageTokens
+	default:
+		*n = tokenCount(f)
+	}
+	return nil
 }
 
 // refuse is the failure a 2xx answer body is instead of the answer resp

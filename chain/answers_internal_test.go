@@ -19,10 +19,16 @@ type openAIAnswerAtOnce struct {
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
+	Usage lenient[openAIUsage] `json:"usage"`
+}
+
+// lenient decodes a T where it can and never fails, as an answer's usage
+// is read (decodeUsage).
+type lenient[T any] struct{ v T }
+
+func (l *lenient[T]) UnmarshalJSON(b []byte) error {
+	_ = json.Unmarshal(b, &l.v)
+	return nil
 }
 
 // FuzzOpenAIAnswer feeds the chat completion decoder whatever a provider or
@@ -34,6 +40,7 @@ func FuzzOpenAIAnswer(f *testing.F) {
 		`{"id":"c1","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"hi","refusal":null},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`,
 		`{"choices":[{"message":{"content":"","refusal":"I can't help with that."},"finish_reason":"stop"}]}`,
 		`{"choices":[{"message":{"content":"cut"},"finish_reason":"length"}],"usage":null}`,
+		`{"choices":[{"message":{"content":"a"}}],"usage":{"prompt_tokens":12.0,"completion_tokens":1e40}}`, `{"choices":[{"message":{"content":"a"}}],"usage":[1]}`,
 		`{"choices":[null,{"message":{"content":"second"}}]}`, `{"choices":[{"message":null}]}`,
 		`{"choices":[{"message":{"content":"first"}},{"message":5}]}`, `{"choices":[5]}`,
 		`{"choices":[{"message":{"refusal":"no"},"message":{"content":"x"}}]}`, `{"choices":[{"message":{"content":5}}]}`, `{"choices":{}}`, `{"choices":[{"message":"x"}]}`,
@@ -44,7 +51,7 @@ func FuzzOpenAIAnswer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, err := decodeOpenAIAnswer(body)
 		agreesWithOnePass(t, body, got, err, func(once *openAIAnswerAtOnce) Response {
-			want := Response{Model: once.Model, Usage: reportedUsage(once.Usage.PromptTokens, once.Usage.CompletionTokens)}
+			want := Response{Model: once.Model, Usage: reportedUsage(int(once.Usage.v.PromptTokens), int(once.Usage.v.CompletionTokens))}
 			if len(once.Choices) > 0 {
 				c := once.Choices[0]
 				want.Content, want.StopReason, want.Truncated = c.Message.Content, c.FinishReason, isTruncatedStop(c.FinishReason)
@@ -68,11 +75,8 @@ type anthropicAnswerAtOnce struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	} `json:"content"`
-	StopReason string `json:"stop_reason"`
-	Usage      struct {
-		InputTokens  int `json:"input_tokens"`
-		OutputTokens int `json:"output_tokens"`
-	} `json:"usage"`
+	StopReason string                  `json:"stop_reason"`
+	Usage      lenient[anthropicUsage] `json:"usage"`
 }
 
 // FuzzAnthropicAnswer feeds the message decoder whatever a provider or a
@@ -83,7 +87,7 @@ func FuzzAnthropicAnswer(f *testing.F) {
 	for _, seed := range []string{
 		`{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`,
 		`{"content":[{"type":"thinking","thinking":"…"},{"type":"text","text":"a"},{"type":"text","text":"b"}],"stop_reason":"max_tokens"}`,
-		`{"content":[{"type":"text","text":"a"},5]}`, `{"content":[null]}`, `{"content":{}}`, `{"usage":null}`, `{"usage":{"input_tokens":"x"}}`,
+		`{"content":[{"type":"text","text":"a"},5]}`, `{"content":[null]}`, `{"content":{}}`, `{"usage":null}`, `{"usage":{"input_tokens":"x"}}`, `{"usage":{"input_tokens":3.5,"output_tokens":-1e400}}`, `{"usage":"n/a"}`,
 		`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, `{}`, `null`, `[]`, ``, `{"content":[`,
 	} {
 		f.Add([]byte(seed))
@@ -98,7 +102,7 @@ func FuzzAnthropicAnswer(f *testing.F) {
 				}
 			}
 			return Response{Content: text.String(), Model: once.Model, Truncated: isTruncatedStop(once.StopReason),
-				StopReason: once.StopReason, Usage: reportedUsage(once.Usage.InputTokens, once.Usage.OutputTokens)}
+				StopReason: once.StopReason, Usage: reportedUsage(int(once.Usage.v.InputTokens), int(once.Usage.v.OutputTokens))}
 		})
 	})
 }

@@ -59,8 +59,8 @@ type anthropicBlock struct {
 }
 
 type anthropicUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
+	InputTokens  tokenCount `json:"input_tokens"`
+	OutputTokens tokenCount `json:"output_tokens"`
 }
 
 // Call sends one message request. System messages are joined into the
@@ -116,7 +116,7 @@ func decodeAnthropicAnswer(data []byte) (Response, error) {
 	var out anthropicResponse
 	decodeErr := json.Unmarshal(data, &out)
 	var usage anthropicUsage
-	decodeLevel(out.Usage, &usage, &decodeErr)
+	decodeUsage(out.Usage, &usage)
 	var text strings.Builder
 	for _, raw := range out.Content {
 		var block anthropicBlock
@@ -130,6 +130,6 @@ func decodeAnthropicAnswer(data []byte) (Response, error) {
 		Model:      out.Model,
 		Truncated:  isTruncatedStop(out.StopReason),
 		StopReason: out.StopReason,
-		Usage:      reportedUsage(usage.InputTokens, usage.OutputTokens),
+		Usage:      reportedUsage(int(usage.InputTokens), int(usage.OutputTokens)),
 	}, decodeErr
 }

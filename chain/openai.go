@@ -59,8 +59,8 @@ type openAIResponse struct {
 }
 
 type openAIUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens     tokenCount `json:"prompt_tokens"`
+	CompletionTokens tokenCount `json:"completion_tokens"`
 }
 
 type openAIChoice struct {
@@ -111,8 +111,8 @@ func decodeOpenAIAnswer(data []byte) (Response, error) {
 	var out openAIResponse
 	decodeErr := json.Unmarshal(data, &out)
 	var usage openAIUsage
-	decodeLevel(out.Usage, &usage, &decodeErr)
-	resp := Response{Model: out.Model, Usage: reportedUsage(usage.PromptTokens, usage.CompletionTokens)}
+	decodeUsage(out.Usage, &usage)
+	resp := Response{Model: out.Model, Usage: reportedUsage(int(usage.PromptTokens), int(usage.CompletionTokens))}
 	for i, raw := range out.Choices {
 		var choice openAIChoice
 		var msg openAIMessage

@@ -2,6 +2,7 @@ package chain_test
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"testing"
 
@@ -37,6 +38,59 @@ func TestProviderUsageIsBounded(t *testing.T) {
 				}
 				if resp.Usage != tt.want {
 					t.Errorf("usage %+v, want %+v", resp.Usage, tt.want)
+				}
+			})
+		}
+	}
+}
+
+// TestProviderUsageInAnyShapeKeepsTheAnswer: usage only counts; an answer
+// the provider was paid for stands whatever shape its usage takes. Counts
+// written as floats (gateways written in Python send 12.0) or exponents are
+// read rounded down and bounded; anything else reads as 0.
+func TestProviderUsageInAnyShapeKeepsTheAnswer(t *testing.T) {
+	counts := func(prompt, completion string) func(providertest.Flavor) json.RawMessage {
+		return func(f providertest.Flavor) json.RawMessage {
+			if f == providertest.Anthropic {
+				return json.RawMessage(`{"input_tokens":` + prompt + `,"output_tokens":` + completion + `}`)
+			}
+			return json.RawMessage(`{"prompt_tokens":` + prompt + `,"completion_tokens":` + completion + `,"total_tokens":1}`)
+		}
+	}
+	whole := func(usage string) func(providertest.Flavor) json.RawMessage {
+		return func(providertest.Flavor) json.RawMessage { return json.RawMessage(usage) }
+	}
+	tests := map[string]struct {
+		usage func(providertest.Flavor) json.RawMessage
+		want  chain.Usage
+	}{
+		"floats":            {counts("12.0", "3.7"), chain.Usage{PromptTokens: 12, CompletionTokens: 3}},
+		"exponents":         {counts("1.2e1", "1e40"), chain.Usage{PromptTokens: 12, CompletionTokens: chain.MaxUsageTokens}},
+		"past float64":      {counts("1e400", "-1e400"), chain.Usage{PromptTokens: chain.MaxUsageTokens}},
+		"past int64":        {counts("99999999999999999999", "-99999999999999999999"), chain.Usage{PromptTokens: chain.MaxUsageTokens}},
+		"strings and nulls": {counts(`"12"`, "null"), chain.Usage{}},
+		"lists and objects": {counts("[1]", `{"n":1}`), chain.Usage{}},
+		"usage null":        {whole("null"), chain.Usage{}},
+		"usage a string":    {whole(`"n/a"`), chain.Usage{}},
+		"usage a list":      {whole(`[12, 3]`), chain.Usage{}},
+	}
+	for _, flavor := range []providertest.Flavor{providertest.OpenAI, providertest.Anthropic} {
+		for name, tt := range tests {
+			t.Run(flavor.String()+"/"+name, func(t *testing.T) {
+				srv := providertest.New(flavor, func(int, providertest.Request) providertest.Reply {
+					return providertest.Reply{Content: "ok", UsageJSON: tt.usage(flavor)}
+				})
+				t.Cleanup(srv.Close)
+				var p chain.Provider = chain.NewOpenAI("p", srv.URL, "m", "", nil)
+				if flavor == providertest.Anthropic {
+					p = chain.NewAnthropic("p", srv.URL, "m", "", nil)
+				}
+				resp, err := p.Call(context.Background(), &chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+				if err != nil {
+					t.Fatalf("the answer was refused: %v", err)
+				}
+				if resp.Content != "ok" || resp.Usage != tt.want {
+					t.Errorf("content %q, usage %+v; want \"ok\", %+v", resp.Content, resp.Usage, tt.want)
 				}
 			})
 		}

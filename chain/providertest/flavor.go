@@ -83,7 +83,7 @@ func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
 			Model:      model,
 			Content:    []anthropicBlock{{Type: "text", Text: text}},
 			StopReason: f.finishReason(finish),
-			Usage:      anthropicUsage{InputTokens: in, OutputTokens: out},
+			Usage:      usageMember(r, anthropicUsage{InputTokens: in, OutputTokens: out}),
 		}
 	} else {
 		msg := openAIMessage{Role: "assistant", Content: &r.Content}
@@ -103,11 +103,20 @@ func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
 				Message:      msg,
 				FinishReason: f.finishReason(r.FinishReason),
 			}},
-			Usage: openAIUsage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out},
+			Usage: usageMember(r, openAIUsage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}),
 		}
 	}
-	b, _ := json.Marshal(v) // plain structs of strings and ints cannot fail
+	b, _ := json.Marshal(v) // fails only on a UsageJSON that is not JSON: an empty body
 	return b
+}
+
+// usageMember is the answer's usage member: r.UsageJSON when the reply
+// sets it, else counted.
+func usageMember(r Reply, counted any) any {
+	if r.UsageJSON != nil {
+		return r.UsageJSON
+	}
+	return counted
 }
 
 // errorBody is the flavour's error document for a non-2xx status, with the
@@ -170,7 +179,7 @@ type openAIResponse struct {
 	Created int64          `json:"created"`
 	Model   string         `json:"model"`
 	Choices []openAIChoice `json:"choices"`
-	Usage   openAIUsage    `json:"usage"`
+	Usage   any            `json:"usage"` // openAIUsage or Reply.UsageJSON
 }
 
 type openAIChoice struct {
@@ -209,7 +218,7 @@ type anthropicResponse struct {
 	Model      string           `json:"model"`
 	Content    []anthropicBlock `json:"content"`
 	StopReason string           `json:"stop_reason"`
-	Usage      anthropicUsage   `json:"usage"`
+	Usage      any              `json:"usage"` // anthropicUsage or Reply.UsageJSON
 }
 
 type anthropicBlock struct {

@@ -63,6 +63,11 @@ type Reply struct {
 	// Usage, when set, is the token usage a 2xx answer reports; nil reports
 	// the words of the prompt and of the answer, one token a word.
 	Usage *Usage
+	// UsageJSON, when set, is sent verbatim as the answer's usage member,
+	// for shapes Usage cannot carry: counts written as floats (12.0, as
+	// gateways written in Python send them), exponents, strings, null. It
+	// must be JSON; one that is not sends an empty body.
+	UsageJSON json.RawMessage
 	// Model is the model a 2xx answer names; "" names the model requested,
 	// as the real APIs do (up to a dated suffix).
 	Model string
