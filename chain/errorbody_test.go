@@ -123,6 +123,18 @@ func TestErrorBodyClassTable(t *testing.T) {
 		{name: "page without a title", script: providertest.HTMLError(503, ""),
 			class: chain.ClassServer, status: 503, keep: []string{"HTTP 503): HTML error page"}},
 		{name: "html 401 stays auth", script: providertest.HTMLError(401, "401 Authorization Required"), class: chain.ClassAuth, status: 401},
+		// A byte order mark before a body (RFC 8259, section 8.1, lets a
+		// reader ignore one) hides neither a page's title nor an error object.
+		{name: "html page after a byte order mark", script: reply(providertest.Reply{Status: 502,
+			RawBody: "\ufeff<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body>" + strings.Repeat("x", 400) + "</body></html>"}),
+			class: chain.ClassServer, status: 502, keep: []string{"HTTP 502): 502 Bad Gateway"}},
+		{name: "error object after a byte order mark", script: reply(providertest.Reply{Status: 400,
+			RawBody: "\ufeff" + `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota"}}`}),
+			class: chain.ClassAuth, status: 400, keep: []string{"You exceeded your current quota"}},
+		// A body the transport cannot decode: the status still classes it.
+		{name: "503 with a body that is not the gzip it says", script: reply(providertest.Reply{Status: 503,
+			Header: http.Header{"Content-Encoding": {"gzip"}}, RawBody: "not gzip at all"}),
+			class: chain.ClassServer, status: 503, keep: []string{"HTTP 503"}},
 		// The key is redacted in every new text.
 		{name: "key in a 200 error", script: reply(providertest.Reply{ErrorStatus: 401, ErrorShape: providertest.ShapeGateway, ErrorMessage: "bad key " + testKey}),
 			class: chain.ClassAuth, status: 200, keep: []string{"[redacted]"}},
@@ -157,6 +169,50 @@ func TestErrorBodyClassTable(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestUnreadableAnswerIsInvalidOutput: a 2xx whose body cannot be read as
+// an answer is invalid_output, not an outage: the provider answered, and
+// calling it again would pay again for the same body. The error says what
+// was wrong with it.
+func TestUnreadableAnswerIsInvalidOutput(t *testing.T) {
+	huge := `{"choices":[{"message":{"content":"` + strings.Repeat("a", 8<<20) + `"}}]}`
+	for name, tt := range map[string]struct {
+		reply providertest.Reply
+		keep  string
+	}{
+		"not the gzip it says": {providertest.Reply{Header: http.Header{"Content-Encoding": {"gzip"}}, RawBody: "not gzip at all"},
+			"malformed answer body: gzip: invalid header"},
+		"over 8 MiB": {providertest.Reply{RawBody: huge}, "answer body over 8 MiB"},
+	} {
+		for _, f := range bothFlavors {
+			t.Run(f.String()+"/"+name, func(t *testing.T) {
+				_, err := callFlavor(t, f, reply(tt.reply))
+				ce := wantCallError(t, err)
+				if ce.Class != chain.ClassInvalidOutput || ce.StatusCode != 200 || !strings.Contains(ce.Error(), tt.keep) {
+					t.Errorf("class %s, status %d, error %q; want invalid_output, 200, %q", ce.Class, ce.StatusCode, ce.Error(), tt.keep)
+				}
+			})
+		}
+	}
+}
+
+// TestAnswerAfterAByteOrderMarkIsRead: RFC 8259 (section 8.1) lets a
+// reader ignore a byte order mark before a JSON text; a gateway that sends
+// one has still answered.
+func TestAnswerAfterAByteOrderMarkIsRead(t *testing.T) {
+	bodies := map[providertest.Flavor]string{
+		providertest.OpenAI:    `{"model":"m","choices":[{"message":{"content":"fine"},"finish_reason":"stop"}]}`,
+		providertest.Anthropic: `{"model":"m","content":[{"type":"text","text":"fine"}],"stop_reason":"end_turn"}`,
+	}
+	for f, body := range bodies {
+		t.Run(f.String(), func(t *testing.T) {
+			resp, err := callFlavor(t, f, reply(providertest.Reply{RawBody: "\ufeff" + body}))
+			if err != nil || resp.Content != "fine" {
+				t.Errorf("Call = %+v, %v; want the answer \"fine\"", resp, err)
+			}
+		})
 	}
 }
 

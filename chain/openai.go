@@ -2,6 +2,8 @@ package chain
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -160,11 +162,36 @@ func post(ctx context.Context, client *http.Client, url string, header http.Head
 		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	if err != nil {
+	status, ok := resp.StatusCode, resp.StatusCode/100 == 2
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	switch {
+	case err != nil && undecodable(err) && ok:
+		// The provider answered; a body that is not the encoding it
+		// names would come back the same from another call.
+		return 0, nil, nil, &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", err)}
+	case err != nil && undecodable(err):
+		return status, resp.Header, nil, nil // the status alone classes it
+	case err != nil:
 		return 0, nil, nil, err
+	case len(data) > maxResponseBytes && ok:
+		return 0, nil, nil, &CallError{Class: ClassInvalidOutput, StatusCode: status,
+			Err: fmt.Errorf("answer body over %d MiB, more than is read", maxResponseBytes>>20)}
+	case len(data) > maxResponseBytes:
+		data = data[:maxResponseBytes] // only its start is shown
 	}
-	return resp.StatusCode, resp.Header, data, nil
+	return status, resp.Header, bytes.TrimPrefix(data, byteOrderMark), nil
+}
+
+// byteOrderMark is UTF-8's, which RFC 8259 (section 8.1) lets a reader of
+// JSON ignore; before an HTML page it would hide the page for what it is.
+var byteOrderMark = []byte("\ufeff")
+
+// undecodable reports a body that the transport could not decode from the
+// Content-Encoding it names (gzip, which net/http undoes by itself): the
+// connection worked, the bytes are wrong.
+func undecodable(err error) bool {
+	var corrupt flate.CorruptInputError
+	return errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt)
 }
 
 // httpFailure builds the CallError for a non-2xx answer: the status's class
