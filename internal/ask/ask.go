@@ -184,23 +184,30 @@ const unknownID = math.MaxUint64
 // ask checks and stores one request. Its reply subject becomes the stored
 // request's Detour-Reply-To (replacing one sent along); one that names no
 // id, in its body or Nats-Msg-Id, gets a Nats-Msg-Id of its own; the body
-// and every other header are stored as sent.
+// and every other header are stored as sent. Nothing is ever sent to a
+// reply subject a processor may not answer on (mayReply).
 func (s *server) ask(chainName string, r micro.Request) {
 	msg := nats.NewMsg(wire.RequestSubject(chainName))
 	msg.Data = r.Data()
 	maps.Copy(msg.Header, nats.Header(r.Headers()))
 	inbox := r.Reply()
-	if inbox == "" {
-		// A publish, not a request: nobody to answer. Stored as sent, as
-		// if published to detour.requests.<chain>, so it is not lost: its
-		// result goes to detour.results.<id>, and a bad one is
-		// dead-lettered with the reason.
+	if inbox != "" {
+		msg.Header.Set(wire.HeaderReplyTo, inbox)
+	}
+	if inbox == "" || !s.mayReply(inbox) {
+		// Nobody to answer: a publish, not a request, or a reply subject
+		// no processor may publish to ($JS.API.…, a KV key, another
+		// request's result subject), where even an error reply would go
+		// out with this service's credentials. Stored as sent, as if
+		// published to detour.requests.<chain>, so it is not lost: its
+		// result goes to detour.results.<id>, and a bad one (one naming
+		// such a subject is) is dead-lettered with the reason.
 		if _, err := s.store(msg); err != nil {
-			s.log.Warn("a request without a reply subject could not be stored", "subject", r.Subject(), "err", err)
+			s.log.Warn("a request without a reply subject it may be answered on could not be stored",
+				"subject", r.Subject(), "err", err)
 		}
 		return
 	}
-	msg.Header.Set(wire.HeaderReplyTo, inbox)
 	enc, err := wire.DetectEncoding(msg.Data, msg.Header)
 	if err != nil {
 		enc = wire.JSON
@@ -248,6 +255,14 @@ func (s *server) ask(chainName string, r micro.Request) {
 	}
 	// Stored: the processor that takes it answers on inbox.
 	s.log.Debug("request stored", "chain", chainName, "id", id, "seq", ack.Sequence)
+}
+
+// mayReply reports whether inbox is a subject a processor may answer on,
+// as it checks a stored request's reply subject: under
+// DETOUR_REPLY_PREFIXES, a plain publish subject, and no result subject
+// (one there would pass for that request's result).
+func (s *server) mayReply(inbox string) bool {
+	return wire.ValidateReplySubject(inbox, s.cfg.ReplyPrefixes) == nil && !wire.IsResultSubject(inbox)
 }
 
 func (s *server) store(msg *nats.Msg) (*jetstream.PubAck, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -278,20 +279,8 @@ func TestAskRefusals(t *testing.T) {
 	refusal(t, send(`{"id":"q4","messages":[{"role":"user","content":"hi"}]}`, header("Nats-Expected-Stream", "ELSEWHERE")),
 		"400", "not stored")
 
-	// A reply subject outside DETOUR_REPLY_PREFIXES could never be answered.
-	other, err := nats.Connect(s.nc.ConnectedUrl(), nats.CustomInboxPrefix("_MINE"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	reply, err := other.Request(ask.Subject("default"), []byte(`{"messages":[{"role":"user","content":"hi"}]}`), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refusal(t, reply, ask.CodeBadRequest, "must start with one of detour.results., _INBOX.")
-
 	// msgpack in, msgpack out.
-	reply = send("\x81\xa2id\xa2q5", header("Content-Type", "application/msgpack"))
+	reply := send("\x81\xa2id\xa2q5", header("Content-Type", "application/msgpack"))
 	if reply.Header.Get("Content-Type") != "application/msgpack" {
 		t.Fatalf("error reply to a msgpack request has Content-Type %q", reply.Header.Get("Content-Type"))
 	}
@@ -308,7 +297,7 @@ func TestAskRefusals(t *testing.T) {
 		t.Fatalf("requests stream holds %d messages (%v), want none stored", info.State.Msgs, err)
 	}
 	// micro counts a request once its handler returns, after the reply.
-	eventually(t, "7 errors counted", func() bool { return s.stats().NumErrors == 7 })
+	eventually(t, "6 errors counted", func() bool { return s.stats().NumErrors == 6 })
 }
 
 // TestAskOverServerMaxPayload: a request that fits the server's max payload
@@ -406,5 +395,92 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAskNeverRepliesWhereAProcessorMayNot: the reply subject of a core
+// request is the requester's to choose. One a processor may not answer on
+// (an API subject, a KV key, another request's result subject, a subject
+// outside DETOUR_REPLY_PREFIXES) receives nothing, not even an error reply
+// the service would send with its own credentials: the request is stored as
+// if published, naming that subject, so that a processor dead-letters it
+// bad_reply_subject with the reason. Each body below would be refused.
+func TestAskNeverRepliesWhereAProcessorMayNot(t *testing.T) {
+	s := serve(t, 1024)
+	ctx := context.Background()
+	js := s.js
+	if _, err := js.Publish(ctx, wire.RequestSubject("default"), []byte(`{"id":"queued","messages":[{"role":"user","content":"hi"}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	subjects := []string{
+		"$JS.API.STREAM.PURGE." + wire.RequestsStream,
+		"$KV.detour_providers.primary.cooldown",
+		wire.ResultSubject("victim"),
+		wire.RequestSubject("default"),
+		"_MINE.inbox", // a client's own inbox prefix, not in DETOUR_REPLY_PREFIXES
+	}
+	bodies := map[string]string{
+		"bad request": `{"id":"b1","messages":"hi"}`,
+		"too large":   `{"id":"b2","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`,
+		"reply_to":    `{"id":"b3","messages":[{"role":"user","content":"hi"}],"reply_to":"_INBOX.other"}`,
+	}
+	heard := make(chan *nats.Msg, 64)
+	for _, subject := range subjects {
+		sub, err := s.nc.ChanSubscribe(subject, heard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	if err := s.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	for _, subject := range subjects {
+		for _, body := range bodies {
+			msg := nats.NewMsg(ask.Subject("default"))
+			msg.Reply, msg.Data = subject, []byte(body)
+			if err := s.nc.PublishMsg(msg); err != nil {
+				t.Fatal(err)
+			}
+			sent++
+		}
+	}
+	// micro hands one endpoint's requests to its handler in order: once a
+	// later request's refusal is back, the ones before it were handled.
+	reply, err := s.nc.Request(ask.Subject("default"), []byte(`{"messages":"last"}`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusal(t, reply, ask.CodeBadRequest, "messages")
+	if err := s.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for len(heard) > 0 {
+		m := <-heard
+		if m.Subject == wire.RequestSubject("default") && m.Header.Get(wire.HeaderReplyTo) != "" {
+			continue // a request stored as published: the stream's copy, not a reply
+		}
+		t.Errorf("%s received %q (headers %v)", m.Subject, m.Data, m.Header)
+	}
+	st, err := js.Stream(ctx, wire.RequestsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(1+sent) {
+		t.Fatalf("%s holds %d requests, want the queued one and the %d refused ones stored as published", wire.RequestsStream, info.State.Msgs, sent)
+	}
+	for seq := uint64(2); seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if to := m.Header.Get(wire.HeaderReplyTo); !slices.Contains(subjects, to) {
+			t.Errorf("request %d stored with Detour-Reply-To %q, want the subject it was sent with", seq, to)
+		}
 	}
 }
