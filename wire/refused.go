@@ -35,23 +35,9 @@ type Address struct {
 // the Detour-Reply-To header, when it is allowed for this id and
 // replyPrefixes; else the request's own result subject.
 //
-// The result is encoded as the Content-Type header says, else as the body
-// reads: JSON for a body that is neither JSON nor msgpack.
+// The result is encoded as RefusedEncoding says.
 func RefusedAddress(data []byte, header nats.Header, seq uint64, replyPrefixes []string) (a Address, ok bool) {
-	enc, err := DetectEncoding(data, header)
-	if err != nil { // an unsupported Content-Type: read the body as if it had none
-		enc, _ = DetectEncoding(data, nil)
-	}
-	var f envelope
-	switch enc {
-	case JSON:
-		f = readJSONEnvelope(data)
-	case MsgPack:
-		f = readMsgpackEnvelope(data)
-	}
-	if err != nil || (enc == MsgPack && !f.readable) {
-		enc = JSON
-	}
+	enc, f := refusedEncoding(data, header)
 	if f.badID {
 		return Address{}, false
 	}
@@ -69,6 +55,35 @@ func RefusedAddress(data []byte, header nats.Header, seq uint64, replyPrefixes [
 	}
 	a.Encoding = enc
 	return a, true
+}
+
+// RefusedEncoding is the encoding of a refused request's failed result, as
+// RefusedAddress gives it: the one its Content-Type names, else the one its
+// body reads as, and JSON for a body that is neither a JSON object nor a
+// msgpack map, or one whose Content-Type names neither.
+func RefusedEncoding(data []byte, header nats.Header) Encoding {
+	enc, _ := refusedEncoding(data, header)
+	return enc
+}
+
+// refusedEncoding is RefusedEncoding, with the envelope read on the way.
+func refusedEncoding(data []byte, header nats.Header) (Encoding, envelope) {
+	enc, err := DetectEncoding(data, header)
+	declared := err == nil && header.Get(HeaderContentType) != ""
+	if err != nil { // an unsupported Content-Type: read the body as if it had none
+		enc, _ = DetectEncoding(data, nil)
+	}
+	var f envelope
+	switch enc {
+	case JSON:
+		f = readJSONEnvelope(data)
+	case MsgPack:
+		f = readMsgpackEnvelope(data)
+	}
+	if err != nil || (enc == MsgPack && !f.readable && !declared) {
+		enc = JSON
+	}
+	return enc, f
 }
 
 // envelope is what RefusedAddress reads from a body.
