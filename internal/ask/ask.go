@@ -91,7 +91,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if version == "" {
 		version = buildinfo.Read().Semver()
 	}
-	s := &server{cfg: cfg, log: logs.OrDiscard(cfg.Logger)}
+	s := &server{cfg: cfg, log: logs.OrDiscard(cfg.Logger), schemas: chain.NewSchemaCache(0)}
 	svc, err := micro.AddService(cfg.Conn, micro.Config{
 		Name:        ServiceName,
 		Version:     version,
@@ -132,8 +132,9 @@ func Serve(ctx context.Context, cfg Config) error {
 
 // server handles the endpoints' requests.
 type server struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	schemas *chain.SchemaCache // compiled response_schemas, as a processor keeps them
 
 	mu   sync.Mutex
 	busy int
@@ -208,12 +209,16 @@ func (s *server) ask(chainName string, r micro.Request) {
 		}
 		return
 	}
-	enc, err := wire.DetectEncoding(msg.Data, msg.Header)
-	if err != nil {
-		enc = wire.JSON
-	}
+	// A refusal is encoded as a processor would encode its failed result.
+	enc := wire.RefusedEncoding(msg.Data, msg.Header)
 	if len(msg.Data) > s.cfg.MaxPayload {
-		s.refuse(r, enc, "", CodeTooLarge, fmt.Sprintf("too large: payload of %d bytes exceeds DETOUR_MAX_PAYLOAD %d",
+		// Its id, if the body or Nats-Msg-Id gives one, read as a processor
+		// reads the id of a request too large to decode.
+		var id string
+		if a, ok := wire.RefusedAddress(msg.Data, msg.Header, 0, nil); ok {
+			id = a.ID
+		}
+		s.refuse(r, enc, id, CodeTooLarge, fmt.Sprintf("too large: payload of %d bytes exceeds DETOUR_MAX_PAYLOAD %d",
 			len(msg.Data), s.cfg.MaxPayload))
 		return
 	}
@@ -231,6 +236,8 @@ func (s *server) ask(chainName string, r micro.Request) {
 		// go there, and the requester would wait in vain.
 		s.refuse(r, enc, id, CodeBadRequest, fmt.Sprintf("%v: reply_to %q: a request to %s is answered on its own reply subject; leave reply_to out, or publish to %s to send the result elsewhere",
 			wire.ErrBadReplySubject, d.ReplyTo, r.Subject(), msg.Subject))
+		return
+	case !s.compiles(&d, r, enc, id):
 		return
 	}
 	if id == "" {
@@ -255,6 +262,23 @@ func (s *server) ask(chainName string, r micro.Request) {
 	}
 	// Stored: the processor that takes it answers on inbox.
 	s.log.Debug("request stored", "chain", chainName, "id", id, "seq", ack.Sequence)
+}
+
+// compiles reports whether the request's response_schema, if any,
+// compiles, and refuses the request when it does not: a processor would
+// dead-letter it bad_request. A compilation that outlasts StoreTimeout is
+// left to the processor.
+func (s *server) compiles(d *wire.Decoded, r micro.Request, enc wire.Encoding, id string) bool {
+	if d.ResponseSchema == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
+	defer cancel()
+	if _, err := d.ChainRequest(ctx, s.schemas); err != nil && ctx.Err() == nil {
+		s.refuse(r, enc, id, CodeBadRequest, err.Error())
+		return false
+	}
+	return true
 }
 
 // mayReply reports whether inbox is a subject a processor may answer on,

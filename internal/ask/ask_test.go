@@ -270,14 +270,28 @@ func TestAskRefusals(t *testing.T) {
 		}
 		return reply
 	}
-	refusal(t, send(`{"messages":[{"role":"user","content":"`+strings.Repeat("x", 1100)+`"}]}`, nil),
-		ask.CodeTooLarge, "exceeds DETOUR_MAX_PAYLOAD 1024")
+	big := send(`{"id":"big","messages":[{"role":"user","content":"`+strings.Repeat("x", 1100)+`"}]}`, nil)
+	refusal(t, big, ask.CodeTooLarge, "exceeds DETOUR_MAX_PAYLOAD 1024")
+	if res, _ := wire.DecodeResult(big.Data, big.Header); res.ID != "big" || big.Header.Get(wire.HeaderRequestID) != "big" {
+		t.Errorf("a too large request's reply names id %q (header %q), want the id its body gives", res.ID, big.Header.Get(wire.HeaderRequestID))
+	}
 	refusal(t, send(`{"id":"q2","messages":[]}`, nil), ask.CodeBadRequest, "bad request: messages is required")
 	refusal(t, send(`{"id":"q3","messages":[{"role":"user","content":"hi"}],"reply_to":"_INBOX.other"}`, nil),
 		ask.CodeBadRequest, `reply_to "_INBOX.other"`)
 	refusal(t, send("plain text", header("Content-Type", "text/plain")), ask.CodeBadRequest, "unsupported Content-Type")
+	refusal(t, send(`{"id":"q6","messages":[{"role":"user","content":"hi"}],"response_schema":{"type":"nope"}}`, nil),
+		ask.CodeBadRequest, "bad request: response_schema")
 	refusal(t, send(`{"id":"q4","messages":[{"role":"user","content":"hi"}]}`, header("Nats-Expected-Stream", "ELSEWHERE")),
 		"400", "not stored")
+
+	// A body that is neither JSON nor msgpack is answered in JSON.
+	for _, body := range []string{"hello there", "", "[1,2]", "\x92\x01\x02"} {
+		reply := send(body, nil)
+		refusal(t, reply, ask.CodeBadRequest, "bad request")
+		if ct := reply.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("error reply to %q has Content-Type %q, want application/json", body, ct)
+		}
+	}
 
 	// msgpack in, msgpack out.
 	reply := send("\x81\xa2id\xa2q5", header("Content-Type", "application/msgpack"))
@@ -297,7 +311,7 @@ func TestAskRefusals(t *testing.T) {
 		t.Fatalf("requests stream holds %d messages (%v), want none stored", info.State.Msgs, err)
 	}
 	// micro counts a request once its handler returns, after the reply.
-	eventually(t, "6 errors counted", func() bool { return s.stats().NumErrors == 6 })
+	eventually(t, "11 errors counted", func() bool { return s.stats().NumErrors == 11 })
 }
 
 // TestAskOverServerMaxPayload: a request that fits the server's max payload
