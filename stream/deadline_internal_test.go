@@ -27,12 +27,18 @@ func TestADeliveryExpiresBeforeTheStreamRemovesIt(t *testing.T) {
 		{"a deadline just inside", 10 * time.Second, published.Add(9 * time.Second), published.Add(9 * time.Second)},
 		{"a deadline inside the margin", 10 * time.Second, published.Add(9800 * time.Millisecond), published.Add(9500 * time.Millisecond)},
 		{"a later deadline", 24 * time.Hour, published.Add(48 * time.Hour), published.Add(24*time.Hour - time.Minute)},
+		// The zero time is a time like any other, long past.
+		{"the year 1", 24 * time.Hour, time.Time{}, time.Time{}},
 	}
 	for _, tt := range tests {
+		req := wire.Decoded{DeadlineAt: tt.deadline}
+		if !tt.deadline.IsZero() || tt.name == "the year 1" {
+			req.Deadline = tt.deadline.Format(time.RFC3339Nano)
+		}
 		d := delivery{
 			p:    &Processor{cfg: ProcessorConfig{RequestTTL: tt.ttl}},
 			meta: &jetstream.MsgMetadata{Timestamp: published},
-			req:  wire.Decoded{DeadlineAt: tt.deadline},
+			req:  req,
 		}
 		if got := d.deadline(); !got.Equal(tt.want) {
 			t.Errorf("%s: deadline %v, want %v", tt.name, got, tt.want)

@@ -308,7 +308,7 @@ func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 func (d *delivery) deadline() time.Time {
 	ttl := d.p.cfg.RequestTTL
 	last := d.meta.Timestamp.Add(ttl - expiryMargin(ttl))
-	if at := d.req.DeadlineAt; !at.IsZero() && at.Before(last) {
+	if at := d.req.DeadlineAt; d.req.HasDeadline() && at.Before(last) {
 		return at
 	}
 	return last
@@ -388,7 +388,7 @@ func (d *delivery) nak(delay time.Duration, reason metrics.NakReason) {
 // result so that a waiting requester learns of it.
 func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 	why := "deadline passed before any provider answered"
-	if at := d.req.DeadlineAt; !at.IsZero() && d.deadline().Before(at) {
+	if d.req.HasDeadline() && d.deadline().Before(d.req.DeadlineAt) {
 		ttl := d.p.cfg.RequestTTL
 		why = fmt.Sprintf("no provider answered within DETOUR_REQUEST_TTL (%s) less %s, before the requests stream removes the request at that age; its own deadline was later",
 			ttl, expiryMargin(ttl))

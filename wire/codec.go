@@ -86,9 +86,13 @@ var ErrBadReplySubject = errors.New("bad reply subject")
 type Decoded struct {
 	Request
 	Encoding Encoding
-	// DeadlineAt is the parsed deadline, zero when the request named none.
+	// DeadlineAt is the parsed deadline, when HasDeadline: any time, the
+	// zero time (0001-01-01T00:00:00Z) included.
 	DeadlineAt time.Time
 }
+
+// HasDeadline reports whether the request named a deadline.
+func (d *Decoded) HasDeadline() bool { return d.Deadline != "" }
 
 // DetectEncoding picks the wire format from the Content-Type header or, when
 // there is none, from the first byte: '{' is JSON, anything else msgpack.
