@@ -24,6 +24,12 @@ const (
 	LogFormatJSON = "json"
 )
 
+// MaxWorkers bounds DETOUR_WORKERS. Each worker is a goroutine and a slot in
+// the pull loop's channels; past this, a processor holds more calls than one
+// process should (scale out instead), and a mistyped value would take the
+// host's memory before the first request.
+const MaxWorkers = 10_000
+
 // Settings are the DETOUR_* environment variables. The default tags are the
 // documented defaults; [LoadSettings] fills and validates them.
 //
@@ -42,7 +48,7 @@ type Settings struct {
 	DataDir string `envconfig:"DETOUR_DATA_DIR" default:"./detour-data" desc:"JetStream storage directory of the embedded server"`
 	Config  string `envconfig:"DETOUR_CONFIG" default:"detour.yaml" desc:"path of the YAML chain file"`
 
-	Workers       int           `envconfig:"DETOUR_WORKERS" default:"64" desc:"requests processed at once by this processor"`
+	Workers       int           `envconfig:"DETOUR_WORKERS" default:"64" desc:"requests processed at once by this processor (1 to 10000)"`
 	Replicas      int           `envconfig:"DETOUR_REPLICAS" default:"1" desc:"replicas of every stream and the KV bucket (1-5)"`
 	AckWait       time.Duration `envconfig:"DETOUR_ACK_WAIT" default:"30s" desc:"time a delivery may stay unacknowledged before redelivery (at least 1s)"`
 	MaxAckPending int           `envconfig:"DETOUR_MAX_ACK_PENDING" default:"1000" desc:"unacknowledged deliveries allowed per chain consumer"`
@@ -160,11 +166,13 @@ func (s Settings) problems() []string {
 		out = append(out, fmt.Sprintf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 
-	if err := checkHostPort(s.Listen); err != nil {
+	// Client commands find the embedded server at DETOUR_LISTEN, so its
+	// port cannot be left to the system (0).
+	if err := checkHostPort(s.Listen, 1); err != nil {
 		bad("DETOUR_LISTEN", "%v", err)
 	}
 	if s.MetricsAddr != "" {
-		if err := checkHostPort(s.MetricsAddr); err != nil {
+		if err := checkHostPort(s.MetricsAddr, 0); err != nil {
 			bad("DETOUR_METRICS_ADDR", "%v", err)
 		}
 	}
@@ -177,8 +185,8 @@ func (s Settings) problems() []string {
 	if s.Config == "" {
 		bad("DETOUR_CONFIG", "must not be empty")
 	}
-	if s.Workers < 1 {
-		bad("DETOUR_WORKERS", "must be at least 1")
+	if s.Workers < 1 || s.Workers > MaxWorkers {
+		bad("DETOUR_WORKERS", "must be from 1 to %d", MaxWorkers)
 	}
 	if s.Replicas < 1 || s.Replicas > 5 {
 		bad("DETOUR_REPLICAS", "must be between 1 and 5")
@@ -189,11 +197,13 @@ func (s Settings) problems() []string {
 	if s.MaxAckPending < 1 {
 		bad("DETOUR_MAX_ACK_PENDING", "must be at least 1")
 	}
-	if s.RequestTTL <= 0 {
-		bad("DETOUR_REQUEST_TTL", "must be positive")
+	// The streams' MaxAge: the server takes nothing under 100ms, and a
+	// request's expiry margin is a twentieth of it.
+	if s.RequestTTL < time.Second {
+		bad("DETOUR_REQUEST_TTL", "must be at least 1s")
 	}
-	if s.ResultTTL <= 0 {
-		bad("DETOUR_RESULT_TTL", "must be positive")
+	if s.ResultTTL < time.Second {
+		bad("DETOUR_RESULT_TTL", "must be at least 1s")
 	}
 	if s.MaxPayload <= 0 {
 		bad("DETOUR_MAX_PAYLOAD", "must be positive")
@@ -240,13 +250,14 @@ func checkReplyPrefix(p string) error {
 	return nil
 }
 
-func checkHostPort(addr string) error {
+// checkHostPort checks a host:port whose port is from minPort to 65535.
+func checkHostPort(addr string, minPort int) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("must be host:port (got %q)", addr)
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("port must be a number from 0 to 65535 (got %q)", port)
+	if n, err := strconv.Atoi(port); err != nil || n < minPort || n > 65535 {
+		return fmt.Errorf("port must be a number from %d to 65535 (got %q)", minPort, port)
 	}
 	return nil
 }
