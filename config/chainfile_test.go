@@ -140,6 +140,10 @@ func TestParseErrors(t *testing.T) {
 		{"list as string", provider(base + "api_key_env: [a, b]"), "line 5: providers[0] \"p\": api_key_env: must be a single value (got a list)"},
 		{"no name", "providers:\n  - type: openai\n    model: m\nchains:\n  d: [x]\n", "line 2: providers[0]: name: required\nline 5: chains.d[0]: unknown provider \"x\""},
 		{"bad name", provider("name: a.b\ntype: openai\nmodel: m"), "line 2: providers[0] \"a.b\": name: must match [A-Za-z0-9_-]+\nline 6: chains.default[0]: unknown provider \"p\""},
+		{"name too long", provider("name: " + strings.Repeat("p", 65) + "\ntype: openai\nmodel: m"),
+			"line 2: providers[0] \"" + strings.Repeat("p", 65) + "\": name: must be at most 64 characters (got 65)\nline 6: chains.default[0]: unknown provider \"p\""},
+		{"chain name too long", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  " + strings.Repeat("c", 249) + ": [p]\n",
+			"line 4: chains." + strings.Repeat("c", 249) + ": chain name must be at most 64 characters (got 249)"},
 		{"duplicate name", "providers:\n  - {name: p, type: openai, model: m}\n  - {name: p, type: openai, model: m}\nchains:\n  d: [p]\n",
 			"line 3: providers[1] \"p\": name: already used by providers[0]"},
 		{"no type", provider("name: p\nmodel: m"), "line 2: providers[0] \"p\": type: required (openai, anthropic or rules)"},
@@ -197,6 +201,19 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error reveals the API key: %v", err)
 			}
 		})
+	}
+}
+
+// TestParseAcceptsNamesOf64Characters: names become KV key tokens and
+// consumer names, bounded at 64 characters; 64 is within.
+func TestParseAcceptsNamesOf64Characters(t *testing.T) {
+	name, chainName := strings.Repeat("p", 64), strings.Repeat("c", 64)
+	f, err := Parse([]byte("providers:\n  - {name: "+name+", type: openai, model: m}\nchains:\n  "+chainName+": ["+name+"]\n"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.ChainNames(); len(got) != 1 || got[0] != chainName {
+		t.Errorf("chains %q, want %q", got, chainName)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // Names become NATS subject tokens, consumer names and KV key tokens, so they
-// are held to the characters all three accept.
+// are held to the characters all three accept, and to MaxNameLen.
 var (
 	nameRE    = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -77,6 +77,8 @@ func (f *File) chainProblems(name string) []pathProblem {
 	if !nameRE.MatchString(name) {
 		where = fmt.Sprintf("chains.%q", name)
 		bad(path, "%s: chain name must match [A-Za-z0-9_-]+", where)
+	} else if len(name) > MaxNameLen {
+		bad(path, "%s: chain name must be at most %d characters (got %d)", where, MaxNameLen, len(name))
 	}
 	out = append(out, f.cacheProblems(name, path, where)...)
 	chain := f.Chains[name]
@@ -126,6 +128,8 @@ func (p Provider) problems() []pathProblem {
 		bad("name", "required")
 	case !nameRE.MatchString(p.Name):
 		bad("name", "must match [A-Za-z0-9_-]+")
+	case len(p.Name) > MaxNameLen:
+		bad("name", "must be at most %d characters (got %d)", MaxNameLen, len(p.Name))
 	}
 
 	switch p.Type {
@@ -275,7 +279,13 @@ func (f *File) cacheProblems(name, path, where string) []pathProblem {
 	return out
 }
 
+// MaxNameLen bounds a provider or chain name, in bytes. A name goes into
+// KV subjects and consumer names: a provider named with 4,000 characters
+// made the subject of its state key too long for the connection's control
+// line, and the server refuses a consumer name over 255 bytes.
+const MaxNameLen = 64
+
 // ValidName reports whether name is a valid provider or chain name of the
-// chain file: [A-Za-z0-9_-]+, so that it can stand as one subject or KV key
-// token.
-func ValidName(name string) bool { return nameRE.MatchString(name) }
+// chain file: [A-Za-z0-9_-]+ and at most MaxNameLen bytes, so that it can
+// stand as one subject or KV key token.
+func ValidName(name string) bool { return nameRE.MatchString(name) && len(name) <= MaxNameLen }
