@@ -44,6 +44,12 @@ func fieldError(field, want, found string) error {
 
 // decodeJSONRequest decodes a JSON request body.
 func decodeJSONRequest(data []byte, r *Request) error {
+	// encoding/json reads bytes that are not UTF-8 as U+FFFD: an id, a
+	// message or metadata would be other than sent. JSON text exchanged
+	// between systems is UTF-8 (RFC 8259, section 8.1).
+	if !utf8.Valid(data) {
+		return fmt.Errorf("%w: body is not valid UTF-8 at byte %d (JSON text is UTF-8, RFC 8259 section 8.1)", ErrBadRequest, invalidUTF8At(data))
+	}
 	err := json.Unmarshal(data, r)
 	if err == nil {
 		return nil
@@ -64,6 +70,19 @@ func decodeJSONRequest(data []byte, r *Request) error {
 	}
 	// A field's own decoder (metadata's) says what is wrong in its words.
 	return fmt.Errorf("%w: %v", ErrBadRequest, err)
+}
+
+// invalidUTF8At is the offset of the first byte of data that does not
+// begin a valid UTF-8 sequence, len(data) when there is none.
+func invalidUTF8At(data []byte) int {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(data)
 }
 
 // jsonFound words the value encoding/json found, as its UnmarshalTypeError

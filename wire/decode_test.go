@@ -91,6 +91,41 @@ func TestDecodeRequestNeitherJSONNorMsgpack(t *testing.T) {
 	}
 }
 
+// TestDecodeRequestRefusesInvalidUTF8: JSON text is UTF-8 (RFC 8259,
+// section 8.1) and a msgpack str is UTF-8 by the msgpack spec, so a request
+// with other bytes in any string is refused, not read with those bytes
+// replaced: an id, a message or metadata would otherwise come back other
+// than it was sent.
+func TestDecodeRequestRefusesInvalidUTF8(t *testing.T) {
+	msg := func(content string) []any { return []any{map[string]any{"role": "user", "content": content}} }
+	tests := []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"json id", []byte("{\"id\":\"d6\xff\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"), "body is not valid UTF-8 at byte 9"},
+		{"json content", []byte("{\"messages\":[{\"role\":\"user\",\"content\":\"h\xc3\"}]}"), "body is not valid UTF-8 at byte 40"},
+		{"json metadata key", []byte("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"metadata\":{\"\xed\xa0\x80\":1}}"), "body is not valid UTF-8"},
+		{"msgpack content", compactMsgpack(t, map[string]any{"messages": msg("h\xff")}), "body is not valid msgpack: the string at offset"},
+		{"msgpack metadata value", compactMsgpack(t, map[string]any{"messages": msg("hi"), "metadata": map[string]any{"k": "\xc0\x80"}}),
+			"body is not valid msgpack: the string at offset"},
+		{"msgpack unknown field", compactMsgpack(t, map[string]any{"messages": msg("hi"), "x\xfe": 1}), "body is not valid msgpack: the string at offset"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := wire.DecodeRequest(tt.body, nats.Header{}, 1, prefixes)
+			if !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want ErrBadRequest saying %q", err, tt.want)
+			}
+		})
+	}
+	// Valid UTF-8 of every width passes, and bytes in a msgpack bin are not text.
+	ok := compactMsgpack(t, map[string]any{"messages": msg("é€😀"), "metadata": map[string]any{"k": "ü"}})
+	if _, err := wire.DecodeRequest(ok, nats.Header{}, 1, prefixes); err != nil {
+		t.Errorf("valid UTF-8 refused: %v", err)
+	}
+}
+
 // TestDecodeRequestFieldErrorsInPlainWords: a field of the wrong kind is
 // named, with what it must be and what it is, in either encoding; no
 // decoder internals or Go types reach the error.

@@ -3,16 +3,19 @@ package msgpackwalk
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // ErrTruncated reports msgpack that ends inside a value.
 var ErrTruncated = errors.New("msgpack: unexpected end of data")
 
 // Check walks the first msgpack value of data and refuses one that is
-// truncated, nests deeper than maxDepth, or declares more elements than the
-// bytes that follow could hold. After it, the elements of every container are
-// present in data, so a decoder's allocations stay proportional to its size.
-// It neither recurses nor allocates by a declared length.
+// truncated, nests deeper than maxDepth, declares more elements than the
+// bytes that follow could hold, or holds a str whose bytes are not UTF-8
+// (the msgpack spec's str is UTF-8 text; bytes go in a bin). After it, the
+// elements of every container are present in data, so a decoder's
+// allocations stay proportional to its size, and every string it decodes is
+// text. It neither recurses nor allocates by a declared length.
 func Check(data []byte, maxDepth int) error {
 	pending := []uint64{1} // values still to read at each open level
 	pos := 0
@@ -26,6 +29,9 @@ func Check(data []byte, maxDepth int) error {
 		next, children, err := Head(data, pos)
 		if err != nil {
 			return err
+		}
+		if at := strStart(data[pos], pos); at > 0 && !utf8.Valid(data[at:next]) {
+			return fmt.Errorf("msgpack: the string at offset %d is not valid UTF-8", pos)
 		}
 		pos = next
 		if children == 0 {
@@ -125,6 +131,22 @@ func Head(data []byte, pos int) (next int, children uint64, err error) {
 		return 0, 0, ErrTruncated
 	}
 	return pos + int(size), children, nil
+}
+
+// strStart is where the bytes of the str whose header byte c is at pos
+// begin, or 0 when c starts no str.
+func strStart(c byte, pos int) int {
+	switch {
+	case c >= 0xa0 && c <= 0xbf: // fixstr
+		return pos + 1
+	case c == 0xd9: // str8, str16, str32: the header byte, then the length
+		return pos + 2
+	case c == 0xda:
+		return pos + 3
+	case c == 0xdb:
+		return pos + 5
+	}
+	return 0
 }
 
 // readUint reads a big-endian length of width bytes at pos.
