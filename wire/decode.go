@@ -66,7 +66,7 @@ func decodeJSONRequest(data []byte, r *Request) error {
 		if !ok {
 			want = jsonWant(typeErr.Type)
 		}
-		return fieldError(typeErr.Field, want, jsonFound(typeErr.Value))
+		return fieldError(messageField(data, typeErr.Field), want, jsonFound(typeErr.Value))
 	}
 	// A field's own decoder (metadata's) says what is wrong in its words.
 	return fmt.Errorf("%w: %v", ErrBadRequest, err)
@@ -83,6 +83,28 @@ func invalidUTF8At(data []byte) int {
 		i += size
 	}
 	return len(data)
+}
+
+// messageField names the message a field error of encoding/json is about:
+// it says "messages.role" for every message, where docs/requests.md names
+// "messages[2].role". Only a failed decode pays for reading the messages
+// again, one by one. Other fields are returned as they are.
+func messageField(data []byte, field string) string {
+	rest, ok := strings.CutPrefix(field, "messages.")
+	if !ok {
+		return field
+	}
+	var body struct{ Messages []json.RawMessage }
+	if json.Unmarshal(data, &body) != nil {
+		return field
+	}
+	for i, raw := range body.Messages {
+		var m chain.Message
+		if json.Unmarshal(raw, &m) != nil {
+			return fmt.Sprintf("messages[%d].%s", i, rest)
+		}
+	}
+	return field
 }
 
 // jsonFound words the value encoding/json found, as its UnmarshalTypeError

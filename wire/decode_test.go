@@ -145,7 +145,9 @@ func TestDecodeRequestFieldErrorsInPlainWords(t *testing.T) {
 	}{
 		{"json id", []byte(`{"id":5,"messages":[{"role":"user"}]}`), "id must be a string, not a number"},
 		{"json messages", []byte(`{"messages":"hi"}`), "messages must be a list of {role, content} objects, not a string"},
-		{"json role", []byte(`{"messages":[{"role":1}]}`), "messages.role must be a string, not a number"},
+		{"json role", []byte(`{"messages":[{"role":1}]}`), "messages[0].role must be a string, not a number"},
+		{"json content of the third", []byte(`{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":["c"]}]}`),
+			"messages[2].content must be a string, not a list"},
 		{"json max_tokens", []byte(`{"messages":[{"role":"user"}],"max_tokens":"many"}`), "max_tokens must be an integer, not a string"},
 		{"json max_tokens fraction", []byte(`{"messages":[{"role":"user"}],"max_tokens":1.5}`), `max_tokens must be an integer, not "1.5"`},
 		{"json temperature", []byte(`{"messages":[{"role":"user"}],"temperature":"hot"}`), "temperature must be a number, not a string"},

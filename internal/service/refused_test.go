@@ -68,7 +68,7 @@ func TestRefusedRequestsAreAnswered(t *testing.T) {
 		{id: "r-messages", body: []byte(`{"id":"r-messages","reply_to":"_INBOX.refused.r-messages","messages":"hi"}`),
 			reason: deadletter.ReasonBadRequest, says: "messages must be a list of {role, content} objects, not a string"},
 		{id: "r-role", body: []byte(`{"id":"r-role","reply_to":"_INBOX.refused.r-role","messages":[{"role":7}]}`),
-			reason: deadletter.ReasonBadRequest, says: "messages.role must be a string, not a number"},
+			reason: deadletter.ReasonBadRequest, says: "messages[0].role must be a string, not a number"},
 		{id: "r-no-messages", body: []byte(`{"id":"r-no-messages","reply_to":"_INBOX.refused.r-no-messages","messages":[]}`),
 			reason: deadletter.ReasonBadRequest, says: "messages is required"},
 		{id: "r-max-tokens", body: jsonBody("r-max-tokens", `,"max_tokens":"many"`),
