@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/deadletter"
 )
 
@@ -127,6 +128,7 @@ type dlqCommand struct {
 	store          *deadletter.Store
 
 	reason, chain, deadline string
+	deadlineAt              time.Time // deadline parsed, zero when none
 	json, all               bool
 	sel                     deadletter.Selection
 }
@@ -140,6 +142,16 @@ func (c *dlqCommand) setArgs(cmd string, positional []string) error {
 			return fmt.Errorf("unknown reason %q; the reasons are %s", c.reason, reasonList())
 		}
 		c.sel.Filter.Reason = r
+	}
+	if c.chain != "" && !config.ValidName(c.chain) {
+		return fmt.Errorf("-chain %q is not a chain name ([A-Za-z0-9_-]+, at most %d characters)", c.chain, config.MaxNameLen)
+	}
+	if c.deadline != "" {
+		at, err := deadletter.ParseDeadline(c.deadline, time.Now())
+		if err != nil {
+			return err
+		}
+		c.deadlineAt = at
 	}
 	for _, a := range positional {
 		seq, err := strconv.ParseUint(a, 10, 64)
@@ -242,14 +254,7 @@ func (c *dlqCommand) show(ctx context.Context) error {
 }
 
 func (c *dlqCommand) replay(ctx context.Context) error {
-	var opts deadletter.ReplayOptions
-	if c.deadline != "" {
-		d, err := deadletter.ParseDeadline(c.deadline, time.Now())
-		if err != nil {
-			return err
-		}
-		opts.Deadline = d
-	}
+	opts := deadletter.ReplayOptions{Deadline: c.deadlineAt}
 	done, err := c.store.ReplaySelected(ctx, c.sel, opts)
 	if c.json {
 		enc := json.NewEncoder(c.stdout)

@@ -148,3 +148,28 @@ func TestDLQDeadlineFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCommandUsageErrors: a usage error of a client command is found
+// before it connects, says what is wrong and exits 2 (docs/commands.md),
+// however the rest of the command line reads.
+func TestClientCommandUsageErrors(t *testing.T) {
+	t.Setenv("DETOUR_NATS_URL", "nats://127.0.0.1:1") // nothing listens: connecting would exit 1
+	for _, tt := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"status", "extra"}, `unexpected argument "extra"`},
+		{[]string{"status", "-json", "extra", "args"}, `unexpected argument "extra"`},
+		{[]string{"watch", "extra"}, `unexpected argument "extra"`},
+		{[]string{"dlq", "replay", "1", "-deadline", "soon"}, `-deadline "soon" is neither a duration`},
+		{[]string{"dlq", "replay", "-all", "-deadline", "-1h"}, "must be in the future"},
+		{[]string{"dlq", "purge", "-chain", "a.b"}, `-chain "a.b" is not a chain name`},
+		{[]string{"dlq", "list", "-chain", "*"}, `-chain "*" is not a chain name`},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(tt.args, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), tt.says) || !strings.Contains(strings.ToLower(errOut.String()), "usage") {
+			t.Errorf("processor %s: exit %d, stderr %q; want 2 saying %q and the usage", strings.Join(tt.args, " "), code, errOut.String(), tt.says)
+		}
+	}
+}

@@ -33,6 +33,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
+	if refuseArgs(fs, stderr) {
+		return 2
+	}
 	known, note := chainProviders(*configPath)
 	if note != "" {
 		fmt.Fprintf(stderr, "processor status: %s; listing providers with recorded state only\n", note)
@@ -119,6 +122,9 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
+	if refuseArgs(fs, stderr) {
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return watch(ctx, *configPath, *asJSON, stdout, stderr)
@@ -168,6 +174,19 @@ func openBucket(ctx context.Context, name string) (jetstream.KeyValue, *nats.Con
 		return nil, nil, err
 	}
 	return kv, nc, nil
+}
+
+// refuseArgs reports an argument left after fs's flags, which status and
+// watch take none of, as a usage error on stderr: what is wrong, then the
+// command's flags.
+func refuseArgs(fs *flag.FlagSet, stderr io.Writer) bool {
+	if fs.NArg() == 0 {
+		return false
+	}
+	fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+	fs.SetOutput(stderr)
+	fs.Usage()
+	return true
 }
 
 // flagExit maps a flag parsing error to an exit code: 0 for -help.
