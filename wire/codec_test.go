@@ -212,7 +212,12 @@ func TestDecodeRequestID(t *testing.T) {
 	}{
 		{name: "field", body: `{"id":"abc",` + msgs + `}`, header: hdr(nats.MsgIdHdr, "hdr-id"), seq: 9, wantID: "abc"},
 		{name: "msg id header", body: `{` + msgs + `}`, header: hdr(nats.MsgIdHdr, "hdr-id"), seq: 9, wantID: "hdr-id"},
-		{name: "empty field falls back to header", body: `{"id":"",` + msgs + `}`, header: hdr(nats.MsgIdHdr, "hdr-id"), seq: 9, wantID: "hdr-id"},
+		// An id given empty is not a subject token (DESIGN.md); one left
+		// out, or null, falls back to the header.
+		{name: "empty field", body: `{"id":"",` + msgs + `}`, header: hdr(nats.MsgIdHdr, "hdr-id"), seq: 9, wantErr: true},
+		{name: "null field falls back to header", body: `{"id":null,` + msgs + `}`, header: hdr(nats.MsgIdHdr, "hdr-id"), seq: 9, wantID: "hdr-id"},
+		{name: "empty msgpack field", body: "\x82\xa2id\xa0\xa8messages\x91\x82\xa4role\xa4user\xa7content\xa2hi", seq: 9, wantErr: true},
+		{name: "nil msgpack field falls back to seq", body: "\x82\xa2id\xc0\xa8messages\x91\x82\xa4role\xa4user\xa7content\xa2hi", seq: 9, wantID: "9"},
 		{name: "stream seq", body: `{` + msgs + `}`, header: nats.Header{}, seq: 42, wantID: "42"},
 		{name: "empty header falls back to seq", body: `{` + msgs + `}`, header: hdr(nats.MsgIdHdr, ""), seq: 43, wantID: "43"},
 		{name: "128 bytes", body: `{"id":"` + strings.Repeat("a", 128) + `",` + msgs + `}`, seq: 1, wantID: strings.Repeat("a", 128)},
@@ -236,8 +241,8 @@ func TestDecodeRequestID(t *testing.T) {
 			}
 			d, err := wire.DecodeRequest([]byte(tt.body), header, tt.seq, prefixes)
 			if tt.wantErr {
-				if !errors.Is(err, wire.ErrBadRequest) {
-					t.Fatalf("err = %v, want ErrBadRequest", err)
+				if !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), "id") {
+					t.Fatalf("err = %v, want ErrBadRequest about the id", err)
 				}
 				return
 			}

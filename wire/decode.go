@@ -52,6 +52,9 @@ func decodeJSONRequest(data []byte, r *Request) error {
 	}
 	err := json.Unmarshal(data, r)
 	if err == nil {
+		if r.ID == "" && jsonGivesEmptyID(data) {
+			return errEmptyID
+		}
 		return nil
 	}
 	var syntaxErr *json.SyntaxError
@@ -83,6 +86,20 @@ func invalidUTF8At(data []byte) int {
 		i += size
 	}
 	return len(data)
+}
+
+// errEmptyID refuses an id given as "": no subject token (DESIGN.md),
+// where one left out falls back to Nats-Msg-Id or the sequence.
+var errEmptyID = fmt.Errorf("%w: id must not be empty; leave it out to be named by Nats-Msg-Id or the stream sequence", ErrBadRequest)
+
+// jsonGivesEmptyID reports whether a JSON body that decoded with no id
+// names one as "" (rather than leaving it out, or null). Only requests
+// without an id pay for reading the body again.
+func jsonGivesEmptyID(data []byte) bool {
+	var probe struct {
+		ID *string `json:"id"`
+	}
+	return json.Unmarshal(data, &probe) == nil && probe.ID != nil && *probe.ID == ""
 }
 
 // messageField names the message a field error of encoding/json is about:
@@ -194,6 +211,9 @@ func decodeMsgpackField(r *Request, key string, v []byte) error {
 			return wrongKind()
 		}
 		if key == "id" {
+			if s == "" && !msgpackwalk.IsNil(v) {
+				return errEmptyID
+			}
 			r.ID = s
 		} else {
 			r.ReplyTo = s
