@@ -73,11 +73,11 @@ func compileSchemaJSON(raw []byte) (*Schema, error) {
 	defer patterns.closed.Store(true)
 	c.UseRegexpEngine(patterns.compile)
 	if err := c.AddResource(schemaURL, parsed); err != nil {
-		return nil, schemaError("response_schema", err)
+		return nil, compileError(err)
 	}
 	compiled, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, schemaError("response_schema", err)
+		return nil, compileError(err)
 	}
 	if err := checkEvaluations(compiled); err != nil {
 		return nil, err

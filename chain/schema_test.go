@@ -428,3 +428,36 @@ func TestValidateBoundsPatternWork(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestCompileSchemaSaysWhatIsWrongInPlainWords: a schema the compiler
+// refuses is named by where in response_schema and what is wrong, never by
+// the compiler's own URLs, metaschema or Go types: the text reaches the
+// requester.
+func TestCompileSchemaSaysWhatIsWrongInPlainWords(t *testing.T) {
+	for _, tt := range []struct{ schema, want string }{
+		{`{"type":"nope"}`, "response_schema is not a valid JSON Schema: at /type: value must be one of"},
+		{`{"properties":{"a":{"type":5}}}`, "at /properties/a/type: value must be one of"},
+		{`{"minLength":-1}`, "at /minLength: minimum: got -1, want 0"},
+		{`{"required":"a"}`, "at /required: got string, want array"},
+		{`{"pattern":"(("}`, "at /pattern: '((' is not valid regex"},
+		{`{"$ref":"http://127.0.0.1:1/x"}`, `response_schema refers to "http://127.0.0.1:1/x" outside itself`},
+		{`{"$ref":"file:///etc/passwd"}`, `response_schema refers to "file:///etc/passwd" outside itself`},
+		{`{"$schema":"http://example.com/x"}`, `response_schema refers to "http://example.com/x" outside itself`},
+		{`{"$ref":"#/$defs/nope"}`, `response_schema refers to "#/$defs/nope", which it does not hold`},
+	} {
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(tt.schema), &doc); err != nil {
+			t.Fatal(err)
+		}
+		_, err := CompileSchema(doc)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err %v, want it to say %q", tt.schema, err, tt.want)
+			continue
+		}
+		for _, internal := range []string{"detour:response_schema", "metaschema", "json-schema.org", "URLLoader", "jsonschema", "json-pointer"} {
+			if strings.Contains(err.Error(), internal) {
+				t.Errorf("%s: err %q shows the compiler's internals (%q)", tt.schema, err, internal)
+			}
+		}
+	}
+}

@@ -238,11 +238,12 @@ func decodeMsgpackField(r *Request, key string, v []byte) error {
 		r.Temperature = t
 	case "response_schema":
 		var s map[string]any
-		if err := msgpack.Unmarshal(v, &s); err != nil {
+		if msgpack.Unmarshal(v, &s) != nil {
 			if msgpackwalk.IsNil(v) || msgpackwalk.Kind(v) != "a map" {
 				return wrongKind()
 			}
-			return fmt.Errorf("%w: response_schema is not a JSON Schema object: %s", ErrBadRequest, strings.TrimPrefix(err.Error(), "msgpack: "))
+			// The decoder's text names byte codes and extension ids.
+			return fmt.Errorf("%w: response_schema must be a JSON Schema object: keys strings, values strings, numbers, true or false, null, lists or maps of these", ErrBadRequest)
 		}
 		r.ResponseSchema = s
 	case "deadline":

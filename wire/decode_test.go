@@ -163,6 +163,10 @@ func TestDecodeRequestFieldErrorsInPlainWords(t *testing.T) {
 		{"msgpack temperature", mp("temperature", "hot"), "temperature must be a number, not a string"},
 		{"msgpack schema", mp("response_schema", []any{1}), "response_schema must be a JSON Schema object, not a list"},
 		{"msgpack reply_to", mp("reply_to", 1.5), "reply_to must be a string, not a number"},
+		{"msgpack schema with a number key", []byte("\x82\xa8messages\x91\x81\xa4role\xa4user\xafresponse_schema\x81\x01\xa1x"),
+			"response_schema must be a JSON Schema object: keys strings"},
+		{"msgpack schema with an extension", []byte("\x82\xa8messages\x91\x81\xa4role\xa4user\xafresponse_schema\x81\xa4type\xd4\x07\x00"),
+			"response_schema must be a JSON Schema object: keys strings"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
