@@ -66,8 +66,9 @@ var (
 	chainKeys = []string{"providers", "cache_ttl", "stale_ttl"}
 )
 
-// aliasBudget bounds the nodes a file may make the decoder visit, so that
-// aliases of aliases (a "billion laughs" file) cannot make it work forever.
+// aliasBudget bounds the values aliases may add to what the decoder visits
+// beyond the file's own nodes, so that aliases of aliases (a "billion
+// laughs" file) cannot make it work forever, whatever the file's size.
 const aliasBudget = 100_000
 
 // decoder walks the YAML node tree of a chain file by hand rather than
@@ -84,6 +85,9 @@ type decoder struct {
 	meant    map[string]bool // paths of keys that an unknown key probably meant
 	unsure   map[string]bool // mappings ("provider") with an unknown key and no suggestion
 	budget   int
+	// exhausted is set once the budget is spent: what was left unread
+	// is not reported as missing.
+	exhausted bool
 }
 
 // pathProblem is a problem and the place it is about.
@@ -120,9 +124,22 @@ func decode(data []byte) (*rawFile, *decoder) {
 	}
 	raw := &rawFile{Chains: map[string][]string{}, Caches: map[string]rawCache{}}
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		d.budget += nodes(doc.Content[0])
 		d.file(doc.Content[0], raw)
 	}
 	return raw, d
+}
+
+// nodes counts the nodes of the tree under n, each once: aliases are not
+// followed.
+func nodes(n *yaml.Node) int {
+	count, stack := 0, []*yaml.Node{n}
+	for len(stack) > 0 {
+		n, stack = stack[len(stack)-1], stack[:len(stack)-1]
+		count++
+		stack = append(stack, n.Content...)
+	}
+	return count
 }
 
 var (
@@ -166,7 +183,8 @@ func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
 	}
 	d.budget--
 	if d.budget == 0 {
-		d.add(n.Line, "", "too many aliases: the file expands to more than 100000 values")
+		d.add(n.Line, "", "too many aliases: they add more than 100000 values to the file")
+		d.exhausted = true
 		return nil
 	}
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
@@ -701,6 +719,10 @@ func or[T any](v *T, def T) T {
 // when there is none.
 func (d *decoder) fileError(f *File) *FileError {
 	all := d.problems
+	if d.exhausted {
+		all = slices.DeleteFunc(slices.Clone(all), func(p pathProblem) bool { return !strings.HasPrefix(p.text, "too many aliases") })
+		f = nil
+	}
 	if f != nil {
 		for _, p := range f.problems() {
 			if !d.covered(p.path) {

@@ -332,8 +332,33 @@ func TestParseAliasBomb(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "too many aliases") {
 		t.Fatalf("Parse() = %.300v, want too many aliases", err)
 	}
+	// What could not be read for the budget is not reported missing too.
+	for _, followOn := range []string{"required", "must define", "must list"} {
+		if strings.Contains(err.Error(), followOn) {
+			t.Errorf("Parse() reports what it left unread (%q): %.300v", followOn, err)
+		}
+	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Parse took %s", d)
+	}
+}
+
+// TestParseLargeFileWithoutAliases: the alias budget bounds what aliases
+// add to a file, not the file: a rules provider with 100,000 phrases and
+// no alias is read whole.
+func TestParseLargeFileWithoutAliases(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("providers:\n  - name: t\n    type: rules\n    default_reply: x\n    rules:\n      - reply: y\n        match:\n")
+	for i := range 100_000 {
+		fmt.Fprintf(&b, "          - phrase%d\n", i)
+	}
+	b.WriteString("chains:\n  default: [t]\n")
+	f, err := Parse([]byte(b.String()), env)
+	if err != nil {
+		t.Fatalf("Parse() = %.300v", err)
+	}
+	if p, _ := f.Provider("t"); len(p.Rules) != 1 || len(p.Rules[0].Match) != 100_000 {
+		t.Errorf("rules %d, want one with 100000 phrases", len(p.Rules))
 	}
 }
 
