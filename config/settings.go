@@ -6,9 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -176,6 +178,11 @@ func (s Settings) problems() []string {
 			bad("DETOUR_METRICS_ADDR", "%v", err)
 		}
 	}
+	if s.NATSURL != "" {
+		if err := checkNATSURLs(s.NATSURL); err != nil {
+			bad("DETOUR_NATS_URL", "%v", err)
+		}
+	}
 	if (s.NATSTLSCert == "") != (s.NATSTLSKey == "") {
 		bad("DETOUR_NATS_TLS_CERT", "must be set together with DETOUR_NATS_TLS_KEY")
 	}
@@ -245,6 +252,42 @@ func checkReplyPrefix(p string) error {
 	for _, r := range reservedSubjects {
 		if strings.HasPrefix(p, r) || strings.HasPrefix(r, p) {
 			return fmt.Errorf("must not overlap %s>", r)
+		}
+	}
+	return nil
+}
+
+// natsSchemes are the URL schemes nats.go dials.
+var natsSchemes = []string{"nats", "tls", "ws", "wss"}
+
+// checkNATSURLs checks DETOUR_NATS_URL, a comma-separated list of servers
+// as nats.go reads it: each a URL of one of natsSchemes, or a bare
+// host:port, with a host and, when it names one, a port from 1 to 65535. A
+// password in a URL is never shown.
+func checkNATSURLs(list string) error {
+	for i, server := range strings.Split(list, ",") {
+		server = strings.TrimSpace(server)
+		if server == "" {
+			return fmt.Errorf("server %d is empty", i+1)
+		}
+		raw := server
+		if !strings.Contains(raw, "://") {
+			raw = "nats://" + raw
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			return fmt.Errorf("server %d is not a URL such as nats://host:4222", i+1)
+		}
+		shown := u.Redacted()
+		switch port := u.Port(); {
+		case !slices.Contains(natsSchemes, u.Scheme):
+			return fmt.Errorf("server %d %q: scheme must be nats, tls, ws or wss", i+1, shown)
+		case u.Hostname() == "":
+			return fmt.Errorf("server %d %q: has no host", i+1, shown)
+		case port != "":
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("server %d %q: port must be a number from 1 to 65535", i+1, shown)
+			}
 		}
 	}
 	return nil
