@@ -174,6 +174,8 @@ func TestParseErrors(t *testing.T) {
 		{"rule without match", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - reply: r"), "line 6: providers[0] \"p\": rules[0]: match: must list at least one phrase"},
 		{"rule empty match", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - match: [a, ' ']\n    reply: r"), "line 6: providers[0] \"p\": rules[0]: match[1]: must not be empty"},
 		{"rule without reply", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - match: [a]"), "line 6: providers[0] \"p\": rules[0]: reply: required"},
+		{"not UTF-8", "providers:\n  - name: t\n    type: rules\n    default_reply: \"\xff\xfe\"\nchains:\n  default: [t]\n",
+			"line 4: not valid YAML: the file is not UTF-8 text (byte 0xff in column 21)"},
 		{"no chains", "providers:\n  - {name: p, type: openai, model: m}\n", "chains: must define at least one chain"},
 		{"empty chain", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  default: []\n", "line 4: chains.default: must list at least one provider"},
 		{"bad chain name", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  a.b: [p]\n", "line 4: chains.\"a.b\": chain name must match [A-Za-z0-9_-]+"},
