@@ -186,6 +186,12 @@ func decodeMsgpackRequest(data []byte, declared bool, r *Request) error {
 	if err == nil {
 		err = checkMsgpack(data)
 	}
+	if err == nil {
+		// One map, as a JSON body is one object.
+		if end, _ := msgpackwalk.ValueEnd(data, 0); end < len(data) {
+			err = fmt.Errorf("%d bytes after its map", len(data)-end)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("%w: body is not valid msgpack: %s", ErrBadRequest, strings.TrimPrefix(err.Error(), "msgpack: "))
 	}

@@ -76,6 +76,8 @@ func TestDecodeRequestNeitherJSONNorMsgpack(t *testing.T) {
 		{"text declared JSON", "hello", hdr("Content-Type", "application/json"), "body is not valid JSON: invalid character 'h'"},
 		{"empty", "", nil, "body is empty"},
 		{"truncated msgpack", "\x82\xa2id", nil, "body is not valid msgpack: unexpected end of data"},
+		// One map, as a JSON body is one object: bytes after it are refused.
+		{"bytes after the msgpack map", "\x81\xa2id\xa1x\xa3abc", nil, "body is not valid msgpack: 4 bytes after its map"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
