@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -641,5 +642,26 @@ func TestCostAtTheAnsweringProvidersPrice(t *testing.T) {
 	wantAnswer(t, res, err, "free", 0)
 	if res.Cost != nil {
 		t.Errorf("cost %v without a price, want none", *res.Cost)
+	}
+}
+
+// TestAnAnswersModelOverItsBoundIsTheConfiguredOne: the model an answer
+// names is outside text that goes into a header, a metric label and the
+// response cache, which keeps at most 256 bytes of it; a longer one is
+// replaced by the configured model, as an empty one is.
+func TestAnAnswersModelOverItsBoundIsTheConfiguredOne(t *testing.T) {
+	for reported, want := range map[string]string{
+		"gpt-4o-2024-08-06":      "gpt-4o-2024-08-06",
+		strings.Repeat("m", 256): strings.Repeat("m", 256),
+		strings.Repeat("m", 257): "model-primary",
+		"":                       "model-primary",
+	} {
+		step, _ := fakeProvider(t, "primary", func(int, providertest.Request) providertest.Reply {
+			return providertest.Reply{Content: "fine", Model: reported}
+		}, chain.Policy{})
+		res, err := newChain(newMemState(), step).Run(context.Background(), &hello)
+		if err != nil || res.Model != want {
+			t.Errorf("reported %.20q… (%d bytes): model %.20q…, %v; want %.20q…", reported, len(reported), res.Model, err, want)
+		}
 	}
 }
