@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/wire"
@@ -56,9 +57,12 @@ const headerDLQPrefix = "Detour-DLQ-"
 
 // Letter is one request to dead-letter.
 type Letter struct {
-	Chain      string
-	Reason     Reason
-	Err        error
+	Chain  string
+	Reason Reason
+	Err    error
+	// SourceSeq is the request's sequence in DETOUR_REQUESTS: one dead
+	// letter per request message. 0 for a request refused before it was
+	// stored (by the ask endpoint), whose dead letter is never a duplicate.
 	SourceSeq  uint64
 	Deliveries uint64
 	Attempts   []chain.Attempt
@@ -94,7 +98,11 @@ func (p *Publisher) Publish(ctx context.Context, l Letter) error {
 	// One dead letter per request message: a redelivery after a crash, or
 	// a retried publish that did land, is deduplicated. A replay is a new
 	// request message, so it can be dead-lettered again.
-	msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("dlq-%s-%d", l.Chain, l.SourceSeq))
+	id := fmt.Sprintf("dlq-%s-%d", l.Chain, l.SourceSeq)
+	if l.SourceSeq == 0 { // never stored: nothing to deduplicate against
+		id = fmt.Sprintf("dlq-%s-%s", l.Chain, nuid.Next())
+	}
+	msg.Header.Set(nats.MsgIdHdr, id)
 	msg.Header.Set(HeaderReason, string(l.Reason))
 	if l.Err != nil {
 		msg.Header.Set(HeaderError, oneLine(l.Err.Error()))

@@ -20,8 +20,10 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/buildinfo"
 	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -91,7 +93,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if version == "" {
 		version = buildinfo.Read().Semver()
 	}
-	s := &server{cfg: cfg, log: logs.OrDiscard(cfg.Logger), schemas: chain.NewSchemaCache(0)}
+	s := &server{cfg: cfg, log: logs.OrDiscard(cfg.Logger), schemas: chain.NewSchemaCache(0), dead: deadletter.NewPublisher(cfg.JetStream)}
 	svc, err := micro.AddService(cfg.Conn, micro.Config{
 		Name:        ServiceName,
 		Version:     version,
@@ -135,6 +137,7 @@ type server struct {
 	cfg     Config
 	log     *slog.Logger
 	schemas *chain.SchemaCache // compiled response_schemas, as a processor keeps them
+	dead    *deadletter.Publisher
 
 	mu   sync.Mutex
 	busy int
@@ -186,27 +189,25 @@ const unknownID = math.MaxUint64
 // request's Detour-Reply-To (replacing one sent along); one that names no
 // id, in its body or Nats-Msg-Id, gets a Nats-Msg-Id of its own; the body
 // and every other header are stored as sent. Nothing is ever sent to a
-// reply subject a processor may not answer on (mayReply).
+// reply subject a processor may not answer on (refuseReplySubject).
 func (s *server) ask(chainName string, r micro.Request) {
 	msg := nats.NewMsg(wire.RequestSubject(chainName))
 	msg.Data = r.Data()
 	maps.Copy(msg.Header, nats.Header(r.Headers()))
 	inbox := r.Reply()
-	if inbox != "" {
-		msg.Header.Set(wire.HeaderReplyTo, inbox)
-	}
-	if inbox == "" || !s.mayReply(inbox) {
-		// Nobody to answer: a publish, not a request, or a reply subject
-		// no processor may publish to ($JS.API.…, a KV key, another
-		// request's result subject), where even an error reply would go
-		// out with this service's credentials. Stored as sent, as if
-		// published to detour.requests.<chain>, so it is not lost: its
-		// result goes to detour.results.<id>, and a bad one (one naming
-		// such a subject is) is dead-lettered with the reason.
+	if inbox == "" {
+		// A publish, not a request: nobody to answer. Stored as sent, as
+		// if published to detour.requests.<chain>, so it is not lost: its
+		// result goes to detour.results.<id>, and a bad one is
+		// dead-lettered with the reason.
 		if _, err := s.store(msg); err != nil {
-			s.log.Warn("a request without a reply subject it may be answered on could not be stored",
-				"subject", r.Subject(), "err", err)
+			s.log.Warn("a request without a reply subject could not be stored", "subject", r.Subject(), "err", err)
 		}
+		return
+	}
+	msg.Header.Set(wire.HeaderReplyTo, inbox)
+	if err := s.replySubjectError(inbox); err != nil {
+		s.refuseReplySubject(chainName, msg, err)
 		return
 	}
 	// A refusal is encoded as a processor would encode its failed result.
@@ -281,12 +282,38 @@ func (s *server) compiles(d *wire.Decoded, r micro.Request, enc wire.Encoding, i
 	return true
 }
 
-// mayReply reports whether inbox is a subject a processor may answer on,
-// as it checks a stored request's reply subject: under
-// DETOUR_REPLY_PREFIXES, a plain publish subject, and no result subject
-// (one there would pass for that request's result).
-func (s *server) mayReply(inbox string) bool {
-	return wire.ValidateReplySubject(inbox, s.cfg.ReplyPrefixes) == nil && !wire.IsResultSubject(inbox)
+// replySubjectError says why a processor may not answer on inbox, as it
+// checks a stored request's reply subject; nil when it may: a plain
+// publish subject under DETOUR_REPLY_PREFIXES, and no result subject (a
+// reply there would pass for that request's result).
+func (s *server) replySubjectError(inbox string) error {
+	if wire.IsResultSubject(inbox) {
+		return fmt.Errorf("%w: %q is a result subject; a request to %s is answered on its requester's inbox",
+			wire.ErrBadReplySubject, text.Cut(inbox, maxShownSubject), SubjectPrefix+"<chain>")
+	}
+	return wire.ValidateReplySubject(inbox, s.cfg.ReplyPrefixes)
+}
+
+// maxShownSubject bounds a reply subject quoted in a dead letter or a log
+// line, in bytes; it is the requester's to choose.
+const maxShownSubject = 256
+
+// refuseReplySubject dead-letters, with the reason bad_reply_subject, a
+// request whose reply subject no processor may answer on ($JS.API.…, a KV
+// key, another request's result subject, one outside DETOUR_REPLY_PREFIXES).
+// Nothing is sent there, not even an error reply, which would go out with
+// this service's credentials; nothing is stored for a processor, which
+// would answer a reply_to in the body instead; and the request is not lost.
+func (s *server) refuseReplySubject(chainName string, msg *nats.Msg, why error) {
+	ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
+	defer cancel()
+	letter := deadletter.Letter{Chain: chainName, Reason: deadletter.ReasonBadReplySubject, Err: why, Data: msg.Data, Header: msg.Header}
+	if err := s.dead.Publish(ctx, letter); err != nil {
+		s.log.Warn("a request with a reply subject no processor may answer on could not be dead-lettered",
+			"chain", chainName, "err", err)
+		return
+	}
+	s.log.Warn("dead-lettered a request with a reply subject no processor may answer on", "chain", chainName, "err", why)
 }
 
 func (s *server) store(msg *nats.Msg) (*jetstream.PubAck, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/ask"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/stream"
@@ -416,9 +416,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // request is the requester's to choose. One a processor may not answer on
 // (an API subject, a KV key, another request's result subject, a subject
 // outside DETOUR_REPLY_PREFIXES) receives nothing, not even an error reply
-// the service would send with its own credentials: the request is stored as
-// if published, naming that subject, so that a processor dead-letters it
-// bad_reply_subject with the reason. Each body below would be refused.
+// the service would send with its own credentials, and the request is not
+// stored for a processor, which would answer a reply_to in its body
+// instead: it is dead-lettered bad_reply_subject at once, whatever else
+// is right or wrong with it.
 func TestAskNeverRepliesWhereAProcessorMayNot(t *testing.T) {
 	s := serve(t, 1024)
 	ctx := context.Background()
@@ -434,6 +435,7 @@ func TestAskNeverRepliesWhereAProcessorMayNot(t *testing.T) {
 		"_MINE.inbox", // a client's own inbox prefix, not in DETOUR_REPLY_PREFIXES
 	}
 	bodies := map[string]string{
+		"good":        `{"id":"b0","messages":[{"role":"user","content":"hi"}]}`,
 		"bad request": `{"id":"b1","messages":"hi"}`,
 		"too large":   `{"id":"b2","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`,
 		"reply_to":    `{"id":"b3","messages":[{"role":"user","content":"hi"}],"reply_to":"_INBOX.other"}`,
@@ -472,29 +474,25 @@ func TestAskNeverRepliesWhereAProcessorMayNot(t *testing.T) {
 	}
 	for len(heard) > 0 {
 		m := <-heard
-		if m.Subject == wire.RequestSubject("default") && m.Header.Get(wire.HeaderReplyTo) != "" {
-			continue // a request stored as published: the stream's copy, not a reply
-		}
 		t.Errorf("%s received %q (headers %v)", m.Subject, m.Data, m.Header)
 	}
-	st, err := js.Stream(ctx, wire.RequestsStream)
+	requests, err := js.Stream(ctx, wire.RequestsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(ctx)
+	if info, err := requests.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("%s holds %d requests (%v), want the queued one alone", wire.RequestsStream, info.State.Msgs, err)
+	}
+	letters, err := deadletter.NewStore(js).List(ctx, deadletter.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Msgs != uint64(1+sent) {
-		t.Fatalf("%s holds %d requests, want the queued one and the %d refused ones stored as published", wire.RequestsStream, info.State.Msgs, sent)
+	if len(letters) != sent {
+		t.Fatalf("%d dead letters, want %d", len(letters), sent)
 	}
-	for seq := uint64(2); seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if to := m.Header.Get(wire.HeaderReplyTo); !slices.Contains(subjects, to) {
-			t.Errorf("request %d stored with Detour-Reply-To %q, want the subject it was sent with", seq, to)
+	for _, l := range letters {
+		if l.Reason != deadletter.ReasonBadReplySubject || l.Chain != "default" {
+			t.Errorf("dead letter %+v, want bad_reply_subject of chain default", l)
 		}
 	}
 }

@@ -95,7 +95,7 @@ func TestReadRequestsReportsABadLine(t *testing.T) {
 // processor would compile it.
 func TestReadRequestsChecksTheSchema(t *testing.T) {
 	_, err := publisher.ReadRequests(strings.NewReader(`{"prompt":"x","response_schema":{"type":12}}`), "reqs.jsonl")
-	if err == nil || !strings.Contains(err.Error(), "line 1: bad request: response_schema: ") {
+	if err == nil || !strings.Contains(err.Error(), "line 1: bad request: response_schema is not a valid JSON Schema: at /type") {
 		t.Fatalf("error %v; want line 1 and response_schema", err)
 	}
 }
