@@ -261,15 +261,19 @@ func checkReplyPrefix(p string) error {
 var natsSchemes = []string{"nats", "tls", "ws", "wss"}
 
 // checkNATSURLs checks DETOUR_NATS_URL, a comma-separated list of servers
-// as nats.go reads it: each a URL of one of natsSchemes, or a bare
-// host:port, with a host and, when it names one, a port from 1 to 65535. A
-// password in a URL is never shown.
+// as nats.go v1.55 reads it: empty entries are skipped, each other one is a
+// URL of one of natsSchemes or a bare host:port, with a host and, when it
+// names one, a port from 1 to 65535; websocket servers (ws, wss) cannot be
+// mixed with others. The user part of a URL, a password or a token, is
+// never shown.
 func checkNATSURLs(list string) error {
+	servers, websocket := 0, 0
 	for i, server := range strings.Split(list, ",") {
 		server = strings.TrimSpace(server)
 		if server == "" {
-			return fmt.Errorf("server %d is empty", i+1)
+			continue
 		}
+		servers++
 		raw := server
 		if !strings.Contains(raw, "://") {
 			raw = "nats://" + raw
@@ -278,7 +282,10 @@ func checkNATSURLs(list string) error {
 		if err != nil {
 			return fmt.Errorf("server %d is not a URL such as nats://host:4222", i+1)
 		}
-		shown := u.Redacted()
+		shown := u.Scheme + "://" + u.Host
+		if u.User != nil {
+			shown = u.Scheme + "://[redacted]@" + u.Host
+		}
 		switch port := u.Port(); {
 		case !slices.Contains(natsSchemes, u.Scheme):
 			return fmt.Errorf("server %d %q: scheme must be nats, tls, ws or wss", i+1, shown)
@@ -289,6 +296,15 @@ func checkNATSURLs(list string) error {
 				return fmt.Errorf("server %d %q: port must be a number from 1 to 65535", i+1, shown)
 			}
 		}
+		if u.Scheme == "ws" || u.Scheme == "wss" {
+			websocket++
+		}
+	}
+	switch {
+	case servers == 0:
+		return errors.New("names no server (set it to a URL such as nats://host:4222, or unset it for the embedded server)")
+	case websocket > 0 && websocket < servers:
+		return errors.New("mixes websocket servers (ws, wss) with others, which nats.go refuses")
 	}
 	return nil
 }
