@@ -111,6 +111,9 @@ func readJSONEnvelope(data []byte) envelope {
 	f := envelope{readable: true}
 	f.id, f.badID = jsonString(raw.ID)
 	f.replyTo, f.badReplyTo = jsonString(raw.ReplyTo)
+	// An id given as "" names no result, as DecodeRequest refuses it;
+	// one left out or null falls back.
+	f.badID = f.badID || (f.id == "" && len(raw.ID) > 0 && !bytes.Equal(raw.ID, []byte("null")))
 	return f
 }
 
@@ -142,7 +145,7 @@ func readMsgpackEnvelope(data []byte) envelope {
 		s, ok := msgpackwalk.String(v)
 		bad := !ok && !msgpackwalk.IsNil(v)
 		if e.Key == "id" {
-			f.id, f.badID = s, bad
+			f.id, f.badID = s, bad || (ok && s == "") // "" names no result; nil falls back
 		} else {
 			f.replyTo, f.badReplyTo = s, bad
 		}
