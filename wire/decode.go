@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -51,6 +52,11 @@ func decodeJSONRequest(data []byte, r *Request) error {
 	if !utf8.Valid(data) {
 		return fmt.Errorf("%w: body is not valid UTF-8 at byte %d (JSON text is UTF-8, RFC 8259 section 8.1)", ErrBadRequest, invalidUTF8At(data))
 	}
+	if bytes.Contains(data, []byte(`\u`)) {
+		if at := loneSurrogateAt(data); at >= 0 {
+			return fmt.Errorf("%w: body has a lone UTF-16 surrogate escape at byte %d, which is no character (RFC 8259, section 8.2)", ErrBadRequest, at)
+		}
+	}
 	err := json.Unmarshal(data, r)
 	if err == nil {
 		if r.ID == "" && bytes.Contains(data, emptyString) && jsonGivesEmptyID(data) {
@@ -74,6 +80,48 @@ func decodeJSONRequest(data []byte, r *Request) error {
 	}
 	// A field's own decoder (metadata's) says what is wrong in its words.
 	return fmt.Errorf("%w: %v", ErrBadRequest, err)
+}
+
+// loneSurrogateAt is the offset of the first \u escape in a string of data
+// that spells half of a UTF-16 surrogate pair without the other half, or
+// -1. encoding/json reads such an escape as U+FFFD, as it reads bytes that
+// are not UTF-8.
+func loneSurrogateAt(data []byte) int {
+	inString := false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c != '\\':
+		case i+6 <= len(data) && data[i+1] == 'u':
+			r := hex4(data[i+2 : i+6])
+			if isHighSurrogate(r) && i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' && isLowSurrogate(hex4(data[i+8:i+12])) {
+				i += 11 // a pair
+				continue
+			}
+			if isHighSurrogate(r) || isLowSurrogate(r) {
+				return i
+			}
+			i += 5
+		default:
+			i++ // the escaped character
+		}
+	}
+	return -1
+}
+
+func isHighSurrogate(r int) bool { return r >= 0xd800 && r < 0xdc00 }
+func isLowSurrogate(r int) bool  { return r >= 0xdc00 && r < 0xe000 }
+
+// hex4 reads four hex digits, -1 when they are not.
+func hex4(b []byte) int {
+	n, err := strconv.ParseUint(string(b), 16, 16)
+	if err != nil {
+		return -1
+	}
+	return int(n)
 }
 
 // invalidUTF8At is the offset of the first byte of data that does not

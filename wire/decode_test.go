@@ -108,6 +108,10 @@ func TestDecodeRequestRefusesInvalidUTF8(t *testing.T) {
 		{"json id", []byte("{\"id\":\"d6\xff\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"), "body is not valid UTF-8 at byte 9"},
 		{"json content", []byte("{\"messages\":[{\"role\":\"user\",\"content\":\"h\xc3\"}]}"), "body is not valid UTF-8 at byte 40"},
 		{"json metadata key", []byte("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"metadata\":{\"\xed\xa0\x80\":1}}"), "body is not valid UTF-8"},
+		// encoding/json reads an unpaired surrogate escape as U+FFFD too.
+		{"json lone high surrogate", []byte(`{"id":"d6\ud800","messages":[{"role":"user","content":"hi"}]}`), "a lone UTF-16 surrogate escape at byte 9"},
+		{"json lone low surrogate", []byte(`{"messages":[{"role":"user","content":"hi"}],"metadata":{"k":"\udc00"}}`), "a lone UTF-16 surrogate escape"},
+		{"json reversed pair", []byte(`{"messages":[{"role":"user","content":"\udc00\ud800"}]}`), "a lone UTF-16 surrogate escape"},
 		{"msgpack content", compactMsgpack(t, map[string]any{"messages": msg("h\xff")}), "body is not valid msgpack: the string at offset"},
 		{"msgpack metadata value", compactMsgpack(t, map[string]any{"messages": msg("hi"), "metadata": map[string]any{"k": "\xc0\x80"}}),
 			"body is not valid msgpack: the string at offset"},
@@ -121,10 +125,15 @@ func TestDecodeRequestRefusesInvalidUTF8(t *testing.T) {
 			}
 		})
 	}
-	// Valid UTF-8 of every width passes, and bytes in a msgpack bin are not text.
+	// Valid UTF-8 of every width passes, as do a surrogate pair and an
+	// escaped backslash before a u.
 	ok := compactMsgpack(t, map[string]any{"messages": msg("é€😀"), "metadata": map[string]any{"k": "ü"}})
 	if _, err := wire.DecodeRequest(ok, nats.Header{}, 1, prefixes); err != nil {
 		t.Errorf("valid UTF-8 refused: %v", err)
+	}
+	d, err := wire.DecodeRequest([]byte(`{"messages":[{"role":"user","content":"\ud83d\ude00 \\ud800"}]}`), nats.Header{}, 1, prefixes)
+	if err != nil || d.Messages[0].Content != `😀 \ud800` {
+		t.Errorf("a surrogate pair and an escaped backslash: %q, %v", d.Messages, err)
 	}
 }
 
