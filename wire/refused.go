@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -114,6 +115,10 @@ func readJSONEnvelope(data []byte) envelope {
 	// An id given as "" names no result, as DecodeRequest refuses it;
 	// one left out or null falls back.
 	f.badID = f.badID || (f.id == "" && len(raw.ID) > 0 && !bytes.Equal(raw.ID, []byte("null")))
+	// encoding/json reads bytes that are not UTF-8, and a lone surrogate
+	// escape, as U+FFFD: the id read would be another than the one sent,
+	// maybe another request's (decodeJSONRequest refuses such a body).
+	f.badID = f.badID || !utf8.Valid(raw.ID) || loneSurrogateAt(raw.ID) >= 0
 	return f
 }
 

@@ -58,6 +58,11 @@ func TestRefusedAddress(t *testing.T) {
 		{"declared JSON, msgpack body", compactMsgpack(t, map[string]any{"id": "q13"}), hdr("Content-Type", "application/json"),
 			wire.Address{ID: "7", ReplyTo: "detour.results.7", Encoding: wire.JSON}, true},
 		{"id empty", []byte(`{"id":"","reply_to":"_INBOX.me"}`), hdr(wire.HeaderMsgID, "m-14"), wire.Address{}, false},
+		// encoding/json would read these as U+FFFD: another id, maybe another request's.
+		{"id not UTF-8", []byte("{\"id\":\"q\xff\",\"reply_to\":\"_INBOX.me\"}"), hdr(wire.HeaderMsgID, "m-17"), wire.Address{}, false},
+		{"id with a lone surrogate", []byte(`{"id":"q\udc00","reply_to":"_INBOX.me"}`), hdr(wire.HeaderMsgID, "m-18"), wire.Address{}, false},
+		{"not UTF-8 elsewhere", []byte("{\"id\":\"q19\",\"x\":\"\xff\"}"), nil,
+			wire.Address{ID: "q19", ReplyTo: "detour.results.q19", Encoding: wire.JSON}, true},
 		{"msgpack id empty", compactMsgpack(t, map[string]any{"id": ""}), hdr(wire.HeaderMsgID, "m-15"), wire.Address{}, false},
 		{"id null falls back", []byte(`{"id":null,"reply_to":"_INBOX.me.16"}`), hdr(wire.HeaderMsgID, "m-16"),
 			wire.Address{ID: "m-16", ReplyTo: "_INBOX.me.16", Encoding: wire.JSON}, true},
