@@ -88,6 +88,12 @@ func LoadSettings() (Settings, error) {
 			refused[key] = true
 			continue
 		}
+		if problem := decimalProblem(f, one.Elem().Field(0)); problem != "" {
+			key := f.Tag.Get("envconfig")
+			problems = append(problems, key+": "+problem)
+			refused[key] = true
+			continue
+		}
 		v.Field(i).Set(one.Elem().Field(0))
 	}
 	// Forgive the spelling an operator would not think twice about:
@@ -110,6 +116,35 @@ func LoadSettings() (Settings, error) {
 }
 
 var durationType = reflect.TypeFor[time.Duration]()
+
+// decimalProblem reads a whole-number variable again in decimal, into
+// value, which envconfig filled: it reads Go's base prefixes too, so that
+// DETOUR_WORKERS=010 gave 8 workers and 0b11 three. "" when the value is
+// decimal (or the variable unset).
+func decimalProblem(f reflect.StructField, value reflect.Value) string {
+	if f.Type == durationType || f.Type.Kind() < reflect.Int || f.Type.Kind() > reflect.Uint64 {
+		return ""
+	}
+	raw, ok := os.LookupEnv(f.Tag.Get("envconfig"))
+	if !ok {
+		return ""
+	}
+	raw = strings.TrimSpace(raw)
+	if f.Type.Kind() >= reflect.Uint {
+		n, err := strconv.ParseUint(raw, 10, 64)
+		if err != nil || value.OverflowUint(n) {
+			return fmt.Sprintf("%q is not a whole number in decimal digits", raw)
+		}
+		value.SetUint(n)
+		return ""
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || value.OverflowInt(n) {
+		return fmt.Sprintf("%q is not a whole number in decimal digits", raw)
+	}
+	value.SetInt(n)
+	return ""
+}
 
 // valueProblem says, in the words of docs/settings.md, why a variable's
 // value could not be read as its field's type.
@@ -186,10 +221,11 @@ func (s Settings) problems() []string {
 	if (s.NATSTLSCert == "") != (s.NATSTLSKey == "") {
 		bad("DETOUR_NATS_TLS_CERT", "must be set together with DETOUR_NATS_TLS_KEY")
 	}
-	if s.DataDir == "" {
+	// Blank is empty: " " would be a directory or file named by a space.
+	if strings.TrimSpace(s.DataDir) == "" {
 		bad("DETOUR_DATA_DIR", "must not be empty")
 	}
-	if s.Config == "" {
+	if strings.TrimSpace(s.Config) == "" {
 		bad("DETOUR_CONFIG", "must not be empty")
 	}
 	if s.Workers < 1 || s.Workers > MaxWorkers {

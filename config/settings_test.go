@@ -95,6 +95,7 @@ func TestLoadSettingsOverrides(t *testing.T) {
 		{map[string]string{"DETOUR_DATA_DIR": "/var/lib/detour"}, func(s Settings) bool { return s.DataDir == "/var/lib/detour" }},
 		{map[string]string{"DETOUR_CONFIG": "/etc/detour.yaml"}, func(s Settings) bool { return s.Config == "/etc/detour.yaml" }},
 		{map[string]string{"DETOUR_WORKERS": "8"}, func(s Settings) bool { return s.Workers == 8 }},
+		{map[string]string{"DETOUR_WORKERS": "010"}, func(s Settings) bool { return s.Workers == 10 }},
 		{map[string]string{"DETOUR_REPLICAS": "3"}, func(s Settings) bool { return s.Replicas == 3 }},
 		{map[string]string{"DETOUR_ACK_WAIT": "1m"}, func(s Settings) bool { return s.AckWait == time.Minute }},
 		{map[string]string{"DETOUR_MAX_ACK_PENDING": "5"}, func(s Settings) bool { return s.MaxAckPending == 5 }},
@@ -140,6 +141,11 @@ func TestLoadSettingsErrors(t *testing.T) {
 		{"DETOUR_WORKERS", "99999999999999999999", `DETOUR_WORKERS: "99999999999999999999" is out of range`},
 		{"DETOUR_WORKERS", "", `DETOUR_WORKERS: is set but empty: give a whole number, or unset it for the default 64`},
 		{"DETOUR_WORKERS", "0", `DETOUR_WORKERS: must be from 1 to 10000`},
+		// Decimal only: Go's base prefixes would read 010 as 8.
+		{"DETOUR_WORKERS", "010x", `DETOUR_WORKERS: "010x" is not a whole number`},
+		{"DETOUR_WORKERS", "0x10", `DETOUR_WORKERS: "0x10" is not a whole number in decimal digits`},
+		{"DETOUR_WORKERS", "0b11", `DETOUR_WORKERS: "0b11" is not a whole number in decimal digits`},
+		{"DETOUR_WORKERS", "1_0", `DETOUR_WORKERS: "1_0" is not a whole number in decimal digits`},
 		{"DETOUR_ACK_WAIT", "30", `DETOUR_ACK_WAIT: "30" is not a duration: give a unit, such as 30s`},
 		{"DETOUR_ACK_WAIT", "soon", `DETOUR_ACK_WAIT: "soon" is not a duration such as 500ms, 30s or 10m`},
 		{"DETOUR_MAX_INVALID_DELIVERIES", "-1", `DETOUR_MAX_INVALID_DELIVERIES: "-1" must not be negative`},
@@ -185,7 +191,7 @@ func TestLoadSettingsReportsEveryVariable(t *testing.T) {
 func TestLoadSettingsAgreesWithEnvconfig(t *testing.T) {
 	clearEnv(t)
 	for k, v := range map[string]string{
-		"DETOUR_WORKERS": "0x10", "DETOUR_ACK_WAIT": "1m30s", "DETOUR_REPLY_PREFIXES": "a.,b.",
+		"DETOUR_WORKERS": "16", "DETOUR_ACK_WAIT": "1m30s", "DETOUR_REPLY_PREFIXES": "a.,b.",
 		"DETOUR_MAX_INVALID_DELIVERIES": "7", "DETOUR_METRICS_ADDR": "", "DETOUR_NATS_URL": "nats://x:4222",
 	} {
 		t.Setenv(k, v)
@@ -257,6 +263,8 @@ func TestSettingsValidate(t *testing.T) {
 		{"nats url websockets", func(s *Settings) { s.NATSURL = "ws://a:8080,wss://b" }, ""},
 		{"tls half", func(s *Settings) { s.NATSTLSCert = "c.pem" }, "DETOUR_NATS_TLS_CERT: must be set together with DETOUR_NATS_TLS_KEY"},
 		{"data dir", func(s *Settings) { s.DataDir = "" }, "DETOUR_DATA_DIR: must not be empty"},
+		{"data dir blank", func(s *Settings) { s.DataDir = " \t" }, "DETOUR_DATA_DIR: must not be empty"},
+		{"config blank", func(s *Settings) { s.Config = " " }, "DETOUR_CONFIG: must not be empty"},
 		{"config", func(s *Settings) { s.Config = "" }, "DETOUR_CONFIG: must not be empty"},
 	}
 	for _, tt := range tests {
