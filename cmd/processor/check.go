@@ -31,6 +31,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
+	if refuseArgs(fs, stderr) {
+		return 2
+	}
 	if *samplesPath == "" {
 		fmt.Fprintln(stderr, "processor check: -samples FILE is required")
 		return 2

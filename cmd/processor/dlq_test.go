@@ -161,6 +161,8 @@ func TestClientCommandUsageErrors(t *testing.T) {
 		{[]string{"status", "extra"}, `unexpected argument "extra"`},
 		{[]string{"status", "-json", "extra", "args"}, `unexpected argument "extra"`},
 		{[]string{"watch", "extra"}, `unexpected argument "extra"`},
+		{[]string{"check", "-samples", "s.jsonl", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-version", "extra"}, `unknown command "extra"`},
 		{[]string{"dlq", "replay", "1", "-deadline", "soon"}, `-deadline "soon" is neither a duration`},
 		{[]string{"dlq", "replay", "-all", "-deadline", "-1h"}, "must be in the future"},
 		{[]string{"dlq", "purge", "-chain", "a.b"}, `-chain "a.b" is not a chain name`},

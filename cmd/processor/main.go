@@ -80,14 +80,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr, fs)
 		return 2
 	}
-	if *version {
-		fmt.Fprintln(stdout, "processor", buildinfo.Read())
-		return 0
-	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "processor: unknown command %q\n", fs.Arg(0))
 		usage(stderr, fs)
 		return 2
+	}
+	if *version {
+		fmt.Fprintln(stdout, "processor", buildinfo.Read())
+		return 0
 	}
 	settings, err := config.LoadSettings()
 	if err != nil {
