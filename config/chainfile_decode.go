@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -109,9 +108,9 @@ type pair struct {
 // problems found.
 func decode(data []byte) (*rawFile, *decoder) {
 	d := &decoder{lines: map[string]int{}, refused: map[string]bool{}, meant: map[string]bool{}, unsure: map[string]bool{}, budget: aliasBudget}
-	if line, col, b, ok := notUTF8(data); ok {
+	if line, what, ok := notText(data); ok {
 		// The YAML parser says so without a place.
-		d.add(line, "", fmt.Sprintf("not valid YAML: the file is not UTF-8 text (byte %#x in column %d)", b, col))
+		d.add(line, "", "not valid YAML: "+what)
 		return nil, d
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -134,38 +133,6 @@ func decode(data []byte) (*rawFile, *decoder) {
 		d.file(doc.Content[0], raw)
 	}
 	return raw, d
-}
-
-// notUTF8 finds the first byte of data that does not begin a valid UTF-8
-// sequence: its line and column (1-based, in bytes) and the byte itself.
-func notUTF8(data []byte) (line, col int, b byte, found bool) {
-	if utf8.Valid(data) || bytes.HasPrefix(data, []byte{0xfe, 0xff}) || bytes.HasPrefix(data, []byte{0xff, 0xfe}) {
-		return 0, 0, 0, false // UTF-16, which a byte order mark announces, is the parser's to read
-	}
-	line, start := 1, 0
-	for i := 0; i < len(data); {
-		r, size := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && size <= 1 {
-			return line, i - start + 1, data[i], true
-		}
-		if data[i] == '\n' {
-			line, start = line+1, i+1
-		}
-		i += size
-	}
-	return 0, 0, 0, false
-}
-
-// nodes counts the nodes of the tree under n, each once: aliases are not
-// followed.
-func nodes(n *yaml.Node) int {
-	count, stack := 0, []*yaml.Node{n}
-	for len(stack) > 0 {
-		n, stack = stack[len(stack)-1], stack[:len(stack)-1]
-		count++
-		stack = append(stack, n.Content...)
-	}
-	return count
 }
 
 var (

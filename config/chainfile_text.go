@@ -1,0 +1,50 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// This file holds what the decoder checks of a chain file before and
+// around the YAML itself: that it is text, and how many nodes it has.
+
+// notText finds the first character the YAML parser refuses without a
+// place: a byte that does not begin a valid UTF-8 sequence, or a control
+// character other than tab and line breaks (YAML 1.2, section 5.1, allows
+// only printable characters). It gives its line and says what it is and in
+// which column (1-based, in bytes).
+func notText(data []byte) (line int, what string, found bool) {
+	if bytes.HasPrefix(data, []byte{0xfe, 0xff}) || bytes.HasPrefix(data, []byte{0xff, 0xfe}) {
+		return 0, "", false // UTF-16, which a byte order mark announces, is the parser's to read
+	}
+	line, start := 1, 0
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return line, fmt.Sprintf("the file is not UTF-8 text (byte %#x in column %d)", data[i], i-start+1), true
+		case r == '\n':
+			line, start = line+1, i+1
+		case r == '\t' || r == '\r' || r == 0x85:
+		case r < 0x20 || (r >= 0x7f && r <= 0x9f):
+			return line, fmt.Sprintf("control character %U in column %d (only tabs and line breaks are allowed)", r, i-start+1), true
+		}
+		i += size
+	}
+	return 0, "", false
+}
+
+// nodes counts the nodes of the tree under n, each once: aliases are not
+// followed.
+func nodes(n *yaml.Node) int {
+	count, stack := 0, []*yaml.Node{n}
+	for len(stack) > 0 {
+		n, stack = stack[len(stack)-1], stack[:len(stack)-1]
+		count++
+		stack = append(stack, n.Content...)
+	}
+	return count
+}
