@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 )
 
 // decodeLevel decodes raw, one level of an answer left as json.RawMessage,
@@ -68,7 +70,60 @@ func refuse(resp *Response, decodeErr error, status int, header http.Header, bod
 		}
 	}
 	if decodeErr != nil {
-		return &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: fmt.Errorf("malformed answer body: %w", decodeErr)}
+		return &CallError{Class: ClassInvalidOutput, StatusCode: status, Err: errors.New("malformed answer body: " + decodeProblem(decodeErr))}
 	}
+	return nil
+}
+
+// decodeProblem words why an answer body did not decode, without the
+// decoder's Go types: the member holding a value of the wrong kind and the
+// kind it should be, or where the text stops being JSON.
+func decodeProblem(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		found := strings.Replace(typeErr.Value, "array", "list", 1)
+		if typeErr.Field == "" {
+			return fmt.Sprintf("a JSON %s where the API sends %s", found, goKindWords(typeErr.Type))
+		}
+		return fmt.Sprintf("%s is a JSON %s, not %s", typeErr.Field, found, goKindWords(typeErr.Type))
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("not JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	}
+	return err.Error()
+}
+
+// goKindWords names the JSON kind a Go type is decoded from.
+func goKindWords(t reflect.Type) string {
+	switch {
+	case t == nil:
+		return "another kind"
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Slice:
+		return "a list"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Float64:
+		return "a number"
+	case t.Kind() == reflect.Pointer:
+		return goKindWords(t.Elem())
+	}
+	return "an object"
+}
+
+// looseString is an answer's text that only describes it (the model, a
+// stop reason, a refusal): a JSON string, or "" for a value of another
+// kind, which does not void an answer the provider was paid for.
+type looseString string
+
+// UnmarshalJSON reads any JSON value and never fails.
+func (s *looseString) UnmarshalJSON(b []byte) error {
+	var v string
+	if json.Unmarshal(b, &v) != nil {
+		v = ""
+	}
+	*s = looseString(v)
 	return nil
 }

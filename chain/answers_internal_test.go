@@ -11,13 +11,13 @@ import (
 // structs and all: what decodeOpenAIAnswer, which decodes a level at a
 // time to keep a worker's stack small, must agree with.
 type openAIAnswerAtOnce struct {
-	Model   string `json:"model"`
+	Model   looseString `json:"model"`
 	Choices []struct {
 		Message struct {
-			Content string  `json:"content"`
-			Refusal *string `json:"refusal"`
+			Content string       `json:"content"`
+			Refusal *looseString `json:"refusal"`
 		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
+		FinishReason looseString `json:"finish_reason"`
 	} `json:"choices"`
 	Usage lenient[openAIUsage] `json:"usage"`
 }
@@ -40,7 +40,7 @@ func FuzzOpenAIAnswer(f *testing.F) {
 		`{"id":"c1","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"hi","refusal":null},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`,
 		`{"choices":[{"message":{"content":"","refusal":"I can't help with that."},"finish_reason":"stop"}]}`,
 		`{"choices":[{"message":{"content":"cut"},"finish_reason":"length"}],"usage":null}`,
-		`{"choices":[{"message":{"content":"a"}}],"usage":{"prompt_tokens":12.0,"completion_tokens":1e40}}`, `{"choices":[{"message":{"content":"a"}}],"usage":[1]}`,
+		`{"choices":[{"message":{"content":"a"}}],"usage":{"prompt_tokens":12.0,"completion_tokens":1e40}}`, `{"choices":[{"message":{"content":"a"}}],"usage":[1]}`, `{"model":5,"choices":[{"message":{"content":"a","refusal":false},"finish_reason":[1]}]}`,
 		`{"choices":[null,{"message":{"content":"second"}}]}`, `{"choices":[{"message":null}]}`,
 		`{"choices":[{"message":{"content":"first"}},{"message":5}]}`, `{"choices":[5]}`,
 		`{"choices":[{"message":{"refusal":"no"},"message":{"content":"x"}}]}`, `{"choices":[{"message":{"content":5}}]}`, `{"choices":{}}`, `{"choices":[{"message":"x"}]}`,
@@ -51,12 +51,12 @@ func FuzzOpenAIAnswer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, err := decodeOpenAIAnswer(body)
 		agreesWithOnePass(t, body, got, err, func(once *openAIAnswerAtOnce) Response {
-			want := Response{Model: once.Model, Usage: reportedUsage(int(once.Usage.v.PromptTokens), int(once.Usage.v.CompletionTokens))}
+			want := Response{Model: string(once.Model), Usage: reportedUsage(int(once.Usage.v.PromptTokens), int(once.Usage.v.CompletionTokens))}
 			if len(once.Choices) > 0 {
 				c := once.Choices[0]
-				want.Content, want.StopReason, want.Truncated = c.Message.Content, c.FinishReason, isTruncatedStop(c.FinishReason)
-				if r := c.Message.Refusal; r != nil && !isBlank(*r) {
-					want.Refusal = *r
+				want.Content, want.StopReason, want.Truncated = c.Message.Content, string(c.FinishReason), isTruncatedStop(string(c.FinishReason))
+				if r := c.Message.Refusal; r != nil && !isBlank(string(*r)) {
+					want.Refusal = string(*r)
 					if unusualStop(want.StopReason) == "" {
 						want.StopReason = stopRefusal
 					}
@@ -70,12 +70,12 @@ func FuzzOpenAIAnswer(f *testing.F) {
 // anthropicAnswerAtOnce is the message decoded in one pass, as
 // decodeAnthropicAnswer must agree with.
 type anthropicAnswerAtOnce struct {
-	Model   string `json:"model"`
+	Model   looseString `json:"model"`
 	Content []struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	} `json:"content"`
-	StopReason string                  `json:"stop_reason"`
+	StopReason looseString             `json:"stop_reason"`
 	Usage      lenient[anthropicUsage] `json:"usage"`
 }
 
@@ -87,7 +87,7 @@ func FuzzAnthropicAnswer(f *testing.F) {
 	for _, seed := range []string{
 		`{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`,
 		`{"content":[{"type":"thinking","thinking":"…"},{"type":"text","text":"a"},{"type":"text","text":"b"}],"stop_reason":"max_tokens"}`,
-		`{"content":[{"type":"text","text":"a"},5]}`, `{"content":[null]}`, `{"content":{}}`, `{"usage":null}`, `{"usage":{"input_tokens":"x"}}`, `{"usage":{"input_tokens":3.5,"output_tokens":-1e400}}`, `{"usage":"n/a"}`,
+		`{"content":[{"type":"text","text":"a"},5]}`, `{"content":[null]}`, `{"content":{}}`, `{"usage":null}`, `{"usage":{"input_tokens":"x"}}`, `{"usage":{"input_tokens":3.5,"output_tokens":-1e400}}`, `{"usage":"n/a"}`, `{"model":{},"stop_reason":7,"content":[{"type":"text","text":"a"}]}`,
 		`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, `{}`, `null`, `[]`, ``, `{"content":[`,
 	} {
 		f.Add([]byte(seed))
@@ -101,8 +101,8 @@ func FuzzAnthropicAnswer(f *testing.F) {
 					text.WriteString(b.Text)
 				}
 			}
-			return Response{Content: text.String(), Model: once.Model, Truncated: isTruncatedStop(once.StopReason),
-				StopReason: once.StopReason, Usage: reportedUsage(int(once.Usage.v.InputTokens), int(once.Usage.v.OutputTokens))}
+			return Response{Content: text.String(), Model: string(once.Model), Truncated: isTruncatedStop(string(once.StopReason)),
+				StopReason: string(once.StopReason), Usage: reportedUsage(int(once.Usage.v.InputTokens), int(once.Usage.v.OutputTokens))}
 		})
 	})
 }

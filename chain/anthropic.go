@@ -47,9 +47,9 @@ type anthropicRequest struct {
 // anthropicResponse, anthropicUsage and anthropicBlock are decoded one
 // after the other (decodeAnthropicAnswer).
 type anthropicResponse struct {
-	Model      string            `json:"model"`
+	Model      looseString       `json:"model"`
 	Content    []json.RawMessage `json:"content"`
-	StopReason string            `json:"stop_reason"`
+	StopReason looseString       `json:"stop_reason"`
 	Usage      json.RawMessage   `json:"usage"`
 }
 
@@ -127,9 +127,9 @@ func decodeAnthropicAnswer(data []byte) (Response, error) {
 	}
 	return Response{
 		Content:    text.String(),
-		Model:      out.Model,
-		Truncated:  isTruncatedStop(out.StopReason),
-		StopReason: out.StopReason,
+		Model:      string(out.Model),
+		Truncated:  isTruncatedStop(string(out.StopReason)),
+		StopReason: string(out.StopReason),
 		Usage:      reportedUsage(int(usage.InputTokens), int(usage.OutputTokens)),
 	}, decodeErr
 }

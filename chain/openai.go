@@ -55,7 +55,7 @@ type openAIRequest struct {
 // openAIResponse, openAIUsage, openAIChoice and openAIMessage are decoded
 // one after the other (decodeOpenAIAnswer).
 type openAIResponse struct {
-	Model   string            `json:"model"`
+	Model   looseString       `json:"model"`
 	Choices []json.RawMessage `json:"choices"`
 	Usage   json.RawMessage   `json:"usage"`
 }
@@ -67,12 +67,12 @@ type openAIUsage struct {
 
 type openAIChoice struct {
 	Message      json.RawMessage `json:"message"`
-	FinishReason string          `json:"finish_reason"`
+	FinishReason looseString     `json:"finish_reason"`
 }
 
 type openAIMessage struct {
-	Content string  `json:"content"`
-	Refusal *string `json:"refusal"`
+	Content string       `json:"content"`
+	Refusal *looseString `json:"refusal"`
 }
 
 // Call sends one chat completion.
@@ -114,7 +114,7 @@ func decodeOpenAIAnswer(data []byte) (Response, error) {
 	decodeErr := json.Unmarshal(data, &out)
 	var usage openAIUsage
 	decodeUsage(out.Usage, &usage)
-	resp := Response{Model: out.Model, Usage: reportedUsage(int(usage.PromptTokens), int(usage.CompletionTokens))}
+	resp := Response{Model: string(out.Model), Usage: reportedUsage(int(usage.PromptTokens), int(usage.CompletionTokens))}
 	for i, raw := range out.Choices {
 		var choice openAIChoice
 		var msg openAIMessage
@@ -123,11 +123,11 @@ func decodeOpenAIAnswer(data []byte) (Response, error) {
 		if i > 0 {
 			continue
 		}
-		resp.Content, resp.StopReason = msg.Content, choice.FinishReason
-		resp.Truncated = isTruncatedStop(choice.FinishReason)
+		resp.Content, resp.StopReason = msg.Content, string(choice.FinishReason)
+		resp.Truncated = isTruncatedStop(resp.StopReason)
 		// The API sends "refusal": null on every answer; some gateways "".
-		if r := msg.Refusal; r != nil && !isBlank(*r) {
-			resp.Refusal = *r
+		if r := msg.Refusal; r != nil && !isBlank(string(*r)) {
+			resp.Refusal = string(*r)
 			if unusualStop(resp.StopReason) == "" {
 				resp.StopReason = stopRefusal
 			}

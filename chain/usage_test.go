@@ -3,7 +3,9 @@ package chain_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/detourhq/detour/chain"
@@ -119,5 +121,57 @@ func TestCostIsLeftOutWhenNotFinite(t *testing.T) {
 				t.Errorf("cost %v, want none", *res.Cost)
 			}
 		})
+	}
+}
+
+// TestAnswerMetadataOfTheWrongKindKeepsTheAnswer: as with usage, a model,
+// stop reason or refusal of another JSON kind than a string does not void
+// an answer the provider was paid for: it reads as absent. An answer whose
+// text itself is of the wrong kind is malformed, said without Go's types.
+func TestAnswerMetadataOfTheWrongKindKeepsTheAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		flavor providertest.Flavor
+		body   string
+	}{
+		{providertest.OpenAI, `{"model":5,"choices":[{"message":{"content":"fine","refusal":{"x":1}},"finish_reason":["stop"]}]}`},
+		{providertest.OpenAI, `{"model":{"name":"m"},"choices":[{"message":{"content":"fine","refusal":false},"finish_reason":7}]}`},
+		{providertest.Anthropic, `{"model":[1],"content":[{"type":"text","text":"fine"}],"stop_reason":{"r":1}}`},
+	} {
+		srv := providertest.New(tt.flavor, func(int, providertest.Request) providertest.Reply { return providertest.Reply{RawBody: tt.body} })
+		t.Cleanup(srv.Close)
+		var p chain.Provider = chain.NewOpenAI("p", srv.URL, "m", "", nil)
+		if tt.flavor == providertest.Anthropic {
+			p = chain.NewAnthropic("p", srv.URL, "m", "", nil)
+		}
+		resp, err := p.Call(context.Background(), &chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+		if err != nil || resp.Content != "fine" || resp.Model != "" || resp.StopReason != "" || resp.Refusal != "" {
+			t.Errorf("%s: %+v, %v; want the answer with no model, stop reason or refusal", tt.body, resp, err)
+		}
+	}
+	for _, tt := range []struct {
+		flavor providertest.Flavor
+		body   string
+	}{
+		{providertest.OpenAI, `{"choices":[{"message":{"content":["fine"]}}]}`},
+		{providertest.OpenAI, `{"choices":{"message":"x"}}`},
+		{providertest.Anthropic, `{"content":"fine"}`},
+	} {
+		srv := providertest.New(tt.flavor, func(int, providertest.Request) providertest.Reply { return providertest.Reply{RawBody: tt.body} })
+		t.Cleanup(srv.Close)
+		var p chain.Provider = chain.NewOpenAI("p", srv.URL, "m", "", nil)
+		if tt.flavor == providertest.Anthropic {
+			p = chain.NewAnthropic("p", srv.URL, "m", "", nil)
+		}
+		_, err := p.Call(context.Background(), &chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+		var ce *chain.CallError
+		if !errors.As(err, &ce) || ce.Class != chain.ClassInvalidOutput || !strings.Contains(err.Error(), "malformed answer body") {
+			t.Errorf("%s: %v, want a malformed invalid_output", tt.body, err)
+			continue
+		}
+		for _, internal := range []string{"Go struct", "json:", "RawMessage", "openAI", "anthropic"} {
+			if strings.Contains(err.Error(), internal) {
+				t.Errorf("%s: error %q shows the decoder's internals (%q)", tt.body, err, internal)
+			}
+		}
 	}
 }
