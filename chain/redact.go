@@ -1,9 +1,10 @@
 package chain
 
 import (
-	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
+	"unicode/utf16"
 )
 
 // This file keeps a provider's API key out of everything a provider sends
@@ -15,36 +16,63 @@ import (
 // redactedKey stands in for the key.
 const redactedKey = "[redacted]"
 
-// redactKey replaces apiKey in s. A JSON document (an error body kept as
-// sent) may spell the key with escapes ("\u002d", "\/") that a plain
-// search misses: one holding a backslash is read back with its strings
-// unescaped, and when that shows the key, that spelling is used instead.
+// redactKey replaces apiKey in s. Text taken from a JSON document (an
+// error body kept as sent, cut short or not) may spell the key with
+// escapes ("\u002d", "\/") that a plain search misses: when s holds such
+// escapes and reading them shows the key, s is shown with its escapes read.
 func redactKey(s, apiKey string) string {
 	if apiKey == "" {
 		return s
 	}
-	if strings.Contains(s, `\`) && !strings.Contains(s, apiKey) {
-		if plain, ok := unescapedJSON(s); ok && strings.Contains(plain, apiKey) {
-			s = plain
+	s = strings.ReplaceAll(s, apiKey, redactedKey)
+	if strings.Contains(s, `\u`) || strings.Contains(s, `\/`) {
+		if plain := unescape(s); strings.Contains(plain, apiKey) {
+			s = strings.ReplaceAll(plain, apiKey, redactedKey)
 		}
 	}
-	return strings.ReplaceAll(s, apiKey, redactedKey)
+	return s
 }
 
-// unescapedJSON is doc re-encoded with no escape that JSON does not
-// require, and whether doc is JSON at all.
-func unescapedJSON(doc string) (string, bool) {
-	var v any
-	if json.Unmarshal([]byte(doc), &v) != nil {
-		return "", false
-	}
+// unescape reads the JSON escapes of s that can spell a key's characters,
+// \uXXXX (a surrogate pair as one character) and \/, wherever they are: s
+// need not be JSON, or whole. Other escapes (\\, \", \n, ...) are kept as
+// written, so that "\\u0041" stays a backslash and "u0041".
+func unescape(s string) string {
 	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if enc.Encode(v) != nil {
-		return "", false
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch r := hexRune(s, i); {
+		case s[i+1] == '/':
+			b.WriteByte('/')
+			i++
+		case r >= 0 && utf16.IsSurrogate(rune(r)) && hexRune(s, i+6) >= 0:
+			b.WriteRune(utf16.DecodeRune(rune(r), rune(hexRune(s, i+6))))
+			i += 11
+		case r >= 0:
+			b.WriteRune(rune(r))
+			i += 5
+		default: // another escape: both bytes as written
+			b.WriteString(s[i : i+2])
+			i++
+		}
 	}
-	return strings.TrimSuffix(b.String(), "\n"), true
+	return b.String()
+}
+
+// hexRune reads the escape \uXXXX at s[i:], -1 when there is none.
+func hexRune(s string, i int) int {
+	if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
+		return -1
+	}
+	n, err := strconv.ParseUint(s[i+2:i+6], 16, 16)
+	if err != nil {
+		return -1
+	}
+	return int(n)
 }
 
 // redactAnswer removes the key from every text of a decoded answer: the

@@ -59,6 +59,16 @@ func TestProviderTextNeverShowsAPIKey(t *testing.T) {
 		{name: "escaped in an error array", reply: func(key string) providertest.Reply {
 			return providertest.Reply{Status: http.StatusForbidden, RawBody: `["denied", "` + jsonEscaped(key) + `"]`}
 		}},
+		{name: "plain and escaped in one error body", reply: func(key string) providertest.Reply {
+			return providertest.Reply{Status: http.StatusUnauthorized, RawBody: `{"detail":"key ` + key + `","echo":"` + jsonEscaped(key) + `"}`}
+		}},
+		// Not JSON at all, so not to be parsed, yet spelled with escapes.
+		{name: "escaped in a text body", reply: func(key string) providertest.Reply {
+			return providertest.Reply{Status: http.StatusBadGateway, RawBody: `upstream said: ` + jsonEscaped(key) + ` {unbalanced`}
+		}},
+		{name: "escaped slash", reply: func(key string) providertest.Reply {
+			return providertest.Reply{Status: http.StatusBadRequest, RawBody: `{"detail":"` + strings.ReplaceAll(key, "-", `\u002d`) + `\/x"}`}
+		}},
 	}
 	for _, flavor := range []providertest.Flavor{providertest.OpenAI, providertest.Anthropic} {
 		for _, tt := range tests {
@@ -86,7 +96,7 @@ func TestProviderTextNeverShowsAPIKey(t *testing.T) {
 				if err != nil {
 					seen += "\n" + err.Error()
 				}
-				if strings.Contains(seen, testKey[3:]) {
+				if strings.Contains(seen, testKey[3:]) || strings.Contains(seen, jsonEscaped(testKey[3:])) {
 					t.Errorf("the key shows:\n%s", seen)
 				}
 				if !strings.Contains(seen, "[redacted]") {
