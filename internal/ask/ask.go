@@ -60,6 +60,15 @@ const (
 // StoreTimeout bounds the wait for the requests stream's acknowledgement.
 const StoreTimeout = 5 * time.Second
 
+// compileWait bounds the wait for a response_schema to compile, and
+// askSchemas how many compiled schemas the endpoint keeps, besides the
+// processor's own (chain.SchemaCacheSize): the endpoint only checks that a
+// schema compiles, and clients tend to send one schema with many requests.
+const (
+	compileWait = time.Second
+	askSchemas  = 4
+)
+
 // Config is what Serve serves.
 type Config struct {
 	// Conn carries the service; the caller owns it.
@@ -93,7 +102,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if version == "" {
 		version = buildinfo.Read().Semver()
 	}
-	s := &server{cfg: cfg, log: logs.OrDiscard(cfg.Logger), schemas: chain.NewSchemaCache(0), dead: deadletter.NewPublisher(cfg.JetStream)}
+	s := &server{cfg: cfg, log: logs.OrDiscard(cfg.Logger), schemas: chain.NewSchemaCache(askSchemas), dead: deadletter.NewPublisher(cfg.JetStream)}
 	svc, err := micro.AddService(cfg.Conn, micro.Config{
 		Name:        ServiceName,
 		Version:     version,
@@ -210,8 +219,6 @@ func (s *server) ask(chainName string, r micro.Request) {
 		s.refuseReplySubject(chainName, msg, err)
 		return
 	}
-	// A refusal is encoded as a processor would encode its failed result.
-	enc := wire.RefusedEncoding(msg.Data, msg.Header)
 	if len(msg.Data) > s.cfg.MaxPayload {
 		// Its id, if the body or Nats-Msg-Id gives one, read as a processor
 		// reads the id of a request too large to decode.
@@ -219,7 +226,7 @@ func (s *server) ask(chainName string, r micro.Request) {
 		if a, ok := wire.RefusedAddress(msg.Data, msg.Header, 0, nil); ok {
 			id = a.ID
 		}
-		s.refuse(r, enc, id, CodeTooLarge, fmt.Sprintf("too large: payload of %d bytes exceeds DETOUR_MAX_PAYLOAD %d",
+		s.refuse(r, msg, id, CodeTooLarge, fmt.Sprintf("too large: payload of %d bytes exceeds DETOUR_MAX_PAYLOAD %d",
 			len(msg.Data), s.cfg.MaxPayload))
 		return
 	}
@@ -230,15 +237,15 @@ func (s *server) ask(chainName string, r micro.Request) {
 	}
 	switch {
 	case err != nil: // "bad request: …" or "bad reply subject: …"
-		s.refuse(r, enc, id, CodeBadRequest, err.Error())
+		s.refuse(r, msg, id, CodeBadRequest, err.Error())
 		return
 	case d.ReplyTo != inbox:
 		// The body's reply_to wins over Detour-Reply-To: the result would
 		// go there, and the requester would wait in vain.
-		s.refuse(r, enc, id, CodeBadRequest, fmt.Sprintf("%v: reply_to %q: a request to %s is answered on its own reply subject; leave reply_to out, or publish to %s to send the result elsewhere",
+		s.refuse(r, msg, id, CodeBadRequest, fmt.Sprintf("%v: reply_to %q: a request to %s is answered on its own reply subject; leave reply_to out, or publish to %s to send the result elsewhere",
 			wire.ErrBadReplySubject, d.ReplyTo, r.Subject(), msg.Subject))
 		return
-	case !s.compiles(&d, r, enc, id):
+	case !s.compiles(&d, r, msg, id):
 		return
 	}
 	if id == "" {
@@ -252,11 +259,11 @@ func (s *server) ask(chainName string, r micro.Request) {
 	ack, err := s.store(msg)
 	if err != nil {
 		code, why := s.storeError(chainName, id, err)
-		s.refuse(r, enc, id, code, why)
+		s.refuse(r, msg, id, code, why)
 		return
 	}
 	if ack.Duplicate {
-		s.refuse(r, enc, id, CodeDuplicate, fmt.Sprintf(
+		s.refuse(r, msg, id, CodeDuplicate, fmt.Sprintf(
 			"duplicate: %s already holds a request with Nats-Msg-Id %q from the last 2 minutes (sequence %d); its result goes where that request named, and to %s",
 			wire.RequestsStream, msg.Header.Get(wire.HeaderMsgID), ack.Sequence, wire.ResultSubject(id)))
 		return
@@ -267,16 +274,17 @@ func (s *server) ask(chainName string, r micro.Request) {
 
 // compiles reports whether the request's response_schema, if any,
 // compiles, and refuses the request when it does not: a processor would
-// dead-letter it bad_request. A compilation that outlasts StoreTimeout is
-// left to the processor.
-func (s *server) compiles(d *wire.Decoded, r micro.Request, enc wire.Encoding, id string) bool {
+// dead-letter it bad_request. A compilation that outlasts compileWait is
+// left to the processor: micro hands an endpoint one request at a time,
+// and the requests behind it wait too.
+func (s *server) compiles(d *wire.Decoded, r micro.Request, msg *nats.Msg, id string) bool {
 	if d.ResponseSchema == nil {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), compileWait)
 	defer cancel()
 	if _, err := d.ChainRequest(ctx, s.schemas); err != nil && ctx.Err() == nil {
-		s.refuse(r, enc, id, CodeBadRequest, err.Error())
+		s.refuse(r, msg, id, CodeBadRequest, err.Error())
 		return false
 	}
 	return true
@@ -365,7 +373,10 @@ type failure struct {
 
 // refuse answers r with micro's error reply: the code and description in
 // its headers, and a failed result as its body.
-func (s *server) refuse(r micro.Request, enc wire.Encoding, id, code, description string) {
+func (s *server) refuse(r micro.Request, msg *nats.Msg, id, code, description string) {
+	// Encoded as a processor would encode the failed result; read only
+	// for a refusal, which is the rare case.
+	enc := wire.RefusedEncoding(msg.Data, msg.Header)
 	f := failure{ID: id, Status: chain.StatusFailed, Error: description}
 	var body []byte
 	var err error
