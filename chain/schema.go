@@ -82,6 +82,9 @@ func compileSchemaJSON(raw []byte) (*Schema, error) {
 	if err := checkEvaluations(compiled); err != nil {
 		return nil, err
 	}
+	if err := refCycle(compiled); err != nil {
+		return nil, err
+	}
 	s := &Schema{compiled: compiled}
 	if len(patterns.seen) > 0 {
 		s.patterns = match
@@ -215,7 +218,7 @@ func (s *Schema) Validate(content string) error {
 	}
 	if s.patterns == nil {
 		if err := s.compiled.Validate(inst); err != nil {
-			return schemaError("answer does not satisfy response_schema", err)
+			return validationError("answer does not satisfy response_schema", err)
 		}
 		return nil
 	}
@@ -227,7 +230,7 @@ func (s *Schema) Validate(content string) error {
 		return fmt.Errorf("answer is too long to check against the patterns of response_schema (over %d instructions × bytes)", MaxPatternWork)
 	}
 	if err != nil {
-		return schemaError("answer does not satisfy response_schema", err)
+		return validationError("answer does not satisfy response_schema", err)
 	}
 	return nil
 }

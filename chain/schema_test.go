@@ -444,6 +444,15 @@ func TestCompileSchemaSaysWhatIsWrongInPlainWords(t *testing.T) {
 		{`{"$ref":"file:///etc/passwd"}`, `response_schema refers to "file:///etc/passwd" outside itself`},
 		{`{"$schema":"http://example.com/x"}`, `response_schema refers to "http://example.com/x" outside itself`},
 		{`{"$ref":"#/$defs/nope"}`, `response_schema refers to "#/$defs/nope", which it does not hold`},
+		{`{"$ref":"#foo"}`, `response_schema refers to "#foo", which it does not hold`},
+		{`{"$dynamicRef":"#meta"}`, `response_schema refers to "#meta", which it does not hold`},
+		{`{"$ref":"#/a~2"}`, `response_schema refers to "#/a~2", which is not a JSON pointer (RFC 6901)`},
+		{`{"$defs":{"a":{"$anchor":"x"},"b":{"$anchor":"x"}}}`, `response_schema names the anchor "x" twice, at /$defs/a and /$defs/b`},
+		// A reference that leads back to where it is, which no answer
+		// could ever be checked against, is refused before any is.
+		{`{"allOf":[{"$ref":"#"}]}`, "response_schema refers to itself in a loop"},
+		{`{"$ref":"other.json"}`, "response_schema refers to itself in a loop"},
+		{`{"$ref":"  "}`, "response_schema refers to itself in a loop"},
 	} {
 		var doc map[string]any
 		if err := json.Unmarshal([]byte(tt.schema), &doc); err != nil {
@@ -454,10 +463,31 @@ func TestCompileSchemaSaysWhatIsWrongInPlainWords(t *testing.T) {
 			t.Errorf("%s: err %v, want it to say %q", tt.schema, err, tt.want)
 			continue
 		}
-		for _, internal := range []string{"detour:response_schema", "metaschema", "json-schema.org", "URLLoader", "jsonschema", "json-pointer"} {
+		for _, internal := range []string{"detour:response_schema", "metaschema", "json-schema.org", "URLLoader", "jsonschema", "json-pointer", "validation failed"} {
 			if strings.Contains(err.Error(), internal) {
 				t.Errorf("%s: err %q shows the compiler's internals (%q)", tt.schema, err, internal)
 			}
+		}
+	}
+}
+
+// TestValidateSaysWhereTheAnswerFails: an answer that does not satisfy the
+// schema is named by the first specific finding and its place in the
+// answer, not by the validator's own wording of the whole tree.
+func TestValidateSaysWhereTheAnswerFails(t *testing.T) {
+	schema, err := CompileSchema(map[string]any{"type": "object", "required": []any{"a"},
+		"properties": map[string]any{"a": map[string]any{"type": "integer"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for answer, want := range map[string]string{
+		`{"a":"x"}`: "answer does not satisfy response_schema: at /a: got string, want integer",
+		`{}`:        "answer does not satisfy response_schema: at /: missing property 'a'",
+		`[1]`:       "answer does not satisfy response_schema: at /: got array, want object",
+	} {
+		err := schema.Validate(answer)
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", answer, err, want)
 		}
 	}
 }

@@ -3,9 +3,11 @@ package chain
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -26,22 +28,65 @@ func compileError(err error) error {
 	var invalid *jsonschema.SchemaValidationError
 	var load *jsonschema.LoadURLError
 	var missing *jsonschema.JSONPointerNotFoundError
+	var noAnchor *jsonschema.AnchorNotFoundError
+	var badPointer *jsonschema.InvalidJsonPointerError
+	var twice *jsonschema.DuplicateAnchorError
 	switch {
 	case errors.As(err, &invalid):
-		var found *jsonschema.ValidationError
-		if errors.As(invalid.Err, &found) {
-			leaf := firstLeaf(found)
-			return schemaError("response_schema is not a valid JSON Schema",
-				fmt.Errorf("at %s: %s", pointer(leaf.InstanceLocation), leaf.ErrorKind.LocalizedString(schemaPrinter)))
-		}
+		return validationError("response_schema is not a valid JSON Schema", invalid.Err)
 	case errors.As(err, &load):
 		return fmt.Errorf("response_schema refers to %q outside itself; only references within it (#/…) are followed",
 			text.Cut(load.URL, maxSchemaErrorText))
 	case errors.As(err, &missing):
-		return fmt.Errorf("response_schema refers to %q, which it does not hold",
-			text.Cut(strings.TrimPrefix(missing.URL, schemaURL), maxSchemaErrorText))
+		return fmt.Errorf("response_schema refers to %q, which it does not hold", inSchema(missing.URL))
+	case errors.As(err, &noAnchor):
+		return fmt.Errorf("response_schema refers to %q, which it does not hold", inSchema(noAnchor.Reference))
+	case errors.As(err, &badPointer):
+		return fmt.Errorf("response_schema refers to %q, which is not a JSON pointer (RFC 6901)", inSchema(badPointer.URL))
+	case errors.As(err, &twice):
+		at := []string{twice.Ptr1, twice.Ptr2}
+		slices.Sort(at)
+		return fmt.Errorf("response_schema names the anchor %q twice, at %s and %s", text.Cut(twice.Anchor, maxSchemaErrorText), at[0], at[1])
 	}
 	return schemaError("response_schema", err)
+}
+
+// inSchema is a reference into the schema as its author wrote it, without
+// the compiler's own name for the schema, and cut short.
+func inSchema(url string) string {
+	return text.Cut(strings.TrimPrefix(url, schemaURL), maxSchemaErrorText)
+}
+
+// validationError words an answer that does not satisfy the schema, or a
+// schema that does not satisfy its metaschema: the first specific finding
+// and its place (a JSON pointer into what was checked), after prefix.
+func validationError(prefix string, err error) error {
+	var found *jsonschema.ValidationError
+	if !errors.As(err, &found) {
+		return schemaError(prefix, err)
+	}
+	leaf := firstLeaf(found)
+	return schemaError(prefix, fmt.Errorf("at %s: %s", pointer(leaf.InstanceLocation), leaf.ErrorKind.LocalizedString(schemaPrinter)))
+}
+
+// refCycle reports a reference that leads back to where it is, as in
+// {"allOf": [{"$ref": "#"}]}: the compiler accepts it, and every answer
+// would then fail against it after its provider was paid. Checking null
+// finds a loop met before the answer's own shape decides the way.
+func refCycle(compiled *jsonschema.Schema) error {
+	var found *jsonschema.ValidationError
+	if !errors.As(compiled.Validate(nil), &found) {
+		return nil
+	}
+	for stack := []*jsonschema.ValidationError{found}; len(stack) > 0; {
+		e := stack[len(stack)-1]
+		stack = append(stack[:len(stack)-1], e.Causes...)
+		if loop, ok := e.ErrorKind.(*kind.RefCycle); ok {
+			return fmt.Errorf("response_schema refers to itself in a loop: %s and %s lead to the same place",
+				text.Cut(loop.KeywordLocation1, maxSchemaErrorText), text.Cut(loop.KeywordLocation2, maxSchemaErrorText))
+		}
+	}
+	return nil
 }
 
 // firstLeaf is the first finding without causes of its own: the most
@@ -53,6 +98,9 @@ func firstLeaf(e *jsonschema.ValidationError) *jsonschema.ValidationError {
 	return e
 }
 
+// pointerEscapes escapes a token of a JSON pointer (RFC 6901, section 3).
+var pointerEscapes = strings.NewReplacer("~", "~0", "/", "~1")
+
 // pointer is a location as a JSON pointer (RFC 6901), "/" for the root.
 func pointer(tokens []string) string {
 	if len(tokens) == 0 {
@@ -61,7 +109,7 @@ func pointer(tokens []string) string {
 	var b strings.Builder
 	for _, t := range tokens {
 		b.WriteByte('/')
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+		b.WriteString(pointerEscapes.Replace(t))
 	}
 	return b.String()
 }
