@@ -71,6 +71,9 @@ func decodeJSONRequest(data []byte, r *Request) error {
 		return fmt.Errorf("%w: body is not valid JSON: %v", ErrBadRequest, syntaxErr)
 	case errors.As(err, &typeErr) && typeErr.Field == "":
 		return fmt.Errorf("%w: body must be a JSON object, not %s", ErrBadRequest, jsonFound(typeErr.Value))
+	case errors.As(err, &typeErr) && typeErr.Field == "messages" && typeErr.Type != nil && typeErr.Type.Kind() == reflect.Struct:
+		// A list, one of whose elements is no object.
+		return fieldError(messageField(data, typeErr.Field), "a {role, content} object", jsonFound(typeErr.Value))
 	case errors.As(err, &typeErr):
 		want, ok := fieldWants[typeErr.Field]
 		if !ok {
@@ -157,12 +160,13 @@ func jsonGivesEmptyID(data []byte) bool {
 }
 
 // messageField names the message a field error of encoding/json is about:
-// it says "messages.role" for every message, where docs/requests.md names
-// "messages[2].role". Only a failed decode pays for reading the messages
-// again, one by one. Other fields are returned as they are.
+// it says "messages.role" for every message, and "messages" for an element
+// that is no object, where docs/requests.md names "messages[2].role" and
+// "messages[2]". Only a failed decode pays for reading the messages again,
+// one by one. Other fields are returned as they are.
 func messageField(data []byte, field string) string {
 	rest, ok := strings.CutPrefix(field, "messages.")
-	if !ok {
+	if !ok && field != "messages" {
 		return field
 	}
 	var body struct{ Messages []json.RawMessage }
@@ -171,9 +175,13 @@ func messageField(data []byte, field string) string {
 	}
 	for i, raw := range body.Messages {
 		var m chain.Message
-		if json.Unmarshal(raw, &m) != nil {
-			return fmt.Sprintf("messages[%d].%s", i, rest)
+		if json.Unmarshal(raw, &m) == nil {
+			continue
 		}
+		if !ok { // the element itself
+			return fmt.Sprintf("messages[%d]", i)
+		}
+		return fmt.Sprintf("messages[%d].%s", i, rest)
 	}
 	return field
 }

@@ -157,6 +157,7 @@ func TestDecodeRequestFieldErrorsInPlainWords(t *testing.T) {
 		{"json id", []byte(`{"id":5,"messages":[{"role":"user"}]}`), "id must be a string, not a number"},
 		{"json messages", []byte(`{"messages":"hi"}`), "messages must be a list of {role, content} objects, not a string"},
 		{"json role", []byte(`{"messages":[{"role":1}]}`), "messages[0].role must be a string, not a number"},
+		{"json message not an object", []byte(`{"messages":[{"role":"user","content":"a"},5]}`), "messages[1] must be a {role, content} object, not a number"},
 		{"json content of the third", []byte(`{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":["c"]}]}`),
 			"messages[2].content must be a string, not a list"},
 		{"json max_tokens", []byte(`{"messages":[{"role":"user"}],"max_tokens":"many"}`), "max_tokens must be an integer, not a string"},
