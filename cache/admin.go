@@ -19,10 +19,11 @@ var ErrNoBucket = errors.New("cache: no bucket " + Bucket + " (no processor has 
 
 // ErrBadChainName is returned by CheckChainName, Stats and Purge for a
 // chain name that no chain file allows.
-var ErrBadChainName = errors.New("cache: a chain name must match [A-Za-z0-9_-]+")
+var ErrBadChainName = fmt.Errorf("cache: a chain name must match [A-Za-z0-9_-]+ and be at most %d characters", config.MaxNameLen)
 
 // CheckChainName reports whether name may select a chain's entries: ""
-// (every chain) or a name the chain file allows, [A-Za-z0-9_-]+. Anything
+// (every chain) or a name the chain file allows, [A-Za-z0-9_-]+ of at most
+// config.MaxNameLen characters. Anything
 // else (a wildcard such as * or >, a dot, a space) would select other
 // keys or none. The error wraps ErrBadChainName and quotes name.
 func CheckChainName(name string) error {
