@@ -42,8 +42,9 @@ const (
 	// MaxEntryBytes is the largest stored value, in bytes: NATS's largest
 	// max_payload.
 	MaxEntryBytes = 64 << 20
-	// maxNameBytes bounds provider and model, in bytes.
-	maxNameBytes = 256
+	// maxNameBytes bounds provider and model, in bytes: as the chain
+	// bounds the model an answer names.
+	maxNameBytes = chain.MaxModelBytes
 )
 
 // Times of a valid entry lie in [minEntryTime, maxEntryTime).

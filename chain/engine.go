@@ -165,11 +165,6 @@ func (c *Chain) skipped(step *Step, until time.Time, res *Result, w *walk) {
 	w.reopen = earliest(w.reopen, until)
 }
 
-// MaxModelBytes bounds the model an answer names, as the response cache
-// bounds the model it keeps: the name goes into the Detour-Model header and
-// a metric label. A longer one is replaced by the configured model.
-const MaxModelBytes = 256
-
 // won fills res with the answer of the provider at pos.
 func (c *Chain) won(step *Step, pos int, resp *Response, res *Result, w *walk) {
 	p := step.Provider

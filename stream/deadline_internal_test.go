@@ -20,19 +20,20 @@ func TestADeliveryExpiresBeforeTheStreamRemovesIt(t *testing.T) {
 		ttl      time.Duration
 		deadline time.Time
 		want     time.Time
+		named    bool // the request names its deadline (one not zero always does)
 	}{
-		{"no deadline, the default TTL", 24 * time.Hour, time.Time{}, published.Add(24*time.Hour - time.Minute)},
-		{"no deadline, a short TTL", 10 * time.Second, time.Time{}, published.Add(9500 * time.Millisecond)},
-		{"an earlier deadline", 24 * time.Hour, published.Add(time.Hour), published.Add(time.Hour)},
-		{"a deadline just inside", 10 * time.Second, published.Add(9 * time.Second), published.Add(9 * time.Second)},
-		{"a deadline inside the margin", 10 * time.Second, published.Add(9800 * time.Millisecond), published.Add(9500 * time.Millisecond)},
-		{"a later deadline", 24 * time.Hour, published.Add(48 * time.Hour), published.Add(24*time.Hour - time.Minute)},
+		{"no deadline, the default TTL", 24 * time.Hour, time.Time{}, published.Add(24*time.Hour - time.Minute), false},
+		{"no deadline, a short TTL", 10 * time.Second, time.Time{}, published.Add(9500 * time.Millisecond), false},
+		{"an earlier deadline", 24 * time.Hour, published.Add(time.Hour), published.Add(time.Hour), false},
+		{"a deadline just inside", 10 * time.Second, published.Add(9 * time.Second), published.Add(9 * time.Second), false},
+		{"a deadline inside the margin", 10 * time.Second, published.Add(9800 * time.Millisecond), published.Add(9500 * time.Millisecond), false},
+		{"a later deadline", 24 * time.Hour, published.Add(48 * time.Hour), published.Add(24*time.Hour - time.Minute), false},
 		// The zero time is a time like any other, long past.
-		{"the year 1", 24 * time.Hour, time.Time{}, time.Time{}},
+		{"the year 1", 24 * time.Hour, time.Time{}, time.Time{}, true},
 	}
 	for _, tt := range tests {
 		req := wire.Decoded{DeadlineAt: tt.deadline}
-		if !tt.deadline.IsZero() || tt.name == "the year 1" {
+		if !tt.deadline.IsZero() || tt.named {
 			req.Deadline = tt.deadline.Format(time.RFC3339Nano)
 		}
 		d := delivery{

@@ -106,7 +106,10 @@ func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
 			Usage: usageMember(r, openAIUsage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}),
 		}
 	}
-	b, _ := json.Marshal(v) // fails only on a UsageJSON that is not JSON: an empty body
+	b, err := json.Marshal(v)
+	if err != nil { // only a UsageJSON that is not JSON: the test is wrong
+		panic(fmt.Sprintf("providertest: Reply.UsageJSON is not JSON: %v", err))
+	}
 	return b
 }
 

@@ -66,7 +66,7 @@ type Reply struct {
 	// UsageJSON, when set, is sent verbatim as the answer's usage member,
 	// for shapes Usage cannot carry: counts written as floats (12.0, as
 	// gateways written in Python send them), exponents, strings, null. It
-	// must be JSON; one that is not sends an empty body.
+	// must be JSON: the handler panics on one that is not.
 	UsageJSON json.RawMessage
 	// Model is the model a 2xx answer names; "" names the model requested,
 	// as the real APIs do (up to a dated suffix).
