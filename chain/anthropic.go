@@ -17,8 +17,8 @@ const anthropicDefaultMaxTokens = 1024
 // Anthropic calls the Anthropic Messages API (POST {base}/messages) with plain
 // net/http; it makes exactly one attempt per Call.
 type Anthropic struct {
-	name, baseURL, model, apiKey string
-	client                       *http.Client
+	name, endpoint, model, apiKey string
+	client                        *http.Client
 }
 
 // NewAnthropic returns an adapter for baseURL (for example
@@ -27,7 +27,7 @@ func NewAnthropic(name, baseURL, model, apiKey string, client *http.Client) *Ant
 	if client == nil {
 		client = DefaultHTTPClient
 	}
-	return &Anthropic{name: name, baseURL: strings.TrimRight(baseURL, "/"), model: model, apiKey: apiKey, client: client}
+	return &Anthropic{name: name, endpoint: endpoint(baseURL, "/messages"), model: model, apiKey: apiKey, client: client}
 }
 
 // Name returns the provider's name.
@@ -90,7 +90,7 @@ func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
 	if a.apiKey != "" {
 		header.Set("X-Api-Key", a.apiKey)
 	}
-	status, respHeader, respBody, err := post(ctx, a.client, a.baseURL+"/messages", header, data)
+	status, respHeader, respBody, err := post(ctx, a.client, a.endpoint, header, data)
 	if err != nil {
 		return Response{}, redact(err, a.apiKey)
 	}

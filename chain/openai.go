@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"time"
 
@@ -26,8 +27,8 @@ const maxResponseBytes = 8 << 20
 // OpenAI calls any OpenAI-compatible /chat/completions endpoint with plain
 // net/http; it makes exactly one attempt per Call.
 type OpenAI struct {
-	name, baseURL, model, apiKey string
-	client                       *http.Client
+	name, endpoint, model, apiKey string
+	client                        *http.Client
 }
 
 // NewOpenAI returns an adapter for baseURL (for example
@@ -36,7 +37,7 @@ func NewOpenAI(name, baseURL, model, apiKey string, client *http.Client) *OpenAI
 	if client == nil {
 		client = DefaultHTTPClient
 	}
-	return &OpenAI{name: name, baseURL: strings.TrimRight(baseURL, "/"), model: model, apiKey: apiKey, client: client}
+	return &OpenAI{name: name, endpoint: endpoint(baseURL, "/chat/completions"), model: model, apiKey: apiKey, client: client}
 }
 
 // Name returns the provider's name.
@@ -85,7 +86,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 	if o.apiKey != "" {
 		header.Set("Authorization", "Bearer "+o.apiKey)
 	}
-	status, respHeader, data, err := post(ctx, o.client, o.baseURL+"/chat/completions", header, body)
+	status, respHeader, data, err := post(ctx, o.client, o.endpoint, header, body)
 	if err != nil {
 		return Response{}, redact(err, o.apiKey)
 	}
@@ -150,6 +151,34 @@ var DefaultHTTPClient = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
+// endpoint is the URL of the API's path under baseURL: the path goes after
+// the base path, and a query the base carries (Azure OpenAI's api-version)
+// stays the query.
+func endpoint(baseURL, path string) string {
+	u, err := neturl.Parse(baseURL)
+	if err != nil { // checked by the chain file; from Go, the call reports it
+		return strings.TrimRight(baseURL, "/") + path
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	u.RawPath = ""
+	return u.String()
+}
+
+// withoutQueryValues is a URL with the values of its query hidden: a
+// query may carry a key, and a transport error names the URL.
+func withoutQueryValues(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil || u.RawQuery == "" {
+		return raw
+	}
+	q := u.Query()
+	for k := range q {
+		q[k] = []string{redactedKey}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // post sends one request and reads the whole (bounded) answer.
 func post(ctx context.Context, client *http.Client, url string, header http.Header, body []byte) (int, http.Header, []byte, error) {
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -159,6 +188,10 @@ func post(ctx context.Context, client *http.Client, url string, header http.Head
 	httpReq.Header = header
 	resp, err := client.Do(httpReq)
 	if err != nil {
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			ue.URL = withoutQueryValues(ue.URL)
+		}
 		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()

@@ -106,3 +106,30 @@ func TestProviderTextNeverShowsAPIKey(t *testing.T) {
 		}
 	}
 }
+
+// TestBaseURLQueryIsKeptAndNotShown: a base_url may carry a query, as Azure
+// OpenAI's api-version: calls go to the endpoint's path under the base
+// path, with the query. A transport error names the URL without the query's
+// values, which may be secrets.
+func TestBaseURLQueryIsKeptAndNotShown(t *testing.T) {
+	for _, flavor := range []providertest.Flavor{providertest.OpenAI, providertest.Anthropic} {
+		srv := providertest.New(flavor, providertest.OK())
+		t.Cleanup(srv.Close)
+		base := srv.URL + "/?api-version=2024-02-01"
+		var p chain.Provider = chain.NewOpenAI("primary", base, "m", testKey, nil)
+		if flavor == providertest.Anthropic {
+			p = chain.NewAnthropic("primary", base, "m", testKey, nil)
+		}
+		if _, err := p.Call(context.Background(), &hello); err != nil {
+			t.Fatalf("%s: %v", flavor, err)
+		}
+		if got := srv.Received()[0].Query.Get("api-version"); got != "2024-02-01" {
+			t.Errorf("%s: api-version %q reached the provider, want 2024-02-01", flavor, got)
+		}
+	}
+	dead := chain.NewOpenAI("primary", "http://127.0.0.1:1/v1?key=QUERYSECRET", "m", testKey, nil)
+	_, err := dead.Call(context.Background(), &hello)
+	if err == nil || strings.Contains(err.Error(), "QUERYSECRET") || !strings.Contains(err.Error(), "127.0.0.1:1/v1/chat/completions") {
+		t.Errorf("error %v, want the endpoint named without the query's values", err)
+	}
+}

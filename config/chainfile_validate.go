@@ -242,8 +242,12 @@ func (r Rule) problems(i int) []pathProblem {
 
 func checkBaseURL(s string) error {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return fmt.Errorf("must be an http or https URL (got %q)", s)
+	case strings.Contains(s, "#"):
+		// The API's path would go after it, and no request sends it.
+		return fmt.Errorf("must have no #fragment, which no request sends (got %q)", s)
 	}
 	return nil
 }

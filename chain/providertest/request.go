@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -25,6 +27,9 @@ type Request struct {
 	// Header is a copy of the HTTP request headers (x-api-key,
 	// anthropic-version, Authorization, ...).
 	Header http.Header
+	// Query is the request URL's query: Azure OpenAI's api-version, for
+	// one, which a base_url carries.
+	Query url.Values
 	// Body is the request body exactly as it arrived (JSON), for checks the
 	// decoded fields above cannot make: which key carried max_tokens, whether
 	// system was a string or blocks, which fields were sent at all.
@@ -139,6 +144,7 @@ func text(raw json.RawMessage) (string, error) {
 func (r Request) clone() Request {
 	r.Messages = append([]Message(nil), r.Messages...)
 	r.Header = r.Header.Clone()
+	r.Query = maps.Clone(r.Query)
 	r.Body = bytes.Clone(r.Body)
 	if r.Temperature != nil {
 		t := *r.Temperature

@@ -145,7 +145,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusBadRequest, "providertest: "+err.Error())
 		return
 	}
-	req.Flavor, req.At = s.flavor, arrived
+	req.Flavor, req.At, req.Query = s.flavor, arrived, r.URL.Query()
 	s.remember(req)
 	if err := validate(s.flavor, req); err != nil {
 		s.writeError(w, http.StatusBadRequest, "providertest: "+err.Error())
