@@ -44,18 +44,28 @@ func fieldError(field, want, found string) error {
 	return fmt.Errorf("%w: %s must be %s, not %s", ErrBadRequest, field, want, found)
 }
 
-// decodeJSONRequest decodes a JSON request body.
-func decodeJSONRequest(data []byte, r *Request) error {
-	// encoding/json reads bytes that are not UTF-8 as U+FFFD: an id, a
-	// message or metadata would be other than sent. JSON text exchanged
-	// between systems is UTF-8 (RFC 8259, section 8.1).
+// CheckJSONText refuses JSON text whose strings encoding/json would read
+// other than written: bytes that are not UTF-8 (JSON text exchanged between
+// systems is UTF-8, RFC 8259 section 8.1) and a \u escape of half a UTF-16
+// surrogate pair alone (section 8.2), both read as U+FFFD. An id, a message
+// or metadata would then be other than sent. The error names the offset,
+// in what is wrong and where, after "what" ("body", "line").
+func CheckJSONText(data []byte, what string) error {
 	if !utf8.Valid(data) {
-		return fmt.Errorf("%w: body is not valid UTF-8 at byte %d (JSON text is UTF-8, RFC 8259 section 8.1)", ErrBadRequest, invalidUTF8At(data))
+		return fmt.Errorf("%s is not valid UTF-8 at byte %d (JSON text is UTF-8, RFC 8259 section 8.1)", what, invalidUTF8At(data))
 	}
 	if bytes.Contains(data, []byte(`\u`)) {
 		if at := loneSurrogateAt(data); at >= 0 {
-			return fmt.Errorf("%w: body has a lone UTF-16 surrogate escape at byte %d, which is no character (RFC 8259, section 8.2)", ErrBadRequest, at)
+			return fmt.Errorf("%s has a lone UTF-16 surrogate escape at byte %d, which is no character (RFC 8259, section 8.2)", what, at)
 		}
+	}
+	return nil
+}
+
+// decodeJSONRequest decodes a JSON request body.
+func decodeJSONRequest(data []byte, r *Request) error {
+	if err := CheckJSONText(data, "body"); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	err := json.Unmarshal(data, r)
 	if err == nil {

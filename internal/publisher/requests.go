@@ -199,6 +199,9 @@ func (e *placedError) Error() string { return e.err.Error() }
 // {"role","content"} objects`. unknownField is set when a field is not
 // known and not a near miss of one.
 func parseLine(data []byte, unknownField *bool) (wire.Request, chain.Request, error) {
+	if err := wire.CheckJSONText(data, "the line"); err != nil {
+		return wire.Request{}, chain.Request{}, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {

@@ -91,6 +91,21 @@ func TestReadRequestsReportsABadLine(t *testing.T) {
 	}
 }
 
+// TestReadRequestsRefusesTextReadOtherThanWritten: a line with bytes that
+// are not UTF-8, or a lone surrogate escape, would be sent with U+FFFD in
+// their place, as a processor refuses them; the line is refused instead.
+func TestReadRequestsRefusesTextReadOtherThanWritten(t *testing.T) {
+	for line, want := range map[string]string{
+		"{\"id\":\"a\xffb\",\"prompt\":\"x\"}": "line 1: the line is not valid UTF-8 at byte 8",
+		`{"prompt":"x\ud800"}`:                 "line 1: the line has a lone UTF-16 surrogate escape at byte 12",
+	} {
+		_, err := publisher.ReadRequests(strings.NewReader(line), "reqs.jsonl")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", line, err, want)
+		}
+	}
+}
+
 // TestReadRequestsChecksTheSchema: a response_schema is compiled as a
 // processor would compile it.
 func TestReadRequestsChecksTheSchema(t *testing.T) {
