@@ -284,9 +284,9 @@ func decodeMsgpackField(r *Request, key string, v []byte) error {
 	wrongKind := func() error { return fieldError(key, fieldWants[key], msgpackwalk.Kind(v)) }
 	switch key {
 	case "id", "reply_to":
-		var s string
-		if msgpack.Unmarshal(v, &s) != nil {
-			return wrongKind()
+		s, found := msgpackText(v)
+		if found != "" {
+			return fieldError(key, fieldWants[key], found)
 		}
 		if key == "id" {
 			if s == "" && !msgpackwalk.IsNil(v) {
@@ -348,9 +348,9 @@ func decodeMsgpackField(r *Request, key string, v []byte) error {
 		}
 		r.Cache = c
 	case "cache_scope":
-		var s string
-		if msgpack.Unmarshal(v, &s) != nil {
-			return wrongKind()
+		s, found := msgpackText(v)
+		if found != "" {
+			return fieldError(key, fieldWants[key], found)
 		}
 		r.CacheScope = s
 	case "metadata":
@@ -361,6 +361,20 @@ func decodeMsgpackField(r *Request, key string, v []byte) error {
 		r.Metadata = m
 	}
 	return nil
+}
+
+// msgpackText decodes a msgpack value that must be text: a str, nil (as
+// ""), or a bin, which the decoder reads into a string too, but which
+// msgpackwalk.Check does not hold to UTF-8. found says what the value is
+// when it is no text, "" when it is.
+func msgpackText(v []byte) (s, found string) {
+	if msgpack.Unmarshal(v, &s) != nil {
+		return "", msgpackwalk.Kind(v)
+	}
+	if !utf8.ValidString(s) {
+		return "", "bytes that are not UTF-8"
+	}
+	return s, ""
 }
 
 // decodeMsgpackMessages decodes the messages list, naming the message and
@@ -384,10 +398,9 @@ func decodeMsgpackMessages(v []byte) ([]chain.Message, error) {
 			if !e.KeyIsString || (e.Key != "role" && e.Key != "content") {
 				continue
 			}
-			val := elem[e.ValStart:e.ValEnd]
-			var s string
-			if msgpack.Unmarshal(val, &s) != nil {
-				return nil, fieldError(fmt.Sprintf("messages[%d].%s", i, e.Key), "a string", msgpackwalk.Kind(val))
+			s, found := msgpackText(elem[e.ValStart:e.ValEnd])
+			if found != "" {
+				return nil, fieldError(fmt.Sprintf("messages[%d].%s", i, e.Key), "a string", found)
 			}
 			if e.Key == "role" {
 				msgs[i].Role = s

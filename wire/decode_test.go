@@ -116,6 +116,11 @@ func TestDecodeRequestRefusesInvalidUTF8(t *testing.T) {
 		{"msgpack metadata value", compactMsgpack(t, map[string]any{"messages": msg("hi"), "metadata": map[string]any{"k": "\xc0\x80"}}),
 			"body is not valid msgpack: the string at offset"},
 		{"msgpack unknown field", compactMsgpack(t, map[string]any{"messages": msg("hi"), "x\xfe": 1}), "body is not valid msgpack: the string at offset"},
+		// A bin decodes into a string too, unchecked by the walk.
+		{"msgpack content as bin", []byte("\x81\xa8messages\x91\x82\xa4role\xa4user\xa7content\xc4\x02h\xff"),
+			"messages[0].content must be a string, not bytes that are not UTF-8"},
+		{"msgpack cache_scope as bin", []byte("\x82\xa8messages\x91\x82\xa4role\xa4user\xa7content\xa2hi\xabcache_scope\xc4\x01\xff"),
+			"cache_scope must be a string, not bytes that are not UTF-8"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
