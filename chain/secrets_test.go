@@ -76,12 +76,7 @@ func TestProviderTextNeverShowsAPIKey(t *testing.T) {
 				continue // a stop reason there: the refusal's text is not shown
 			}
 			t.Run(flavor.String()+"/"+tt.name, func(t *testing.T) {
-				srv := providertest.New(flavor, func(_ int, req providertest.Request) providertest.Reply { return tt.reply(sentKey(req)) })
-				t.Cleanup(srv.Close)
-				var p chain.Provider = chain.NewOpenAI("primary", srv.URL, "gpt-test", testKey, nil)
-				if flavor == providertest.Anthropic {
-					p = chain.NewAnthropic("primary", srv.URL, "claude-test", testKey, nil)
-				}
+				p, srv := adapterFor(t, flavor, func(_ int, req providertest.Request) providertest.Reply { return tt.reply(sentKey(req)) })
 				req := hello
 				req.Schema = tt.schema
 				res, err := newChain(newMemState(), chain.Step{Provider: p, Policy: chain.Policy{}}).Run(context.Background(), &req)

@@ -26,15 +26,9 @@ func TestProviderUsageIsBounded(t *testing.T) {
 			"huge":     {providertest.Usage{Prompt: math.MaxInt64, Completion: 7}, chain.Usage{PromptTokens: chain.MaxUsageTokens, CompletionTokens: 7}},
 		} {
 			t.Run(flavor.String()+"/"+name, func(t *testing.T) {
-				srv := providertest.New(flavor, func(int, providertest.Request) providertest.Reply {
+				resp, err := callFlavor(t, flavor, func(int, providertest.Request) providertest.Reply {
 					return providertest.Reply{Status: 200, Content: "ok", Usage: &tt.in}
 				})
-				t.Cleanup(srv.Close)
-				var p chain.Provider = chain.NewOpenAI("p", srv.URL, "m", "", nil)
-				if flavor == providertest.Anthropic {
-					p = chain.NewAnthropic("p", srv.URL, "m", "", nil)
-				}
-				resp, err := p.Call(context.Background(), &chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -79,15 +73,9 @@ func TestProviderUsageInAnyShapeKeepsTheAnswer(t *testing.T) {
 	for _, flavor := range []providertest.Flavor{providertest.OpenAI, providertest.Anthropic} {
 		for name, tt := range tests {
 			t.Run(flavor.String()+"/"+name, func(t *testing.T) {
-				srv := providertest.New(flavor, func(int, providertest.Request) providertest.Reply {
+				resp, err := callFlavor(t, flavor, func(int, providertest.Request) providertest.Reply {
 					return providertest.Reply{Content: "ok", UsageJSON: tt.usage(flavor)}
 				})
-				t.Cleanup(srv.Close)
-				var p chain.Provider = chain.NewOpenAI("p", srv.URL, "m", "", nil)
-				if flavor == providertest.Anthropic {
-					p = chain.NewAnthropic("p", srv.URL, "m", "", nil)
-				}
-				resp, err := p.Call(context.Background(), &chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
 				if err != nil {
 					t.Fatalf("the answer was refused: %v", err)
 				}
@@ -137,13 +125,7 @@ func TestAnswerMetadataOfTheWrongKindKeepsTheAnswer(t *testing.T) {
 		{providertest.OpenAI, `{"model":{"name":"m"},"choices":[{"message":{"content":"fine","refusal":false},"finish_reason":7}]}`},
 		{providertest.Anthropic, `{"model":[1],"content":[{"type":"text","text":"fine"}],"stop_reason":{"r":1}}`},
 	} {
-		srv := providertest.New(tt.flavor, func(int, providertest.Request) providertest.Reply { return providertest.Reply{RawBody: tt.body} })
-		t.Cleanup(srv.Close)
-		var p chain.Provider = chain.NewOpenAI("p", srv.URL, "m", "", nil)
-		if tt.flavor == providertest.Anthropic {
-			p = chain.NewAnthropic("p", srv.URL, "m", "", nil)
-		}
-		resp, err := p.Call(context.Background(), &chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+		resp, err := callFlavor(t, tt.flavor, func(int, providertest.Request) providertest.Reply { return providertest.Reply{RawBody: tt.body} })
 		if err != nil || resp.Content != "fine" || resp.Model != "" || resp.StopReason != "" || resp.Refusal != "" {
 			t.Errorf("%s: %+v, %v; want the answer with no model, stop reason or refusal", tt.body, resp, err)
 		}
@@ -156,13 +138,7 @@ func TestAnswerMetadataOfTheWrongKindKeepsTheAnswer(t *testing.T) {
 		{providertest.OpenAI, `{"choices":{"message":"x"}}`},
 		{providertest.Anthropic, `{"content":"fine"}`},
 	} {
-		srv := providertest.New(tt.flavor, func(int, providertest.Request) providertest.Reply { return providertest.Reply{RawBody: tt.body} })
-		t.Cleanup(srv.Close)
-		var p chain.Provider = chain.NewOpenAI("p", srv.URL, "m", "", nil)
-		if tt.flavor == providertest.Anthropic {
-			p = chain.NewAnthropic("p", srv.URL, "m", "", nil)
-		}
-		_, err := p.Call(context.Background(), &chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+		_, err := callFlavor(t, tt.flavor, func(int, providertest.Request) providertest.Reply { return providertest.Reply{RawBody: tt.body} })
 		var ce *chain.CallError
 		if !errors.As(err, &ce) || ce.Class != chain.ClassInvalidOutput || !strings.Contains(err.Error(), "malformed answer body") {
 			t.Errorf("%s: %v, want a malformed invalid_output", tt.body, err)
