@@ -403,7 +403,7 @@ func TestEarliestReopen(t *testing.T) {
 	setNow := func(t time.Time) { now.Store(&t) }
 	setNow(time.Now())
 	a := e.store(t, "proc-a", func() time.Time { return *now.Load() })
-	p := policy(5, time.Minute) // below the threshold: the hints alone decide
+	p := policy(1, time.Minute)
 
 	at := *now.Load()
 	for provider, d := range map[string]time.Duration{"long": 30 * time.Second, "short": 10 * time.Second} {

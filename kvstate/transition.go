@@ -17,9 +17,7 @@ import (
 // cooldown for an outage already known. A failure that asks for a cooldown
 // of its own (auth, a long wait hint) and would end later than the running
 // one is a new trip that extends it; one that would end sooner is ignored,
-// so a running cooldown is never shortened. A failure that asks for a
-// cooldown of its own and also reaches the threshold opens the longer of
-// the two.
+// so a running cooldown is never shortened.
 func afterFailure(h Health, f chain.Failure, running time.Time) (Health, time.Duration) {
 	at := utc(f.At)
 	h.ConsecutiveFailures++
@@ -31,14 +29,11 @@ func afterFailure(h Health, f chain.Failure, running time.Time) (Health, time.Du
 	if end := tripEnd(h, p); end.After(running) {
 		running = end
 	}
-	// Outside a running cooldown, reaching the threshold trips the provider
-	// as well as a cooldown the failure asks for.
-	atThreshold := !running.After(at) && h.ConsecutiveFailures >= p.FailureThreshold
 	if running.After(at) {
 		if f.CooldownFor <= 0 || !at.Add(wholeSeconds(f.CooldownFor)).After(running) {
 			return h, 0
 		}
-	} else if !atThreshold && f.CooldownFor <= 0 {
+	} else if h.ConsecutiveFailures < p.FailureThreshold && f.CooldownFor <= 0 {
 		return h, 0
 	}
 	if !h.LastTrip.IsZero() && p.TripWindow > 0 && at.Sub(h.LastTrip) > p.TripWindow {
@@ -47,11 +42,8 @@ func afterFailure(h Health, f chain.Failure, running time.Time) (Health, time.Du
 	h.Trips++
 	h.LastTrip = at
 	d := f.CooldownFor
-	if atThreshold {
-		// Tripped both ways: the longer cooldown opens, so a short wait
-		// hint on the last of a run of failures neither cuts the
-		// escalated cooldown short nor stops it escalating.
-		d = max(d, escalate(p, h.Trips))
+	if d <= 0 {
+		d = escalate(p, h.Trips)
 	}
 	d = wholeSeconds(d)
 	h.LastTripS = int64(d / time.Second)
