@@ -44,10 +44,9 @@ type Failure struct {
 	Class Class
 	Error string
 	At    time.Time
-	// CooldownFor, when positive, opens a cooldown of this length at once
-	// (auth failures, a Retry-After longer than max_retry_wait); of the
-	// escalated one instead when that is longer and this failure also
-	// reaches the threshold.
+	// CooldownFor, when positive, opens a cooldown of exactly this length
+	// at once (auth failures, a Retry-After longer than max_retry_wait;
+	// DESIGN.md), also when this failure reaches the threshold.
 	CooldownFor time.Duration
 	Policy      CooldownPolicy
 }

@@ -264,6 +264,31 @@ func TestAfterFailureAfterShortCooldownFor(t *testing.T) {
 	}
 }
 
+// TestAfterFailureAtTheThresholdKeepsItsOwnCooldown: a failure that asks
+// for a cooldown of its own (a wait hint, auth) opens exactly that one
+// (DESIGN.md: "a cooldown of exactly that length"), also when it is the
+// failure that reaches the threshold: a provider that keeps answering
+// Retry-After: 30 is asked again every 30 s, as it says.
+func TestAfterFailureAtTheThresholdKeepsItsOwnCooldown(t *testing.T) {
+	p := policy(3, 10*time.Minute, time.Hour, 24*time.Hour)
+	p.AuthCooldown = time.Minute
+	for _, tt := range []struct {
+		class chain.Class
+		for_  time.Duration
+	}{
+		{chain.ClassRateLimit, 30 * time.Second},
+		{chain.ClassServer, 11 * time.Second},
+		{chain.ClassAuth, time.Minute},
+	} {
+		f := failureAt(p, t0)
+		f.Class, f.CooldownFor = tt.class, tt.for_
+		h, d := afterFailure(Health{ConsecutiveFailures: 2, Trips: 2, LastTrip: t0.Add(-time.Hour), LastTripS: 30}, f, time.Time{})
+		if d != tt.for_ || h.Trips != 3 {
+			t.Errorf("%s asking for %v at the threshold: cooldown %v, trips %d; want %v, 3", tt.class, tt.for_, d, h.Trips, tt.for_)
+		}
+	}
+}
+
 func TestAfterFailureStoresUTCMillis(t *testing.T) {
 	p := policy(1, time.Second, time.Second, time.Hour)
 	zone := time.FixedZone("X", 5*3600)
