@@ -143,7 +143,10 @@ func jsonString(raw json.RawMessage) string {
 // "" when it has none.
 func htmlTitle(page []byte) string {
 	page = page[:min(len(page), maxTitleSearch)]
-	lower := bytes.ToLower(page)
+	// Lowered byte for byte, so that an index into it is one into page:
+	// bytes.ToLower turns each byte that is not UTF-8 into the three of
+	// U+FFFD, and the title was then cut out of page at the wrong place.
+	lower := asciiLower(page)
 	open := bytes.Index(lower, []byte("<title"))
 	if open < 0 {
 		return ""
@@ -158,6 +161,18 @@ func htmlTitle(page []byte) string {
 		return ""
 	}
 	return strings.Join(strings.Fields(html.UnescapeString(string(page[start:start+end]))), " ")
+}
+
+// asciiLower is b with A-Z lowered and every other byte as it is.
+func asciiLower(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out[i] = c
+	}
+	return out
 }
 
 // text is the readable part of the body for an error text, before the

@@ -123,6 +123,11 @@ func TestErrorBodyClassTable(t *testing.T) {
 		{name: "page without a title", script: providertest.HTMLError(503, ""),
 			class: chain.ClassServer, status: 503, keep: []string{"HTTP 503): HTML error page"}},
 		{name: "html 401 stays auth", script: providertest.HTMLError(401, "401 Authorization Required"), class: chain.ClassAuth, status: 401},
+		// Bytes that are not UTF-8 before the title once moved it (and
+		// could cut out of range: a panic in the worker).
+		{name: "title after bytes that are not UTF-8", script: reply(providertest.Reply{Status: 502,
+			RawBody: "<html>\xda\xda\xda\xda<title>502 Bad Gateway</title></html>"}),
+			class: chain.ClassServer, status: 502, keep: []string{"HTTP 502): 502 Bad Gateway"}},
 		// A byte order mark before a body (RFC 8259, section 8.1, lets a
 		// reader ignore one) hides neither a page's title nor an error object.
 		{name: "html page after a byte order mark", script: reply(providertest.Reply{Status: 502,
