@@ -491,3 +491,22 @@ func TestValidateSaysWhereTheAnswerFails(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileSchemaRefusesReferencesOutside: the compiler knows the
+// metaschemas of json-schema.org by heart, so a $ref to one loaded no URL
+// and passed; docs/requests.md allows references to the schema's own
+// parts only. A reference with a scheme is refused before compiling.
+func TestCompileSchemaRefusesReferencesOutside(t *testing.T) {
+	for _, ref := range []string{"https://json-schema.org/draft/2020-12/meta/core", "http://json-schema.org/draft-07/schema#", "urn:example:x"} {
+		for _, key := range []string{"$ref", "$dynamicRef"} {
+			_, err := CompileSchema(map[string]any{"properties": map[string]any{"a": map[string]any{key: ref}}})
+			if want := fmt.Sprintf("response_schema refers to %q outside itself", ref); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s %s: %v, want %q", key, ref, err, want)
+			}
+		}
+	}
+	// A property named $ref is no reference.
+	if _, err := CompileSchema(map[string]any{"properties": map[string]any{"$ref": map[string]any{"type": "string"}}}); err != nil {
+		t.Errorf("a property named $ref: %v", err)
+	}
+}

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"regexp"
 	"regexp/syntax"
 	"sync"
 	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/detourhq/detour/internal/text"
 )
 
 // Limits on a request's response_schema. A schema is outside input whose cost
@@ -47,12 +50,31 @@ const (
 	MaxPatternWork = 50_000_000
 )
 
+// outsideRef refuses a reference of the schema object v that names a
+// scheme (https:, file:, urn:): the compiler reads none of them, but knows
+// the metaschemas of json-schema.org by heart and would follow a $ref to
+// one; a schema may refer to its own parts only.
+func outsideRef(v map[string]any) error {
+	for _, key := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
+		ref, ok := v[key].(string)
+		if !ok {
+			continue
+		}
+		if u, err := url.Parse(ref); err == nil && u.Scheme != "" {
+			return fmt.Errorf("response_schema refers to %q outside itself; only references within it (#/…) are followed",
+				text.Cut(ref, maxSchemaErrorText))
+		}
+	}
+	return nil
+}
+
 // CheckSchema refuses a response_schema over MaxSchemaDepth, MaxSchemaBytes
 // or MaxSchemaObjects, or holding a number JSON cannot carry. It walks the decoded
 // value without recursing, and stops as soon as a limit is passed, so its cost
 // is bounded by the limits, not by the value: it is meant to run before the
 // schema is marshalled or compiled. The size it counts is a lower bound of
 // the JSON encoding; CompileSchema checks the exact size after marshalling.
+// A reference to outside the schema is refused too (outsideRef).
 func CheckSchema(doc map[string]any) error {
 	type node struct {
 		v     any
@@ -72,6 +94,9 @@ func CheckSchema(doc map[string]any) error {
 				return fmt.Errorf("response_schema holds more than %d objects", MaxSchemaObjects)
 			}
 			size += len(`{}`) + max(len(v)-1, 0) // braces and commas
+			if err := outsideRef(v); err != nil {
+				return err
+			}
 			for k, e := range v {
 				size += len(k) + len(`"":`)
 				if size > MaxSchemaBytes {
