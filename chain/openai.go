@@ -164,21 +164,6 @@ func endpoint(baseURL, path string) string {
 	return u.String()
 }
 
-// withoutQueryValues is a URL with the values of its query hidden: a
-// query may carry a key, and a transport error names the URL.
-func withoutQueryValues(raw string) string {
-	u, err := neturl.Parse(raw)
-	if err != nil || u.RawQuery == "" {
-		return raw
-	}
-	q := u.Query()
-	for k := range q {
-		q[k] = []string{redactedKey}
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 // post sends one request and reads the whole (bounded) answer.
 func post(ctx context.Context, client *http.Client, url string, header http.Header, body []byte) (int, http.Header, []byte, error) {
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -190,7 +175,7 @@ func post(ctx context.Context, client *http.Client, url string, header http.Head
 	if err != nil {
 		var ue *neturl.Error
 		if errors.As(err, &ue) {
-			ue.URL = withoutQueryValues(ue.URL)
+			ue.URL = text.URL(ue.URL) // a base_url's user part or query may carry a key
 		}
 		return 0, nil, nil, err
 	}

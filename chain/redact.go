@@ -49,7 +49,9 @@ func unescape(s string) string {
 		case s[i+1] == '/':
 			b.WriteByte('/')
 			i++
-		case r >= 0 && utf16.IsSurrogate(rune(r)) && hexRune(s, i+6) >= 0:
+		case r >= 0xd800 && r < 0xdc00 && hexRune(s, i+6) >= 0xdc00 && hexRune(s, i+6) < 0xe000:
+			// A high and a low surrogate: one character. A half alone
+			// is read as U+FFFD by itself, swallowing nothing after it.
 			b.WriteRune(utf16.DecodeRune(rune(r), rune(hexRune(s, i+6))))
 			i += 11
 		case r >= 0:

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/detourhq/detour/internal/text"
 )
 
 // File is a parsed, defaulted and validated chain file.
@@ -118,7 +120,8 @@ type Rule struct {
 	Reply string   `yaml:"reply"`
 }
 
-// String describes the provider without its API key.
+// String describes the provider without its API key, and its base URL
+// without a user part or query values (text.URL).
 func (p Provider) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s", p.Name, p.Type)
@@ -126,7 +129,7 @@ func (p Provider) String() string {
 		fmt.Fprintf(&b, " %s", p.Model)
 	}
 	if p.BaseURL != "" {
-		fmt.Fprintf(&b, " at %s", p.BaseURL)
+		fmt.Fprintf(&b, " at %s", text.URL(p.BaseURL))
 	}
 	b.WriteString(")")
 	return b.String()
@@ -137,7 +140,7 @@ func (p Provider) String() string {
 func (p Provider) Format(f fmt.State, verb rune) {
 	if verb == 'v' && f.Flag('#') {
 		fmt.Fprintf(f, "config.Provider{Name:%q, Type:%q, Model:%q, BaseURL:%q, APIKeyEnv:%q}",
-			p.Name, p.Type, p.Model, p.BaseURL, p.APIKeyEnv)
+			p.Name, p.Type, p.Model, text.URL(p.BaseURL), p.APIKeyEnv)
 		return
 	}
 	_, _ = f.Write([]byte(p.String()))
@@ -150,7 +153,7 @@ func (p Provider) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("model", p.Model))
 	}
 	if p.BaseURL != "" {
-		attrs = append(attrs, slog.String("base_url", p.BaseURL))
+		attrs = append(attrs, slog.String("base_url", text.URL(p.BaseURL)))
 	}
 	return slog.GroupValue(attrs...)
 }

@@ -150,7 +150,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad type", provider("name: p\ntype: gemini\nmodel: m"), "line 3: providers[0] \"p\": type: must be openai, anthropic or rules (got \"gemini\")"},
 		{"no model", provider("name: p\ntype: anthropic"), "line 2: providers[0] \"p\": model: required for type anthropic"},
 		{"bad base_url", provider(base + "base_url: localhost:8080"), "line 5: providers[0] \"p\": base_url: must be an http or https URL (got \"localhost:8080\")"},
-		{"base_url with a fragment", provider(base + "base_url: 'http://h/v1#x'"), "line 5: providers[0] \"p\": base_url: must have no #fragment, which no request sends (got \"http://h/v1#x\")"},
+		{"base_url with a fragment", provider(base + "base_url: 'http://h/v1#x'"), "line 5: providers[0] \"p\": base_url: must have no #fragment, which no request sends (got \"http://h/v1\" and a fragment)"},
 		{"rules on openai", provider(base + "default_reply: x"), "line 5: providers[0] \"p\": default_reply: only allowed for type rules"},
 		{"zero timeout", provider(base + "timeout: 0s"), "line 5: providers[0] \"p\": timeout: must be positive"},
 		{"negative timeout", provider(base + "timeout: -1s"), "line 5: providers[0] \"p\": timeout: must be positive"},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/internal/suggest"
+	"github.com/detourhq/detour/internal/text"
 )
 
 // Names become NATS subject tokens, consumer names and KV key tokens, so they
@@ -247,7 +248,7 @@ func checkBaseURL(s string) error {
 		return fmt.Errorf("must be an http or https URL (got %q)", s)
 	case strings.Contains(s, "#"):
 		// The API's path would go after it, and no request sends it.
-		return fmt.Errorf("must have no #fragment, which no request sends (got %q)", s)
+		return fmt.Errorf("must have no #fragment, which no request sends (got %q and a fragment)", text.URL(s))
 	}
 	return nil
 }

@@ -27,3 +27,18 @@ func TestCut(t *testing.T) {
 		t.Errorf("Cut of a long non-ASCII text: %d bytes, valid %v", len(got), utf8.ValidString(got))
 	}
 }
+
+func TestURLHidesWhatMayBeASecret(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://api.openai.com/v1":                         "https://api.openai.com/v1",
+		"https://TOKEN@h/v1":                                "https://xxxxx@h/v1",
+		"http://u:pw@h:8080/v1?api-version=2024&key=SECRET": "http://xxxxx@h:8080/v1?api-version=xxxxx&key=xxxxx",
+		"http://h/v1#frag":                                  "http://h/v1",
+		"not a url with a secret":                           "(unreadable URL)",
+		"http://[::1":                                       "(unreadable URL)",
+	} {
+		if got := URL(raw); got != want {
+			t.Errorf("URL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
