@@ -138,6 +138,7 @@ func decode(data []byte) (*rawFile, *decoder) {
 var (
 	yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 	digitsRE   = regexp.MustCompile(`^[-+]?[0-9_]+$`)
+	decimalRE  = regexp.MustCompile(`^[-+]?[0-9]+$`)
 )
 
 // syntax records an error of the YAML parser: the file is not YAML.
@@ -475,12 +476,27 @@ func (d *decoder) count(p pair, path, where string) *int {
 	if v == nil || isNull(v) {
 		return nil
 	}
+	if v.Kind == yaml.ScalarNode && (v.ShortTag() == "!!int" || v.ShortTag() == "!!float") && decimalRE.MatchString(v.Value) {
+		// yaml.v3 reads a leading 0 as octal, as YAML 1.1 did (and 08 as
+		// a float): 010 is ten in YAML 1.2, as in the settings.
+		n, err := strconv.ParseInt(v.Value, 10, strconv.IntSize)
+		if err != nil {
+			d.refuse(v, path, where, "%s: is too large (got %s)", p.key, describe(v))
+			return nil
+		}
+		c := int(n)
+		return &c
+	}
 	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!float" && digitsRE.MatchString(v.Value) {
 		// yaml takes an integer too large for 64 bits for a float.
 		d.refuse(v, path, where, "%s: is too large (got %s)", p.key, describe(v))
 		return nil
 	}
 	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" {
+		d.refuse(v, path, where, "%s: must be a whole number (got %s)", p.key, describe(v))
+		return nil
+	}
+	if strings.Contains(v.Value, "_") { // YAML 1.1's digit separator, not YAML 1.2's
 		d.refuse(v, path, where, "%s: must be a whole number (got %s)", p.key, describe(v))
 		return nil
 	}

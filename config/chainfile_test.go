@@ -136,6 +136,7 @@ func TestParseErrors(t *testing.T) {
 		{"bare number duration", provider(base + "timeout: 30"), "line 5: providers[0] \"p\": timeout: must be a duration such as 500ms, 30s or 10m (got \"30\")"},
 		{"bad duration", provider(base + "cooldown: soon"), "line 5: providers[0] \"p\": cooldown: must be a duration such as 500ms, 30s or 10m (got \"soon\")"},
 		{"fraction count", provider(base + "max_retries: 1.5"), "line 5: providers[0] \"p\": max_retries: must be a whole number (got \"1.5\")"},
+		{"count with digit separators", provider(base + "max_retries: 1_0"), "line 5: providers[0] \"p\": max_retries: must be a whole number (got \"1_0\")"},
 		{"huge count", provider(base + "failure_threshold: 99999999999999999999999"), "line 5: providers[0] \"p\": failure_threshold: is too large (got \"99999999999999999999999\")"},
 		{"list as string", provider(base + "api_key_env: [a, b]"), "line 5: providers[0] \"p\": api_key_env: must be a single value (got a list)"},
 		{"no name", "providers:\n  - type: openai\n    model: m\nchains:\n  d: [x]\n", "line 2: providers[0]: name: required\nline 5: chains.d[0]: unknown provider \"x\""},
@@ -226,10 +227,11 @@ func TestParseAcceptsNamesOf64Characters(t *testing.T) {
 
 func TestParseAcceptsEdgeValues(t *testing.T) {
 	for name, body := range map[string]string{
-		"zero durations allowed": "max_retry_wait: 0\ntrip_window: 0s\nbackoff_max: 500ms",
-		"null means default":     "timeout: ~",
-		"hex count":              "max_retries: 0x2",
-		"no api key":             "base_url: http://127.0.0.1:9/v1",
+		"zero durations allowed":  "max_retry_wait: 0\ntrip_window: 0s\nbackoff_max: 500ms",
+		"null means default":      "timeout: ~",
+		"hex count":               "max_retries: 0x2",
+		"leading zero is decimal": "failure_threshold: 010",
+		"no api key":              "base_url: http://127.0.0.1:9/v1",
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := Parse([]byte(provider("name: p\ntype: openai\nmodel: m\n"+body)), env); err != nil {
@@ -447,4 +449,17 @@ chains:
 	// default: template (rules) timeout=30s retries=1
 	// line 11: chains.default[0]: rules provider "template" may only be last in a chain
 	// line 11: chains.default[2]: unknown provider "econmy"
+}
+
+// TestParseReadsLeadingZerosInDecimal: yaml.v3 reads 010 as octal, as
+// YAML 1.1 did; YAML 1.2, and the settings, read it as ten.
+func TestParseReadsLeadingZerosInDecimal(t *testing.T) {
+	f, err := Parse([]byte("providers:\n  - {name: p, type: openai, model: m, failure_threshold: 010, max_retries: 08}\nchains:\n  default: [p]\n"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := f.Provider("p")
+	if p.FailureThreshold != 10 || p.MaxRetries != 8 {
+		t.Errorf("failure_threshold %d, max_retries %d; want 10 and 8", p.FailureThreshold, p.MaxRetries)
+	}
 }

@@ -82,6 +82,10 @@ func LoadSettings() (Settings, error) {
 		// One variable at a time, so that every bad one is reported: on
 		// the whole struct envconfig stops at the first.
 		one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "V", Type: f.Type, Tag: f.Tag}}))
+		if decimal(f, one.Elem().Field(0)) {
+			v.Field(i).Set(one.Elem().Field(0))
+			continue
+		}
 		if err := envconfig.Process("", one.Interface()); err != nil {
 			key := f.Tag.Get("envconfig")
 			problems = append(problems, key+": "+valueProblem(f, err))
@@ -116,6 +120,25 @@ func LoadSettings() (Settings, error) {
 }
 
 var durationType = reflect.TypeFor[time.Duration]()
+
+// decimal reads a whole-number variable that is set and written in
+// decimal into value, before envconfig would read it with Go's base
+// prefixes ("08" is then a bad octal number); false for any other.
+func decimal(f reflect.StructField, value reflect.Value) bool {
+	if f.Type == durationType || f.Type.Kind() < reflect.Int || f.Type.Kind() > reflect.Int64 {
+		return false
+	}
+	raw, ok := os.LookupEnv(f.Tag.Get("envconfig"))
+	if !ok {
+		return false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
+	if err != nil || value.OverflowInt(n) {
+		return false
+	}
+	value.SetInt(n)
+	return true
+}
 
 // decimalProblem reads a whole-number variable again in decimal, into
 // value, which envconfig filled: it reads Go's base prefixes too, so that

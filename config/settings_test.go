@@ -96,6 +96,8 @@ func TestLoadSettingsOverrides(t *testing.T) {
 		{map[string]string{"DETOUR_CONFIG": "/etc/detour.yaml"}, func(s Settings) bool { return s.Config == "/etc/detour.yaml" }},
 		{map[string]string{"DETOUR_WORKERS": "8"}, func(s Settings) bool { return s.Workers == 8 }},
 		{map[string]string{"DETOUR_WORKERS": "010"}, func(s Settings) bool { return s.Workers == 10 }},
+		{map[string]string{"DETOUR_WORKERS": "08"}, func(s Settings) bool { return s.Workers == 8 }},
+		{map[string]string{"DETOUR_WORKERS": "019"}, func(s Settings) bool { return s.Workers == 19 }},
 		{map[string]string{"DETOUR_REPLICAS": "3"}, func(s Settings) bool { return s.Replicas == 3 }},
 		{map[string]string{"DETOUR_ACK_WAIT": "1m"}, func(s Settings) bool { return s.AckWait == time.Minute }},
 		{map[string]string{"DETOUR_MAX_ACK_PENDING": "5"}, func(s Settings) bool { return s.MaxAckPending == 5 }},
