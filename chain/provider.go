@@ -54,14 +54,14 @@ type Usage struct {
 // overflow.
 const MaxUsageTokens = 1 << 30
 
-// reportedUsage is a provider's usage report, each count bounded to
-// [0, MaxUsageTokens]: a provider's numbers are outside input, and a
-// negative one would make token and cost counters go backwards.
 // MaxModelBytes bounds the model an answer names, in bytes: the name goes
 // into the Detour-Model header, a metric label and the response cache,
 // which keeps no longer one. A longer one gives way to the configured model.
 const MaxModelBytes = 256
 
+// reportedUsage is a provider's usage report, each count bounded to
+// [0, MaxUsageTokens]: a provider's numbers are outside input, and a
+// negative one would make token and cost counters go backwards.
 func reportedUsage(prompt, completion int) Usage {
 	return Usage{PromptTokens: min(max(prompt, 0), MaxUsageTokens), CompletionTokens: min(max(completion, 0), MaxUsageTokens)}
 }

@@ -450,7 +450,7 @@ func TestCompileSchemaSaysWhatIsWrongInPlainWords(t *testing.T) {
 		{`{"$defs":{"a":{"$anchor":"x"},"b":{"$anchor":"x"}}}`, `response_schema names the anchor "x" twice, at /$defs/a and /$defs/b`},
 		// A reference that leads back to where it is, which no answer
 		// could ever be checked against, is refused before any is.
-		{`{"allOf":[{"$ref":"#"}]}`, "response_schema refers to itself in a loop"},
+		{`{"allOf":[{"$ref":"#"}]}`, "response_schema refers to itself in a loop: /allOf/0/$ref and / lead to the same place"},
 		{`{"$ref":"other.json"}`, "response_schema refers to itself in a loop"},
 		{`{"$ref":"  "}`, "response_schema refers to itself in a loop"},
 	} {

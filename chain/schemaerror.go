@@ -51,6 +51,15 @@ func compileError(err error) error {
 	return schemaError("response_schema", err)
 }
 
+// keywordAt is a keyword's place in the schema as a JSON pointer, "/" for
+// the root (which the compiler leaves empty), cut short.
+func keywordAt(loc string) string {
+	if loc == "" {
+		return "/"
+	}
+	return text.Cut(loc, maxSchemaErrorText)
+}
+
 // inSchema is a reference into the schema as its author wrote it, without
 // the compiler's own name for the schema, and cut short.
 func inSchema(url string) string {
@@ -83,7 +92,7 @@ func refCycle(compiled *jsonschema.Schema) error {
 		stack = append(stack[:len(stack)-1], e.Causes...)
 		if loop, ok := e.ErrorKind.(*kind.RefCycle); ok {
 			return fmt.Errorf("response_schema refers to itself in a loop: %s and %s lead to the same place",
-				text.Cut(loop.KeywordLocation1, maxSchemaErrorText), text.Cut(loop.KeywordLocation2, maxSchemaErrorText))
+				keywordAt(loop.KeywordLocation1), keywordAt(loop.KeywordLocation2))
 		}
 	}
 	return nil

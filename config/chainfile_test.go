@@ -180,6 +180,8 @@ func TestParseErrors(t *testing.T) {
 			"line 4: not valid YAML: the file is not UTF-8 text (byte 0xff in column 21)"},
 		{"control character", "providers:\n  - name: t\n    type: rules\n    default_reply: \"x\x01y\"\nchains:\n  default: [t]\n",
 			"line 4: not valid YAML: control character U+0001 in column 22 (only tabs and line breaks are allowed)"},
+		{"noncharacter after CR line breaks", "providers:\r  - {name: t, type: rules, default_reply: \"x\xef\xbf\xbf\"}\rchains:\r  default: [t]\r",
+			"line 2: not valid YAML: control character U+FFFF in column 45 (only tabs and line breaks are allowed)"},
 		{"NUL in a comment", "# a\x00b\nproviders:\n  - {name: t, type: rules, default_reply: x}\nchains:\n  default: [t]\n",
 			"line 1: not valid YAML: control character U+0000 in column 4 (only tabs and line breaks are allowed)"},
 		{"no chains", "providers:\n  - {name: p, type: openai, model: m}\n", "chains: must define at least one chain"},

@@ -26,10 +26,11 @@ func notText(data []byte) (line int, what string, found bool) {
 		switch {
 		case r == utf8.RuneError && size <= 1:
 			return line, fmt.Sprintf("the file is not UTF-8 text (byte %#x in column %d)", data[i], i-start+1), true
-		case r == '\n':
-			line, start = line+1, i+1
-		case r == '\t' || r == '\r' || r == 0x85:
-		case r < 0x20 || (r >= 0x7f && r <= 0x9f):
+		case r == '\n', r == '\r' && (i+1 == len(data) || data[i+1] != '\n'), r == 0x85, r == 0x2028, r == 0x2029:
+			// The line breaks of the YAML reader: a CR LF counts once, at its LF.
+			line, start = line+1, i+size
+		case r == '\t' || r == '\r':
+		case r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0xfffe || r == 0xffff:
 			return line, fmt.Sprintf("control character %U in column %d (only tabs and line breaks are allowed)", r, i-start+1), true
 		}
 		i += size

@@ -480,8 +480,12 @@ func TestAskNeverRepliesWhereAProcessorMayNot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := requests.Info(ctx); err != nil || info.State.Msgs != 1 {
-		t.Fatalf("%s holds %d requests (%v), want the queued one alone", wire.RequestsStream, info.State.Msgs, err)
+	info, err := requests.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("%s holds %d requests, want the queued one alone", wire.RequestsStream, info.State.Msgs)
 	}
 	letters, err := deadletter.NewStore(js).List(ctx, deadletter.Filter{})
 	if err != nil {

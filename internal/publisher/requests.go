@@ -261,10 +261,26 @@ func Copies(prompt string, n int) []wire.Request {
 	return reqs
 }
 
+// maxSchemaFile bounds the schema file read, in bytes: well above
+// chain.MaxSchemaBytes, which CompileSchema holds it to.
+const maxSchemaFile = 4 * chain.MaxSchemaBytes
+
 // ReadSchema reads a JSON Schema document, which must be one JSON object,
 // and checks that it compiles as a processor would compile it.
 func ReadSchema(r io.Reader) (map[string]any, error) {
-	dec := json.NewDecoder(r)
+	data, err := io.ReadAll(io.LimitReader(r, maxSchemaFile+1))
+	switch {
+	case err != nil:
+		return nil, err
+	case len(data) > maxSchemaFile:
+		return nil, fmt.Errorf("larger than %d bytes, more than a response_schema may be", maxSchemaFile)
+	}
+	// Text read other than written would change an enum, a const or a
+	// pattern, as a processor refuses such a body.
+	if err := wire.CheckJSONText(data, "the schema"); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	var schema map[string]any
 	if err := dec.Decode(&schema); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)

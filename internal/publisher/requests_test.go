@@ -200,3 +200,16 @@ func TestReadRequestsTakesNestedSchemas(t *testing.T) {
 		t.Fatalf("ReadRequests: %d requests, %v; want one", len(reqs), err)
 	}
 }
+
+// TestReadSchemaRefusesTextReadOtherThanWritten: as for a requests line.
+func TestReadSchemaRefusesTextReadOtherThanWritten(t *testing.T) {
+	for schema, want := range map[string]string{
+		"{\"enum\":[\"a\xffb\"]}": "the schema is not valid UTF-8 at byte 11",
+		`{"const":"x\udfff"}`:     "the schema has a lone UTF-16 surrogate escape at byte 11",
+	} {
+		_, err := publisher.ReadSchema(strings.NewReader(schema))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", schema, err, want)
+		}
+	}
+}
