@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -171,6 +172,9 @@ func (m *Metadata) DecodeMsgpack(dec *msgpack.Decoder) error {
 	for _, e := range entries {
 		if !e.KeyIsString {
 			return fmt.Errorf("metadata has a key that is %s; keys must be strings", msgpackwalk.Kind(raw[e.KeyStart:e.ValStart]))
+		}
+		if !utf8.ValidString(e.Key) { // a bin key passes as a string
+			return fmt.Errorf("metadata has a key of bytes that are not UTF-8; keys must be strings")
 		}
 		v, ok := decodeMetadataValue(raw[e.ValStart:e.ValEnd])
 		if !ok {

@@ -119,6 +119,8 @@ func TestDecodeRequestRefusesInvalidUTF8(t *testing.T) {
 		// A bin decodes into a string too, unchecked by the walk.
 		{"msgpack content as bin", []byte("\x81\xa8messages\x91\x82\xa4role\xa4user\xa7content\xc4\x02h\xff"),
 			"messages[0].content must be a string, not bytes that are not UTF-8"},
+		{"msgpack metadata key as bin", []byte("\x82\xa8messages\x91\x82\xa4role\xa4user\xa7content\xa2hi\xa8metadata\x81\xc4\x01\xff\x01"),
+			"metadata has a key of bytes that are not UTF-8"},
 		{"msgpack cache_scope as bin", []byte("\x82\xa8messages\x91\x82\xa4role\xa4user\xa7content\xa2hi\xabcache_scope\xc4\x01\xff"),
 			"cache_scope must be a string, not bytes that are not UTF-8"},
 	}
