@@ -57,6 +57,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		file, path = d.File, "the demo"
 	} else if file, err = config.Load(path); err != nil {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)
+		if errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintln(stderr, "(name the chain file with -config FILE, or check the demo's chain with -demo)")
+		}
 		return config.ExitConfig
 	}
 	f, err := os.Open(*samplesPath)

@@ -93,3 +93,22 @@ func TestCheckDemoWithConfig(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
 }
+
+// TestCheckWithoutAChainFileSaysHowToName: with no chain file where it
+// looks, check says how to name one, or to check the demo's chain.
+func TestCheckWithoutAChainFileSaysHowToName(t *testing.T) {
+	samples, err := filepath.Abs("../../examples/samples.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DETOUR_CONFIG", "") // restored after the test
+	if err := os.Unsetenv("DETOUR_CONFIG"); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	var out, errOut bytes.Buffer
+	code := run([]string{"check", "-samples", samples}, &out, &errOut)
+	if code != 78 || !strings.Contains(errOut.String(), "detour.yaml") || !strings.Contains(errOut.String(), "-config FILE") || !strings.Contains(errOut.String(), "-demo") {
+		t.Fatalf("exit %d, stderr %q; want 78 naming detour.yaml, -config FILE and -demo", code, errOut.String())
+	}
+}

@@ -198,7 +198,7 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	if settings.MetricsAddr != "" {
 		serveMetrics, err := metrics.Listen(settings.MetricsAddr, p.Handler())
 		if err != nil {
-			return err
+			return fmt.Errorf("%w (set DETOUR_METRICS_ADDR to a free host:port, or empty to serve no metrics)", err)
 		}
 		// The metrics server outlives the consume loop's shutdown, so
 		// /readyz reports the processor not ready while it drains.
