@@ -29,6 +29,7 @@ type Metrics struct {
 	conflicts       prometheus.Gauge
 	fleet           *fleetCollector
 	rates           rates
+	models          modelLabels
 }
 
 // latencyBuckets span a fast cache hit to a slow model call.

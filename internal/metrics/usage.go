@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"math"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -45,11 +46,52 @@ func (m *Metrics) Usage(res chain.Result) {
 			vec.WithLabelValues(labels...).Add(v)
 		}
 	}
-	add(m.tokens, float64(res.Usage.PromptTokens), res.Provider, res.Model, string(TokensPrompt))
-	add(m.tokens, float64(res.Usage.CompletionTokens), res.Provider, res.Model, string(TokensCompletion))
-	if res.Cost != nil {
-		add(m.cost, *res.Cost, res.Provider, res.Model)
+	if res.Usage.PromptTokens <= 0 && res.Usage.CompletionTokens <= 0 && (res.Cost == nil || *res.Cost <= 0) {
+		return // nothing to add, and no model to take a label for
 	}
+	model := m.models.label(res.Provider, res.Model)
+	add(m.tokens, float64(res.Usage.PromptTokens), res.Provider, model, string(TokensPrompt))
+	add(m.tokens, float64(res.Usage.CompletionTokens), res.Provider, model, string(TokensCompletion))
+	if res.Cost != nil {
+		add(m.cost, *res.Cost, res.Provider, model)
+	}
+}
+
+// maxModelsPerProvider bounds the model label values of one provider. The
+// name comes from the provider's answer, and one that named a new model on
+// every answer would grow the series, and the memory they hold, without
+// bound; past it, a model not seen yet is counted as otherModel.
+const maxModelsPerProvider = 32
+
+// otherModel is the model label of the models past maxModelsPerProvider.
+const otherModel = "other"
+
+// modelLabels keeps the models each provider's series are labelled with.
+type modelLabels struct {
+	mu   sync.Mutex
+	seen map[string]map[string]struct{} // provider → models
+}
+
+// label is the model label of an answer of provider naming model.
+func (l *modelLabels) label(provider, model string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	models := l.seen[provider]
+	if _, ok := models[model]; ok {
+		return model
+	}
+	if len(models) >= maxModelsPerProvider {
+		return otherModel
+	}
+	if models == nil {
+		if l.seen == nil {
+			l.seen = map[string]map[string]struct{}{}
+		}
+		models = map[string]struct{}{}
+		l.seen[provider] = models
+	}
+	models[model] = struct{}{}
+	return model
 }
 
 // ConfigConflicts sets detour_config_conflicts: the number of provider

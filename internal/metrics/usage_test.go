@@ -1,6 +1,8 @@
 package metrics_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/detourhq/detour/chain"
@@ -30,6 +32,32 @@ func TestUsageCountsOnlyWhatWasPaidFor(t *testing.T) {
 	} {
 		if line(text, series) == "" {
 			t.Errorf("no series %s in\n%s", series, text)
+		}
+	}
+}
+
+// TestUsageBoundsTheModelsOfAProvider: the model label comes from the
+// provider's answer. One that names a new model on every answer would grow
+// the series without bound: past 32 models of one provider, a model not
+// seen yet is counted as "other", and the ones seen keep their names.
+func TestUsageBoundsTheModelsOfAProvider(t *testing.T) {
+	m := metrics.New()
+	for i := range 100 {
+		m.Usage(chain.Result{Status: chain.StatusOK, Provider: "p", Model: fmt.Sprintf("m%d", i), Usage: chain.Usage{PromptTokens: 1}})
+	}
+	m.Usage(chain.Result{Status: chain.StatusOK, Provider: "p", Model: "m0", Usage: chain.Usage{PromptTokens: 1}})
+	m.Usage(chain.Result{Status: chain.StatusOK, Provider: "q", Model: "m99", Usage: chain.Usage{PromptTokens: 1}})
+	text := scrape(t, m)
+	if n := strings.Count(text, "detour_tokens_total{"); n != 34 {
+		t.Errorf("%d token series, want 32 named models of p, other, and q's one", n)
+	}
+	for _, series := range []string{
+		`detour_tokens_total{kind="prompt",model="m0",provider="p"} 2`,
+		`detour_tokens_total{kind="prompt",model="other",provider="p"} 68`,
+		`detour_tokens_total{kind="prompt",model="m99",provider="q"} 1`,
+	} {
+		if line(text, series) == "" {
+			t.Errorf("no series %s", series)
 		}
 	}
 }
