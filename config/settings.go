@@ -82,19 +82,21 @@ func LoadSettings() (Settings, error) {
 		// One variable at a time, so that every bad one is reported: on
 		// the whole struct envconfig stops at the first.
 		one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "V", Type: f.Type, Tag: f.Tag}}))
-		if decimal(f, one.Elem().Field(0)) {
+		key := f.Tag.Get("envconfig")
+		raw, set := os.LookupEnv(key)
+		if set && wholeNumber(f) && readDecimal(strings.TrimSpace(raw), one.Elem().Field(0)) {
 			v.Field(i).Set(one.Elem().Field(0))
 			continue
 		}
 		if err := envconfig.Process("", one.Interface()); err != nil {
-			key := f.Tag.Get("envconfig")
 			problems = append(problems, key+": "+valueProblem(f, err))
 			refused[key] = true
 			continue
 		}
-		if problem := decimalProblem(f, one.Elem().Field(0)); problem != "" {
-			key := f.Tag.Get("envconfig")
-			problems = append(problems, key+": "+problem)
+		if set && wholeNumber(f) {
+			// envconfig read what is not decimal: Go's base prefixes
+			// (0x10, 0b11) or digit separators (1_0).
+			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number in decimal digits", key, strings.TrimSpace(raw)))
 			refused[key] = true
 			continue
 		}
@@ -121,52 +123,29 @@ func LoadSettings() (Settings, error) {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-// decimal reads a whole-number variable that is set and written in
-// decimal into value, before envconfig would read it with Go's base
-// prefixes ("08" is then a bad octal number); false for any other.
-func decimal(f reflect.StructField, value reflect.Value) bool {
-	if f.Type == durationType || f.Type.Kind() < reflect.Int || f.Type.Kind() > reflect.Int64 {
-		return false
+// wholeNumber reports whether f is a whole-number setting.
+func wholeNumber(f reflect.StructField) bool {
+	return f.Type != durationType && f.Type.Kind() >= reflect.Int && f.Type.Kind() <= reflect.Uint64
+}
+
+// readDecimal reads raw in decimal into value, a whole number, and reports
+// whether it could: envconfig reads Go's base prefixes, so that 010 would
+// be eight and 08 no number at all.
+func readDecimal(raw string, value reflect.Value) bool {
+	if value.Kind() >= reflect.Uint {
+		n, err := strconv.ParseUint(raw, 10, 64)
+		if err != nil || value.OverflowUint(n) {
+			return false
+		}
+		value.SetUint(n)
+		return true
 	}
-	raw, ok := os.LookupEnv(f.Tag.Get("envconfig"))
-	if !ok {
-		return false
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
+	n, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || value.OverflowInt(n) {
 		return false
 	}
 	value.SetInt(n)
 	return true
-}
-
-// decimalProblem reads a whole-number variable again in decimal, into
-// value, which envconfig filled: it reads Go's base prefixes too, so that
-// DETOUR_WORKERS=010 gave 8 workers and 0b11 three. "" when the value is
-// decimal (or the variable unset).
-func decimalProblem(f reflect.StructField, value reflect.Value) string {
-	if f.Type == durationType || f.Type.Kind() < reflect.Int || f.Type.Kind() > reflect.Uint64 {
-		return ""
-	}
-	raw, ok := os.LookupEnv(f.Tag.Get("envconfig"))
-	if !ok {
-		return ""
-	}
-	raw = strings.TrimSpace(raw)
-	if f.Type.Kind() >= reflect.Uint {
-		n, err := strconv.ParseUint(raw, 10, 64)
-		if err != nil || value.OverflowUint(n) {
-			return fmt.Sprintf("%q is not a whole number in decimal digits", raw)
-		}
-		value.SetUint(n)
-		return ""
-	}
-	n, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || value.OverflowInt(n) {
-		return fmt.Sprintf("%q is not a whole number in decimal digits", raw)
-	}
-	value.SetInt(n)
-	return ""
 }
 
 // valueProblem says, in the words of docs/settings.md, why a variable's
