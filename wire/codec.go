@@ -213,12 +213,19 @@ func replySubject(id, replyTo string, replyPrefixes []string) (string, error) {
 		// The id is valid, so its own result subject is too.
 		return own, nil
 	}
-	if IsResultSubject(replyTo) {
-		// The results stream is the record of every request's answer: a
-		// reply stored under another id would pass for that request's.
-		return replyTo, fmt.Errorf("%w: %s is another request's result subject", ErrBadReplySubject, quote(replyTo))
+	return replyTo, CheckReplySubject(replyTo, replyPrefixes)
+}
+
+// CheckReplySubject refuses a reply subject that no request may name, other
+// than its own result subject: one ValidateReplySubject refuses, and any
+// result subject (the results stream is the record of every request's
+// answer: a reply stored under another id would pass for that request's).
+// The error wraps ErrBadReplySubject.
+func CheckReplySubject(subject string, replyPrefixes []string) error {
+	if IsResultSubject(subject) {
+		return fmt.Errorf("%w: %s is another request's result subject", ErrBadReplySubject, quote(subject))
 	}
-	return replyTo, ValidateReplySubject(replyTo, replyPrefixes)
+	return ValidateReplySubject(subject, replyPrefixes)
 }
 
 // ChainRequest is what the chain is asked for this request, its

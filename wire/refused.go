@@ -3,7 +3,6 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -118,7 +117,7 @@ func readJSONEnvelope(data []byte) envelope {
 	// encoding/json reads bytes that are not UTF-8, and a lone surrogate
 	// escape, as U+FFFD: the id read would be another than the one sent,
 	// maybe another request's (decodeJSONRequest refuses such a body).
-	f.badID = f.badID || !utf8.Valid(raw.ID) || loneSurrogateAt(raw.ID) >= 0
+	f.badID = f.badID || CheckJSONText(raw.ID, "id") != nil
 	return f
 }
 

@@ -23,7 +23,6 @@ import (
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/buildinfo"
 	"github.com/detourhq/detour/internal/logs"
-	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -215,7 +214,7 @@ func (s *server) ask(chainName string, r micro.Request) {
 		return
 	}
 	msg.Header.Set(wire.HeaderReplyTo, inbox)
-	if err := s.replySubjectError(inbox); err != nil {
+	if err := wire.CheckReplySubject(inbox, s.cfg.ReplyPrefixes); err != nil {
 		s.refuseReplySubject(chainName, msg, err)
 		return
 	}
@@ -289,22 +288,6 @@ func (s *server) compiles(d *wire.Decoded, r micro.Request, msg *nats.Msg, id st
 	}
 	return true
 }
-
-// replySubjectError says why a processor may not answer on inbox, as it
-// checks a stored request's reply subject; nil when it may: a plain
-// publish subject under DETOUR_REPLY_PREFIXES, and no result subject (a
-// reply there would pass for that request's result).
-func (s *server) replySubjectError(inbox string) error {
-	if wire.IsResultSubject(inbox) {
-		return fmt.Errorf("%w: %q is a result subject; a request to %s is answered on its requester's inbox",
-			wire.ErrBadReplySubject, text.Cut(inbox, maxShownSubject), SubjectPrefix+"<chain>")
-	}
-	return wire.ValidateReplySubject(inbox, s.cfg.ReplyPrefixes)
-}
-
-// maxShownSubject bounds a reply subject quoted in a dead letter or a log
-// line, in bytes; it is the requester's to choose.
-const maxShownSubject = 256
 
 // refuseReplySubject dead-letters, with the reason bad_reply_subject, a
 // request whose reply subject no processor may answer on ($JS.API.…, a KV
