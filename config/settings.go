@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/detourhq/detour/internal/text"
 )
 
 // Log formats accepted by DETOUR_LOG_FORMAT.
@@ -320,10 +322,7 @@ func checkNATSURLs(list string) error {
 		if err != nil {
 			return fmt.Errorf("server %d is not a URL such as nats://host:4222", i+1)
 		}
-		shown := u.Scheme + "://" + u.Host
-		if u.User != nil {
-			shown = u.Scheme + "://[redacted]@" + u.Host
-		}
+		shown := text.URL(raw)
 		switch port := u.Port(); {
 		case !slices.Contains(natsSchemes, u.Scheme):
 			return fmt.Errorf("server %d %q: scheme must be nats, tls, ws or wss", i+1, shown)
