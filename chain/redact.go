@@ -2,9 +2,10 @@ package chain
 
 import (
 	"errors"
-	"strconv"
 	"strings"
-	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/detourhq/detour/internal/text"
 )
 
 // This file keeps a provider's API key out of everything a provider sends
@@ -45,36 +46,24 @@ func unescape(s string) string {
 			b.WriteByte(s[i])
 			continue
 		}
-		switch r := hexRune(s, i); {
-		case s[i+1] == '/':
+		if s[i+1] == '/' {
 			b.WriteByte('/')
 			i++
-		case r >= 0xd800 && r < 0xdc00 && hexRune(s, i+6) >= 0xdc00 && hexRune(s, i+6) < 0xe000:
-			// A high and a low surrogate: one character. A half alone
-			// is read as U+FFFD by itself, swallowing nothing after it.
-			b.WriteRune(utf16.DecodeRune(rune(r), rune(hexRune(s, i+6))))
-			i += 11
-		case r >= 0:
-			b.WriteRune(rune(r))
-			i += 5
-		default: // another escape: both bytes as written
+			continue
+		}
+		switch r, size := text.UnicodeEscape(s, i); {
+		case size == 0: // another escape: both bytes as written
 			b.WriteString(s[i : i+2])
 			i++
+		case r < 0: // half a pair alone: U+FFFD, swallowing nothing after it
+			b.WriteRune(utf8.RuneError)
+			i += size - 1
+		default:
+			b.WriteRune(r)
+			i += size - 1
 		}
 	}
 	return b.String()
-}
-
-// hexRune reads the escape \uXXXX at s[i:], -1 when there is none.
-func hexRune(s string, i int) int {
-	if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
-		return -1
-	}
-	n, err := strconv.ParseUint(s[i+2:i+6], 16, 16)
-	if err != nil {
-		return -1
-	}
-	return int(n)
 }
 
 // redactAnswer removes the key from every text of a decoded answer: the

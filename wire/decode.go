@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/msgpackwalk"
+	"github.com/detourhq/detour/internal/text"
 )
 
 // This file decodes a request body into a Request, in either encoding, and
@@ -107,34 +107,15 @@ func loneSurrogateAt(data []byte) int {
 			inString = c == '"'
 		case c == '"':
 			inString = false
-		case c != '\\':
-		case i+6 <= len(data) && data[i+1] == 'u':
-			r := hex4(data[i+2 : i+6])
-			if isHighSurrogate(r) && i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' && isLowSurrogate(hex4(data[i+8:i+12])) {
-				i += 11 // a pair
-				continue
-			}
-			if isHighSurrogate(r) || isLowSurrogate(r) {
+		case c == '\\':
+			r, size := text.UnicodeEscape(data, i)
+			if r < 0 {
 				return i
 			}
-			i += 5
-		default:
-			i++ // the escaped character
+			i += max(size, 2) - 1 // past the escape, or the escaped character
 		}
 	}
 	return -1
-}
-
-func isHighSurrogate(r int) bool { return r >= 0xd800 && r < 0xdc00 }
-func isLowSurrogate(r int) bool  { return r >= 0xdc00 && r < 0xe000 }
-
-// hex4 reads four hex digits, -1 when they are not.
-func hex4(b []byte) int {
-	n, err := strconv.ParseUint(string(b), 16, 16)
-	if err != nil {
-		return -1
-	}
-	return int(n)
 }
 
 // invalidUTF8At is the offset of the first byte of data that does not

@@ -42,3 +42,29 @@ func TestURLHidesWhatMayBeASecret(t *testing.T) {
 		}
 	}
 }
+
+func TestUnicodeEscapeReadsOneCharacter(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		r    rune
+		size int
+	}{
+		{`\u0041x`, 'A', 6},
+		{`\u00e9`, 'é', 6},
+		{`\uD83D\uDE00`, '😀', 12},
+		{`\ud800`, -1, 6},
+		{`\ud800\u0041`, -1, 6},
+		{`\udc00\ud800`, -1, 6},
+		{`\u12`, 0, 0},
+		{`\u12g4`, 0, 0},
+		{`\n`, 0, 0},
+		{`u0041`, 0, 0},
+	} {
+		if r, size := UnicodeEscape(tt.s, 0); r != tt.r || size != tt.size {
+			t.Errorf("%s: %q, %d; want %q, %d", tt.s, r, size, tt.r, tt.size)
+		}
+		if r, size := UnicodeEscape([]byte(tt.s), 0); r != tt.r || size != tt.size {
+			t.Errorf("%s as bytes: %q, %d; want %q, %d", tt.s, r, size, tt.r, tt.size)
+		}
+	}
+}
