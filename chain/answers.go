@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/detourhq/detour/internal/text"
 )
 
 // decodeLevel decodes raw, one level of an answer left as json.RawMessage,
@@ -85,32 +86,13 @@ func decodeProblem(err error) string {
 	case errors.As(err, &typeErr):
 		found := strings.Replace(typeErr.Value, "array", "list", 1)
 		if typeErr.Field == "" {
-			return fmt.Sprintf("a JSON %s where the API sends %s", found, goKindWords(typeErr.Type))
+			return fmt.Sprintf("a JSON %s where the API sends %s", found, text.JSONKind(typeErr.Type))
 		}
-		return fmt.Sprintf("%s is a JSON %s, not %s", typeErr.Field, found, goKindWords(typeErr.Type))
+		return fmt.Sprintf("%s is a JSON %s, not %s", typeErr.Field, found, text.JSONKind(typeErr.Type))
 	case errors.As(err, &syntaxErr):
 		return fmt.Sprintf("not JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
 	}
 	return err.Error()
-}
-
-// goKindWords names the JSON kind a Go type is decoded from.
-func goKindWords(t reflect.Type) string {
-	switch {
-	case t == nil:
-		return "another kind"
-	case t.Kind() == reflect.String:
-		return "a string"
-	case t.Kind() == reflect.Slice:
-		return "a list"
-	case t.Kind() == reflect.Bool:
-		return "true or false"
-	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Float64:
-		return "a number"
-	case t.Kind() == reflect.Pointer:
-		return goKindWords(t.Elem())
-	}
-	return "an object"
 }
 
 // looseString is an answer's text that only describes it (the model, a

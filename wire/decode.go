@@ -87,7 +87,7 @@ func decodeJSONRequest(data []byte, r *Request) error {
 	case errors.As(err, &typeErr):
 		want, ok := fieldWants[typeErr.Field]
 		if !ok {
-			want = jsonWant(typeErr.Type)
+			want = text.JSONKind(typeErr.Type)
 		}
 		return fieldError(messageField(data, typeErr.Field), want, jsonFound(typeErr.Value))
 	}
@@ -195,29 +195,6 @@ func jsonFound(value string) string {
 		return "an object"
 	}
 	return value
-}
-
-// jsonWant words a Go type a JSON value could not be decoded into.
-func jsonWant(t reflect.Type) string {
-	if t == nil {
-		return "another kind of value"
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Pointer:
-		return jsonWant(t.Elem())
-	}
-	return "an object"
 }
 
 // decodeMsgpackRequest decodes a msgpack request body: a map whose known keys
