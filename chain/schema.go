@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -110,6 +111,16 @@ func schemaError(prefix string, err error) error {
 // largest near 100 MB.
 const SchemaCacheSize = 16
 
+// maxSchemaCompilations bounds the compilations a SchemaCache runs at once,
+// which is also never more than GOMAXPROCS: a compilation is CPU work that
+// cannot be interrupted, so more at once than there are CPUs finishes none
+// sooner and holds more memory (a compiled schema up to about 7 MB, see
+// SchemaCacheSize). Clients tend to send few distinct schemas, each compiled
+// once, so only a flood of distinct schemas waits here; 4 keeps its
+// compilations from taking every CPU of a large machine, and what they hold
+// to a few tens of MB, per cache.
+const maxSchemaCompilations = 4
+
 // SchemaCache compiles response schemas and keeps the most recently used,
 // keyed by a hash of their canonical JSON, so that a schema sent with every
 // request is compiled once. A schema that does not compile is remembered too,
@@ -121,14 +132,20 @@ type SchemaCache struct {
 	entries map[[sha256.Size]byte]*list.Element // of *schemaEntry
 	recent  *list.List                          // most recently used first
 	compile func(raw []byte) (*Schema, error)
+	// compilers holds a token for each compilation under way, evicted
+	// entries' included.
+	compilers chan struct{}
 }
 
-// schemaEntry is one compilation, done or under way.
+// schemaEntry is one schema's compilation: waiting for a compiler, under
+// way, or done.
 type schemaEntry struct {
-	key    [sha256.Size]byte
-	done   chan struct{} // closed once schema and err are set
-	schema *Schema
-	err    error
+	key     [sha256.Size]byte
+	begun   bool          // guarded by the cache's mu
+	started chan struct{} // closed once the compilation is under way
+	done    chan struct{} // closed once schema and err are set
+	schema  *Schema
+	err     error
 }
 
 // NewSchemaCache returns a cache of up to size compiled schemas
@@ -137,20 +154,27 @@ func NewSchemaCache(size int) *SchemaCache {
 	if size <= 0 {
 		size = SchemaCacheSize
 	}
-	return &SchemaCache{size: size, entries: map[[sha256.Size]byte]*list.Element{}, recent: list.New(), compile: compileSchemaJSON}
+	return &SchemaCache{size: size, entries: map[[sha256.Size]byte]*list.Element{}, recent: list.New(), compile: compileSchemaJSON,
+		compilers: make(chan struct{}, min(runtime.GOMAXPROCS(0), maxSchemaCompilations))}
 }
 
 // Compile returns doc compiled, from the cache when it can. The limits of
 // CheckSchema are checked first. The compiler cannot be interrupted, so it
 // runs in a goroutine of its own and Compile returns ctx's error as soon as
 // ctx ends; the compilation still finishes (its cost is bounded by the limits)
-// and is kept for the next request with this schema.
+// and is kept for the next request with this schema. A cache runs at most
+// GOMAXPROCS compilations at once, and at most 4; beyond them a caller waits,
+// under ctx, for one to end. A schema whose callers all gave up before then
+// is not compiled until it is sent again.
 func (c *SchemaCache) Compile(ctx context.Context, doc map[string]any) (*Schema, error) {
 	raw, err := schemaJSON(doc)
 	if err != nil {
 		return nil, err
 	}
 	e := c.entry(raw)
+	if err := c.start(ctx, e, raw); err != nil {
+		return nil, err
+	}
 	select {
 	case <-e.done:
 		return e.schema, e.err
@@ -159,33 +183,39 @@ func (c *SchemaCache) Compile(ctx context.Context, doc map[string]any) (*Schema,
 	}
 }
 
-// held returns how many schemas the cache holds, compiled or under way.
-func (c *SchemaCache) held() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.recent.Len()
-}
-
-// entry returns the cache entry of raw, starting its compilation if it has
-// none, and evicts the least recently used beyond the cache's size.
-func (c *SchemaCache) entry(raw []byte) *schemaEntry {
-	key := sha256.Sum256(raw)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
-		c.recent.MoveToFront(el)
-		return el.Value.(*schemaEntry)
+// start returns once e's compilation is under way, waiting for a compiler to
+// start it unless another caller does first, or with ctx's error once ctx
+// ends: only a caller that still wants the schema starts its compilation.
+func (c *SchemaCache) start(ctx context.Context, e *schemaEntry, raw []byte) error {
+	select {
+	case <-e.started: // done or under way: no compiler is taken
+		return nil
+	default:
 	}
-	e := &schemaEntry{key: key, done: make(chan struct{})}
-	c.entries[key] = c.recent.PushFront(e)
-	for c.recent.Len() > c.size {
-		oldest := c.recent.Back()
-		c.recent.Remove(oldest)
-		delete(c.entries, oldest.Value.(*schemaEntry).key)
+	select {
+	case <-e.started:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case c.compilers <- struct{}{}:
 	}
-	// Ends when the compilation does; an entry evicted meanwhile is still
-	// completed for those waiting on it.
+	c.mu.Lock()
+	// A caller whose ctx ended as a compiler came free starts nothing:
+	// select picks at random among the cases ready.
+	first := !e.begun && ctx.Err() == nil
+	if first {
+		e.begun = true
+	}
+	c.mu.Unlock()
+	if !first {
+		<-c.compilers
+		return ctx.Err() // nil when another caller started it
+	}
+	close(e.started)
+	// Ends when the compilation does, and gives its compiler back then; an
+	// entry evicted meanwhile is still completed for those waiting on it.
 	go func() {
+		defer func() { <-c.compilers }()
 		defer close(e.done)
 		defer func() {
 			// Outside input must not crash the process, even through
@@ -196,6 +226,34 @@ func (c *SchemaCache) entry(raw []byte) *schemaEntry {
 		}()
 		e.schema, e.err = c.compile(raw)
 	}()
+	return nil
+}
+
+// held returns how many schemas the cache holds, compiled, under way or
+// waiting for a compiler.
+func (c *SchemaCache) held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recent.Len()
+}
+
+// entry returns the cache entry of raw, adding one if it has none, and evicts
+// the least recently used beyond the cache's size.
+func (c *SchemaCache) entry(raw []byte) *schemaEntry {
+	key := sha256.Sum256(raw)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		c.recent.MoveToFront(el)
+		return el.Value.(*schemaEntry)
+	}
+	e := &schemaEntry{key: key, started: make(chan struct{}), done: make(chan struct{})}
+	c.entries[key] = c.recent.PushFront(e)
+	for c.recent.Len() > c.size {
+		oldest := c.recent.Back()
+		c.recent.Remove(oldest)
+		delete(c.entries, oldest.Value.(*schemaEntry).key)
+	}
 	return e
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -159,8 +160,10 @@ func TestCompileSchemaBoundsPatterns(t *testing.T) {
 }
 
 // TestCompileSchemaLargestAllowed compiles schemas at the limits, to show that
-// none allowed is slow: the reason a compilation needs no more bound than the
-// wait for it being cancellable (see TestSchemaCacheCompileHonoursContext).
+// none allowed is slow: the reason a compilation needs no bound of its own
+// beyond the wait for it being cancellable (see
+// TestSchemaCacheCompileHonoursContext) and how many run at once (see
+// TestSchemaCacheBoundsCompilationsAtOnce).
 func TestCompileSchemaLargestAllowed(t *testing.T) {
 	var refs strings.Builder
 	refs.WriteString(`{"$ref":"#/$defs/d0","$defs":{`)
@@ -287,6 +290,112 @@ func TestSchemaCacheCompileHonoursContext(t *testing.T) {
 	if got := compiled.Load(); got != 1 {
 		t.Fatalf("%d compilations, want 1 shared by every caller", got)
 	}
+}
+
+// heldCompilations replaces c's compiler with one that counts the
+// compilations under way and started, and holds each back until gate is
+// closed.
+func heldCompilations(c *SchemaCache, gate chan struct{}) (running, started *atomic.Int32) {
+	running, started = new(atomic.Int32), new(atomic.Int32)
+	compile := c.compile
+	c.compile = func(raw []byte) (*Schema, error) {
+		running.Add(1)
+		defer running.Add(-1)
+		started.Add(1)
+		<-gate
+		return compile(raw)
+	}
+	return running, started
+}
+
+// distinctSchema is a small schema that differs for each i.
+func distinctSchema(i int) map[string]any {
+	return map[string]any{"type": "string", "description": fmt.Sprint(i)}
+}
+
+// TestSchemaCacheBoundsCompilationsAtOnce: the compiler cannot be
+// interrupted, so a flood of distinct schemas, each within the limits, must
+// not start a compilation apiece. Beyond the cache's compilers, callers wait
+// for one to come free, and each of their schemas is still compiled once.
+func TestSchemaCacheBoundsCompilationsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := runtime.GOMAXPROCS(0) + 6
+		c := NewSchemaCache(n)
+		compilers := cap(c.compilers)
+		gate := make(chan struct{})
+		running, started := heldCompilations(c, gate)
+		errs := make(chan error, 2*n)
+		for i := range n {
+			for range 2 { // two callers share each compilation
+				go func() {
+					_, err := c.Compile(context.Background(), distinctSchema(i))
+					errs <- err
+				}()
+			}
+		}
+		synctest.Wait() // every caller waits: for a compilation, or for a compiler
+		if got := running.Load(); got != int32(compilers) {
+			t.Errorf("%d compilations under way for %d distinct schemas, want the cache's %d compilers", got, n, compilers)
+		}
+		close(gate)
+		for range 2 * n {
+			if err := <-errs; err != nil {
+				t.Errorf("a caller that waited for a compiler: %v", err)
+			}
+		}
+		if got := started.Load(); got != int32(n) {
+			t.Errorf("%d compilations for %d distinct schemas, want one each", got, n)
+		}
+	})
+}
+
+// TestSchemaCacheStartsNoCompilationNobodyWaitsFor: a caller that waits for
+// a compiler waits under its own context and returns its error when it
+// ends, as the ask endpoint does after compileWait. A schema whose every
+// caller gave up before a compiler came free is not compiled then, which
+// would cost the compiler for no one, but by the next caller that sends it.
+func TestSchemaCacheStartsNoCompilationNobodyWaitsFor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewSchemaCache(SchemaCacheSize)
+		compilers := cap(c.compilers)
+		gate := make(chan struct{})
+		_, started := heldCompilations(c, gate)
+		held := make(chan error, compilers)
+		for i := range compilers {
+			go func() {
+				_, err := c.Compile(context.Background(), distinctSchema(i))
+				held <- err
+			}()
+		}
+		synctest.Wait() // every compiler busy
+		const abandoned = 3
+		for i := range abandoned {
+			// The wait ends on the bubble's clock, which moves on
+			// once every goroutine waits.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := c.Compile(ctx, distinctSchema(compilers+i))
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Compile waiting for a compiler = %v, want context.DeadlineExceeded", err)
+			}
+		}
+		close(gate)
+		for range compilers {
+			if err := <-held; err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait() // whatever would start has started and ended
+		if got := started.Load(); got != int32(compilers) {
+			t.Fatalf("%d compilations started, want %d: none for the %d schemas no caller waits for", got, compilers, abandoned)
+		}
+		if _, err := c.Compile(context.Background(), distinctSchema(compilers)); err != nil {
+			t.Fatalf("a schema sent again after its callers gave up: %v", err)
+		}
+		if got := started.Load(); got != int32(compilers)+1 {
+			t.Fatalf("%d compilations started, want %d", got, compilers+1)
+		}
+	})
 }
 
 func TestSchemaCacheSurvivesACompilerPanic(t *testing.T) {

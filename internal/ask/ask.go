@@ -273,9 +273,10 @@ func (s *server) ask(chainName string, r micro.Request) {
 
 // compiles reports whether the request's response_schema, if any,
 // compiles, and refuses the request when it does not: a processor would
-// dead-letter it bad_request. A compilation that outlasts compileWait is
-// left to the processor: micro hands an endpoint one request at a time,
-// and the requests behind it wait too.
+// dead-letter it bad_request. A compilation that outlasts compileWait, or
+// waits that long for the cache to start it, is left to the processor:
+// micro hands an endpoint one request at a time, and the requests behind it
+// wait too.
 func (s *server) compiles(d *wire.Decoded, r micro.Request, msg *nats.Msg, id string) bool {
 	if d.ResponseSchema == nil {
 		return true
