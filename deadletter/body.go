@@ -9,10 +9,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/internal/msgpackwalk"
 	"github.com/detourhq/detour/wire"
@@ -77,10 +75,9 @@ func readFields(data []byte, header nats.Header) bodyFields {
 			v, ok := msgpackwalk.String(val)
 			if !ok && e.Key == fieldDeadline && msgpackwalk.IsTimestamp(val) {
 				// A deadline may be a msgpack timestamp (docs/requests.md).
-				var t time.Time
-				if ok = msgpack.Unmarshal(val, &t) == nil; ok {
-					v = t.UTC().Format(time.RFC3339Nano)
-				}
+				var err error
+				v, err = wire.MsgpackDeadline(val)
+				ok = err == nil
 			}
 			if !ok {
 				continue

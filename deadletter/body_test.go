@@ -45,6 +45,10 @@ func TestReadFields(t *testing.T) {
 		{"msgpack timestamp deadline", mustMsgpack(t, map[string]any{"id": "t", "deadline": time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)}), nil,
 			bodyFields{"t", "2030-01-02T03:04:05.000000006Z"}},
 		{"msgpack timestamp id", mustMsgpack(t, map[string]any{"id": time.Unix(5, 0)}), nil, bodyFields{}},
+		// -2^63 seconds: no RFC 3339 time, and no year with the wrong sign.
+		{"msgpack timestamp outside RFC 3339", append([]byte{0x82, 0xa2, 'i', 'd', 0xa1, 't',
+			0xa8, 'd', 'e', 'a', 'd', 'l', 'i', 'n', 'e', 0xc7, 12, 0xff, 0, 0, 0, 0, 0x80}, make([]byte, 7)...), nil,
+			bodyFields{ID: "t"}},
 		{"msgpack not a map", mustMsgpack(t, []string{"id", "x"}), nil, bodyFields{}},
 		{"msgpack truncated", mustMsgpack(t, map[string]any{"id": "abc"})[:5], nil, bodyFields{}},
 		{"unsupported content type", []byte(`{"id":"a"}`), nats.Header{"Content-Type": []string{"text/plain"}}, bodyFields{}},

@@ -3,6 +3,7 @@ package deadletter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -187,6 +188,15 @@ func TestReplayDeadline(t *testing.T) {
 	}
 	if _, err := e.store.Get(ctx, seq); err != nil {
 		t.Fatalf("refused dead letter lost: %v", err)
+	}
+	// Read as a processor reads it: RFC 3339 allows a lowercase 't' and 'z',
+	// and a leap second.
+	for i, passed := range []string{"2020-01-01t00:00:00z", "2016-12-31T23:59:60Z"} {
+		seq := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonExpired, SourceSeq: uint64(20 + i),
+			Data: jsonRequest(t, map[string]any{"id": fmt.Sprintf("late-%d", i), "deadline": passed})})
+		if _, err := e.store.Replay(ctx, seq, deadletter.ReplayOptions{}); !errors.Is(err, deadletter.ErrDeadlinePassed) {
+			t.Fatalf("replay with deadline %s: %v, want ErrDeadlinePassed", passed, err)
+		}
 	}
 	deadline := time.Now().Add(time.Hour).Truncate(time.Second)
 	r, err := e.store.Replay(ctx, seq, deadletter.ReplayOptions{Deadline: deadline})

@@ -190,8 +190,8 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 		}
 	}
 	if d.Deadline != "" {
-		t, err := time.Parse(time.RFC3339, d.Deadline)
-		if err != nil {
+		t, ok := ParseDeadline(d.Deadline)
+		if !ok {
 			return fmt.Errorf("%w: deadline %s is not an RFC 3339 time", ErrBadRequest, quote(d.Deadline))
 		}
 		d.DeadlineAt = t

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -285,11 +284,11 @@ func decodeMsgpackField(r *Request, key string, v []byte) error {
 	case "deadline":
 		switch {
 		case msgpackwalk.IsTimestamp(v):
-			var t time.Time
-			if msgpack.Unmarshal(v, &t) != nil {
-				return wrongKind()
+			s, err := MsgpackDeadline(v)
+			if err != nil {
+				return err
 			}
-			r.Deadline = t.UTC().Format(time.RFC3339Nano)
+			r.Deadline = s
 		case msgpackwalk.IsNil(v):
 			r.Deadline = ""
 		default:

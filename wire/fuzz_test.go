@@ -102,6 +102,11 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(compactMsgpack(f, map[string]any{"id": "t", "messages": []any{map[string]any{"role": "user"}},
 		"deadline": time.Unix(1_900_000_000, 5), "metadata": map[string]any{"n": 1, "f": float32(0.5), "u": uint64(math.MaxUint64)}}), false, false, "", "", uint64(1))
 	f.Add([]byte("hello there"), false, false, "m-1", "_INBOX.x", uint64(1))
+	// Deadlines at the edges: the zero time, the most negative msgpack
+	// timestamp, and a leap second.
+	f.Add([]byte(`{"id":"z","messages":[{"role":"user"}],"deadline":"0001-01-01T00:00:00Z"}`), false, false, "", "", uint64(1))
+	f.Add(compactMsgpack(f, map[string]any{"messages": []any{map[string]any{"role": "user"}}, "deadline": timestamp96(math.MinInt64, 0)}), false, false, "", "", uint64(1))
+	f.Add([]byte(`{"messages":[{"role":"user"}],"deadline":"2016-12-31t23:59:60z"}`), false, false, "", "", uint64(1))
 	// The cache controls: valid, of the wrong kinds, with an unknown key,
 	// and a scope that is no key token.
 	f.Add([]byte(`{"messages":[{"role":"user"}],"cache_scope":"t-1","cache":{"no_cache":true,"no_store":false,"stale_if_error":0}}`), false, false, "", "", uint64(1))
@@ -183,8 +188,13 @@ func FuzzDecodeRequest(f *testing.F) {
 				t.Fatalf("accepted a response_schema outside the limits: %v", err)
 			}
 		}
-		if d.Deadline != "" && d.DeadlineAt.IsZero() {
-			t.Fatalf("deadline %q accepted but not parsed", d.Deadline)
+		if d.Deadline != "" {
+			// The deadline kept is RFC 3339 text of the instant read, a
+			// msgpack timestamp's too; the zero time is a deadline like any.
+			again, err := wire.DecodeRequest(deadlineJSON(t, d.Deadline), nats.Header{}, 1, prefixes)
+			if err != nil || !again.DeadlineAt.Equal(d.DeadlineAt) {
+				t.Fatalf("deadline %q read as %v, but as %v (%v) in JSON", d.Deadline, d.DeadlineAt, again.DeadlineAt, err)
+			}
 		}
 		if withCT {
 			want := wire.MsgPack
