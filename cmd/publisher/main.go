@@ -133,8 +133,9 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 }
 
 // requests builds the requests of a run from the prompt or the file, and
-// the schema.
-func (f flags) requests(stdin io.Reader) ([]wire.Request, error) {
+// the schema. A file's reply_to must start with one of replyPrefixes, the
+// processors' DETOUR_REPLY_PREFIXES.
+func (f flags) requests(stdin io.Reader, replyPrefixes []string) ([]wire.Request, error) {
 	var reqs []wire.Request
 	if f.file == "" {
 		reqs = publisher.Copies(f.prompt, f.n)
@@ -149,7 +150,7 @@ func (f flags) requests(stdin io.Reader) ([]wire.Request, error) {
 			r, name = file, f.file
 		}
 		var err error
-		if reqs, err = publisher.ReadRequests(r, name); err != nil {
+		if reqs, err = publisher.ReadRequests(r, name, replyPrefixes); err != nil {
 			return nil, err
 		}
 	}
@@ -179,15 +180,15 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 		fmt.Fprintln(stdout, "publisher", buildinfo.Read())
 		return 0
 	}
-	reqs, err := f.requests(stdin)
-	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %v\n", err)
-		return 2
-	}
 	settings, err := config.LoadSettings()
 	if err != nil {
 		fmt.Fprintf(stderr, "publisher: %v\n", err)
 		return config.ExitConfig
+	}
+	reqs, err := f.requests(stdin, settings.ReplyPrefixes)
+	if err != nil {
+		fmt.Fprintf(stderr, "publisher: %v\n", err)
+		return 2
 	}
 	nc, err := natsconn.ConnectClient(settings, "detour-publisher")
 	if err != nil {

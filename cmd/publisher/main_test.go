@@ -25,6 +25,7 @@ import (
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/internal/service"
+	"github.com/detourhq/detour/stream"
 )
 
 // startProcessor runs an embedded server and a processor with chainFile on
@@ -113,28 +114,78 @@ func TestFlagsRefuseWhatCannotRun(t *testing.T) {
 }
 
 // TestABadLineSendsNothing: a file with one bad line is refused whole, with
-// the line's number, before anything is published.
+// the line's number, before anything is published. A reply_to is bad when
+// it is outside DETOUR_REPLY_PREFIXES, as the processors read it: they would
+// dead-letter it.
 func TestABadLineSendsNothing(t *testing.T) {
+	tests := map[string]struct {
+		prefixes string // DETOUR_REPLY_PREFIXES; "" for the default
+		line     string
+		want     string
+	}{
+		"wrong kind":       {"", `{"prompt":"two","max_tokens":"many"}`, `"max_tokens" must be a whole number`},
+		"empty id":         {"", `{"id":"","prompt":"two"}`, `"id" is empty`},
+		"outside defaults": {"", `{"prompt":"two","reply_to":"myapp.r2"}`, `must start with one of detour.results., _INBOX.`},
+		"outside own":      {"myapp.", `{"prompt":"two","reply_to":"_INBOX.r2"}`, `must start with one of myapp.`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			srv := natstest.Start(t)
+			nc, _ := natstest.Connect(t, srv)
+			var seen int
+			var mu sync.Mutex
+			if _, err := nc.Subscribe("detour.requests.>", func(*nats.Msg) { mu.Lock(); seen++; mu.Unlock() }); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
+			if tt.prefixes != "" {
+				t.Setenv("DETOUR_REPLY_PREFIXES", tt.prefixes)
+			}
+			file := writeFile(t, "r.jsonl", `{"prompt":"one"}`+"\n"+tt.line+"\n"+`{"prompt":"three"}`+"\n")
+			code, _, stderr := runPublisher(t, "-f", file)
+			if code != 2 || !strings.Contains(stderr, "1 bad line, nothing sent") || !strings.Contains(stderr, "line 2: ") || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 naming line 2 and %q", code, stderr, tt.want)
+			}
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if seen != 0 {
+				t.Fatalf("%d requests were published", seen)
+			}
+		})
+	}
+}
+
+// TestAReplySubjectUnderTheProcessorsPrefixesIsSent: DETOUR_REPLY_PREFIXES
+// widens what a file's reply_to may be, as it does for the processors.
+func TestAReplySubjectUnderTheProcessorsPrefixesIsSent(t *testing.T) {
 	srv := natstest.Start(t)
-	nc, _ := natstest.Connect(t, srv)
-	var seen int
-	var mu sync.Mutex
-	if _, err := nc.Subscribe("detour.requests.>", func(*nats.Msg) { mu.Lock(); seen++; mu.Unlock() }); err != nil {
+	nc, js := natstest.Connect(t, srv)
+	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000,
+		RequestTTL: time.Hour, ResultTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.SubscribeSync("detour.requests.>")
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
-	file := writeFile(t, "r.jsonl", `{"prompt":"one"}`+"\n"+`{"prompt":"two","max_tokens":"many"}`+"\n"+`{"prompt":"three"}`+"\n")
-	code, _, stderr := runPublisher(t, "-f", file)
-	if code != 2 || !strings.Contains(stderr, "1 bad line, nothing sent") || !strings.Contains(stderr, "line 2:") {
-		t.Fatalf("exit %d, stderr %q; want 2 naming line 2", code, stderr)
+	t.Setenv("DETOUR_REPLY_PREFIXES", "myapp.")
+	file := writeFile(t, "r.jsonl", `{"prompt":"one","reply_to":"myapp.r1"}`+"\n")
+	if code, _, stderr := runPublisher(t, "-wait=false", "-f", file); code != 0 {
+		t.Fatalf("exit %d, stderr %q; want the line sent", code, stderr)
 	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("nothing published: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if seen != 0 {
-		t.Fatalf("%d requests were published", seen)
+	if !strings.Contains(string(msg.Data), `"reply_to":"myapp.r1"`) {
+		t.Fatalf("published %s; want its reply_to", msg.Data)
 	}
 }
 

@@ -22,7 +22,7 @@ func TestReadRequestsGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, err = publisher.ReadRequests(f, path)
+	_, err = publisher.ReadRequests(f, path, nil)
 	if err == nil {
 		t.Fatal("accepted")
 	}

@@ -96,8 +96,11 @@ type fileLine struct {
 // trailing data and ids used twice; when any line is bad the error is a
 // *FileError naming each such line, and no request is returned, so a run
 // sends all of the file or none of it. name labels the errors.
-func ReadRequests(r io.Reader, name string) ([]wire.Request, error) {
-	lines, err := readLines(r, name)
+// replyPrefixes are the processors' DETOUR_REPLY_PREFIXES, which a line's
+// reply_to must start with (a processor dead-letters any other); nil
+// admits any valid subject.
+func ReadRequests(r io.Reader, name string, replyPrefixes []string) ([]wire.Request, error) {
+	lines, err := readLines(r, name, replyPrefixes)
 	if err != nil {
 		return nil, err
 	}
@@ -107,9 +110,10 @@ func ReadRequests(r io.Reader, name string) ([]wire.Request, error) {
 // ReadSamples reads a requests file as ReadRequests does and returns what
 // the chain is asked for each line, response_schema compiled. Each sample's
 // ID is the line's id or, when it gives none, "line N": the name the check
-// command shows it under.
+// command shows it under. Samples are not sent, so any valid reply_to
+// passes.
 func ReadSamples(r io.Reader, name string) ([]chain.Request, error) {
-	lines, err := readLines(r, name)
+	lines, err := readLines(r, name, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +135,7 @@ type checkedLine struct {
 	chain chain.Request
 }
 
-func readLines(r io.Reader, name string) ([]checkedLine, error) {
+func readLines(r io.Reader, name string, replyPrefixes []string) ([]checkedLine, error) {
 	var (
 		reqs         []checkedLine
 		bad          FileError
@@ -149,7 +153,7 @@ func readLines(r io.Reader, name string) ([]checkedLine, error) {
 			text = bytes.TrimPrefix(text, []byte("\ufeff"))
 		}
 		if trimmed := bytes.TrimSpace(text); len(trimmed) > 0 {
-			req, chainReq, err := parseLine(trimmed, &unknownField)
+			req, chainReq, err := parseLine(trimmed, replyPrefixes, &unknownField)
 			if err == nil && req.ID != "" {
 				if first, dup := idLine[req.ID]; dup {
 					err = fmt.Errorf("id %q is already used on line %d", req.ID, first)
@@ -198,7 +202,7 @@ func (e *placedError) Error() string { return e.err.Error() }
 // line's fields, not of Go types: `"messages" must be a list of
 // {"role","content"} objects`. unknownField is set when a field is not
 // known and not a near miss of one.
-func parseLine(data []byte, unknownField *bool) (wire.Request, chain.Request, error) {
+func parseLine(data []byte, replyPrefixes []string, unknownField *bool) (wire.Request, chain.Request, error) {
 	if err := wire.CheckJSONText(data, "the line"); err != nil {
 		return wire.Request{}, chain.Request{}, err
 	}
@@ -226,26 +230,41 @@ func parseLine(data []byte, unknownField *bool) (wire.Request, chain.Request, er
 	case len(req.Messages) == 0 && l.Prompt != "":
 		req.Messages = []chain.Message{{Role: "user", Content: l.Prompt}}
 	}
-	chainReq, err := check(req)
+	if l.ID == "" && givesID(raw) {
+		// Sent as it stands, a processor refuses it; left out, the client
+		// assigns one.
+		return req, chain.Request{}, errors.New(`"id" is empty: give one, or leave "id" out and one is assigned`)
+	}
+	chainReq, err := check(req, replyPrefixes)
 	return req, chainReq, err
+}
+
+// givesID reports whether the line, a JSON object, has an "id" key.
+func givesID(raw json.RawMessage) bool {
+	var probe struct {
+		ID *string `json:"id"`
+	}
+	return json.Unmarshal(raw, &probe) == nil && probe.ID != nil
 }
 
 // check applies to req the checks a processor makes on decoding
 // (docs/requests.md), so that a request it would dead-letter is refused
-// before sending, and returns what the chain is asked for req. The
-// processor's reply prefixes are its own setting, so any valid reply subject
-// passes here; and an empty id passes, since the client assigns one.
-func check(req wire.Request) (chain.Request, error) {
+// before sending, and returns what the chain is asked for req. A reply_to
+// must start with one of replyPrefixes (any valid subject when nil); an id
+// left out passes, since the client assigns one.
+func check(req wire.Request, replyPrefixes []string) (chain.Request, error) {
 	if req.ID == "" {
 		req.ID = "placeholder"
+	}
+	if replyPrefixes == nil {
+		replyPrefixes = []string{""} // the empty prefix admits every valid publish subject
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return chain.Request{}, err
 	}
 	header := nats.Header{wire.HeaderContentType: {wire.JSON.ContentType()}}
-	// The empty prefix admits every valid publish subject.
-	d, err := wire.DecodeRequest(body, header, 0, []string{""})
+	d, err := wire.DecodeRequest(body, header, 0, replyPrefixes)
 	if err != nil {
 		return chain.Request{}, err
 	}

@@ -19,7 +19,7 @@ func TestReadRequestsAcceptsTheRequestShapeAndPrompts(t *testing.T) {
    
 {"id":"a-3","prompt":"with crlf","response_schema":{"type":"object","required":["a"],"properties":{"a":{"type":"string"}}}}` + "\r\n" +
 		`{"messages":[{"role":"user","content":"no newline at the end"}],"deadline":"2030-01-01T00:00:00Z"}`
-	reqs, err := publisher.ReadRequests(strings.NewReader(file), "good.jsonl")
+	reqs, err := publisher.ReadRequests(strings.NewReader(file), "good.jsonl", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,12 +64,15 @@ func TestReadRequestsReportsABadLine(t *testing.T) {
 		"bad reply subject":      {`{"prompt":"x","reply_to":"a..b"}`, `: bad reply subject: "a..b" is not a valid publish subject: it has an empty token`},
 		"two values":             {`{"prompt":"x"} {"prompt":"y"}`, `, column 16: more than one JSON value on the line`},
 		"id used twice":          {`{"id":"dup","prompt":"x"}` + "\n" + `{"id":"dup","prompt":"y"}`, `: id "dup" is already used on line 3`},
+		"empty id":               {`{"id":"","prompt":"x"}`, `: "id" is empty: give one, or leave "id" out and one is assigned`},
+		"reply outside prefixes": {`{"prompt":"x","reply_to":"elsewhere.r1"}`, `: bad reply subject: "elsewhere.r1" must start with one of detour.results., _INBOX.`},
+		"reply on the API":       {`{"prompt":"x","reply_to":"$JS.API.STREAM.PURGE.DETOUR_REQUESTS"}`, `: bad reply subject: "$JS.API.STREAM.PURGE.DETOUR_REQUESTS" must start with one of detour.results., _INBOX.`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			file := good + "\n\n" + tt.line + "\n" + good + "\n"
 			badLine := 3 + strings.Count(tt.line, "\n")
-			reqs, err := publisher.ReadRequests(strings.NewReader(file), "reqs.jsonl")
+			reqs, err := publisher.ReadRequests(strings.NewReader(file), "reqs.jsonl", []string{"detour.results.", "_INBOX."})
 			if err == nil {
 				t.Fatalf("accepted: %+v", reqs)
 			}
@@ -99,7 +102,7 @@ func TestReadRequestsRefusesTextReadOtherThanWritten(t *testing.T) {
 		"{\"id\":\"a\xffb\",\"prompt\":\"x\"}": "line 1: the line is not valid UTF-8 at byte 8",
 		`{"prompt":"x\ud800"}`:                 "line 1: the line has a lone UTF-16 surrogate escape at byte 12",
 	} {
-		_, err := publisher.ReadRequests(strings.NewReader(line), "reqs.jsonl")
+		_, err := publisher.ReadRequests(strings.NewReader(line), "reqs.jsonl", nil)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", line, err, want)
 		}
@@ -109,7 +112,7 @@ func TestReadRequestsRefusesTextReadOtherThanWritten(t *testing.T) {
 // TestReadRequestsChecksTheSchema: a response_schema is compiled as a
 // processor would compile it.
 func TestReadRequestsChecksTheSchema(t *testing.T) {
-	_, err := publisher.ReadRequests(strings.NewReader(`{"prompt":"x","response_schema":{"type":12}}`), "reqs.jsonl")
+	_, err := publisher.ReadRequests(strings.NewReader(`{"prompt":"x","response_schema":{"type":12}}`), "reqs.jsonl", nil)
 	if err == nil || !strings.Contains(err.Error(), "line 1: bad request: response_schema is not a valid JSON Schema: at /type") {
 		t.Fatalf("error %v; want line 1 and response_schema", err)
 	}
@@ -117,7 +120,7 @@ func TestReadRequestsChecksTheSchema(t *testing.T) {
 
 func TestReadRequestsReportsTenBadLinesAndCountsTheRest(t *testing.T) {
 	file := strings.Repeat("hello\n", 25)
-	_, err := publisher.ReadRequests(strings.NewReader(file), "words.txt")
+	_, err := publisher.ReadRequests(strings.NewReader(file), "words.txt", nil)
 	var fileErr *publisher.FileError
 	if !errors.As(err, &fileErr) {
 		t.Fatalf("error %v; want a *FileError", err)
@@ -131,7 +134,7 @@ func TestReadRequestsReportsTenBadLinesAndCountsTheRest(t *testing.T) {
 }
 
 func TestReadRequestsRefusesAnEmptyFile(t *testing.T) {
-	if _, err := publisher.ReadRequests(strings.NewReader("\n  \n"), "empty.jsonl"); err == nil || !strings.Contains(err.Error(), "no requests") {
+	if _, err := publisher.ReadRequests(strings.NewReader("\n  \n"), "empty.jsonl", nil); err == nil || !strings.Contains(err.Error(), "no requests") {
 		t.Fatalf("error %v; want no requests", err)
 	}
 }
@@ -177,7 +180,7 @@ func TestWithSchemaKeepsARequestsOwnSchema(t *testing.T) {
 // TestReadRequestsTakesTheCacheFields: a line may carry the cache controls
 // and scope, which are checked like the processor checks them.
 func TestReadRequestsTakesTheCacheFields(t *testing.T) {
-	reqs, err := publisher.ReadRequests(strings.NewReader(`{"prompt":"hi","cache_scope":"t-1","cache":{"no_store":true,"stale_if_error":0}}`), "cache.jsonl")
+	reqs, err := publisher.ReadRequests(strings.NewReader(`{"prompt":"hi","cache_scope":"t-1","cache":{"no_store":true,"stale_if_error":0}}`), "cache.jsonl", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +188,7 @@ func TestReadRequestsTakesTheCacheFields(t *testing.T) {
 		t.Fatalf("request %+v, want the cache fields", reqs[0])
 	}
 	for _, line := range []string{`{"prompt":"hi","cache":{"no_stor":true}}`, `{"prompt":"hi","cache_scope":"a.b"}`} {
-		if _, err := publisher.ReadRequests(strings.NewReader(line), "bad.jsonl"); err == nil {
+		if _, err := publisher.ReadRequests(strings.NewReader(line), "bad.jsonl", nil); err == nil {
 			t.Errorf("%s: accepted", line)
 		}
 	}
@@ -195,7 +198,7 @@ func TestReadRequestsTakesTheCacheFields(t *testing.T) {
 // scalars; a response_schema holds lists and objects.
 func TestReadRequestsTakesNestedSchemas(t *testing.T) {
 	line := `{"prompt":"x","response_schema":{"type":"object","required":["answer"],"properties":{"answer":{"type":"string"}}}}`
-	reqs, err := publisher.ReadRequests(strings.NewReader(line), "reqs.jsonl")
+	reqs, err := publisher.ReadRequests(strings.NewReader(line), "reqs.jsonl", nil)
 	if err != nil || len(reqs) != 1 {
 		t.Fatalf("ReadRequests: %d requests, %v; want one", len(reqs), err)
 	}

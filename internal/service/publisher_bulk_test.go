@@ -53,7 +53,7 @@ func writeRequests(t *testing.T, n int) []wire.Request {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	reqs, err := publisher.ReadRequests(f, path)
+	reqs, err := publisher.ReadRequests(f, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
 		}
 		file.Write(append(line, '\n'))
 	}
-	if _, err := publisher.ReadRequests(strings.NewReader(file.String()), "reqs.jsonl"); err != nil {
+	if _, err := publisher.ReadRequests(strings.NewReader(file.String()), "reqs.jsonl", nil); err != nil {
 		t.Fatalf("client refuses a request: %v", err)
 	}
 	outcomes, err := c.Run(context.Background(), "default", reqs, publisher.Options{Wait: true, Timeout: 3 * time.Second})
