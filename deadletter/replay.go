@@ -181,12 +181,21 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 	if err != nil {
 		return fail("%w", err)
 	}
-	if dup && r.MsgID == origMsgID && ack.Sequence == m.SourceSeq {
-		// The stream still remembers the original request in its duplicate
-		// window and dropped this copy: queue it under the replay's own id.
-		ownID()
-		if ack, dup, err = s.publish(ctx, r.Subject, header, body, r.MsgID); err != nil {
+	if dup && r.MsgID == origMsgID {
+		// The stream remembers the id in its duplicate window: for the
+		// original request, for another request that reused the id since,
+		// or for an earlier replay of this dead letter. Only the last
+		// means the request is queued; otherwise queue it under the
+		// replay's own id, which a retried replay is a duplicate of.
+		ours, err := s.replays(ctx, ack.Sequence, m.Seq)
+		if err != nil {
 			return fail("%w", err)
+		}
+		if !ours {
+			ownID()
+			if ack, dup, err = s.publish(ctx, r.Subject, header, body, r.MsgID); err != nil {
+				return fail("%w", err)
+			}
 		}
 	}
 	r.StreamSeq, r.AlreadyQueued = ack.Sequence, dup
@@ -199,6 +208,25 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 			m.Seq, r.Subject, r.StreamSeq, err)
 	}
 	return r, nil
+}
+
+// replays reports whether the requests stream's message at seq is a replay
+// of the dead letter letterSeq. A message no longer there (taken and acked)
+// cannot tell: it counts as not one, since queueing a request again costs
+// at most a second answer, where taking it for queued would lose it.
+func (s *Store) replays(ctx context.Context, seq, letterSeq uint64) (bool, error) {
+	str, err := s.js.Stream(ctx, wire.RequestsStream)
+	if err != nil {
+		return false, fmt.Errorf("reading stream %s: %w", wire.RequestsStream, err)
+	}
+	msg, err := str.GetMsg(ctx, seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading %s sequence %d: %w", wire.RequestsStream, seq, err)
+	}
+	return msg.Header.Get(HeaderReplayOf) == strconv.FormatUint(letterSeq, 10), nil
 }
 
 // publish publishes a replayed request with msgID and reports whether the

@@ -134,6 +134,49 @@ func TestReplayInsideTheDuplicateWindow(t *testing.T) {
 	}
 }
 
+// TestReplayWhenAnotherRequestReusedTheID: ids may be reused, so the
+// duplicate window may remember a request's Nats-Msg-Id for another request
+// published since. The replay is then no duplicate of anything queued: it is
+// queued under "<msg id>-replay-<seq>", and the dead letter goes only then.
+func TestReplayWhenAnotherRequestReusedTheID(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	header := nats.Header{"Nats-Msg-Id": {"reused"}}
+	first := jsonRequest(t, map[string]any{"id": "reused", "messages": []any{map[string]any{"role": "user", "content": "first"}}})
+	// The first request was taken and dead-lettered; its message is gone
+	// from the requests stream. The second reuses its id.
+	dl := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonExpired, SourceSeq: 77, Data: first, Header: header})
+	second := jsonRequest(t, map[string]any{"id": "reused", "messages": []any{map[string]any{"role": "user", "content": "second"}}})
+	e.queueRequest("default", second, header)
+
+	r, err := e.store.Replay(ctx, dl, deadletter.ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMsgID := "reused-replay-" + strconv.FormatUint(dl, 10)
+	if r.AlreadyQueued || r.MsgID != wantMsgID {
+		t.Fatalf("Replayed %+v; want it queued under %s", r, wantMsgID)
+	}
+	q := e.queued("default")
+	if len(q) != 2 || string(q[1].Data) != string(first) || q[1].Header.Get("Nats-Msg-Id") != wantMsgID {
+		t.Fatalf("queue %v; want the second request, then the first replayed", q)
+	}
+
+	// What the window remembers may also be an earlier replay of the same
+	// dead letter, under the id it had (its removal failed, say): that one
+	// is queued, and nothing more is.
+	again := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonExpired, SourceSeq: 78, Data: first,
+		Header: nats.Header{"Nats-Msg-Id": {"again"}}})
+	e.queueRequest("default", first, nats.Header{"Nats-Msg-Id": {"again"}, deadletter.HeaderReplayOf: {strconv.FormatUint(again, 10)}})
+	r, err = e.store.Replay(ctx, again, deadletter.ReplayOptions{})
+	if err != nil || !r.AlreadyQueued || r.MsgID != "again" {
+		t.Fatalf("Replayed %+v (%v); want it found already queued", r, err)
+	}
+	if n := len(e.queued("default")); n != 3 {
+		t.Fatalf("%d queued; want 3, nothing more", n)
+	}
+}
+
 // TestReplayWithoutMsgID: a request published without Nats-Msg-Id gets a
 // replay id of its own, so a retried replay cannot queue it twice, and
 // keeps its id: the body's, or its old sequence written into the body.
