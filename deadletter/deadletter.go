@@ -87,7 +87,9 @@ func (p *Publisher) Publish(ctx context.Context, l Letter) error {
 	msg := nats.NewMsg(wire.DeadLetterSubject(l.Chain))
 	msg.Data = l.Data
 	for k, vs := range l.Header {
-		if isPublishDirective(k) {
+		// Detour-DLQ-* headers are this publisher's account of the dead
+		// letter: a request's own would be read as part of it.
+		if isPublishDirective(k) || hasPrefixFold(k, headerDLQPrefix) {
 			continue
 		}
 		msg.Header[k] = append([]string(nil), vs...)

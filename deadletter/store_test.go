@@ -292,6 +292,38 @@ func TestPublishDropsPublishDirectives(t *testing.T) {
 	}
 }
 
+// TestPublishDropsTheRequestsOwnDeadLetterHeaders: the Detour-DLQ-* headers
+// of a dead letter are the processor's account of it. A request that came
+// with such headers of its own would otherwise have its dead letter say it
+// was cut down (and refuse to replay), or name another id or attempts.
+func TestPublishDropsTheRequestsOwnDeadLetterHeaders(t *testing.T) {
+	e := newEnv(t)
+	seq := e.letter(deadletter.Letter{Chain: "default", Reason: deadletter.ReasonBadRequest, SourceSeq: 1,
+		Data: jsonRequest(t, map[string]any{"id": "mine"}),
+		Header: nats.Header{
+			deadletter.HeaderTrimmed: {"true"}, "detour-dlq-original-size": {"123456"},
+			deadletter.HeaderOriginalMsgID: {"someone-elses-id"}, deadletter.HeaderAttempts: {`[{"provider":"forged"}]`},
+			"Detour-Dlq-Reason": {"auth"}, "X-Keep": {"k"},
+		}})
+	m, err := e.store.Get(context.Background(), seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range m.Header {
+		switch k {
+		case nats.MsgIdHdr, deadletter.HeaderReason, deadletter.HeaderSourceSeq, deadletter.HeaderDeliveries, deadletter.HeaderTime, "X-Keep":
+		default:
+			t.Errorf("dead letter header %s: %q, which the request brought", k, m.Header.Values(k))
+		}
+	}
+	if m.RequestID != "mine" || m.Reason != deadletter.ReasonBadRequest || len(m.Header.Values(deadletter.HeaderReason)) != 1 {
+		t.Fatalf("dead letter %+v, headers %v", m, m.Header)
+	}
+	if _, err := e.store.Replay(context.Background(), seq, deadletter.ReplayOptions{}); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+}
+
 // TestPurgeSelected: named sequences are removed and counted; a missing one
 // is reported and does not stop the others. Sequences and a filter together
 // are refused; the zero Selection removes everything.
