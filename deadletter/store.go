@@ -296,9 +296,15 @@ func count(ctx context.Context, str jetstream.Stream, f Filter) (n, last uint64,
 	return n, info.State.LastSeq, nil
 }
 
-// idleTimeout ends a listing when the server sends nothing for this long
-// although it said more messages were pending: they were removed meanwhile.
-const idleTimeout = 5 * time.Second
+// When the server sends nothing for idleTimeout although the listing has
+// not reached its end, the stream is asked whether the rest is still there:
+// it may have been removed meanwhile, or the server may be slow (a leader
+// election, a pause). A listing still missing dead letters after
+// idleStalls such waits fails rather than end short, since replay -all and
+// purge -reason would report success for part of what they were asked.
+var idleTimeout = 5 * time.Second
+
+const idleStalls = 3
 
 // each calls fn with every dead letter f selects, oldest first, reading the
 // stream through an ordered consumer (one flow, not a request per message).
@@ -323,19 +329,32 @@ func (s *Store) each(ctx context.Context, f Filter, fn func(Message) error) erro
 		return fmt.Errorf("deadletter: reading %s: %w", wire.DeadLetterStream, err)
 	}
 	defer it.Stop()
-	for {
+	var seq uint64 // the last read
+	for stalls := 0; ; {
 		msg, err := nextMsg(ctx, it)
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			more, err := remaining(ctx, str, f, seq+1, last)
+			switch {
+			case err != nil:
+				return fmt.Errorf("deadletter: reading %s: the server sent nothing for %s after sequence %d: %w", wire.DeadLetterStream, idleTimeout, seq, err)
+			case !more:
 				return nil // the rest was removed while we read
 			}
+			if stalls++; stalls == idleStalls {
+				return fmt.Errorf("deadletter: reading %s: the server sent nothing for %s after sequence %d, though dead letters up to %d remain",
+					wire.DeadLetterStream, idleStalls*idleTimeout, seq, last)
+			}
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("deadletter: reading %s: %w", wire.DeadLetterStream, err)
 		}
+		stalls = 0
 		meta, err := msg.Metadata()
 		if err != nil {
 			return fmt.Errorf("deadletter: reading %s: %w", wire.DeadLetterStream, err)
 		}
-		seq := meta.Sequence.Stream
+		seq = meta.Sequence.Stream
 		if seq > last {
 			return nil // stored after the listing began
 		}
@@ -349,6 +368,21 @@ func (s *Store) each(ctx context.Context, f Filter, fn func(Message) error) erro
 			return nil
 		}
 	}
+}
+
+// remaining reports whether the stream holds a dead letter f's subject
+// selects between sequences from and last.
+func remaining(ctx context.Context, str jetstream.Stream, f Filter, from, last uint64) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, idleTimeout)
+	defer cancel()
+	m, err := str.GetMsg(ctx, from, jetstream.WithGetMsgSubject(f.subject()))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return m.Sequence <= last, nil
 }
 
 func nextMsg(ctx context.Context, it jetstream.MessagesContext) (jetstream.Msg, error) {
