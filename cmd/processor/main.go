@@ -186,6 +186,7 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	defer conn.Close()
 	logger.Info("connected to NATS", "url", conn.URL())
 	m := metrics.New()
+	m.SetLogger(logger)
 	p, err := service.New(ctx, service.Options{Settings: settings, File: file, Conn: conn.NATS(), Logger: logger, Metrics: m})
 	if err != nil && ctx.Err() != nil {
 		// A stop signal during start-up is a stop, not a failure.

@@ -1,11 +1,14 @@
 package metrics
 
 import (
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/kvstate"
 )
 
@@ -13,14 +16,45 @@ import (
 // it at now: the fleet's view, whichever processor wrote it.
 type StatusFunc func(now time.Time) []kvstate.ProviderStatus
 
+// MaxOtherProviders bounds the providers reported besides those of the
+// processor's own chain file. The other names are read from the provider
+// bucket, where anyone allowed to write can add a key, and each name would
+// otherwise be two series on every processor's /metrics and a row of every
+// status page.
+const MaxOtherProviders = 64
+
+// ReportedProviders picks from rows, sorted by provider name as
+// kvstate.Store.Status returns them, those that /metrics and the status page
+// report: every provider of own (the processor's chain file) and, of the
+// others, those whose name is a valid provider name (config.ValidName), up
+// to MaxOtherProviders of them in name order. It returns the rows kept, in
+// their order, and how many it left out.
+func ReportedProviders(rows []kvstate.ProviderStatus, own []string) (kept []kvstate.ProviderStatus, omitted int) {
+	kept = make([]kvstate.ProviderStatus, 0, min(len(rows), len(own)+MaxOtherProviders))
+	others := 0
+	for _, r := range rows {
+		switch {
+		case slices.Contains(own, r.Provider):
+		case config.ValidName(r.Provider) && others < MaxOtherProviders:
+			others++
+		default:
+			omitted++
+			continue
+		}
+		kept = append(kept, r)
+	}
+	return kept, omitted
+}
+
 // fleetCollector exports the mirror's view at scrape time, so that every
 // processor reports the state of every provider, not only what it did
 // itself.
 type fleetCollector struct {
-	state, remaining *prometheus.Desc
+	state, remaining, omitted *prometheus.Desc
 
 	mu     sync.Mutex
 	status StatusFunc
+	own    []string
 	now    func() time.Time
 }
 
@@ -32,6 +66,10 @@ func newFleetCollector() *fleetCollector {
 		remaining: prometheus.NewDesc("detour_cooldown_remaining_seconds",
 			"Seconds left in each provider's cooldown (0 when none runs).",
 			[]string{"provider"}, nil),
+		omitted: prometheus.NewDesc("detour_provider_names_omitted",
+			fmt.Sprintf("Provider names with state in the provider bucket that detour_provider_state and the status page leave out: "+
+				"not valid provider names, or past the first %d besides the chain file's own.", MaxOtherProviders),
+			nil, nil),
 		now: time.Now,
 	}
 }
@@ -39,32 +77,49 @@ func newFleetCollector() *fleetCollector {
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.state
 	ch <- c.remaining
+	ch <- c.omitted
 }
 
 func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	status, now := c.status, c.now()
+	status, own, now := c.status, c.own, c.now()
 	c.mu.Unlock()
 	if status == nil {
 		return
 	}
-	for _, r := range status(now) {
-		ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, float64(r.State), r.Provider)
+	rows, omitted := ReportedProviders(status(now), own)
+	for _, r := range rows {
 		left := 0.0
 		if !r.CooldownUntil.IsZero() && r.CooldownUntil.After(now) {
 			left = r.CooldownUntil.Sub(now).Seconds()
 		}
-		ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, left, r.Provider)
+		// A name the registry refuses costs its own series, not the
+		// scrape: a panic here would fail every scrape of the fleet.
+		state, err := prometheus.NewConstMetric(c.state, prometheus.GaugeValue, float64(r.State), r.Provider)
+		if err != nil {
+			omitted++
+			continue
+		}
+		remaining, err := prometheus.NewConstMetric(c.remaining, prometheus.GaugeValue, left, r.Provider)
+		if err != nil {
+			omitted++
+			continue
+		}
+		ch <- state
+		ch <- remaining
 	}
+	ch <- prometheus.MustNewConstMetric(c.omitted, prometheus.GaugeValue, float64(omitted))
 }
 
 // ReportStates makes detour_provider_state and
-// detour_cooldown_remaining_seconds read status at every scrape.
-func (m *Metrics) ReportStates(status StatusFunc) {
+// detour_cooldown_remaining_seconds read status at every scrape, for the
+// providers ReportedProviders keeps with own, the chain file's providers.
+func (m *Metrics) ReportStates(status StatusFunc, own ...string) {
 	if m == nil {
 		return
 	}
 	m.fleet.mu.Lock()
 	m.fleet.status = status
+	m.fleet.own = slices.Clone(own)
 	m.fleet.mu.Unlock()
 }

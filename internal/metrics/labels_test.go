@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/metrics"
 )
@@ -95,4 +96,30 @@ func strs[T ~string](values []T) []string {
 		s[i] = string(v)
 	}
 	return s
+}
+
+// TestLabelValuesFromOutsideAreMadeValid: a chain, provider or model name
+// that is not valid UTF-8 would make the registry panic while a delivery
+// is settled; such bytes are counted as U+FFFD instead, and a model name of
+// any length is cut to 128 bytes.
+func TestLabelValuesFromOutsideAreMadeValid(t *testing.T) {
+	m := metrics.New()
+	m.Settled("c\xff", metrics.OutcomeOK)
+	m.Nak("c\xff", metrics.NakFailures)
+	m.Attempts([]chain.Attempt{{Provider: "p\xff", Outcome: chain.OutcomeFailed, Class: chain.ClassNetwork}})
+	m.Usage(chain.Result{Status: chain.StatusOK, Provider: "p\xff", Model: "m\xff", Usage: chain.Usage{PromptTokens: 1}})
+	long := strings.Repeat("é", 100) // 200 bytes
+	m.Usage(chain.Result{Status: chain.StatusOK, Provider: "p", Model: long, Usage: chain.Usage{PromptTokens: 1}})
+	text := scrape(t, m)
+	for _, series := range []string{
+		`detour_requests_total{chain="c` + "\uFFFD" + `",outcome="ok"} 1`,
+		`detour_naks_total{chain="c` + "\uFFFD" + `",reason="failures"} 1`,
+		`detour_provider_calls_total{class="network",provider="p` + "\uFFFD" + `"} 1`,
+		`detour_tokens_total{kind="prompt",model="m` + "\uFFFD" + `",provider="p` + "\uFFFD" + `"} 1`,
+		`detour_tokens_total{kind="prompt",model="` + long[:128] + `",provider="p"} 1`,
+	} {
+		if line(text, series) == "" {
+			t.Errorf("no series %s in\n%s", series, text)
+		}
+	}
 }

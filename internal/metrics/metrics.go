@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +32,8 @@ type Metrics struct {
 	fleet           *fleetCollector
 	rates           rates
 	models          modelLabels
+	// logger takes the errors of serving /metrics; nil for slog.Default().
+	logger atomic.Pointer[slog.Logger]
 }
 
 // latencyBuckets span a fast cache hit to a slow model call.
@@ -98,7 +102,7 @@ func New() *Metrics {
 // Settled counts a delivery's outcome.
 func (m *Metrics) Settled(chainName string, outcome Outcome) {
 	if m != nil {
-		m.requests.WithLabelValues(chainName, string(outcome)).Inc()
+		m.requests.WithLabelValues(labelValue(chainName), string(outcome)).Inc()
 	}
 }
 
@@ -108,16 +112,17 @@ func (m *Metrics) Attempts(attempts []chain.Attempt) {
 		return
 	}
 	for _, a := range attempts {
+		provider := labelValue(a.Provider)
 		if a.Outcome == chain.OutcomeSkipped {
-			m.skips.WithLabelValues(a.Provider, a.Class.String()).Inc()
+			m.skips.WithLabelValues(provider, a.Class.String()).Inc()
 			continue
 		}
 		class := a.Class.String()
 		if a.Class == chain.ClassNone {
 			class = "ok"
 		}
-		m.providerCalls.WithLabelValues(a.Provider, class).Inc()
-		m.callSeconds.WithLabelValues(a.Provider).Observe(float64(a.LatencyMs) / 1000)
+		m.providerCalls.WithLabelValues(provider, class).Inc()
+		m.callSeconds.WithLabelValues(provider).Observe(float64(a.LatencyMs) / 1000)
 	}
 }
 
@@ -125,7 +130,7 @@ func (m *Metrics) Attempts(attempts []chain.Attempt) {
 // it at now for Rates.
 func (m *Metrics) Answered(chainName string, sincePublished time.Duration, now time.Time, degraded bool) {
 	if m != nil {
-		m.requestSeconds.WithLabelValues(chainName).Observe(sincePublished.Seconds())
+		m.requestSeconds.WithLabelValues(labelValue(chainName)).Observe(sincePublished.Seconds())
 		m.rates.add(now, degraded)
 	}
 }
@@ -133,21 +138,21 @@ func (m *Metrics) Answered(chainName string, sincePublished time.Duration, now t
 // Nak counts a delivery handed back for later.
 func (m *Metrics) Nak(chainName string, reason NakReason) {
 	if m != nil {
-		m.naks.WithLabelValues(chainName, string(reason)).Inc()
+		m.naks.WithLabelValues(labelValue(chainName), string(reason)).Inc()
 	}
 }
 
 // DeadLetter counts a dead-lettered request.
 func (m *Metrics) DeadLetter(chainName string, reason deadletter.Reason) {
 	if m != nil {
-		m.deadLetters.WithLabelValues(chainName, string(reason)).Inc()
+		m.deadLetters.WithLabelValues(labelValue(chainName), labelValue(string(reason))).Inc()
 	}
 }
 
 // CooldownOpened counts a cooldown this processor opened.
 func (m *Metrics) CooldownOpened(provider string, class chain.Class) {
 	if m != nil {
-		m.cooldownsOpened.WithLabelValues(provider, class.String()).Inc()
+		m.cooldownsOpened.WithLabelValues(labelValue(provider), class.String()).Inc()
 	}
 }
 
@@ -162,6 +167,6 @@ func (m *Metrics) InFlight(delta int) {
 // took part: "hit", "miss" or "stale".
 func (m *Metrics) Cache(chainName, result string) {
 	if m != nil {
-		m.cache.WithLabelValues(chainName, result).Inc()
+		m.cache.WithLabelValues(labelValue(chainName), labelValue(result)).Inc()
 	}
 }

@@ -49,11 +49,12 @@ func (m *Metrics) Usage(res chain.Result) {
 	if res.Usage.PromptTokens <= 0 && res.Usage.CompletionTokens <= 0 && (res.Cost == nil || *res.Cost <= 0) {
 		return // nothing to add, and no model to take a label for
 	}
-	model := m.models.label(res.Provider, res.Model)
-	add(m.tokens, float64(res.Usage.PromptTokens), res.Provider, model, string(TokensPrompt))
-	add(m.tokens, float64(res.Usage.CompletionTokens), res.Provider, model, string(TokensCompletion))
+	provider := labelValue(res.Provider)
+	model := m.models.label(provider, labelValue(res.Model))
+	add(m.tokens, float64(res.Usage.PromptTokens), provider, model, string(TokensPrompt))
+	add(m.tokens, float64(res.Usage.CompletionTokens), provider, model, string(TokensCompletion))
 	if res.Cost != nil {
-		add(m.cost, *res.Cost, res.Provider, model)
+		add(m.cost, *res.Cost, provider, model)
 	}
 }
 

@@ -1,14 +1,19 @@
 package service_test
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/service"
+	"github.com/detourhq/detour/kvstate"
 )
 
 // withMetrics gives an assembled processor its own metrics.
@@ -131,5 +136,40 @@ chains:
 	}
 	if got := first.Requests() + second.Requests(); got != n+n/2 {
 		t.Errorf("providers received %d requests, want %d", got, n+n/2)
+	}
+}
+
+// TestTheChainFilesProvidersAreAlwaysReported: /metrics reports a bounded
+// number of the provider names the bucket holds besides the chain file's,
+// since anyone who may write to it can add one, but never leaves out the
+// chain file's own, wherever they sort.
+func TestTheChainFilesProvidersAreAlwaysReported(t *testing.T) {
+	h := newHarness(t)
+	file := parseChainFile(t, outageChain("http://127.0.0.1:1", "http://127.0.0.1:1", 3))
+	m := metrics.New()
+	h.assemble(file, testSettings(), true, withMetrics(m))
+	ctx := context.Background()
+	kv, err := h.js.KeyValue(ctx, kvstate.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const extra = 6
+	for i := range metrics.MaxOtherProviders + extra {
+		if _, err := kv.Put(ctx, fmt.Sprintf("a%03d.health", i), []byte(`{"consecutive_failures":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "the names past the bound are counted", func() bool {
+		return gathered(t, m, "detour_provider_names_omitted") == extra
+	})
+	rec := httptest.NewRecorder()
+	m.Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, p := range []string{"backup", "dead"} {
+		if !strings.Contains(rec.Body.String(), `detour_provider_state{provider="`+p+`"}`) {
+			t.Errorf("/metrics leaves out %s, a provider of the chain file", p)
+		}
+	}
+	if n := strings.Count(rec.Body.String(), "\ndetour_provider_state{"); n != metrics.MaxOtherProviders+2 {
+		t.Errorf("%d providers reported, want the chain file's 2 and %d others", n, metrics.MaxOtherProviders)
 	}
 }

@@ -98,7 +98,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	store := kvstate.New(js, kv, kvstate.Options{ID: id, Logger: opts.Logger, Replicas: s.Replicas,
 		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) }})
 	providers := lo.Map(opts.File.Providers, func(p config.Provider, _ int) string { return p.Name })
-	opts.Metrics.ReportStates(func(now time.Time) []kvstate.ProviderStatus { return store.Status(now, providers...) })
+	opts.Metrics.ReportStates(func(now time.Time) []kvstate.ProviderStatus { return store.Status(now, providers...) }, providers...)
 	built, err := chains.Build(opts.File, store, opts.HTTPClient, opts.Logger)
 	if err != nil {
 		return nil, err

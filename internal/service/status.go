@@ -36,7 +36,7 @@ func (p *Processor) snapshot() statuspage.Snapshot {
 	return statuspage.Snapshot{
 		Now:           now.UTC(),
 		Processor:     p.id,
-		Providers:     statuspage.Rows(now, p.store.Status(now, p.providers...)),
+		Providers:     statuspage.Rows(now, p.store.Status(now, p.providers...), p.providers...),
 		Events:        p.events.Latest(),
 		PerSecond:     perSecond,
 		DegradedShare: degraded,

@@ -6,5 +6,6 @@
 // the latest outage events; answers per second and the degraded share; and
 // provider names that processors define differently. What it shows comes
 // from the processor's provider-state mirror, so every processor shows the
-// whole fleet's view.
+// whole fleet's view, of the providers /metrics reports too: those of its
+// chain file and a bounded number of others (metrics.ReportedProviders).
 package statuspage

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/internal/fleet"
+	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/kvstate"
 )
 
@@ -38,8 +39,11 @@ type Provider struct {
 	RemainingS float64 `json:"cooldown_remaining_s"`
 }
 
-// Rows turns status rows into the page's, with the time left at now.
-func Rows(now time.Time, rows []kvstate.ProviderStatus) []Provider {
+// Rows turns status rows into the page's, with the time left at now: those
+// of the providers that /metrics reports too (metrics.ReportedProviders),
+// every one of own, the chain file's, and a bounded number of others.
+func Rows(now time.Time, rows []kvstate.ProviderStatus, own ...string) []Provider {
+	rows, _ = metrics.ReportedProviders(rows, own)
 	out := make([]Provider, len(rows))
 	for i, r := range rows {
 		out[i] = Provider{ProviderStatus: r}

@@ -2,12 +2,14 @@ package statuspage_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/statuspage"
 	"github.com/detourhq/detour/kvstate"
 )
@@ -71,5 +73,27 @@ func TestEventsKeepsTheLatest(t *testing.T) {
 	got := e.Latest()
 	if len(got) != 3 || got[0].Provider != "c" || got[2].Provider != "e" {
 		t.Errorf("Latest() = %v, want c, d, e", got)
+	}
+}
+
+// TestRowsBoundTheProviders: the page lists the providers /metrics
+// reports: every one of the chain file, and of the other names in the
+// bucket only valid provider names, up to metrics.MaxOtherProviders in
+// name order.
+func TestRowsBoundTheProviders(t *testing.T) {
+	var rows []kvstate.ProviderStatus
+	for i := range metrics.MaxOtherProviders + 10 {
+		rows = append(rows, kvstate.ProviderStatus{Provider: fmt.Sprintf("p%03d", i)})
+	}
+	rows = append(rows, kvstate.ProviderStatus{Provider: "x\xff"}, kvstate.ProviderStatus{Provider: "zz-own"})
+	got := statuspage.Rows(time.Now(), rows, "zz-own")
+	if len(got) != metrics.MaxOtherProviders+1 {
+		t.Fatalf("%d rows, want %d others and the chain file's one", len(got), metrics.MaxOtherProviders)
+	}
+	if last := got[len(got)-1].Provider; last != "zz-own" {
+		t.Errorf("last row %q, want the chain file's zz-own", last)
+	}
+	if p := got[metrics.MaxOtherProviders-1].Provider; p != fmt.Sprintf("p%03d", metrics.MaxOtherProviders-1) {
+		t.Errorf("last other row %q, want the first %d by name", p, metrics.MaxOtherProviders)
 	}
 }
