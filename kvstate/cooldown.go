@@ -49,8 +49,10 @@ func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, t
 		if err != nil {
 			return fmt.Errorf("kvstate: reading %s: %w", key, err)
 		}
-		var running Cooldown
-		if json.Unmarshal(cur.Value(), &running) == nil && !running.Until.Before(c.Until) {
+		// Bounded as the mirror bounds it: a hand-written key that claims to
+		// run for years is replaced like any that ends sooner than c.
+		running, _, err := decode[Cooldown](cur.Value(), boundsFor(provider, cur.Created(), s.opts.Ceiling))
+		if err == nil && !running.Until.Before(c.Until) {
 			s.keep(func(m *mirror) bool { return m.cooldowns.set(provider, running, cur.Revision()) })
 			return nil
 		}

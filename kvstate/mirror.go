@@ -1,8 +1,8 @@
 package kvstate
 
 import (
-	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -28,22 +28,23 @@ func (m mirrorMap[T]) set(provider string, value T, rev uint64) bool {
 	return true
 }
 
-// apply folds a watcher entry in: a put stores its value, a delete or purge
-// (including a TTL expiry marker) removes the key.
-func (m mirrorMap[T]) apply(provider string, e jetstream.KeyValueEntry) error {
+// applyEntry folds a watcher entry into m: a put stores its value, bounded
+// (see bounds), a delete or purge (including a TTL expiry marker) removes
+// the key. notes names the fields of the value that were out of range.
+func applyEntry[T any, P boundedValue[T]](m mirrorMap[T], provider string, e jetstream.KeyValueEntry, b bounds) (notes []string, err error) {
 	if cur, ok := m[provider]; ok && cur.rev >= e.Revision() {
-		return nil
+		return nil, nil
 	}
 	if e.Operation() != jetstream.KeyValuePut {
 		delete(m, provider)
-		return nil
+		return nil, nil
 	}
-	var value T
-	if err := json.Unmarshal(e.Value(), &value); err != nil {
-		return err
+	value, notes, err := decode[T, P](e.Value(), b)
+	if err != nil {
+		return nil, err
 	}
 	m[provider] = versioned[T]{value: value, rev: e.Revision()}
-	return nil
+	return notes, nil
 }
 
 // mirror is a local copy of the bucket, one map per kind of key. Revisions
@@ -60,19 +61,21 @@ func newMirror() *mirror {
 }
 
 // apply folds one bucket entry into the mirror, ignoring keys of no kind it
-// knows and entries older than what it holds.
-func (m *mirror) apply(e jetstream.KeyValueEntry) error {
+// knows and entries older than what it holds. ceiling is Options.Ceiling;
+// notes names the fields of the value that were out of range.
+func (m *mirror) apply(e jetstream.KeyValueEntry, ceiling func(string) time.Duration) (notes []string, err error) {
 	provider, kind, ok := strings.Cut(e.Key(), ".")
 	if !ok {
-		return nil
+		return nil, nil
 	}
+	b := boundsFor(provider, e.Created(), ceiling)
 	switch kind {
 	case SuffixHealth:
-		return m.health.apply(provider, e)
+		return applyEntry(m.health, provider, e, b)
 	case SuffixCooldown:
-		return m.cooldowns.apply(provider, e)
+		return applyEntry(m.cooldowns, provider, e, b)
 	case SuffixProbe:
-		return m.probes.apply(provider, e)
+		return applyEntry(m.probes, provider, e, b)
 	}
-	return nil
+	return nil, nil
 }

@@ -1,7 +1,6 @@
 package kvstate
 
 import (
-	"encoding/json"
 	"sort"
 	"strings"
 	"time"
@@ -37,11 +36,13 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		return nil
 	}
 	ev := Event{Time: e.Created(), Provider: provider}
+	// A watch knows no provider's settings: DefaultCeiling bounds it.
+	b := boundsFor(provider, e.Created(), nil)
 	put := e.Operation() == jetstream.KeyValuePut
 	switch {
 	case kind == SuffixCooldown && put:
-		var c Cooldown
-		if json.Unmarshal(e.Value(), &c) != nil {
+		c, _, err := decode[Cooldown](e.Value(), b)
+		if err != nil {
 			return nil
 		}
 		t.cooling[provider] = c
@@ -59,15 +60,15 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		}
 		return []Event{ev}
 	case kind == SuffixProbe && put:
-		var p Probe
-		if json.Unmarshal(e.Value(), &p) != nil {
+		p, _, err := decode[Probe](e.Value(), b)
+		if err != nil {
 			return nil
 		}
 		ev.Kind, ev.Probe = EventProbe, &p
 		return append(t.ended(provider, ev.Time), ev)
 	case kind == SuffixHealth && put:
-		var h Health
-		if json.Unmarshal(e.Value(), &h) != nil {
+		h, _, err := decode[Health](e.Value(), b)
+		if err != nil {
 			return nil
 		}
 		before, known := t.health[provider]

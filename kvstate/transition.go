@@ -100,5 +100,8 @@ func wholeSeconds(d time.Duration) time.Duration {
 	return max(s, time.Second)
 }
 
+// maxReason bounds the error text stored in a KV value.
+const maxReason = 300
+
 // truncate bounds outside text stored in a KV value.
-func truncate(s string) string { return text.Cut(s, 300) }
+func truncate(s string) string { return text.Cut(s, maxReason) }

@@ -151,12 +151,7 @@ func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 				loaded = true
 				return w, nil
 			}
-			s.mu.Lock()
-			err := fresh.apply(e)
-			s.mu.Unlock()
-			if err != nil {
-				s.opts.Logger.Warn("ignoring unreadable value", "key", e.Key(), "err", err)
-			}
+			s.applyTo(func() *mirror { return fresh }, e)
 		case <-timeout.C:
 			return nil, fmt.Errorf("kvstate: reading %s: initial values not read within %s", Bucket, loadTimeout)
 		case <-ctx.Done():

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/text"
 )
 
 // Metadata keys of the micro service that carry the announcement.
@@ -49,11 +50,37 @@ func Definitions(file *config.File) map[string]Definition {
 type Instance struct {
 	Processor string                `json:"processor"`
 	Providers map[string]Definition `json:"providers"`
+	// Omitted counts the definitions of its announcement that Discover
+	// left out: over a bound, or not one a processor could announce.
+	Omitted int `json:"-"`
 }
 
+// Anyone on the NATS can answer a discovery (micro has no
+// authentication), so what one round keeps is bounded: a forger
+// announcing thousands of definitions costs a bounded amount of memory,
+// of log and of status, and the real processors' announcements, far
+// below these bounds, are read whole.
+const (
+	// MaxResponders is the most announcements a round keeps.
+	MaxResponders = 256
+	// MaxPerResponder is the most definitions a round keeps of one
+	// announcement.
+	MaxPerResponder = 128
+	// MaxDefinitions is the most definitions a round keeps in all.
+	MaxDefinitions = 2048
+	// MaxVariants is the most different definitions of one provider name
+	// a round keeps; those of processors that agree cost nothing more.
+	MaxVariants = 8
+	// maxText bounds each text field of a definition, in bytes; real ones
+	// are a few dozen.
+	maxText = 512
+	// maxProcessor bounds a processor id, <hostname>-<pid>-<random>.
+	maxProcessor = 300
+)
+
 // Discover asks every instance of the micro service service for its info
-// and returns the announcements that arrive within wait; an instance that
-// announces nothing (no processor key) is left out.
+// and returns the announcements that arrive within wait, within the bounds
+// above; an instance that announces nothing (no processor key) is left out.
 func Discover(ctx context.Context, nc *nats.Conn, service string, wait time.Duration) ([]Instance, error) {
 	subject, err := micro.ControlSubject(micro.InfoVerb, service, "")
 	if err != nil {
@@ -70,42 +97,111 @@ func Discover(ctx context.Context, nc *nats.Conn, service string, wait time.Dura
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	var out []Instance
-	for {
+	r := newRound()
+	for len(r.out) < MaxResponders {
 		msg, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return out, nil
+				return r.out, nil
 			}
-			return out, fmt.Errorf("fleet: reading %s replies: %w", subject, err)
+			return r.out, fmt.Errorf("fleet: reading %s replies: %w", subject, err)
 		}
 		var info micro.Info
 		if json.Unmarshal(msg.Data, &info) != nil {
 			continue
 		}
-		if in, ok := instanceOf(info.Metadata); ok {
-			out = append(out, in)
-		}
+		r.add(info.Metadata)
 	}
+	return r.out, nil
 }
 
-// instanceOf reads an announcement from micro metadata.
+// round is what one discovery has kept so far.
+type round struct {
+	out []Instance
+	// kept counts the definitions kept in all; variants the fingerprints
+	// kept of each provider name.
+	kept     int
+	variants map[string]map[string]bool
+}
+
+func newRound() *round { return &round{variants: map[string]map[string]bool{}} }
+
+// add keeps the announcement in md, within the round's bounds.
+func (r *round) add(md map[string]string) {
+	in, ok := instanceOf(md)
+	if !ok {
+		return
+	}
+	var names []string
+	for k := range md {
+		if name, ok := strings.CutPrefix(k, KeyProviderPrefix); ok {
+			names = append(names, name)
+		}
+	}
+	// In name order, so that what is kept of an announcement over the
+	// bounds does not change from round to round by map order alone.
+	slices.Sort(names)
+	for _, name := range names {
+		d, ok := definitionOf(name, md[KeyProviderPrefix+name])
+		if !ok || len(in.Providers) >= MaxPerResponder || r.kept >= MaxDefinitions {
+			in.Omitted++
+			continue
+		}
+		seen := r.variants[name]
+		if !seen[d.Fingerprint] {
+			if len(seen) >= MaxVariants {
+				in.Omitted++
+				continue
+			}
+			if seen == nil {
+				seen = map[string]bool{}
+				r.variants[name] = seen
+			}
+			seen[d.Fingerprint] = true
+		}
+		in.Providers[name] = d
+		r.kept++
+	}
+	r.out = append(r.out, in)
+}
+
+// instanceOf reads an announcement's processor from micro metadata; add
+// reads its definitions.
 func instanceOf(md map[string]string) (Instance, bool) {
-	in := Instance{Processor: md[KeyProcessor], Providers: map[string]Definition{}}
+	in := Instance{Processor: text.Cut(md[KeyProcessor], maxProcessor), Providers: map[string]Definition{}}
 	if in.Processor == "" {
 		return Instance{}, false
 	}
-	for k, v := range md {
-		name, ok := strings.CutPrefix(k, KeyProviderPrefix)
-		if !ok {
-			continue
-		}
-		var d Definition
-		if json.Unmarshal([]byte(v), &d) == nil {
-			in.Providers[name] = d
+	return in, true
+}
+
+// definitionOf reads the definition announced for name, if it is one a
+// processor could announce: a provider name a chain file accepts, a
+// fingerprint as Define makes them, and text fields within maxText.
+func definitionOf(name, value string) (Definition, bool) {
+	var d Definition
+	if !config.ValidName(name) || json.Unmarshal([]byte(value), &d) != nil || !isDigest(d.Fingerprint) {
+		return Definition{}, false
+	}
+	for _, f := range []string{d.Type, d.BaseURL, d.Model, d.Policy, d.Rules} {
+		if len(f) > maxText {
+			return Definition{}, false
 		}
 	}
-	return in, true
+	return d, true
+}
+
+// isDigest reports whether s is a digest as digest writes it.
+func isDigest(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Conflict is a provider name that processors define differently.

@@ -7,6 +7,10 @@
 // differently, so that a processor started with a stale chain file is
 // reported instead of quietly sharing cooldowns with a different provider.
 //
+// Anyone on the NATS can answer a discovery, so Discover keeps a bounded
+// share of what it hears (MaxResponders, MaxPerResponder, MaxDefinitions,
+// MaxVariants) and drops definitions no processor announces.
+//
 // A Definition never holds an API key or the name of its variable, and
 // its base URL is stripped of user information, query and fragment,
 // where a credential could hide.

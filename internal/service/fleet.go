@@ -2,12 +2,17 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/detourhq/detour/internal/ask"
 	"github.com/detourhq/detour/internal/fleet"
+	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/internal/wait"
 )
 
@@ -19,15 +24,24 @@ const (
 	fleetEvery = 30 * time.Second
 )
 
+// Bounds of one conflict's log line: a forged announcement can hold
+// thousands of definitions and processors, and every processor logs it.
+const (
+	// logDefinitions is the most definitions from elsewhere one line names.
+	logDefinitions = 4
+	// logProcessors is the most processors named for one definition.
+	logProcessors = 4
+	// logDefinitionBytes bounds one definition with its processors.
+	logDefinitionBytes = 400
+)
+
 // watchFleet compares this processor's providers with those every other
 // running processor announces, at start and every fleetEvery until ctx
-// ends. A conflict found at start is logged at error, naming both
-// definitions: this processor is the newcomer whose chain file differs.
-// One found later (another processor started since) is logged at warn,
-// once. detour_config_conflicts counts the provider names in conflict.
+// ends. detour_config_conflicts counts the provider names in conflict;
+// fleetLog says which conflicts are logged.
 func (p *Processor) watchFleet(ctx context.Context) {
 	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File)}
-	reported := map[string]bool{}
+	l := newFleetLog(self, p.opts.Logger)
 	for first := true; ; first = false {
 		others, err := fleet.Discover(ctx, p.opts.Conn, ask.ServiceName, fleetReplies)
 		if err != nil && ctx.Err() == nil {
@@ -39,29 +53,101 @@ func (p *Processor) watchFleet(ctx context.Context) {
 		p.conflicts = conflicts
 		p.fleetMu.Unlock()
 		p.opts.Metrics.ConfigConflicts(len(conflicts))
-		for _, c := range conflicts {
-			if reported[c.String()] {
-				continue
-			}
-			reported[c.String()] = true
-			mine := self.Providers[c.Provider]
-			var theirs []string
-			for _, h := range c.Definitions {
-				if h.Fingerprint != mine.Fingerprint {
-					theirs = append(theirs, h.Definition.String()+" on "+strings.Join(h.Processors, ", "))
-				}
-			}
-			log := p.opts.Logger.Warn
-			if first {
-				log = p.opts.Logger.Error
-			}
-			log("another processor defines a provider of this name differently; fix the chain files so that they agree",
-				"provider", c.Provider, "here", mine.String(), "processor", p.id, "elsewhere", theirs)
-		}
+		l.round(others, conflicts, first)
 		if wait.Sleep(ctx, fleetEvery) != nil {
 			return
 		}
 	}
+}
+
+// fleetLog logs the conflicts each check finds. A conflict found at start
+// is logged at error, naming both sides: this processor is the newcomer
+// whose chain file differs. One found later (another processor started
+// since) is logged at warn, once for as long as it stays the same. What it
+// remembers is one digest per provider name of this processor in conflict
+// now, so announcements that change every round cost no memory that grows.
+type fleetLog struct {
+	self   fleet.Instance
+	logger *slog.Logger
+	// reported maps a provider name in conflict to the digest of the
+	// conflict last logged for it.
+	reported map[string]string
+	// omitted is set once a check has said that it left definitions out.
+	omitted bool
+}
+
+func newFleetLog(self fleet.Instance, logger *slog.Logger) *fleetLog {
+	return &fleetLog{self: self, logger: logger, reported: map[string]string{}}
+}
+
+// round logs what one check found: the conflicts not logged as they stand
+// now, and, once, that announcements held more than a check keeps.
+func (l *fleetLog) round(others []fleet.Instance, conflicts []fleet.Conflict, first bool) {
+	omitted := 0
+	for _, in := range others {
+		omitted += in.Omitted
+	}
+	if omitted > 0 && !l.omitted {
+		l.omitted = true
+		l.logger.Warn("announcements of other processors held more definitions than a check reads; the rest were left out",
+			"left_out", omitted, "announcements", len(others))
+	}
+	now := make(map[string]string, len(conflicts))
+	for _, c := range conflicts {
+		now[c.Provider] = conflictDigest(c)
+	}
+	// Forget conflicts that ended: one that comes back is logged again.
+	maps.DeleteFunc(l.reported, func(name, _ string) bool { _, ok := now[name]; return !ok })
+	for _, c := range conflicts {
+		if l.reported[c.Provider] == now[c.Provider] {
+			continue
+		}
+		l.reported[c.Provider] = now[c.Provider]
+		mine := l.self.Providers[c.Provider]
+		var theirs []string
+		more := 0
+		for _, h := range c.Definitions {
+			switch {
+			case h.Fingerprint == mine.Fingerprint:
+			case len(theirs) == logDefinitions:
+				more++
+			default:
+				theirs = append(theirs, text.Cut(h.Definition.String()+" on "+namedProcessors(h.Processors), logDefinitionBytes))
+			}
+		}
+		log := l.logger.Warn
+		if first {
+			log = l.logger.Error
+		}
+		args := []any{"provider", c.Provider, "here", mine.String(), "processor", l.self.Processor, "elsewhere", theirs}
+		if more > 0 {
+			args = append(args, "elsewhere_not_shown", more)
+		}
+		log("another processor defines a provider of this name differently; fix the chain files so that they agree", args...)
+	}
+}
+
+// namedProcessors names at most logProcessors of processors, and how many
+// more there are.
+func namedProcessors(processors []string) string {
+	if len(processors) <= logProcessors {
+		return strings.Join(processors, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(processors[:logProcessors], ", "), len(processors)-logProcessors)
+}
+
+// conflictDigest stands for c in fleetLog's memory: it changes when a
+// definition or a processor holding one does.
+func conflictDigest(c fleet.Conflict) string {
+	h := sha256.New()
+	for _, d := range c.Definitions {
+		fmt.Fprintf(h, "%s\x00", d.Fingerprint)
+		for _, p := range d.Processors {
+			fmt.Fprintf(h, "%s\x00", p)
+		}
+		h.Write([]byte{1})
+	}
+	return string(h.Sum(nil))
 }
 
 // Conflicts returns the provider names this processor and another running
