@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/detourhq/detour/internal/text"
 	"io"
 	"strconv"
 	"strings"
@@ -95,14 +96,16 @@ var ErrCheckFailed = errors.New("chain: check failed")
 func WriteCheck(w io.Writer, results []CheckResult, samples int) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := []string{"PROVIDER", "MODEL"}
+	// A sample's name comes from the samples file, a provider's error from
+	// the provider: neither reaches the terminal as a control.
 	for _, r := range results[:min(samples, len(results))] {
-		header = append(header, r.Sample)
+		header = append(header, text.Visible(r.Sample))
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	var failures []CheckResult
 	for i := 0; i < len(results); i += samples {
 		row := results[i:min(i+samples, len(results))]
-		cells := []string{row[0].Provider, row[0].Model}
+		cells := []string{text.Visible(row[0].Provider), text.Visible(row[0].Model)}
 		for _, r := range row {
 			if r.OK {
 				cells = append(cells, fmt.Sprintf("ok %dms", r.LatencyMs))
@@ -117,7 +120,7 @@ func WriteCheck(w io.Writer, results []CheckResult, samples int) error {
 		return err
 	}
 	for _, f := range failures {
-		fmt.Fprintf(w, "%s on %s: %s\n", f.Provider, f.Sample, f.Error)
+		fmt.Fprintf(w, "%s on %s: %s\n", text.Visible(f.Provider), text.Visible(f.Sample), text.Visible(f.Error))
 	}
 	if len(failures) > 0 {
 		return fmt.Errorf("%w: %d of %d answers", ErrCheckFailed, len(failures), len(results))

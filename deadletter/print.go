@@ -9,10 +9,15 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/detourhq/detour/internal/text"
 )
 
 // WriteTable prints entries as the table of `processor dlq list`:
-// SEQ TIME CHAIN REASON ID ERROR, one dead letter a line.
+// SEQ TIME CHAIN REASON ID ERROR, one dead letter a line. Every text cell
+// comes from the stored message, which a client or a provider wrote: it is
+// shown through text.Visible, so that no cell can move the cursor, forge a
+// row or send the terminal a command.
 func WriteTable(w io.Writer, entries []Entry) error {
 	if len(entries) == 0 {
 		_, err := fmt.Fprintln(w, "no dead letters")
@@ -21,18 +26,19 @@ func WriteTable(w io.Writer, entries []Entry) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tCHAIN\tREASON\tID\tERROR")
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Format(time.RFC3339), e.Chain, e.Reason,
-			cell(e.RequestID, 40), cell(e.Error, 80))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Format(time.RFC3339), text.Visible(e.Chain),
+			text.Visible(string(e.Reason)), cell(e.RequestID, 40), cell(e.Error, 80))
 	}
 	return tw.Flush()
 }
 
-// cell shortens a table cell to n runes and keeps tabs out of it.
+// cell shows s as a table cell of at most n runes; text.Visible keeps
+// tabs and line feeds, which would break the table, out of it.
 func cell(s string, n int) string {
 	if s == "" {
 		return "-"
 	}
-	s = strings.ReplaceAll(s, "\t", " ")
+	s = text.Visible(s)
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
@@ -40,13 +46,15 @@ func cell(s string, n int) string {
 }
 
 // WriteMessage prints one dead letter for a person: what and why, every
-// header, and the body rendered by RenderBody.
+// header, and the body rendered by RenderBody. Names, header keys and
+// values are shown through text.Visible, as in WriteTable.
 func WriteMessage(w io.Writer, m Message) error {
-	fmt.Fprintf(w, "dead letter %d: chain %s, reason %s, id %s, stored %s\n", m.Seq, m.Chain, m.Reason, m.RequestID, m.Time.Format(time.RFC3339))
+	fmt.Fprintf(w, "dead letter %d: chain %s, reason %s, id %s, stored %s\n", m.Seq, text.Visible(m.Chain),
+		text.Visible(string(m.Reason)), text.Visible(m.RequestID), m.Time.Format(time.RFC3339))
 	fmt.Fprintln(w, "\nheaders:")
 	for _, k := range slices.Sorted(maps.Keys(m.Header)) {
 		for _, v := range m.Header[k] {
-			fmt.Fprintf(w, "  %s: %s\n", k, v)
+			fmt.Fprintf(w, "  %s: %s\n", text.Visible(k), text.Visible(v))
 		}
 	}
 	format, body := RenderBody(m.Data, m.Header)
@@ -73,7 +81,8 @@ func WriteReplayed(w io.Writer, done []Replayed) error {
 		if r.AlreadyQueued {
 			note = " (already queued by an earlier replay)"
 		}
-		if _, err := fmt.Fprintf(w, "replayed %d: id %s to %s as sequence %d%s\n", r.Seq, r.RequestID, r.Subject, r.StreamSeq, note); err != nil {
+		if _, err := fmt.Fprintf(w, "replayed %d: id %s to %s as sequence %d%s\n", r.Seq, text.Visible(r.RequestID),
+			text.Visible(r.Subject), r.StreamSeq, note); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/internal/text"
 )
 
 func TestWriteReplayed(t *testing.T) {
@@ -87,5 +88,93 @@ func TestWriteMessageTextBody(t *testing.T) {
 	}
 	if !strings.HasSuffix(buf.String(), "\nbody (3 bytes, binary):\n00000000  67 00 ff                                          |g..|\n") {
 		t.Fatalf("binary body:\n%s", buf.String())
+	}
+}
+
+// forgedID is a request id a client chose: a window title, a screen clear,
+// and a line feed followed by what would read as a row of its own.
+const forgedID = "x\x1b]0;pwned\a\x1b[2J\n999  2026-01-01T00:00:00Z  default  poison  FORGED-ROW"
+
+// assertNoRawControl fails when a line of out holds anything text.Visible
+// would escape: a terminal would act on it.
+func assertNoRawControl(t *testing.T, out string) {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if strings.ContainsAny(line, "\r\t") || text.Visible(line) != line {
+			t.Fatalf("raw control character in %q; output:\n%s", line, out)
+		}
+	}
+}
+
+// TestWriteTableShowsControlsAsEscapes: `dlq list` prints a request id,
+// error, chain and reason holding terminal controls as escapes, each dead
+// letter on one row.
+func TestWriteTableShowsControlsAsEscapes(t *testing.T) {
+	var buf bytes.Buffer
+	err := deadletter.WriteTable(&buf, []deadletter.Entry{{
+		Seq: 3, Chain: "de\x1b[31mfault", Reason: "poi\rson", RequestID: forgedID,
+		Error: "HTTP 400: bad input \x1b]52;c;cHduZWQ=\a\u202eevil",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	assertNoRawControl(t, out)
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 {
+		t.Fatalf("%d lines, want the heading and one row:\n%s", len(lines), out)
+	}
+	for _, want := range []string{`de\x1b[31mfault`, `poi\rson`, `x\x1b]0;pwned\a\x1b[2J\n999`, `bad input \x1b]52;c;cHduZWQ=\a\u202eevil`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestWriteMessageShowsControlsAsEscapes: `dlq show` prints the id, the
+// header keys and values and a text body holding terminal controls as
+// escapes; the body keeps its own lines.
+func TestWriteMessageShowsControlsAsEscapes(t *testing.T) {
+	m := deadletter.Message{
+		Entry: deadletter.Entry{Seq: 4, Chain: "default", Reason: deadletter.ReasonBadRequest, RequestID: forgedID},
+		Header: nats.Header{
+			deadletter.HeaderError: {"request (HTTP 400): bad input \x1b]0;pwned-by-provider\a\x1b[2J done"},
+			"X-Trace":              {"t\x1b]0;pwned-title\a\x1b[2J"},
+			"X-\x1b[8mHidden":      {"v"},
+		},
+		Data: []byte("line one\r   forged\nline two \u0085\v\n"),
+	}
+	var buf bytes.Buffer
+	if err := deadletter.WriteMessage(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	assertNoRawControl(t, out)
+	for _, want := range []string{
+		`dead letter 4: chain default, reason bad_request, id x\x1b]0;pwned\a\x1b[2J\n999  2026-01-01T00:00:00Z  default  poison  FORGED-ROW, stored `,
+		"  Detour-DLQ-Error: request (HTTP 400): bad input \\x1b]0;pwned-by-provider\\a\\x1b[2J done\n",
+		"  X-Trace: t\\x1b]0;pwned-title\\a\\x1b[2J\n",
+		"  X-\\x1b[8mHidden: v\n",
+		"body (32 bytes, text):\nline one\\r   forged\nline two \\u0085\\v\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestWriteReplayedShowsControlsAsEscapes: `dlq replay` prints a forged
+// request id as escapes, on the replay's one line.
+func TestWriteReplayedShowsControlsAsEscapes(t *testing.T) {
+	var buf bytes.Buffer
+	err := deadletter.WriteReplayed(&buf, []deadletter.Replayed{{Seq: 4, RequestID: forgedID, Subject: "detour.requests.d\x1b[2J", StreamSeq: 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	assertNoRawControl(t, out)
+	want := `replayed 4: id x\x1b]0;pwned\a\x1b[2J\n999  2026-01-01T00:00:00Z  default  poison  FORGED-ROW to detour.requests.d\x1b[2J as sequence 9` + "\n" +
+		"replayed 1 dead letter(s)\n"
+	if out != want {
+		t.Fatalf("got\n%s\nwant\n%s", out, want)
 	}
 }

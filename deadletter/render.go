@@ -11,6 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/internal/msgpackwalk"
+	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -32,7 +33,11 @@ const maxRenderDepth = 64
 
 // RenderBody returns a dead letter's body for a person to read: JSON
 // indented, msgpack decoded and shown as indented JSON, other printable
-// UTF-8 text as it is, anything else as a hex dump.
+// UTF-8 text as it is, anything else as a hex dump. What a client wrote is
+// shown through text.VisibleLines, so that no body can send the terminal a
+// command: JSON strings may hold C1 controls, bidi overrides and bytes that
+// are not UTF-8 unescaped, text may hold carriage returns and other
+// controls unicode.IsSpace counts as space.
 //
 // A body is shown as msgpack only if it decodes completely as one value:
 // most text starts with a byte that is a whole msgpack integer on its own
@@ -41,23 +46,23 @@ const maxRenderDepth = 64
 // character is an integer too); a request in msgpack is a map, whose first
 // byte never starts UTF-8 text.
 func RenderBody(data []byte, header nats.Header) (BodyFormat, string) {
-	text := isText(data)
+	plain := isText(data)
 	switch detectEncoding(data, header) {
 	case wire.JSON:
 		var buf bytes.Buffer
 		if err := json.Indent(&buf, data, "", "  "); err == nil {
-			return BodyJSON, buf.String()
+			return BodyJSON, text.VisibleLines(buf.String())
 		}
 	case wire.MsgPack:
-		if text && header.Get(wire.HeaderContentType) == "" {
+		if plain && header.Get(wire.HeaderContentType) == "" {
 			break
 		}
 		if out, ok := msgpackAsJSON(data); ok {
-			return BodyMsgpack, out
+			return BodyMsgpack, text.VisibleLines(out)
 		}
 	}
-	if text {
-		return BodyText, string(data)
+	if plain {
+		return BodyText, text.VisibleLines(string(data))
 	}
 	return BodyBinary, hex.Dump(data)
 }

@@ -2,6 +2,7 @@ package kvstate
 
 import (
 	"fmt"
+	"github.com/detourhq/detour/internal/text"
 	"io"
 	"sort"
 	"text/tabwriter"
@@ -93,12 +94,15 @@ func WriteStatus(w io.Writer, rows []ProviderStatus) error {
 		}
 		lastError := "-"
 		if r.LastError != "" {
-			lastError = r.LastError
+			// Anyone who may write to the bucket writes these, and a
+			// provider its error text: nothing of them reaches the
+			// terminal as a control.
+			lastError = text.Visible(r.LastError)
 			if len([]rune(lastError)) > 80 {
 				lastError = string([]rune(lastError)[:79]) + "…"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", r.Provider, r.State, r.ConsecutiveFailures, until, r.Trips, lastError)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", text.Visible(r.Provider), r.State, r.ConsecutiveFailures, until, r.Trips, lastError)
 	}
 	return tw.Flush()
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/cache"
+	"github.com/detourhq/detour/internal/text"
 )
 
 const cacheUsage = `usage: processor cache stats [-chain C] [-json]
@@ -73,14 +74,14 @@ func runCache(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	nc, js, err := connectClient("detour-cache")
 	if err != nil {
-		fmt.Fprintf(stderr, "processor cache: %v\n", err)
+		fmt.Fprintf(stderr, "processor cache: %s\n", errorText(err))
 		return exitCode(err)
 	}
 	defer nc.Close()
 	if cmd == "purge" {
 		n, err := cache.Purge(ctx, js, *chainName)
 		if err != nil {
-			fmt.Fprintf(stderr, "processor cache purge: %v\n", err)
+			fmt.Fprintf(stderr, "processor cache purge: %s\n", errorText(err))
 			return 1
 		}
 		fmt.Fprintf(stdout, "removed %d\n", n)
@@ -88,7 +89,7 @@ func runCache(args []string, stdout, stderr io.Writer) int {
 	}
 	rows, err := cache.Stats(ctx, js, *chainName, time.Now())
 	if err != nil {
-		fmt.Fprintf(stderr, "processor cache stats: %v\n", err)
+		fmt.Fprintf(stderr, "processor cache stats: %s\n", errorText(err))
 		return 1
 	}
 	if asJSON {
@@ -103,7 +104,7 @@ func runCache(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHAIN\tENTRIES\tFRESH\tSTALE\tEXPIRED\tBYTES")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", r.Chain, r.Entries, r.Fresh, r.Stale, r.Expired, r.Bytes)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", text.Visible(r.Chain), r.Entries, r.Fresh, r.Stale, r.Expired, r.Bytes)
 	}
 	if err := tw.Flush(); err != nil {
 		return 1

@@ -100,13 +100,13 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	store, closeConn, err := dlqConnect()
 	if err != nil {
-		fmt.Fprintf(stderr, "processor dlq: %v\n", err)
+		fmt.Fprintf(stderr, "processor dlq: %s\n", errorText(err))
 		return exitCode(err)
 	}
 	defer closeConn()
 	c.store = store
 	if err := run(ctx); err != nil {
-		fmt.Fprintf(stderr, "processor dlq %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "processor dlq %s: %s\n", cmd, errorText(err))
 		return 1
 	}
 	return 0

@@ -21,6 +21,7 @@ import (
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/ask"
 	"github.com/detourhq/detour/internal/fleet"
+	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/kvstate"
 )
 
@@ -44,20 +45,20 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	kv, nc, err := openBucket(ctx, "detour-status")
 	if err != nil {
-		fmt.Fprintf(stderr, "processor status: %v\n", err)
+		fmt.Fprintf(stderr, "processor status: %s\n", errorText(err))
 		return exitCode(err)
 	}
 	defer nc.Close()
 	// Read only (it never opens a cooldown), and a snapshot: Load, no Run.
 	store := kvstate.New(nil, kv, kvstate.Options{})
 	if err := store.Load(ctx); err != nil {
-		fmt.Fprintf(stderr, "processor status: %v\n", err)
+		fmt.Fprintf(stderr, "processor status: %s\n", errorText(err))
 		return 1
 	}
 	rows := store.Status(time.Now(), known...)
 	running, err := fleet.Discover(ctx, nc, ask.ServiceName, fleetReplies)
 	if err != nil {
-		fmt.Fprintf(stderr, "processor status: asking the running processors what they run: %v\n", err)
+		fmt.Fprintf(stderr, "processor status: asking the running processors what they run: %s\n", errorText(err))
 	}
 	conflicts := fleet.Conflicts(running)
 	if *asJSON {
@@ -71,7 +72,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "processor status: %v\n", err)
+		fmt.Fprintf(stderr, "processor status: %s\n", errorText(err))
 		return 1
 	}
 	return 0
@@ -138,7 +139,7 @@ func watch(ctx context.Context, configPath string, asJSON bool, stdout, stderr i
 	}
 	kv, nc, err := openBucket(ctx, "detour-watch")
 	if err != nil {
-		fmt.Fprintf(stderr, "processor watch: %v\n", err)
+		fmt.Fprintf(stderr, "processor watch: %s\n", errorText(err))
 		return exitCode(err)
 	}
 	defer nc.Close()
@@ -149,10 +150,12 @@ func watch(ctx context.Context, configPath string, asJSON bool, stdout, stderr i
 			_ = enc.Encode(e)
 			return
 		}
-		fmt.Fprintln(stdout, e)
+		// The event is one line: made visible whole, none of its fields
+		// (provider, reason, prober, last error) can break it.
+		fmt.Fprintln(stdout, text.Visible(e.String()))
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "processor watch: %v\n", err)
+		fmt.Fprintf(stderr, "processor watch: %s\n", errorText(err))
 		return 1
 	}
 	return 0

@@ -39,6 +39,7 @@ import (
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/buildinfo"
 	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/natsconn"
 	"github.com/detourhq/detour/wire"
 )
@@ -182,23 +183,23 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	}
 	settings, err := config.LoadSettings()
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %v\n", err)
+		fmt.Fprintf(stderr, "publisher: %s\n", errorText(err))
 		return config.ExitConfig
 	}
 	reqs, err := f.requests(stdin, settings.ReplyPrefixes)
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %v\n", err)
+		fmt.Fprintf(stderr, "publisher: %s\n", errorText(err))
 		return 2
 	}
 	nc, err := natsconn.ConnectClient(settings, "detour-publisher")
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %v\n", err)
+		fmt.Fprintf(stderr, "publisher: %s\n", errorText(err))
 		return 1
 	}
 	defer nc.Close()
 	c, err := publisher.New(nc)
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %v\n", err)
+		fmt.Fprintf(stderr, "publisher: %s\n", errorText(err))
 		return 1
 	}
 
@@ -207,7 +208,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	enc := json.NewEncoder(stdout)
 	opts := publisher.Options{Wait: f.wait, Rate: f.rate, Timeout: f.timeout, OnPublished: bar.published, OnResult: bar.result, Stop: stop}
 	opts.OnRetry = func(err error) {
-		bar.above(func() { fmt.Fprintf(stderr, "publisher: publishing failed, retrying: %v\n", err) })
+		bar.above(func() { fmt.Fprintf(stderr, "publisher: publishing failed, retrying: %s\n", errorText(err)) })
 	}
 	if f.json && f.wait {
 		opts.OnResult = func(o publisher.Outcome) {
@@ -218,7 +219,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	outcomes, runErr := c.Run(ctx, f.chain, reqs, opts)
 	bar.close()
 	if runErr != nil {
-		fmt.Fprintf(stderr, "publisher: %v\n", runErr)
+		fmt.Fprintf(stderr, "publisher: %s\n", errorText(runErr))
 	}
 	sum := publisher.Summarize(f.chain, outcomes)
 	switch {
@@ -249,7 +250,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 func printPublished(w io.Writer, f flags, outcomes []publisher.Outcome, sent int) {
 	subject := wire.RequestSubject(f.chain)
 	if !f.json {
-		fmt.Fprintf(w, "published %d request(s) to %s\n", sent, subject)
+		fmt.Fprintf(w, "published %d request(s) to %s\n", sent, text.Visible(subject))
 		return
 	}
 	ids := []string{}
@@ -266,16 +267,24 @@ func printPublished(w io.Writer, f flags, outcomes []publisher.Outcome, sent int
 func printMissing(w io.Writer, outcomes []publisher.Outcome) {
 	for _, o := range outcomes {
 		if o.Err != nil {
-			fmt.Fprintf(w, "publisher: %s: %v\n", o.ID, o.Err)
+			fmt.Fprintf(w, "publisher: %s: %s\n", text.Visible(o.ID), errorText(o.Err))
 		}
 	}
 }
 
-// printOutcomes prints each result as a block.
+// errorText is err for a terminal: an error may quote a request's id, a
+// line of the requests file or what the server said. Joined errors keep
+// their lines.
+func errorText(err error) string { return text.VisibleLines(err.Error()) }
+
+// printOutcomes prints each result as a block. What the result carries
+// (id, status, model, provider, the answer, a provider's error) is shown
+// through text.Visible: a provider or any client that can publish the
+// result chooses it.
 func printOutcomes(w io.Writer, outcomes []publisher.Outcome) {
 	for _, o := range outcomes {
 		if o.Err != nil {
-			fmt.Fprintf(w, "%s  no result: %v\n", o.ID, o.Err)
+			fmt.Fprintf(w, "%s  no result: %s\n", text.Visible(o.ID), errorText(o.Err))
 			continue
 		}
 		r := o.Result
@@ -283,17 +292,19 @@ func printOutcomes(w io.Writer, outcomes []publisher.Outcome) {
 		// rather than printed empty.
 		var fields []string
 		if r.Model != "" {
-			fields = append(fields, "model="+r.Model)
+			fields = append(fields, "model="+text.Visible(r.Model))
 		}
 		if r.Provider != "" {
-			fields = append(fields, "provider="+r.Provider)
+			fields = append(fields, "provider="+text.Visible(r.Provider))
 		}
 		fields = append(fields, fmt.Sprintf("degraded=%t attempts=%d latency=%dms", r.Degraded, len(r.Attempts), r.LatencyMs))
-		fmt.Fprintf(w, "%s  %s  %s\n", r.ID, r.Status, strings.Join(fields, " "))
+		fmt.Fprintf(w, "%s  %s  %s\n", text.Visible(r.ID), text.Visible(string(r.Status)), strings.Join(fields, " "))
 		if r.Status == chain.StatusOK {
-			fmt.Fprintf(w, "  %s\n", r.Content)
+			// The answer is the model's text: its lines stay lines, but
+			// nothing in it reaches the terminal as a control.
+			fmt.Fprintf(w, "  %s\n", text.VisibleLines(r.Content))
 		} else {
-			fmt.Fprintf(w, "  error: %s\n", r.Error)
+			fmt.Fprintf(w, "  error: %s\n", text.Visible(r.Error))
 		}
 	}
 }

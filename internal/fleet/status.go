@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"github.com/detourhq/detour/internal/text"
 	"io"
 
 	"github.com/detourhq/detour/kvstate"
@@ -38,12 +39,18 @@ func WithConflicts(rows []kvstate.ProviderStatus, conflicts []Conflict) []Status
 // WriteConflicts prints, after the table, each provider name that running
 // processors define differently.
 func WriteConflicts(w io.Writer, conflicts []Conflict) error {
+	// Any client can answer discovery: what the announcements hold reaches
+	// the terminal through text.Visible.
 	for _, c := range conflicts {
-		if _, err := fmt.Fprintf(w, "\nCONFLICT: provider %s is defined differently by running processors:\n", c.Provider); err != nil {
+		if _, err := fmt.Fprintf(w, "\nCONFLICT: provider %s is defined differently by running processors:\n", text.Visible(c.Provider)); err != nil {
 			return err
 		}
 		for _, h := range c.Definitions {
-			if _, err := fmt.Fprintf(w, "  %s  on %v\n", h.Definition, h.Processors); err != nil {
+			processors := make([]string, len(h.Processors))
+			for i, p := range h.Processors {
+				processors[i] = text.Visible(p)
+			}
+			if _, err := fmt.Fprintf(w, "  %s  on %v\n", text.Visible(h.Definition.String()), processors); err != nil {
 				return err
 			}
 		}

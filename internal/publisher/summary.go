@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/text"
 )
 
 // Percentile returns the p-th percentile (0 < p <= 100) of sorted by the
@@ -212,10 +213,13 @@ const maxListedIDs = 10
 // row per provider and model, one for failed results, one for the requests
 // sent without a result and one for those never sent, so that its REQUESTS
 // column adds up to the run's requests and each count matches the heading:
-// FAILED counts failed results only, as "failed" does.
+// FAILED counts failed results only, as "failed" does. Provider and model
+// names come from the results, and ids from the requests: they are shown
+// through text.Visible, so that none can send the terminal a command or
+// break the table.
 func (s Summary) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintf(tw, "chain %s: %d requests, %d sent, %d results", s.Chain, s.Requests, s.Sent, s.Results)
+	fmt.Fprintf(tw, "chain %s: %d requests, %d sent, %d results", text.Visible(s.Chain), s.Requests, s.Sent, s.Results)
 	if s.Span > 0 {
 		fmt.Fprintf(tw, " in %s (%.1f/s)", s.Span.Round(time.Millisecond), float64(s.Results)/s.Span.Seconds())
 	}
@@ -227,8 +231,8 @@ func (s Summary) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "PROVIDER\tMODEL\tREQUESTS\tRESULTS\tOK\tDEGRADED\tFAILED\tLATENCY p50/p95/p99\tEND-TO-END p50/p95/p99")
 	for _, r := range s.Rows {
-		provider, model := r.Provider, r.Model
-		if provider == "" {
+		provider, model := text.Visible(r.Provider), text.Visible(r.Model)
+		if r.Provider == "" {
 			provider, model = "(failed)", "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", provider, model, r.Results, r.Results, r.OK,
@@ -243,7 +247,10 @@ func (s Summary) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "TOTAL\t\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", s.Requests, s.Results, s.OK,
 		degradedCell(s.Degraded, s.OK), s.Failed, s.Latency, s.EndToEnd)
 	if len(s.MissingIDs) > 0 {
-		ids := s.MissingIDs[:min(len(s.MissingIDs), maxListedIDs)]
+		ids := slices.Clone(s.MissingIDs[:min(len(s.MissingIDs), maxListedIDs)])
+		for i, id := range ids {
+			ids[i] = text.Visible(id)
+		}
 		fmt.Fprintf(tw, "\nno result for: %s", strings.Join(ids, ", "))
 		if more := len(s.MissingIDs) - len(ids); more > 0 {
 			fmt.Fprintf(tw, " … and %d more", more)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/internal/text"
 )
 
 func ms(n ...int) []time.Duration {
@@ -232,6 +233,35 @@ no result for: rd
 `
 	if got := b.String(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestSummaryTextShowsControlsAsEscapes: provider and model names from
+// the results, and ids without a result, that hold terminal controls are
+// printed as escapes, each row on one line.
+func TestSummaryTextShowsControlsAsEscapes(t *testing.T) {
+	outs := outcomes(
+		fake{provider: "p\x1b]0;pwned\a", model: "m\x1b[2J\nFORGED  ROW", status: chain.StatusOK, latencyMs: 10, e2e: 20 * time.Millisecond},
+		fake{},
+	)
+	outs[1].ID = "id\r\x1b[K\u202e"
+	var b strings.Builder
+	if err := publisher.Summarize("default", outs).WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, line := range strings.Split(got, "\n") {
+		if text.Visible(line) != line {
+			t.Fatalf("raw control character in %q:\n%s", line, got)
+		}
+	}
+	for _, want := range []string{
+		"\n" + `p\x1b]0;pwned\a  m\x1b[2J\nFORGED  ROW  1 `,
+		"\nno result for: " + `id\r\x1b[K\u202e` + "\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
 	}
 }
 

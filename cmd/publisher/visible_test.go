@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/internal/text"
+)
+
+// assertVisible fails when a line of out holds anything text.Visible would
+// escape: a terminal would act on it.
+func assertVisible(t *testing.T, out string) {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "\t") || text.Visible(line) != line {
+			t.Fatalf("raw control character in %q; output:\n%s", line, out)
+		}
+	}
+}
+
+// TestProviderErrorIsPrintedAsEscapes: a provider that refuses a request
+// (HTTP 400) with terminal controls in its message (a window title, a
+// screen clear) has them printed as escapes in the failed
+// result's error line.
+func TestProviderErrorIsPrintedAsEscapes(t *testing.T) {
+	solo := providertest.New(providertest.OpenAI, func(int, providertest.Request) providertest.Reply {
+		return providertest.Reply{Status: 400, ErrorMessage: "bad input \x1b]0;pwned-by-provider\a\x1b[2J done\nFORGED LINE"}
+	})
+	defer solo.Close()
+	startProcessor(t, soloChain(solo.URL))
+	code, stdout, stderr := runPublisher(t, "-timeout", "20s", "poison me")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 for a failed request", code)
+	}
+	assertVisible(t, stdout+stderr)
+	if want := `bad input \x1b]0;pwned-by-provider\a\x1b[2J done`; !strings.Contains(stdout, "  error: ") || !strings.Contains(stdout, want) {
+		t.Fatalf("stdout lacks an error line with %s:\n%s", want, stdout)
+	}
+}
+
+// TestAnswerIsPrintedAsEscapes: an answer keeps its lines, and terminal
+// controls in it are printed as escapes.
+func TestAnswerIsPrintedAsEscapes(t *testing.T) {
+	solo := providertest.New(providertest.OpenAI, providertest.Answer("one\x1b]52;c;cHduZWQ=\a\ntwo\r\x1b[K\u202e"))
+	defer solo.Close()
+	startProcessor(t, soloChain(solo.URL))
+	code, stdout, _ := runPublisher(t, "-timeout", "20s", "hello")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	assertVisible(t, stdout)
+	if want := "  one\\x1b]52;c;cHduZWQ=\\a\ntwo\\r\\x1b[K\\u202e\n"; !strings.HasSuffix(stdout, want) {
+		t.Fatalf("stdout %q, want it to end %q", stdout, want)
+	}
+}
+
+// TestPrintOutcomesShowsControlsAsEscapes: the fields of a result, which
+// any client that can publish to the reply subject can forge, are printed
+// as escapes, and a missing result's id too.
+func TestPrintOutcomesShowsControlsAsEscapes(t *testing.T) {
+	var out bytes.Buffer
+	printOutcomes(&out, []publisher.Outcome{
+		{ID: "q1", Result: chain.Result{ID: "q1\x1b[2J", Status: "ok\r", Content: "a", Model: "m\x1b]0;t\a", Provider: "p\n"}},
+		{ID: "q2\x1b[8m", Err: publisher.ErrNoResult},
+	})
+	assertVisible(t, out.String())
+	want := `q1\x1b[2J  ok\r  model=m\x1b]0;t\a provider=p\n degraded=false attempts=0 latency=0ms` + "\n" +
+		"  error: \n" +
+		`q2\x1b[8m  no result: ` + publisher.ErrNoResult.Error() + "\n"
+	if out.String() != want {
+		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
