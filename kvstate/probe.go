@@ -91,6 +91,9 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 	if bucketGone(err) && s.recreateBucket(ctx) == nil {
 		rev, err = s.kv.Create(ctx, ProbeKey(provider), data, jetstream.KeyTTL(lease))
 	}
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		rev, err = s.takeOverLapsed(ctx, provider, data, now, lease)
+	}
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			s.opts.Logger.Warn("taking the probe lease", "provider", provider, "err", err)
@@ -107,6 +110,28 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 	s.keep(func(m *mirror) bool { return m.probes.set(provider, p, rev) })
 	s.opts.Logger.Info("probing provider after its cooldown", "provider", provider)
 	return chain.Admission{Allowed: true, Probe: true}
+}
+
+// takeOverLapsed replaces the probe key of provider with data, at its
+// revision and with a TTL of lease, when the lease it holds has lapsed: the
+// server removes an expired key up to a second after its TTL, and a key
+// written without one (by hand) is never removed. A lease still running,
+// or one another processor took meanwhile, is left alone and reported as
+// jetstream.ErrKeyExists.
+func (s *Store) takeOverLapsed(ctx context.Context, provider string, data []byte, now time.Time, lease time.Duration) (uint64, error) {
+	cur, err := s.kv.Get(ctx, ProbeKey(provider))
+	if err != nil {
+		return 0, jetstream.ErrKeyExists // removed meanwhile: the next admission creates it
+	}
+	held, _, err := decode[Probe](cur.Value(), boundsFor(provider, cur.Created(), s.opts.Ceiling))
+	if err == nil && held.Until.After(now) {
+		return 0, jetstream.ErrKeyExists
+	}
+	rev, err := s.replace(ctx, ProbeKey(provider), data, cur.Revision(), lease)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return 0, jetstream.ErrKeyExists
+	}
+	return rev, err
 }
 
 // ReleaseProbe gives up the probe lease this store holds for provider, once

@@ -185,3 +185,45 @@ func TestHealthTripIsHonouredWithoutItsKey(t *testing.T) {
 		}
 	}
 }
+
+// TestALapsedProbeLeaseIsTakenOver: a probe key whose lease has lapsed is
+// no lease, whether the server has not removed it yet or it has no TTL at
+// all (written by hand). The next processor to admit the half-open
+// provider replaces it at its revision, with a TTL, and probes; without
+// that a key that never expires would keep the provider from ever being
+// probed again.
+func TestALapsedProbeLeaseIsTakenOver(t *testing.T) {
+	e := setup(t)
+	at := time.Now().Add(-2 * time.Minute).UTC().Truncate(time.Millisecond)
+	h := kvstate.Health{ConsecutiveFailures: 3, Trips: 1, LastTrip: at, LastTripS: 60, LastClass: chain.ClassServer}
+	data, _ := json.Marshal(h)
+	if _, err := e.kv.Put(e.ctx, kvstate.HealthKey("p"), data); err != nil {
+		t.Fatal(err)
+	}
+	putRaw(t, e, kvstate.ProbeKey("p"), fmt.Sprintf(`{"until":%q,"by":"gone"}`, at.Add(61*time.Second).Format(time.RFC3339Nano)))
+	s := e.store(t, "proc-a", nil)
+	eventually(t, 3*time.Second, "the mirror holds the lapsed lease", func() bool {
+		_, ok := s.Health("p")
+		return ok && s.State("p", time.Now()) == kvstate.StateHalfOpen
+	})
+	adm := s.Admit(e.ctx, "p", time.Now(), 5*time.Second)
+	if !adm.Allowed || !adm.Probe {
+		t.Fatalf("Admit over a lapsed lease = %+v, want the probe", adm)
+	}
+	entry, err := e.kv.Get(e.ctx, kvstate.ProbeKey("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p kvstate.Probe
+	if err := json.Unmarshal(entry.Value(), &p); err != nil || p.By != "proc-a" {
+		t.Fatalf("probe key %s (%v), want proc-a's lease", entry.Value(), err)
+	}
+	str, err := e.js.Stream(e.ctx, "KV_"+kvstate.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := str.GetLastMsgForSubject(e.ctx, "$KV."+kvstate.Bucket+"."+kvstate.ProbeKey("p"))
+	if err != nil || m.Header.Get(jetstream.MsgTTLHeader) == "" {
+		t.Errorf("the lease taken over: %v, headers %v; want a TTL", err, m)
+	}
+}
