@@ -56,6 +56,12 @@ const (
 	CodeUnavailable = "503"
 )
 
+// jsErrRollupFailed is JetStream's error code for a rollup the stream does
+// not permit (JSStreamRollupFailedF in nats-server's errors.json). Its
+// status is the server's generic 500, though only a request's own
+// Nats-Rollup header causes it: the requests stream permits none.
+const jsErrRollupFailed jetstream.ErrorCode = 10111
+
 // StoreTimeout bounds the wait for the requests stream's acknowledgement.
 const StoreTimeout = 5 * time.Second
 
@@ -336,7 +342,10 @@ func (s *server) storeError(chainName, id string, err error) (string, string) {
 		return CodeUnavailable, why
 	case errors.As(err, &apiErr):
 		code := CodeUnavailable
-		if apiErr.Code >= 400 && apiErr.Code < 600 {
+		switch {
+		case apiErr.ErrorCode == jsErrRollupFailed:
+			code = CodeBadRequest
+		case apiErr.Code >= 400 && apiErr.Code < 600:
 			code = strconv.Itoa(apiErr.Code)
 		}
 		s.log.Warn("a request could not be stored", "subject", subject, "err", err)

@@ -283,6 +283,10 @@ func TestAskRefusals(t *testing.T) {
 		ask.CodeBadRequest, "bad request: response_schema")
 	refusal(t, send(`{"id":"q4","messages":[{"role":"user","content":"hi"}]}`, header("Nats-Expected-Stream", "ELSEWHERE")),
 		"400", "not stored")
+	// The server answers a refused rollup with its generic 500; the fault is
+	// the request's header all the same.
+	refusal(t, send(`{"id":"q7","messages":[{"role":"user","content":"hi"}]}`, header("Nats-Rollup", "all")),
+		ask.CodeBadRequest, "not stored")
 
 	// A body that is neither JSON nor msgpack is answered in JSON.
 	for _, body := range []string{"hello there", "", "[1,2]", "\x92\x01\x02"} {
@@ -311,7 +315,7 @@ func TestAskRefusals(t *testing.T) {
 		t.Fatalf("requests stream holds %d messages (%v), want none stored", info.State.Msgs, err)
 	}
 	// micro counts a request once its handler returns, after the reply.
-	eventually(t, "11 errors counted", func() bool { return s.stats().NumErrors == 11 })
+	eventually(t, "12 errors counted", func() bool { return s.stats().NumErrors == 12 })
 }
 
 // TestAskOverServerMaxPayload: a request that fits the server's max payload
