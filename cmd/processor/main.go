@@ -152,6 +152,16 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	if err := checkListen(settings); err != nil {
 		return err
 	}
+	// So does a busy DETOUR_METRICS_ADDR, before the processor sets up its
+	// streams on the NATS server, which other processors share.
+	var metricsPort *metrics.Port
+	if settings.MetricsAddr != "" {
+		var err error
+		if metricsPort, err = metrics.Listen(settings.MetricsAddr); err != nil {
+			return fmt.Errorf("%w (set DETOUR_METRICS_ADDR to a free host:port, or empty to serve no metrics)", err)
+		}
+		defer metricsPort.Close()
+	}
 	dataDir := settings.DataDir
 	if demoMode {
 		d, err := demo.Start(time.Now())
@@ -196,16 +206,12 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	if err != nil {
 		return err
 	}
-	if settings.MetricsAddr != "" {
-		serveMetrics, err := metrics.Listen(settings.MetricsAddr, p.Handler())
-		if err != nil {
-			return fmt.Errorf("%w (set DETOUR_METRICS_ADDR to a free host:port, or empty to serve no metrics)", err)
-		}
+	if metricsPort != nil {
 		// The metrics server outlives the consume loop's shutdown, so
 		// /readyz reports the processor not ready while it drains.
 		metricsCtx, stopMetrics := context.WithCancel(context.Background())
 		served := make(chan error, 1)
-		go func() { served <- serveMetrics(metricsCtx) }()
+		go func() { served <- metricsPort.Serve(metricsCtx, p.Handler()) }()
 		defer func() {
 			stopMetrics()
 			if err := <-served; err != nil {

@@ -248,3 +248,31 @@ func TestDemoKeepsItsStoreAndIsInspected(t *testing.T) {
 		t.Log(entries(t, dataDir))
 	}
 }
+
+// TestBusyMetricsAddrChangesNothingOnTheServer: a processor whose metrics
+// port is taken exits before it sets up its streams: the NATS server, which
+// other processors share, is left as it was.
+func TestBusyMetricsAddrChangesNothingOnTheServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the processor and runs it as an OS process")
+	}
+	bin := buildProcessor(t)
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	chainFile := writeChainFile(t, "http://127.0.0.1:1/v1", "m")
+	env := embeddedEnv(freeAddr(t), t.TempDir(), "DETOUR_CONFIG="+chainFile, "DETOUR_NATS_URL="+srv.ClientURL(),
+		"DETOUR_METRICS_ADDR="+busy.Addr().String())
+	p := startProcessArgs(t, bin, "busy-metrics", env)
+	code, exited := p.exitCode(10 * time.Second)
+	if !exited || code != 1 || !strings.Contains(p.out.String(), "set DETOUR_METRICS_ADDR to a free host:port") {
+		t.Fatalf("exited %v with %d; want 1 naming DETOUR_METRICS_ADDR:\n%s", exited, code, p.out.String())
+	}
+	for name := range js.StreamNames(context.Background()).Name() {
+		t.Errorf("stream %s was created", name)
+	}
+}

@@ -92,17 +92,30 @@ var defaultLimits = serverLimits{
 	maxConns: 64,
 }
 
+// Port is the metrics server's address, bound before the processor starts
+// so that a taken port fails start-up before anything is changed on the
+// NATS server.
+type Port struct{ l net.Listener }
+
 // Listen binds addr at once, so a taken port fails start-up with a clear
-// error, and returns a Serve function that runs until ctx ends. The server
-// holds at most 64 connections at once, closes one left idle for 30 s, and
-// gives a request 10 s to arrive and its answer 30 s to be written.
-func Listen(addr string, h http.Handler) (serve func(ctx context.Context) error, err error) {
+// error. Serve the port, or Close it if the processor does not start.
+func Listen(addr string) (*Port, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listening on %s: %w", addr, err)
 	}
-	return serveOn(l, h, defaultLimits), nil
+	return &Port{l: l}, nil
 }
+
+// Serve serves h on the port until ctx ends, then closes it. The server
+// holds at most 64 connections at once, closes one left idle for 30 s, and
+// gives a request 10 s to arrive and its answer 30 s to be written.
+func (p *Port) Serve(ctx context.Context, h http.Handler) error {
+	return serveOn(p.l, h, defaultLimits)(ctx)
+}
+
+// Close releases a port that was never served.
+func (p *Port) Close() error { return p.l.Close() }
 
 // serveOn returns Listen's Serve function on l, with the limits lim.
 func serveOn(l net.Listener, h http.Handler, lim serverLimits) func(ctx context.Context) error {
