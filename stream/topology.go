@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,6 +44,10 @@ type Topology struct {
 	// also bounds its duplicate window. Required: positive (zero would keep
 	// results forever).
 	ResultTTL time.Duration
+	// Kept, if set, is told of each setting of this Topology that the
+	// server keeps a larger value of (EnsureTopology): set by another
+	// processor, or by an operator.
+	Kept func(what string)
 }
 
 // check reports every field of t that is unset or out of range.
@@ -93,6 +99,15 @@ func chainList(p *problems, field string, chains []string) {
 // chain, idempotently, so that every processor can run it at start. It
 // refuses a Topology with a required field unset before touching the
 // server.
+//
+// Processors share what it builds, and may run different chains or
+// settings (one being restarted with new ones, a canary): an update never
+// takes away what another may rely on. A stream keeps the subjects of
+// chains t does not name, and its age limit when that is longer than t's;
+// a consumer keeps an AckWait or MaxAckPending larger than t's; each keeps
+// what an operator set that t does not (limits on messages or bytes, say).
+// Shortening any of these is left to an operator (`nats stream edit`,
+// `nats consumer edit`), once every processor runs with the shorter value.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err := t.check(); err != nil {
 		return err
@@ -108,7 +123,6 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		Subjects:    subjects,
 		Retention:   jetstream.WorkQueuePolicy,
 		MaxAge:      t.RequestTTL,
-		Duplicates:  min(duplicateWindow, t.RequestTTL),
 		Replicas:    replicas,
 	}, {
 		Name:        wire.ResultsStream,
@@ -116,7 +130,6 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		Subjects:    []string{wire.ResultsPrefix + ">"},
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      t.ResultTTL,
-		Duplicates:  min(duplicateWindow, t.ResultTTL),
 		Replicas:    replicas,
 	}, {
 		Name:        wire.DeadLetterStream,
@@ -127,12 +140,12 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		Replicas:    replicas,
 	}}
 	for _, cfg := range streams {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		if err := ensureStream(ctx, js, cfg, t.kept); err != nil {
 			return fmt.Errorf("stream: creating %s: %w", cfg.Name, err)
 		}
 	}
 	for _, c := range t.Chains {
-		_, err := js.CreateOrUpdateConsumer(ctx, wire.RequestsStream, jetstream.ConsumerConfig{
+		err := ensureConsumer(ctx, js, jetstream.ConsumerConfig{
 			Durable:       wire.ConsumerName(c),
 			Description:   "detour processors of chain " + c,
 			FilterSubject: wire.RequestSubject(c),
@@ -143,10 +156,109 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 			MaxDeliver:    -1,
 			MaxAckPending: t.MaxAckPending,
 			Replicas:      replicas,
-		})
+		}, t.kept)
 		if err != nil {
 			return fmt.Errorf("stream: creating consumer %s: %w", wire.ConsumerName(c), err)
 		}
 	}
 	return nil
+}
+
+// kept tells t.Kept, if set, of a setting the server keeps over t's.
+func (t Topology) kept(format string, args ...any) {
+	if t.Kept != nil {
+		t.Kept(fmt.Sprintf(format, args...))
+	}
+}
+
+// ensureStream creates the stream want describes or, when it exists,
+// updates what of it detour sets: the subjects (adding want's), the age
+// limit (the longer, zero being none), the duplicate window within it and
+// the replicas (the more).
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, kept func(string, ...any)) error {
+	for range 2 { // a second round when another processor created it meanwhile
+		s, err := js.Stream(ctx, want.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			want.Duplicates = min(duplicateWindow, want.MaxAge)
+			_, err = js.CreateStream(ctx, want)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				continue
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		cur := s.CachedInfo().Config
+		cfg := cur
+		cfg.Description, cfg.Retention = want.Description, want.Retention
+		for _, subject := range want.Subjects {
+			if !slices.Contains(cfg.Subjects, subject) {
+				cfg.Subjects = append(slices.Clip(cfg.Subjects), subject)
+			}
+		}
+		cfg.MaxAge = longerAge(cur.MaxAge, want.MaxAge)
+		if cfg.MaxAge != want.MaxAge {
+			kept("%s keeps its age limit of %s, longer than this processor's %s", want.Name, ageText(cfg.MaxAge), want.MaxAge)
+		}
+		cfg.Duplicates = duplicateWindow
+		if cfg.MaxAge > 0 {
+			cfg.Duplicates = min(duplicateWindow, cfg.MaxAge)
+		}
+		cfg.Replicas = max(cur.Replicas, want.Replicas)
+		if reflect.DeepEqual(cfg, cur) {
+			return nil
+		}
+		_, err = js.UpdateStream(ctx, cfg)
+		return err
+	}
+	return fmt.Errorf("created and deleted again while being set up")
+}
+
+// ensureConsumer creates the consumer want describes or, when it exists,
+// updates what of it detour sets, keeping an AckWait or MaxAckPending
+// larger than want's and the more replicas.
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, want jetstream.ConsumerConfig, kept func(string, ...any)) error {
+	c, err := js.Consumer(ctx, wire.RequestsStream, want.Durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		_, err = js.CreateOrUpdateConsumer(ctx, wire.RequestsStream, want)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	cur := c.CachedInfo().Config
+	cfg := cur
+	cfg.Description, cfg.FilterSubject, cfg.AckPolicy, cfg.MaxDeliver = want.Description, want.FilterSubject, want.AckPolicy, want.MaxDeliver
+	cfg.AckWait = max(cur.AckWait, want.AckWait)
+	if cfg.AckWait != want.AckWait {
+		kept("consumer %s keeps its AckWait of %s, longer than this processor's %s: this processor's heartbeats come more often than needed",
+			want.Durable, cfg.AckWait, want.AckWait)
+	}
+	cfg.MaxAckPending = max(cur.MaxAckPending, want.MaxAckPending)
+	if cfg.MaxAckPending != want.MaxAckPending {
+		kept("consumer %s keeps its MaxAckPending of %d, more than this processor's %d", want.Durable, cfg.MaxAckPending, want.MaxAckPending)
+	}
+	cfg.Replicas = max(cur.Replicas, want.Replicas)
+	if reflect.DeepEqual(cfg, cur) {
+		return nil
+	}
+	_, err = js.UpdateConsumer(ctx, wire.RequestsStream, cfg)
+	return err
+}
+
+// longerAge is the longer of two age limits, zero (no limit) being the
+// longest.
+func longerAge(a, b time.Duration) time.Duration {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return max(a, b)
+}
+
+func ageText(d time.Duration) string {
+	if d == 0 {
+		return "none"
+	}
+	return d.String()
 }

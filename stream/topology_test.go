@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,5 +189,66 @@ func TestEnsureTopologyShortTTLs(t *testing.T) {
 	}
 	if r := streamConfig(t, js, wire.RequestsStream).Replicas; r != 1 {
 		t.Errorf("Replicas = %d, want 1 when unset", r)
+	}
+}
+
+// TestEnsureTopologyKeepsWhatOtherProcessorsRelyOn: processors share the
+// topology but may run other chains or settings (a canary, one restarted
+// with new ones). One that starts never takes away another's chain, never
+// shortens an age limit or an AckWait, never lowers MaxAckPending, and
+// leaves what an operator set alone; it is told what it did not apply.
+func TestEnsureTopologyKeepsWhatOtherProcessorsRelyOn(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := stream.Topology{
+		Chains: []string{"default", "cheap"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
+		RequestTTL: time.Hour, ResultTTL: 24 * time.Hour,
+	}
+	if err := stream.EnsureTopology(ctx, js, first); err != nil {
+		t.Fatal(err)
+	}
+	// An operator bounds the results stream.
+	res := streamConfig(t, js, wire.ResultsStream)
+	res.MaxMsgs, res.MaxBytes = 100_000, 10<<20
+	if _, err := js.UpdateStream(ctx, res); err != nil {
+		t.Fatal(err)
+	}
+
+	var kept []string
+	other := stream.Topology{
+		Chains: []string{"default", "other"}, Replicas: 1, AckWait: 2 * time.Second, MaxAckPending: 10,
+		RequestTTL: 15 * time.Second, ResultTTL: time.Minute, Kept: func(what string) { kept = append(kept, what) },
+	}
+	if err := stream.EnsureTopology(ctx, js, other); err != nil {
+		t.Fatal(err)
+	}
+	req := streamConfig(t, js, wire.RequestsStream)
+	if got := slices.Sorted(slices.Values(req.Subjects)); !slices.Equal(got, []string{"detour.requests.cheap", "detour.requests.default", "detour.requests.other"}) {
+		t.Errorf("%s subjects %v; want every chain's", wire.RequestsStream, got)
+	}
+	if req.MaxAge != time.Hour || req.Duplicates != 2*time.Minute {
+		t.Errorf("%s MaxAge %v, Duplicates %v; want 1h and 2m", wire.RequestsStream, req.MaxAge, req.Duplicates)
+	}
+	res = streamConfig(t, js, wire.ResultsStream)
+	if res.MaxAge != 24*time.Hour {
+		t.Errorf("%s MaxAge %v; want 24h", wire.ResultsStream, res.MaxAge)
+	}
+	for _, c := range first.Chains {
+		if cc := consumerConfig(t, js, wire.ConsumerName(c)); cc.AckWait != 30*time.Second || cc.MaxAckPending != 100 {
+			t.Errorf("%s AckWait %v, MaxAckPending %d; want 30s and 100", cc.Durable, cc.AckWait, cc.MaxAckPending)
+		}
+	}
+	if cc := consumerConfig(t, js, wire.ConsumerName("other")); cc.AckWait != 2*time.Second || cc.MaxAckPending != 10 {
+		t.Errorf("a new chain's consumer: AckWait %v, MaxAckPending %d; want its processor's 2s and 10", cc.AckWait, cc.MaxAckPending)
+	}
+	if res.MaxMsgs != 100_000 || res.MaxBytes != 10<<20 {
+		t.Errorf("%s limits %d messages, %d bytes; want the operator's 100000 and %d", wire.ResultsStream, res.MaxMsgs, res.MaxBytes, 10<<20)
+	}
+	for _, what := range []string{"DETOUR_REQUESTS keeps its age limit of 1h0m0s", "DETOUR_RESULTS keeps its age limit of 24h0m0s",
+		"consumer detour-default keeps its AckWait of 30s", "consumer detour-default keeps its MaxAckPending of 100"} {
+		if !slices.ContainsFunc(kept, func(k string) bool { return strings.HasPrefix(k, what) }) {
+			t.Errorf("not told %q; told %q", what, kept)
+		}
 	}
 }

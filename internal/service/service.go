@@ -86,6 +86,11 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	topology := stream.Topology{
 		Chains: names, Replicas: s.Replicas, AckWait: s.AckWait, MaxAckPending: s.MaxAckPending,
 		RequestTTL: s.RequestTTL, ResultTTL: s.ResultTTL,
+		// Processors share the topology: a setting of this one's that
+		// another's (or an operator's) outlasts is not applied.
+		Kept: func(what string) {
+			opts.Logger.Warn("a stream or consumer keeps a setting of another processor's or an operator's", "kept", what)
+		},
 	}
 	if err := stream.EnsureTopology(ctx, js, topology); err != nil {
 		return nil, err
