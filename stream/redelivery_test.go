@@ -3,11 +3,13 @@ package stream_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
@@ -135,5 +137,122 @@ func TestConsumeStoppedBeforeItsFirstPull(t *testing.T) {
 	err = stream.Consume(ctx, js, nil, stream.ConsumerConfig{Chains: []string{"default"}, Workers: 1, ShutdownTimeout: time.Second})
 	if err != nil {
 		t.Fatalf("Consume stopped before its first pull: %v, want nil", err)
+	}
+}
+
+// fullResults gives a processor of chain "default" with a counting runner
+// whose results stream refuses writes (full, discard new); lift makes it
+// take them again.
+func fullResults(t *testing.T) (js jetstream.JetStream, p *stream.Processor, runner *countingRunner, lift func()) {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	err := stream.EnsureTopology(ctx, js, stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 2 * time.Second, MaxAckPending: 100,
+		RequestTTL: time.Hour, ResultTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := js.Stream(ctx, wire.ResultsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := results.CachedInfo().Config
+	full.MaxMsgs, full.Discard = 1, jetstream.DiscardNew
+	if _, err := js.UpdateStream(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, wire.ResultSubject("earlier"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	runner = &countingRunner{}
+	p, err = stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
+		Chains: map[string]stream.Runner{"default": runner}, ReplyPrefixes: []string{"detour.results."},
+		MaxPayload: 1 << 20, RequestTTL: time.Hour, AckWait: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, p, runner, func() {
+		full.MaxMsgs = -1
+		if _, err := js.UpdateStream(ctx, full); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAnAnswerThatCannotBeStoredIsKeptNotPaidForAgain: while the results
+// stream refuses writes (full, with discard new; a disk or account limit
+// does the same), the worker keeps the answer it paid for and the delivery,
+// and stores it once the stream takes it again. Handing the request back
+// would call the provider again on every redelivery.
+func TestAnAnswerThatCannotBeStoredIsKeptNotPaidForAgain(t *testing.T) {
+	js, p, runner, lift := fullResults(t)
+	ctx := context.Background()
+	body, _ := json.Marshal(wire.Request{ID: "paid", Messages: []chain.Message{{Role: "user", Content: "hi"}}})
+	if _, err := js.Publish(ctx, wire.RequestSubject("default"), body); err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		p.Handle(ctx, "default", nextDelivery(t, js, "default"))
+	}()
+	// Past the AckWait, and past the first few retries of the store.
+	time.Sleep(5 * time.Second)
+	select {
+	case <-handled:
+		t.Fatal("the delivery was settled while its answer could not be stored")
+	default:
+	}
+	lift()
+	<-handled
+	if n := runner.calls.Load(); n != 1 {
+		t.Fatalf("the chain ran %d times, want once", n)
+	}
+	results, err := js.Stream(ctx, wire.ResultsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := results.GetLastMsgForSubject(ctx, wire.ResultSubject("paid")); err != nil {
+		t.Fatalf("the answer was not stored: %v", err)
+	}
+	cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := cons.Info(ctx); err != nil || info.NumRedelivered != 0 || info.NumAckPending != 0 {
+		t.Fatalf("consumer %+v (%v); want the delivery kept, then acked", info, err)
+	}
+}
+
+// TestAnAnswerNotStoredByTheDeadlineIsDeadLettered: an answer the results
+// stream refuses until the request's deadline is dead-lettered expired,
+// saying that the answer could not be stored, not that no provider
+// answered.
+func TestAnAnswerNotStoredByTheDeadlineIsDeadLettered(t *testing.T) {
+	js, p, runner, _ := fullResults(t)
+	ctx := context.Background()
+	deadline := time.Now().Add(2 * time.Second).UTC().Truncate(time.Second).Add(time.Second)
+	body, _ := json.Marshal(wire.Request{ID: "late", Messages: []chain.Message{{Role: "user", Content: "hi"}}, Deadline: deadline.Format(time.RFC3339)})
+	if _, err := js.Publish(ctx, wire.RequestSubject("default"), body); err != nil {
+		t.Fatal(err)
+	}
+	p.Handle(ctx, "default", nextDelivery(t, js, "default"))
+	if n := runner.calls.Load(); n != 1 {
+		t.Fatalf("the chain ran %d times, want once", n)
+	}
+	dl, err := js.Stream(ctx, wire.DeadLetterStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dl.GetLastMsgForSubject(ctx, wire.DeadLetterSubject("default"))
+	if err != nil {
+		t.Fatalf("no dead letter: %v", err)
+	}
+	if m.Header.Get("Detour-DLQ-Reason") != "expired" || !strings.Contains(m.Header.Get("Detour-DLQ-Error"), "the answer could not be stored before the deadline") {
+		t.Fatalf("dead letter %v; want expired, the answer not stored", m.Header)
 	}
 }

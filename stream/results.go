@@ -18,14 +18,22 @@ import (
 )
 
 // answer stores and publishes the result, then acks. The answer is already
-// paid for, so a failed store (a leader election, a slow server) is retried
-// here before giving the request back; the result's Nats-Msg-Id makes a
-// retry that did land harmless.
+// paid for, so a failed store (a leader election, a slow server, a results
+// stream that refuses writes) is retried here, with backoff, for as long as
+// the request may live: handing the request back would pay a provider again
+// on every redelivery. The delivery is kept meanwhile (InProgress), and the
+// result's Nats-Msg-Id makes a retry that did land harmless.
 func (d *delivery) answer(ctx context.Context, res chain.Result) {
 	delay := publishRetryBase
 	// The answer is paid for: storing it is not cut short by the shutdown
 	// deadline, only bounded by its own timeout per attempt.
 	storeCtx := context.WithoutCancel(ctx)
+	var stopBeat func()
+	defer func() {
+		if stopBeat != nil {
+			stopBeat()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		attemptCtx, cancel := context.WithTimeout(storeCtx, publishTimeout)
 		err := d.publishResult(attemptCtx, res)
@@ -54,29 +62,36 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 			d.nak(0, metrics.NakShutdown)
 			return
 		}
-		if attempt == publishAttempts {
-			d.log().Error("publishing result; giving the request back", "err", err)
-			d.nak(retryDelayBase, metrics.NakError)
+		if !d.p.cfg.Now().Add(delay).Before(d.deadline()) {
+			d.log().Error("publishing result; the request expires before its answer can be stored", "attempts", attempt, "err", err)
+			d.fail(ctx, deadletter.ReasonExpired, res, fmt.Errorf("the answer could not be stored before the deadline: %w", err))
 			return
 		}
-		d.log().Warn("publishing result; retrying", "attempt", attempt, "err", err)
-		_ = d.msg.InProgress()
+		if attempt&(attempt-1) == 0 { // 1, 2, 4, 8…: a store down for hours logs a few dozen lines
+			d.log().Warn("publishing result; retrying", "attempt", attempt, "err", err)
+		}
+		if stopBeat == nil {
+			// An attempt may take publishTimeout, longer than AckWait: keep
+			// the delivery while this worker retries.
+			_ = d.msg.InProgress()
+			stopBeat = d.heartbeat(ctx)
+		}
 		if wait.Sleep(ctx, delay) != nil {
 			d.nak(0, metrics.NakShutdown)
 			return
 		}
-		delay *= 2
+		delay = min(delay*2, publishRetryMax)
 	}
 }
 
-// Publishing a result is tried publishAttempts times, waiting from
-// publishRetryBase and doubling, before the request is given back. A result
-// keeps resultMargin bytes free below the server's max payload for the
-// headers that differ between the stored copy and the reply.
+// A failed publish of a result is retried after publishRetryBase, doubling
+// up to publishRetryMax, until the request's deadline. A result keeps
+// resultMargin bytes free below the server's max payload for the headers
+// that differ between the stored copy and the reply.
 const (
 	resultMargin     = 256
-	publishAttempts  = 5
 	publishRetryBase = 250 * time.Millisecond
+	publishRetryMax  = 30 * time.Second
 	publishTimeout   = 5 * time.Second
 )
 
