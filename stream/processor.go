@@ -352,8 +352,7 @@ func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.E
 	now := d.p.cfg.Now()
 	var delay time.Duration
 	if !ex.AllCooling {
-		n := min(max(d.meta.NumDelivered, 1)-1, 16)
-		delay = min(retryDelayBase<<n, retryDelayMax)
+		delay = d.backoff()
 	}
 	if !ex.ReopenAt.IsZero() {
 		delay = max(delay, ex.ReopenAt.Sub(now)+time.Duration(rand.Int64N(int64(reopenJitter))))
@@ -368,6 +367,13 @@ func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.E
 		reason = metrics.NakAllCooling
 	}
 	d.nak(delay, reason)
+}
+
+// backoff is how long to wait before delivering the request again after a
+// failure: retryDelayBase, doubling with each delivery, up to retryDelayMax.
+func (d *delivery) backoff() time.Duration {
+	n := min(max(d.meta.NumDelivered, 1)-1, 16)
+	return min(retryDelayBase<<n, retryDelayMax)
 }
 
 // nak hands the delivery back, after delay (none when zero), and counts why.
@@ -470,13 +476,15 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 		Attempts: attempts, Data: d.msg.Data(), Header: d.msg.Headers(),
 	})
 	if err != nil {
-		d.log().Error("dead-lettering failed; will retry", "reason", reason, "err", err)
+		if n := d.meta.NumDelivered; n&(n-1) == 0 { // 1, 2, 4, 8…: an outage logs a few lines per request
+			d.log().Error("dead-lettering failed; will retry", "reason", reason, "deliveries", n, "err", err)
+		}
 		if streamGone(err) {
 			// The dead-letter stream was deleted: put it back before the
 			// retry, as the answer path does for results.
 			_ = d.p.cfg.Repair.Ensure(context.WithoutCancel(ctx))
 		}
-		d.nak(retryDelayBase, metrics.NakError)
+		d.nak(d.backoff(), metrics.NakError)
 		return false
 	}
 	d.log().Warn("dead-lettered", "reason", reason, "err", cause)

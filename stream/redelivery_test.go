@@ -256,3 +256,66 @@ func TestAnAnswerNotStoredByTheDeadlineIsDeadLettered(t *testing.T) {
 		t.Fatalf("dead letter %v; want expired, the answer not stored", m.Header)
 	}
 }
+
+// TestADeadLetterThatCannotBeStoredIsRetriedWithBackoff: while the
+// dead-letter stream refuses writes, a request to dead-letter is handed
+// back and tried again, nothing lost, but after a delay that doubles with
+// each delivery rather than every second, which filled the log with an
+// error a second per such request.
+func TestADeadLetterThatCannotBeStoredIsRetriedWithBackoff(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	err := stream.EnsureTopology(ctx, js, stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
+		RequestTTL: time.Hour, ResultTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := js.Stream(ctx, wire.DeadLetterStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := dl.CachedInfo().Config
+	full.MaxMsgs, full.Discard = 1, jetstream.DiscardNew
+	if _, err := js.UpdateStream(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, wire.DeadLetterSubject("default"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
+		Chains: map[string]stream.Runner{"default": &countingRunner{}}, ReplyPrefixes: []string{"detour.results."},
+		MaxPayload: 1 << 20, RequestTTL: time.Hour, AckWait: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, wire.RequestSubject("default"), []byte("not a request")); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deliveries at 0 s, then 1 s, 2 s, 4 s… after each: at most three in
+	// four seconds, where one a second gave five.
+	deliveries := 0
+	for end := time.Now().Add(4 * time.Second); time.Until(end) > 0; {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Until(end)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for msg := range batch.Messages() {
+			deliveries++
+			p.Handle(ctx, "default", msg)
+		}
+	}
+	if deliveries > 3 {
+		t.Errorf("%d deliveries in 4 s, want at most 3", deliveries)
+	}
+	if info, err := cons.Info(ctx); err != nil || info.NumPending+uint64(info.NumAckPending) != 1 {
+		t.Fatalf("consumer %+v (%v); want the request still queued", info, err)
+	}
+}
