@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -120,6 +121,28 @@ type Processor struct {
 	schemas *chain.SchemaCache
 	// handedBack counts the deliveries handed back at shutdown.
 	handedBack atomic.Int64
+	// working holds the stream sequences of the requests this processor's
+	// workers are on.
+	workingMu sync.Mutex
+	working   map[uint64]struct{}
+}
+
+// begin marks the request at stream sequence seq as being worked on, and
+// reports false when a worker already is on it.
+func (p *Processor) begin(seq uint64) bool {
+	p.workingMu.Lock()
+	defer p.workingMu.Unlock()
+	if _, on := p.working[seq]; on {
+		return false
+	}
+	p.working[seq] = struct{}{}
+	return true
+}
+
+func (p *Processor) end(seq uint64) {
+	p.workingMu.Lock()
+	delete(p.working, seq)
+	p.workingMu.Unlock()
 }
 
 // HandedBack is how many deliveries were handed back for another processor
@@ -145,7 +168,7 @@ func NewProcessor(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cf
 	if err != nil {
 		return nil, fmt.Errorf("stream: opening %s: %w", wire.ResultsStream, err)
 	}
-	return &Processor{cfg: cfg, nc: nc, js: js, dlq: deadletter.NewPublisher(js), results: results,
+	return &Processor{cfg: cfg, nc: nc, js: js, dlq: deadletter.NewPublisher(js), results: results, working: map[uint64]struct{}{},
 		schemas: chain.NewSchemaCache(chain.SchemaCacheSize)}, nil
 }
 
@@ -158,6 +181,17 @@ func (p *Processor) Handle(ctx context.Context, chainName string, msg jetstream.
 		return
 	}
 	d := delivery{p: p, chain: chainName, msg: msg, meta: meta, started: p.cfg.Now()}
+	// The server delivers a request again, even as a first delivery, while
+	// a worker here is still on it when its consumer was deleted and made
+	// anew: hand it back, and the delivery after the answer finds it
+	// answered, rather than pay a provider twice.
+	if !p.begin(meta.Sequence.Stream) {
+		p.cfg.Logger.Info("a request being worked on here was delivered again; handing it back", "chain", chainName,
+			"seq", meta.Sequence.Stream, "deliveries", meta.NumDelivered)
+		d.nak(d.backoff(), metrics.NakError)
+		return
+	}
+	defer p.end(meta.Sequence.Stream)
 	p.cfg.Metrics.InFlight(1)
 	defer p.cfg.Metrics.InFlight(-1)
 	// Admitting and running are siblings rather than one function: what the

@@ -319,3 +319,102 @@ func TestADeadLetterThatCannotBeStoredIsRetriedWithBackoff(t *testing.T) {
 		t.Fatalf("consumer %+v (%v); want the request still queued", info, err)
 	}
 }
+
+// heldRunner answers every request once release is closed, counting calls.
+type heldRunner struct {
+	calls   atomic.Int32
+	release chan struct{}
+}
+
+func (r *heldRunner) Run(_ context.Context, req *chain.Request) (chain.Result, error) {
+	r.calls.Add(1)
+	<-r.release
+	return chain.Result{ID: req.ID, Status: chain.StatusOK, Content: "held", Provider: "p", Model: "m"}, nil
+}
+
+// TestADeliveryOfARequestBeingWorkedOnCallsNothing: the server can deliver
+// a request again, as a first delivery, while a worker of this processor
+// still runs it, when its consumer was deleted and created again (by hand,
+// or by a processor repairing it). That delivery is handed back, not run:
+// once the first has stored the answer, the next delivery finds it.
+func TestADeliveryOfARequestBeingWorkedOnCallsNothing(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	topo := stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
+		RequestTTL: time.Hour, ResultTTL: time.Hour,
+	}
+	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+		t.Fatal(err)
+	}
+	runner := &heldRunner{release: make(chan struct{})}
+	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
+		Chains: map[string]stream.Runner{"default": runner}, ReplyPrefixes: []string{"detour.results."},
+		MaxPayload: 1 << 20, RequestTTL: time.Hour, AckWait: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, wire.RequestSubject("default"), requestBody("twice")); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		p.Handle(ctx, "default", nextDelivery(t, js, "default"))
+	}()
+	for runner.calls.Load() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := js.DeleteConsumer(ctx, wire.RequestsStream, wire.ConsumerName("default")); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+		t.Fatal(err)
+	}
+	again := nextDelivery(t, js, "default")
+	if meta, _ := again.Metadata(); meta.NumDelivered != 1 {
+		t.Fatalf("the new consumer's delivery has NumDelivered %d, want 1", meta.NumDelivered)
+	}
+	second := make(chan struct{})
+	go func() { defer close(second); p.Handle(ctx, "default", again) }()
+	for done := false; !done; {
+		select {
+		case <-second:
+			done = true
+		case <-time.After(10 * time.Millisecond):
+			if n := runner.calls.Load(); n != 1 {
+				close(runner.release)
+				t.Fatalf("the chain ran %d times for one request", n)
+			}
+		}
+	}
+	close(runner.release)
+	<-first
+	// The first worker's ack may settle the new consumer's delivery (same
+	// consumer name and sequences); otherwise the delivery handed back
+	// comes again and finds the answer.
+	cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			return false
+		}
+		for msg := range batch.Messages() {
+			p.Handle(ctx, "default", msg)
+		}
+		rs, err := js.Stream(ctx, wire.RequestsStream)
+		if err != nil {
+			return false
+		}
+		ri, err := rs.Info(ctx)
+		return err == nil && ri.State.Msgs == 0
+	})
+	if n := runner.calls.Load(); n != 1 {
+		t.Fatalf("the chain ran %d times for one request", n)
+	}
+}
