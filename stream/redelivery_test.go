@@ -155,18 +155,7 @@ func fullResults(t *testing.T) (js jetstream.JetStream, p *stream.Processor, run
 	if err != nil {
 		t.Fatal(err)
 	}
-	results, err := js.Stream(ctx, wire.ResultsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	full := results.CachedInfo().Config
-	full.MaxMsgs, full.Discard = 1, jetstream.DiscardNew
-	if _, err := js.UpdateStream(ctx, full); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(ctx, wire.ResultSubject("earlier"), []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
+	lift = fill(t, js, wire.ResultsStream, wire.ResultSubject("earlier"))
 	runner = &countingRunner{}
 	p, err = stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
 		Chains: map[string]stream.Runner{"default": runner}, ReplyPrefixes: []string{"detour.results."},
@@ -175,7 +164,27 @@ func fullResults(t *testing.T) (js jetstream.JetStream, p *stream.Processor, run
 	if err != nil {
 		t.Fatal(err)
 	}
-	return js, p, runner, func() {
+	return js, p, runner, lift
+}
+
+// fill makes the stream name refuse writes: full at one message, published
+// to subject, and discarding new ones. lift makes it take them again.
+func fill(t *testing.T, js jetstream.JetStream, name, subject string) (lift func()) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := s.CachedInfo().Config
+	full.MaxMsgs, full.Discard = 1, jetstream.DiscardNew
+	if _, err := js.UpdateStream(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, subject, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
 		full.MaxMsgs = -1
 		if _, err := js.UpdateStream(ctx, full); err != nil {
 			t.Fatal(err)
@@ -273,18 +282,7 @@ func TestADeadLetterThatCannotBeStoredIsRetriedWithBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl, err := js.Stream(ctx, wire.DeadLetterStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	full := dl.CachedInfo().Config
-	full.MaxMsgs, full.Discard = 1, jetstream.DiscardNew
-	if _, err := js.UpdateStream(ctx, full); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(ctx, wire.DeadLetterSubject("default"), []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, js, wire.DeadLetterStream, wire.DeadLetterSubject("default"))
 	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
 		Chains: map[string]stream.Runner{"default": &countingRunner{}}, ReplyPrefixes: []string{"detour.results."},
 		MaxPayload: 1 << 20, RequestTTL: time.Hour, AckWait: 30 * time.Second,
