@@ -272,24 +272,9 @@ func TestAnAnswerNotStoredByTheDeadlineIsDeadLettered(t *testing.T) {
 // each delivery rather than every second, which filled the log with an
 // error a second per such request.
 func TestADeadLetterThatCannotBeStoredIsRetriedWithBackoff(t *testing.T) {
-	srv := natstest.Start(t)
-	nc, js := natstest.Connect(t, srv)
+	_, js, p := newProcessor(t, time.Hour, func() stream.Runner { return &countingRunner{} }, "default")
 	ctx := context.Background()
-	err := stream.EnsureTopology(ctx, js, stream.Topology{
-		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	fill(t, js, wire.DeadLetterStream, wire.DeadLetterSubject("default"))
-	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
-		Chains: map[string]stream.Runner{"default": &countingRunner{}}, ReplyPrefixes: []string{"detour.results."},
-		MaxPayload: 1 << 20, RequestTTL: time.Hour, AckWait: 30 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := js.Publish(ctx, wire.RequestSubject("default"), []byte("not a request")); err != nil {
 		t.Fatal(err)
 	}
@@ -336,24 +321,9 @@ func (r *heldRunner) Run(_ context.Context, req *chain.Request) (chain.Result, e
 // or by a processor repairing it). That delivery is handed back, not run:
 // once the first has stored the answer, the next delivery finds it.
 func TestADeliveryOfARequestBeingWorkedOnCallsNothing(t *testing.T) {
-	srv := natstest.Start(t)
-	nc, js := natstest.Connect(t, srv)
-	ctx := context.Background()
-	topo := stream.Topology{
-		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
-	}
-	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
-		t.Fatal(err)
-	}
 	runner := &heldRunner{release: make(chan struct{})}
-	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
-		Chains: map[string]stream.Runner{"default": runner}, ReplyPrefixes: []string{"detour.results."},
-		MaxPayload: 1 << 20, RequestTTL: time.Hour, AckWait: 30 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js, p := newProcessor(t, time.Hour, func() stream.Runner { return runner }, "default")
+	ctx := context.Background()
 	if _, err := js.Publish(ctx, wire.RequestSubject("default"), requestBody("twice")); err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +338,7 @@ func TestADeliveryOfARequestBeingWorkedOnCallsNothing(t *testing.T) {
 	if err := js.DeleteConsumer(ctx, wire.RequestsStream, wire.ConsumerName("default")); err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+	if err := stream.EnsureTopology(ctx, js, testTopology(time.Hour, "default")); err != nil {
 		t.Fatal(err)
 	}
 	again := nextDelivery(t, js, "default")
