@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/natstest"
@@ -18,13 +19,13 @@ import (
 	"github.com/detourhq/detour/wire"
 )
 
-// TestDLQCommand runs `processor dlq` against a real server: list (table,
-// filter, JSON), show, replay with a new deadline, purge, and usage errors.
-func TestDLQCommand(t *testing.T) {
+// dlqServer starts a server with the topology of chain "default", points
+// the commands at it, and returns it with a dead-letter publisher.
+func dlqServer(t *testing.T) (jetstream.JetStream, *deadletter.Publisher) {
+	t.Helper()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
-	ctx := context.Background()
-	err := stream.EnsureTopology(ctx, js, stream.Topology{
+	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second,
 		MaxAckPending: 10, RequestTTL: time.Hour, ResultTTL: time.Hour,
 	})
@@ -32,7 +33,14 @@ func TestDLQCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
-	pub := deadletter.NewPublisher(js)
+	return js, deadletter.NewPublisher(js)
+}
+
+// TestDLQCommand runs `processor dlq` against a real server: list (table,
+// filter, JSON), show, replay with a new deadline, purge, and usage errors.
+func TestDLQCommand(t *testing.T) {
+	js, pub := dlqServer(t)
+	ctx := context.Background()
 	sourceSeq := uint64(0)
 	letter := func(reason deadletter.Reason, body string, cause string) string {
 		t.Helper()

@@ -22,7 +22,6 @@ import (
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/kvstate"
-	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -168,18 +167,8 @@ func TestWatchShowsOutsideTextAsEscapes(t *testing.T) {
 // `replay` print a client's request id and header and a provider's error
 // as escapes; list keeps one row per dead letter.
 func TestDLQShowsOutsideTextAsEscapes(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
+	js, pub := dlqServer(t)
 	ctx := context.Background()
-	err := stream.EnsureTopology(ctx, js, stream.Topology{
-		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second,
-		MaxAckPending: 10, RequestTTL: time.Hour, ResultTTL: time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
-	pub := deadletter.NewPublisher(js)
 	sourceSeq := uint64(0)
 	letter := func(id string, cause string) string {
 		t.Helper()
