@@ -304,7 +304,12 @@ func count(ctx context.Context, str jetstream.Stream, f Filter) (n, last uint64,
 // purge -reason would report success for part of what they were asked.
 var idleTimeout = 5 * time.Second
 
-const idleStalls = 3
+// idleStalls is how many such waits a listing takes, and askTimeout bounds
+// the question to the stream after each.
+const (
+	idleStalls = 3
+	askTimeout = 5 * time.Second
+)
 
 // each calls fn with every dead letter f selects, oldest first, reading the
 // stream through an ordered consumer (one flow, not a request per message).
@@ -373,7 +378,7 @@ func (s *Store) each(ctx context.Context, f Filter, fn func(Message) error) erro
 // remaining reports whether the stream holds a dead letter f's subject
 // selects between sequences from and last.
 func remaining(ctx context.Context, str jetstream.Stream, f Filter, from, last uint64) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, idleTimeout)
+	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
 	m, err := str.GetMsg(ctx, from, jetstream.WithGetMsgSubject(f.subject()))
 	switch {

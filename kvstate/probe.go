@@ -113,9 +113,9 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 }
 
 // takeOverLapsed replaces the probe key of provider with data, at its
-// revision and with a TTL of lease, when the lease it holds has lapsed: the
-// server removes an expired key up to a second after its TTL, and a key
-// written without one (by hand) is never removed. A lease still running,
+// revision and with a TTL of lease, when the lease it holds lapsed over a
+// minute ago (clockSkew): a key written without a TTL (by hand) is never
+// removed. One with a TTL is removed by the server about a second after it. A lease still running,
 // or one another processor took meanwhile, is left alone and reported as
 // jetstream.ErrKeyExists.
 func (s *Store) takeOverLapsed(ctx context.Context, provider string, data []byte, now time.Time, lease time.Duration) (uint64, error) {
@@ -124,7 +124,9 @@ func (s *Store) takeOverLapsed(ctx context.Context, provider string, data []byte
 		return 0, jetstream.ErrKeyExists // removed meanwhile: the next admission creates it
 	}
 	held, _, err := decode[Probe](cur.Value(), boundsFor(provider, cur.Created(), s.opts.Ceiling))
-	if err == nil && held.Until.After(now) {
+	// The holder's until is by its clock: a lease is lapsed only clockSkew
+	// past it, or two calls could probe a provider just recovering.
+	if err == nil && held.Until.Add(clockSkew).After(now) {
 		return 0, jetstream.ErrKeyExists
 	}
 	rev, err := s.replace(ctx, ProbeKey(provider), data, cur.Revision(), lease)

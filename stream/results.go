@@ -64,7 +64,11 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 		}
 		if !d.p.cfg.Now().Add(delay).Before(d.deadline()) {
 			d.log().Error("publishing result; the request expires before its answer can be stored", "attempts", attempt, "err", err)
-			d.fail(ctx, deadletter.ReasonExpired, res, fmt.Errorf("the answer could not be stored before the deadline: %w", err))
+			// A failed result names no answer (results.md): only what was
+			// tried.
+			failed := chain.Result{Attempts: res.Attempts}
+			d.annotate(&failed)
+			d.fail(ctx, deadletter.ReasonExpired, failed, fmt.Errorf("the answer could not be stored before the deadline: %w", err))
 			return
 		}
 		if attempt&(attempt-1) == 0 { // 1, 2, 4, 8…: a store down for hours logs a few dozen lines

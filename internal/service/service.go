@@ -100,8 +100,16 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		return nil, err
 	}
 	id := processorID()
+	// No cooldown of a provider this processor runs is longer than the
+	// larger of its max_cooldown and auth_cooldown: a value in the bucket
+	// that says so was not written by a processor with this chain file.
+	ceilings := map[string]time.Duration{}
+	for _, p := range opts.File.Providers {
+		ceilings[p.Name] = max(p.MaxCooldown, p.AuthCooldown)
+	}
 	store := kvstate.New(js, kv, kvstate.Options{ID: id, Logger: opts.Logger, Replicas: s.Replicas,
-		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) }})
+		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) },
+		Ceiling:    func(provider string) time.Duration { return ceilings[provider] }})
 	providers := lo.Map(opts.File.Providers, func(p config.Provider, _ int) string { return p.Name })
 	opts.Metrics.ReportStates(func(now time.Time) []kvstate.ProviderStatus { return store.Status(now, providers...) }, providers...)
 	built, err := chains.Build(opts.File, store, opts.HTTPClient, opts.Logger)

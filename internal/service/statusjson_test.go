@@ -60,3 +60,30 @@ func TestStatusJSONSurvivesATripPastYear9999(t *testing.T) {
 		t.Errorf("h1: %s with %.0fs left, want open for at most the trip's 7200s", r.State, r.RemainingS)
 	}
 }
+
+// TestAHandWrittenTripLastsNoLongerThanTheChainFileAllows: a processor
+// believes a trip of one of its providers for no longer than that
+// provider's longest cooldown in its chain file (max_cooldown, 1h by
+// default), however long the value in the bucket says.
+func TestAHandWrittenTripLastsNoLongerThanTheChainFileAllows(t *testing.T) {
+	h := newHarness(t)
+	file := parseChainFile(t, outageChain("http://127.0.0.1:1", "http://127.0.0.1:1", 3))
+	p := h.assemble(file, testSettings(), true, withMetrics(metrics.New()))
+	kv, err := h.js.KeyValue(context.Background(), kvstate.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := kv.Put(context.Background(), kvstate.HealthKey("dead"),
+		[]byte(`{"consecutive_failures":3,"trips":1,"last_trip":"`+now.Format(time.RFC3339)+`","last_trip_s":315360000}`)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the mirror holds the trip", func() bool {
+		_, ok := p.StoreForTest().Health("dead")
+		return ok
+	})
+	until, cooling := p.StoreForTest().Cooling("dead", time.Now())
+	if !cooling || until.After(now.Add(time.Hour+time.Minute)) {
+		t.Fatalf("dead cooling %v until %s; want at most an hour from the trip", cooling, until)
+	}
+}
