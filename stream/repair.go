@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,13 +81,21 @@ func (r *Repairer) missing(ctx context.Context) ([]string, error) {
 	var missing []string
 	requestsGone := false
 	for _, name := range []string{wire.RequestsStream, wire.ResultsStream, wire.DeadLetterStream} {
-		_, err := r.js.Stream(ctx, name)
+		s, err := r.js.Stream(ctx, name)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			missing = append(missing, "stream "+name)
 			requestsGone = requestsGone || name == wire.RequestsStream
 		case err != nil:
 			return nil, fmt.Errorf("stream: checking %s: %w", name, err)
+		case name == wire.RequestsStream:
+			// Another processor's update, made at the same moment as
+			// this one's, can leave out a chain of this one's.
+			for _, c := range r.topo.Chains {
+				if !slices.Contains(s.CachedInfo().Config.Subjects, wire.RequestSubject(c)) {
+					missing = append(missing, "subject "+wire.RequestSubject(c))
+				}
+			}
 		}
 	}
 	for _, c := range r.topo.Chains {

@@ -99,6 +99,32 @@ func TestRepairerRecreatesWhatIsMissing(t *testing.T) {
 	}
 }
 
+// TestRepairerPutsBackAChainsSubject: another processor's update of the
+// requests stream, made at the same moment as this one's, can leave out a
+// chain of this one's; its consumer and pulls carry on, and only publishes
+// fail. The check puts the subject back.
+func TestRepairerPutsBackAChainsSubject(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.Start(t))
+	ctx := context.Background()
+	topo := repairTopology()
+	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+		t.Fatal(err)
+	}
+	cfg := streamConfig(t, js, wire.RequestsStream)
+	cfg.Subjects = []string{wire.RequestSubject("default")}
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	logs := &warnings{n: map[string]int{}}
+	if err := stream.NewRepairer(js, topo, slog.New(logs)).Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.count("topology incomplete"); n != 1 {
+		t.Fatalf("repair logged %d times, want once", n)
+	}
+	checkTopology(t, js, topo)
+}
+
 // TestConsumeRecreatesTheRequestsStream: when the requests stream is
 // deleted under a running consume loop, its pulls fail (Health says so), the
 // loop recreates the stream and its consumers, and requests published

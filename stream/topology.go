@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -101,13 +102,17 @@ func chainList(p *problems, field string, chains []string) {
 // server.
 //
 // Processors share what it builds, and may run different chains or
-// settings (one being restarted with new ones, a canary): an update never
-// takes away what another may rely on. A stream keeps the subjects of
-// chains t does not name, and its age limit when that is longer than t's;
-// a consumer keeps an AckWait or MaxAckPending larger than t's; each keeps
-// what an operator set that t does not (limits on messages or bytes, say).
-// Shortening any of these is left to an operator (`nats stream edit`,
-// `nats consumer edit`), once every processor runs with the shorter value.
+// settings (one being restarted with new ones, a canary): an update takes
+// away nothing another processor relies on. The requests stream keeps the
+// subjects of chains t does not name that a processor serves (served); a
+// stream keeps its age limit when that is longer than t's; a consumer
+// keeps an AckWait or MaxAckPending larger than t's; each keeps the more
+// replicas and what an operator set that t does not (limits on messages or
+// bytes, say). Shortening any of these is left to an operator (`nats
+// stream edit`, `nats consumer edit`), once every processor runs with the
+// shorter value. Two processors updating the requests stream at the same
+// moment can still leave out a chain of one of them: its Repairer puts it
+// back.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err := t.check(); err != nil {
 		return err
@@ -140,7 +145,11 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		Replicas:    replicas,
 	}}
 	for _, cfg := range streams {
-		if err := ensureStream(ctx, js, cfg, t.kept); err != nil {
+		keep := func(string) bool { return true }
+		if cfg.Name == wire.RequestsStream {
+			keep = func(subject string) bool { return served(ctx, js, subject) }
+		}
+		if err := ensureStream(ctx, js, cfg, keep, t.kept); err != nil {
 			return fmt.Errorf("stream: creating %s: %w", cfg.Name, err)
 		}
 	}
@@ -172,10 +181,11 @@ func (t Topology) kept(format string, args ...any) {
 }
 
 // ensureStream creates the stream want describes or, when it exists,
-// updates what of it detour sets: the subjects (adding want's), the age
-// limit (the longer, zero being none), the duplicate window within it and
-// the replicas (the more).
-func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, kept func(string, ...any)) error {
+// updates what of it detour sets: the subjects (want's, and those of the
+// others keep keeps), the age limit (the longer, zero being none), the
+// duplicate window within it and the replicas (the more).
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, keep func(subject string) bool,
+	kept func(string, ...any)) error {
 	for range 2 { // a second round when another processor created it meanwhile
 		s, err := js.Stream(ctx, want.Name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -192,10 +202,14 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		cur := s.CachedInfo().Config
 		cfg := cur
 		cfg.Description, cfg.Retention = want.Description, want.Retention
-		for _, subject := range want.Subjects {
-			if !slices.Contains(cfg.Subjects, subject) {
-				cfg.Subjects = append(slices.Clip(cfg.Subjects), subject)
+		cfg.Subjects = slices.Clone(want.Subjects)
+		for _, subject := range cur.Subjects {
+			if !slices.Contains(cfg.Subjects, subject) && keep(subject) {
+				cfg.Subjects = append(cfg.Subjects, subject)
 			}
+		}
+		if slices.Equal(slices.Sorted(slices.Values(cfg.Subjects)), slices.Sorted(slices.Values(cur.Subjects))) {
+			cfg.Subjects = cur.Subjects // the same set: no update for its order
 		}
 		cfg.MaxAge = longerAge(cur.MaxAge, want.MaxAge)
 		if cfg.MaxAge != want.MaxAge {
@@ -206,6 +220,9 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 			cfg.Duplicates = min(duplicateWindow, cfg.MaxAge)
 		}
 		cfg.Replicas = max(cur.Replicas, want.Replicas)
+		if cfg.Replicas != want.Replicas {
+			kept("%s keeps its %d replicas, more than this processor's %d", want.Name, cfg.Replicas, want.Replicas)
+		}
 		if reflect.DeepEqual(cfg, cur) {
 			return nil
 		}
@@ -221,8 +238,12 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, want jetstream.ConsumerConfig, kept func(string, ...any)) error {
 	c, err := js.Consumer(ctx, wire.RequestsStream, want.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		_, err = js.CreateOrUpdateConsumer(ctx, wire.RequestsStream, want)
-		return err
+		_, err = js.CreateConsumer(ctx, wire.RequestsStream, want)
+		if !errors.Is(err, jetstream.ErrConsumerExists) {
+			return err
+		}
+		// Another processor created it meanwhile: merge with its settings.
+		c, err = js.Consumer(ctx, wire.RequestsStream, want.Durable)
 	}
 	if err != nil {
 		return err
@@ -230,6 +251,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, want jetstream.
 	cur := c.CachedInfo().Config
 	cfg := cur
 	cfg.Description, cfg.FilterSubject, cfg.AckPolicy, cfg.MaxDeliver = want.Description, want.FilterSubject, want.AckPolicy, want.MaxDeliver
+	cfg.BackOff = nil // it would skew NakWithDelay (DESIGN §2)
 	cfg.AckWait = max(cur.AckWait, want.AckWait)
 	if cfg.AckWait != want.AckWait {
 		kept("consumer %s keeps its AckWait of %s, longer than this processor's %s: this processor's heartbeats come more often than needed",
@@ -240,11 +262,34 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, want jetstream.
 		kept("consumer %s keeps its MaxAckPending of %d, more than this processor's %d", want.Durable, cfg.MaxAckPending, want.MaxAckPending)
 	}
 	cfg.Replicas = max(cur.Replicas, want.Replicas)
+	if cfg.Replicas != want.Replicas {
+		kept("consumer %s keeps its %d replicas, more than this processor's %d", want.Durable, cfg.Replicas, want.Replicas)
+	}
 	if reflect.DeepEqual(cfg, cur) {
 		return nil
 	}
 	_, err = js.UpdateConsumer(ctx, wire.RequestsStream, cfg)
 	return err
+}
+
+// served reports whether a processor serves the chain of a requests
+// subject: its consumer has a pull waiting or a delivery unacknowledged.
+// The subject of a chain no processor serves any more is left out, so that
+// a publish to it fails at once (DESIGN §2) rather than wait unanswered
+// until the stream's age limit; what it holds stays, for its consumer. A
+// chain whose processor is between two pulls at that moment is put back by
+// that processor's next check (Repairer).
+func served(ctx context.Context, js jetstream.JetStream, subject string) bool {
+	chainName, ok := strings.CutPrefix(subject, wire.RequestsPrefix)
+	if !ok {
+		return true // not a chain's: someone else's, left alone
+	}
+	c, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(chainName))
+	if err != nil {
+		return !errors.Is(err, jetstream.ErrConsumerNotFound)
+	}
+	info := c.CachedInfo()
+	return info.NumWaiting > 0 || info.NumAckPending > 0
 }
 
 // longerAge is the longer of two age limits, zero (no limit) being the

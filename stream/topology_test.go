@@ -208,6 +208,10 @@ func TestEnsureTopologyKeepsWhatOtherProcessorsRelyOn(t *testing.T) {
 	if err := stream.EnsureTopology(ctx, js, first); err != nil {
 		t.Fatal(err)
 	}
+	// A processor serves both chains: a pull of each waits.
+	for _, c := range first.Chains {
+		waitingPull(t, js, c)
+	}
 	// An operator bounds the results stream.
 	res := streamConfig(t, js, wire.ResultsStream)
 	res.MaxMsgs, res.MaxBytes = 100_000, 10<<20
@@ -250,5 +254,60 @@ func TestEnsureTopologyKeepsWhatOtherProcessorsRelyOn(t *testing.T) {
 		if !slices.ContainsFunc(kept, func(k string) bool { return strings.HasPrefix(k, what) }) {
 			t.Errorf("not told %q; told %q", what, kept)
 		}
+	}
+}
+
+// waitingPull keeps a pull of chainName's consumer waiting until the test
+// ends, as a processor serving it does.
+func waitingPull(t *testing.T, js jetstream.JetStream, chainName string) {
+	t.Helper()
+	ctx := context.Background()
+	cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(chainName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumWaiting > 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no pull of %s waits", chainName)
+		}
+	}
+}
+
+// TestEnsureTopologyLeavesOutAChainNoOneServes: the subject of a chain no
+// processor serves any more (no pull waits on its consumer, nothing is
+// being worked on) is left out, so that a publish to it fails at once
+// rather than wait unanswered until the stream's age limit.
+func TestEnsureTopologyLeavesOutAChainNoOneServes(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topo := stream.Topology{
+		Chains: []string{"default", "retired", "elsewhere"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
+		RequestTTL: time.Hour, ResultTTL: time.Hour,
+	}
+	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+		t.Fatal(err)
+	}
+	waitingPull(t, js, "elsewhere")
+	topo.Chains = []string{"default"}
+	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+		t.Fatal(err)
+	}
+	got := slices.Sorted(slices.Values(streamConfig(t, js, wire.RequestsStream).Subjects))
+	if want := []string{"detour.requests.default", "detour.requests.elsewhere"}; !slices.Equal(got, want) {
+		t.Fatalf("subjects %v, want %v: the served chain's kept, the retired one's left out", got, want)
+	}
+	if _, err := js.Publish(ctx, wire.RequestSubject("retired"), []byte(`{}`)); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("publish to the retired chain: %v, want ErrNoStreamResponse", err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/statuspage"
+	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/stream"
 )
@@ -140,6 +141,20 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		kv: kv, providers: providers, events: statuspage.NewEvents(keptEvents)}, nil
 }
 
+// topologyEvery is how often a running processor checks that what it
+// needs of the shared topology is there: a failed pull, store or dead
+// letter checks at once, but a chain's subject left out by another
+// processor's update fails no pull, only the publishes to it.
+const topologyEvery = 30 * time.Second
+
+// keepTopology puts back, every topologyEvery until ctx ends, what the
+// processor needs of the topology and finds gone.
+func (p *Processor) keepTopology(ctx context.Context) {
+	for wait.Sleep(ctx, topologyEvery) == nil {
+		_ = p.repair.Ensure(ctx)
+	}
+}
+
 // Run runs the processor's three actors until ctx ends, and returns once all
 // have returned: the provider-state mirror, which follows the bucket
 // (kvstate.Store.Run, which watches again and recreates the bucket should
@@ -200,6 +215,13 @@ func (p *Processor) Run(ctx context.Context) error {
 		p.watchFleet(consumeCtx)
 	}()
 	defer func() { stopConsuming(nil); <-fleetDone }()
+
+	topologyDone := make(chan struct{})
+	go func() { // ends with consumeCtx
+		defer close(topologyDone)
+		p.keepTopology(consumeCtx)
+	}()
+	defer func() { stopConsuming(nil); <-topologyDone }()
 
 	p.consuming.Store(true)
 	defer p.consuming.Store(false)
