@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/detourhq/detour/internal/text"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/detourhq/detour/internal/text"
 )
 
 // CheckResult is one provider's answer to one sample of a check.

@@ -2,11 +2,12 @@ package kvstate
 
 import (
 	"fmt"
-	"github.com/detourhq/detour/internal/text"
 	"io"
 	"sort"
 	"text/tabwriter"
 	"time"
+
+	"github.com/detourhq/detour/internal/text"
 )
 
 // ProviderStatus is one row of `processor status`.

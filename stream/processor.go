@@ -403,6 +403,10 @@ func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.E
 	d.nak(delay, reason)
 }
 
+// sparse reports whether the nth time something fails, counting from 1,
+// is one to log: the 1st, 2nd, 4th, 8th…
+func sparse(n uint64) bool { return n&(n-1) == 0 }
+
 // backoff is how long to wait before delivering the request again after a
 // failure: retryDelayBase, doubling with each delivery, up to retryDelayMax.
 func (d *delivery) backoff() time.Duration {
@@ -510,7 +514,7 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 		Attempts: attempts, Data: d.msg.Data(), Header: d.msg.Headers(),
 	})
 	if err != nil {
-		if n := d.meta.NumDelivered; n&(n-1) == 0 { // 1, 2, 4, 8…: an outage logs a few lines per request
+		if n := d.meta.NumDelivered; sparse(n) { // an outage logs a few lines per request
 			d.log().Error("dead-lettering failed; will retry", "reason", reason, "deliveries", n, "err", err)
 		}
 		if streamGone(err) {

@@ -71,7 +71,7 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 			d.fail(ctx, deadletter.ReasonExpired, failed, fmt.Errorf("the answer could not be stored before the deadline: %w", err))
 			return
 		}
-		if attempt&(attempt-1) == 0 { // 1, 2, 4, 8…: a store down for hours logs a few dozen lines
+		if sparse(uint64(attempt)) { // a store down for hours logs a few dozen lines
 			d.log().Warn("publishing result; retrying", "attempt", attempt, "err", err)
 		}
 		if stopBeat == nil {

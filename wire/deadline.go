@@ -85,7 +85,9 @@ func ParseDeadline(s string) (time.Time, bool) {
 	// the instant one second after :59, the next minute's :00: time.Time
 	// has no instant of its own for it.
 	before := time.Date(year, month, day, hour, minute, 59, nsec, zone).UTC()
-	if before.Hour() != 23 || before.Minute() != 59 || before.AddDate(0, 0, 1).Day() != 1 {
+	if before.Hour() != 23 || before.Minute() != 59 || before.AddDate(0, 0, 1).Day() != 1 || before.Year() == 9999 && before.Month() == 12 {
+		// Not the last second of a UTC month, or one whose next minute is
+		// in year 10000, which RFC 3339 cannot write.
 		return time.Time{}, false
 	}
 	return before.Add(time.Second), true
@@ -119,6 +121,9 @@ var (
 func MsgpackDeadline(v []byte) (string, error) {
 	var sec int64
 	var nsec uint32
+	if len(v) == 0 {
+		return "", fmt.Errorf("%w: deadline is not a msgpack timestamp of 4, 8 or 12 bytes", ErrBadRequest)
+	}
 	switch {
 	case v[0] == 0xd6 && len(v) == 6: // timestamp 32: unsigned seconds
 		sec = int64(binary.BigEndian.Uint32(v[2:]))

@@ -103,6 +103,7 @@ func TestDecodeRequestDeadlineReadAsRFC3339(t *testing.T) {
 		"2030-01-02T03:04:60Z",
 		"2016-12-31T22:59:60Z",
 		"2016-12-30T23:59:60Z",
+		"9999-12-31T23:59:60Z", // its next minute is in year 10000
 		"2016-12-31T23:59:60+01:00",
 		"2016-12-31T23:59:61Z",
 		"2030-02-30T23:59:60Z",
@@ -205,8 +206,8 @@ var rfc3339 = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{
 
 // FuzzDecodeRequestDeadline: a deadline is accepted exactly when RFC 3339's
 // grammar takes it, and then read as time.Parse reads the same text in
-// upper case, a leap second (the last second of a UTC month) as the instant
-// after :59.
+// upper case, a leap second (the last second of a UTC month, but not of
+// year 9999) as the instant after :59.
 func FuzzDecodeRequestDeadline(f *testing.F) {
 	for _, s := range []string{
 		"2030-01-02T03:04:05Z", "2030-01-02t03:04:05.5z", "2030-01-02T03:04:05+24:00", "2030-01-02T03:04:05-23:60",
@@ -235,8 +236,11 @@ func FuzzDecodeRequestDeadline(f *testing.F) {
 		want, perr := time.Parse(time.RFC3339, upper)
 		if leap && perr == nil {
 			u := want.UTC()
-			if u.Hour() != 23 || u.Minute() != 59 || u.AddDate(0, 0, 1).Day() != 1 {
+			switch {
+			case u.Hour() != 23 || u.Minute() != 59 || u.AddDate(0, 0, 1).Day() != 1:
 				perr = errors.New("not a leap second")
+			case u.Year() == 9999 && u.Month() == 12:
+				perr = errors.New("its next minute is in year 10000")
 			}
 			want = want.Add(time.Second)
 		}

@@ -2,9 +2,9 @@ package fleet
 
 import (
 	"fmt"
-	"github.com/detourhq/detour/internal/text"
 	"io"
 
+	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/kvstate"
 )
 
