@@ -61,7 +61,7 @@ type Settings struct {
 	ReplyPrefixes []string      `envconfig:"DETOUR_REPLY_PREFIXES" default:"detour.results.,_INBOX." desc:"subject prefixes a request's reply_to may use; each ends in '.'"`
 	MaxPayload    int           `envconfig:"DETOUR_MAX_PAYLOAD" default:"1048576" desc:"largest request body in bytes; larger ones are dead-lettered as too_large"`
 
-	MetricsAddr     string        `envconfig:"DETOUR_METRICS_ADDR" default:"127.0.0.1:9464" desc:"host:port serving /metrics, /healthz and /readyz; empty disables"`
+	MetricsAddr     string        `envconfig:"DETOUR_METRICS_ADDR" default:"127.0.0.1:9464" desc:"host:port serving the status page on /, /metrics, /healthz and /readyz; empty disables"`
 	LogLevel        string        `envconfig:"DETOUR_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat       string        `envconfig:"DETOUR_LOG_FORMAT" default:"text" desc:"text or json"`
 	ShutdownTimeout time.Duration `envconfig:"DETOUR_SHUTDOWN_TIMEOUT" default:"30s" desc:"time in-flight requests get to finish after a stop signal"`
@@ -414,7 +414,7 @@ func (s Settings) ClientURL() string {
 // REQUIRED column (no detour setting is required).
 var usage = template.Must(template.New("usage").Funcs(template.FuncMap{"kind": valueKind}).Parse(`Environment variables:
 
-VARIABLE	VALUE	DEFAULT	DESCRIPTION
+VARIABLE	KIND	DEFAULT	DESCRIPTION
 {{range .}}{{.Key}}	{{kind .Field.Type}}	{{.Tags.Get "default"}}	{{.Tags.Get "desc"}}
 {{end}}`))
 

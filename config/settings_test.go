@@ -374,7 +374,7 @@ func TestPrintUsage(t *testing.T) {
 	}
 }
 
-// TestUsageKinds: the VALUE column speaks the words of docs/settings.md,
+// TestUsageKinds: the KIND column speaks the words of docs/settings.md,
 // not Go's type names.
 func TestUsageKinds(t *testing.T) {
 	var buf bytes.Buffer
