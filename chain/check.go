@@ -2,11 +2,9 @@ package chain
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,7 +41,7 @@ func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
 			err := callOnce(ctx, &step, &req, &resp)
 			r.LatencyMs = time.Since(start).Milliseconds()
 			if err == nil {
-				err = checkAnswer(&resp, req.Schema)
+				err = validate(&resp, req.Schema)
 				if err != nil {
 					err = &CallError{Class: ClassInvalidOutput, Err: err}
 				}
@@ -65,27 +63,6 @@ func sampleName(req Request, i int) string {
 		return req.ID
 	}
 	return fmt.Sprintf("#%d", i+1)
-}
-
-// checkAnswer validates an answer as a chain does, but says that an answer
-// to a sample with a schema is not JSON in those words, with the answer's
-// start, rather than in the JSON parser's.
-func checkAnswer(resp *Response, schema *Schema) error {
-	if err := validate(resp, nil); err != nil || schema == nil {
-		return err
-	}
-	if content := strings.TrimSpace(stripFence(resp.Content)); !json.Valid([]byte(content)) {
-		return fmt.Errorf("answer is not JSON; it begins %s", quoteStart(content, 40))
-	}
-	return validate(resp, schema)
-}
-
-// quoteStart quotes the first n characters of s, marking a cut with "…".
-func quoteStart(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return strconv.Quote(string(r[:n]) + "…")
-	}
-	return strconv.Quote(s)
 }
 
 // ErrCheckFailed is returned by WriteCheck when any sample failed.

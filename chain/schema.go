@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -272,7 +273,9 @@ func (s *Schema) Validate(content string) error {
 	}
 	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(content))
 	if err != nil {
-		return fmt.Errorf("answer is not JSON: %w", err)
+		// The parser's words ("invalid character 'k' in literal false")
+		// say less than the answer's start: prose, an apology, a preamble.
+		return fmt.Errorf("answer is not JSON; it begins %s", quoteStart(strings.TrimSpace(content), 40))
 	}
 	if s.patterns == nil {
 		if err := s.compiled.Validate(inst); err != nil {
@@ -308,4 +311,12 @@ func stripFence(s string) string {
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// quoteStart quotes the first n characters of s, marking a cut with "…".
+func quoteStart(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return strconv.Quote(string(r[:n]) + "…")
+	}
+	return strconv.Quote(s)
 }

@@ -619,3 +619,17 @@ func TestCompileSchemaRefusesReferencesOutside(t *testing.T) {
 		t.Errorf("a property named $ref: %v", err)
 	}
 }
+
+// TestAnAnswerThatIsNotJSONIsNamedByItsStart: an answer to a request with a
+// schema that is not JSON is reported with its start, as `processor check`
+// reports it, not in the JSON parser's words.
+func TestAnAnswerThatIsNotJSONIsNamedByItsStart(t *testing.T) {
+	s, err := CompileSchema(map[string]any{"type": "object"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Validate("  fake says: answer in JSON, as asked, with everything you need")
+	if want := `answer is not JSON; it begins "fake says: answer in JSON, as asked, wit…"`; err == nil || err.Error() != want {
+		t.Fatalf("Validate = %v, want %s", err, want)
+	}
+}
