@@ -66,10 +66,11 @@ const (
 	// MaxPerResponder is the most definitions a round keeps of one
 	// announcement.
 	MaxPerResponder = 128
-	// MaxDefinitions is the most definitions a round keeps in all.
+	// MaxDefinitions is the most different definitions a round keeps in
+	// all; processors that agree share one, at no further cost.
 	MaxDefinitions = 2048
 	// MaxVariants is the most different definitions of one provider name
-	// a round keeps; those of processors that agree cost nothing more.
+	// a round keeps.
 	MaxVariants = 8
 	// maxText bounds each text field of a definition, in bytes; real ones
 	// are a few dozen.
@@ -118,13 +119,14 @@ func Discover(ctx context.Context, nc *nats.Conn, service string, wait time.Dura
 // round is what one discovery has kept so far.
 type round struct {
 	out []Instance
-	// kept counts the definitions kept in all; variants the fingerprints
-	// kept of each provider name.
+	// kept counts the different definitions kept in all; variants holds
+	// them by provider name and fingerprint, shared by the announcements
+	// that agree.
 	kept     int
-	variants map[string]map[string]bool
+	variants map[string]map[string]Definition
 }
 
-func newRound() *round { return &round{variants: map[string]map[string]bool{}} }
+func newRound() *round { return &round{variants: map[string]map[string]Definition{}} }
 
 // add keeps the announcement in md, within the round's bounds.
 func (r *round) add(md map[string]string) {
@@ -143,22 +145,24 @@ func (r *round) add(md map[string]string) {
 	slices.Sort(names)
 	for _, name := range names {
 		d, ok := definitionOf(name, md[KeyProviderPrefix+name])
-		if !ok || len(in.Providers) >= MaxPerResponder || r.kept >= MaxDefinitions {
+		if !ok || len(in.Providers) >= MaxPerResponder {
 			in.Omitted++
 			continue
 		}
 		seen := r.variants[name]
-		if !seen[d.Fingerprint] {
-			if len(seen) >= MaxVariants {
-				in.Omitted++
-				continue
-			}
-			if seen == nil {
-				seen = map[string]bool{}
-				r.variants[name] = seen
-			}
-			seen[d.Fingerprint] = true
+		if same, ok := seen[d.Fingerprint]; ok {
+			in.Providers[name] = same
+			continue
 		}
+		if len(seen) >= MaxVariants || r.kept >= MaxDefinitions {
+			in.Omitted++
+			continue
+		}
+		if seen == nil {
+			seen = map[string]Definition{}
+			r.variants[name] = seen
+		}
+		seen[d.Fingerprint] = d
 		in.Providers[name] = d
 		r.kept++
 	}

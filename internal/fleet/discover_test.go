@@ -108,3 +108,50 @@ func TestDiscoverBoundsForgedAnnouncements(t *testing.T) {
 		t.Errorf("%d definitions kept in all, want at most %d", total, fleet.MaxDefinitions)
 	}
 }
+
+// TestDiscoverKeepsAFleetThatAgrees: processors that announce the same
+// definitions cost one definition each between them, so a fleet of many
+// processors, every one with the same providers, is read whole, however
+// far past MaxDefinitions its announcements add up.
+func TestDiscoverKeepsAFleetThatAgrees(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, _ := natstest.Connect(t, srv)
+	forger, _ := natstest.Connect(t, srv)
+	const processors, providers = 200, 16 // 3,200 definitions announced
+	var replies [][]byte
+	for i := range processors {
+		md := map[string]string{fleet.KeyProcessor: fmt.Sprintf("proc-%d", i)}
+		for p := range providers {
+			md[fmt.Sprintf("%sp%02d", fleet.KeyProviderPrefix, p)] = forgedDefinition(p)
+		}
+		b, err := json.Marshal(micro.Info{ServiceIdentity: micro.ServiceIdentity{Name: "detour", ID: "x", Version: "1.0.0", Metadata: md}, Type: micro.InfoResponseType})
+		if err != nil {
+			t.Fatal(err)
+		}
+		replies = append(replies, b)
+	}
+	sub, err := forger.Subscribe("$SRV.INFO.detour", func(m *nats.Msg) {
+		for _, r := range replies {
+			_ = forger.Publish(m.Reply, r)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := forger.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := fleet.Discover(context.Background(), nc, "detour", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != processors {
+		t.Fatalf("%d announcements kept, want %d", len(got), processors)
+	}
+	for _, in := range got {
+		if len(in.Providers) != providers || in.Omitted != 0 {
+			t.Fatalf("%s: %d definitions kept, %d left out; want all %d", in.Processor, len(in.Providers), in.Omitted, providers)
+		}
+	}
+}
