@@ -102,7 +102,9 @@ func Discover(ctx context.Context, nc *nats.Conn, service string, wait time.Dura
 	for len(r.out) < MaxResponders {
 		msg, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			// No responders: no processor runs the service yet, this one's
+			// own included at its start.
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrNoResponders) {
 				return r.out, nil
 			}
 			return r.out, fmt.Errorf("fleet: reading %s replies: %w", subject, err)

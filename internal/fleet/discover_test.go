@@ -155,3 +155,15 @@ func TestDiscoverKeepsAFleetThatAgrees(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoverWithNoProcessorRunning: a discovery that no processor
+// answers (the first one's own service not registered yet) finds no one,
+// and that is no error.
+func TestDiscoverWithNoProcessorRunning(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, _ := natstest.Connect(t, srv)
+	got, err := fleet.Discover(context.Background(), nc, "detour", 2*time.Second)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("Discover = %v, %v; want no one and no error", got, err)
+	}
+}
