@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/internal/text"
 )
 
 // Outcome is how a delivery was settled: the outcome label of
@@ -84,18 +85,10 @@ const maxLabelLen = 128
 // value that is not valid UTF-8, and chain, provider and model names reach
 // the labels from outside (the chain file, a provider's answer): a panic
 // while a delivery is settled would stop the processor, so bytes that are
-// not UTF-8 become U+FFFD, and a value past maxLabelLen is cut at a rune.
+// not UTF-8 become U+FFFD, and a value past maxLabelLen is cut (text.Cut).
 func labelValue(s string) string {
 	if len(s) <= maxLabelLen && utf8.ValidString(s) {
 		return s
 	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) > maxLabelLen {
-		cut := maxLabelLen
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut]
-	}
-	return s
+	return text.Cut(strings.ToValidUTF8(s, "\uFFFD"), maxLabelLen)
 }

@@ -101,7 +101,7 @@ func strs[T ~string](values []T) []string {
 // TestLabelValuesFromOutsideAreMadeValid: a chain, provider or model name
 // that is not valid UTF-8 would make the registry panic while a delivery
 // is settled; such bytes are counted as U+FFFD instead, and a model name of
-// any length is cut to 128 bytes.
+// any length is cut at 128 bytes, marked "…".
 func TestLabelValuesFromOutsideAreMadeValid(t *testing.T) {
 	m := metrics.New()
 	m.Settled("c\xff", metrics.OutcomeOK)
@@ -116,7 +116,7 @@ func TestLabelValuesFromOutsideAreMadeValid(t *testing.T) {
 		`detour_naks_total{chain="c` + "\uFFFD" + `",reason="failures"} 1`,
 		`detour_provider_calls_total{class="network",provider="p` + "\uFFFD" + `"} 1`,
 		`detour_tokens_total{kind="prompt",model="m` + "\uFFFD" + `",provider="p` + "\uFFFD" + `"} 1`,
-		`detour_tokens_total{kind="prompt",model="` + long[:128] + `",provider="p"} 1`,
+		`detour_tokens_total{kind="prompt",model="` + long[:128] + `…",provider="p"} 1`,
 	} {
 		if line(text, series) == "" {
 			t.Errorf("no series %s in\n%s", series, text)
