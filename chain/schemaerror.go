@@ -35,8 +35,7 @@ func compileError(err error) error {
 	case errors.As(err, &invalid):
 		return validationError("response_schema is not a valid JSON Schema", invalid.Err)
 	case errors.As(err, &load):
-		return fmt.Errorf("response_schema refers to %q outside itself; only references within it (#/…) are followed",
-			text.Cut(load.URL, maxSchemaErrorText))
+		return outsideRefError(load.URL)
 	case errors.As(err, &missing):
 		return fmt.Errorf("response_schema refers to %q, which it does not hold", inSchema(missing.URL))
 	case errors.As(err, &noAnchor):
@@ -121,4 +120,12 @@ func pointer(tokens []string) string {
 		b.WriteString(pointerEscapes.Replace(t))
 	}
 	return b.String()
+}
+
+// outsideRefError refuses a schema that refers to ref, a document outside
+// itself: CheckSchema before compiling, the compiler should it try to load
+// one.
+func outsideRefError(ref string) error {
+	return fmt.Errorf("response_schema refers to %q outside itself; only references within it (#/…) are followed",
+		text.Cut(ref, maxSchemaErrorText))
 }

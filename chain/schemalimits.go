@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/detourhq/detour/internal/text"
 )
 
 // Limits on a request's response_schema. A schema is outside input whose cost
@@ -61,8 +59,7 @@ func outsideRef(v map[string]any) error {
 			continue
 		}
 		if u, err := url.Parse(ref); err == nil && u.Scheme != "" {
-			return fmt.Errorf("response_schema refers to %q outside itself; only references within it (#/…) are followed",
-				text.Cut(ref, maxSchemaErrorText))
+			return outsideRefError(ref)
 		}
 	}
 	return nil
