@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -44,9 +45,12 @@ type Filter struct {
 	Reason Reason
 }
 
-func (f Filter) validate() error {
-	if f.Chain != "" && strings.ContainsAny(f.Chain, ".*> \t\r\n") {
-		return fmt.Errorf("deadletter: chain %q must be one subject token", f.Chain)
+// Check reports a filter that names no chain a chain file allows
+// (config.ValidName: a wildcard or a dot would select other dead letters or
+// none) or an unknown reason.
+func (f Filter) Check() error {
+	if f.Chain != "" && !config.ValidName(f.Chain) {
+		return fmt.Errorf("chain %q is not a chain name ([A-Za-z0-9_-]+, at most %d characters)", f.Chain, config.MaxNameLen)
 	}
 	if f.Reason != "" {
 		if _, err := ParseReason(string(f.Reason)); err != nil {
@@ -179,7 +183,7 @@ func deleteMsg(ctx context.Context, str jetstream.Stream, seq uint64) error {
 // It removes only dead letters stored before it started: one stored while it
 // runs is kept.
 func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
-	if err := f.validate(); err != nil {
+	if err := f.Check(); err != nil {
 		return 0, err
 	}
 	str, err := s.stream(ctx)
@@ -314,7 +318,7 @@ const (
 // each calls fn with every dead letter f selects, oldest first, reading the
 // stream through an ordered consumer (one flow, not a request per message).
 func (s *Store) each(ctx context.Context, f Filter, fn func(Message) error) error {
-	if err := f.validate(); err != nil {
+	if err := f.Check(); err != nil {
 		return err
 	}
 	str, err := s.stream(ctx)

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/deadletter"
 )
 
@@ -143,8 +142,8 @@ func (c *dlqCommand) setArgs(cmd string, positional []string) error {
 		}
 		c.sel.Filter.Reason = r
 	}
-	if c.chain != "" && !config.ValidName(c.chain) {
-		return fmt.Errorf("-chain %q is not a chain name ([A-Za-z0-9_-]+, at most %d characters)", c.chain, config.MaxNameLen)
+	if err := c.sel.Filter.Check(); err != nil {
+		return fmt.Errorf("-%w", err)
 	}
 	if c.deadline != "" {
 		at, err := deadletter.ParseDeadline(c.deadline, time.Now())
