@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/detourhq/detour/internal/text"
 )
@@ -84,11 +83,11 @@ func decodeProblem(err error) string {
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &typeErr):
-		found := strings.Replace(typeErr.Value, "array", "list", 1)
+		found := text.JSONFound(typeErr.Value)
 		if typeErr.Field == "" {
-			return fmt.Sprintf("a JSON %s where the API sends %s", found, text.JSONKind(typeErr.Type))
+			return fmt.Sprintf("%s where the API sends %s", found, text.JSONKind(typeErr.Type))
 		}
-		return fmt.Sprintf("%s is a JSON %s, not %s", typeErr.Field, found, text.JSONKind(typeErr.Type))
+		return fmt.Sprintf("%s is %s, not %s", typeErr.Field, found, text.JSONKind(typeErr.Type))
 	case errors.As(err, &syntaxErr):
 		return fmt.Sprintf("not JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
 	}

@@ -190,3 +190,24 @@ func TestRepeatsAName(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeProblemWordsKindsAsRequestErrorsDo: an answer body of the wrong
+// shape is described in the words a bad request gets (text.JSONFound and
+// text.JSONKind), never with Go's kind names ("array", "bool").
+func TestDecodeProblemWordsKindsAsRequestErrorsDo(t *testing.T) {
+	var v struct {
+		Choices []struct{} `json:"choices"`
+		N       int        `json:"n"`
+	}
+	for body, want := range map[string]string{
+		`{"choices":"x"}`: "choices is a string, not a list",
+		`{"n":true}`:      "n is true or false, not an integer",
+		`{"n":1.5}`:       `n is "1.5", not an integer`,
+		`[1]`:             "a list where the API sends an object",
+	} {
+		err := json.Unmarshal([]byte(body), &v)
+		if got := decodeProblem(err); got != want {
+			t.Errorf("%s: %q, want %q", body, got, want)
+		}
+	}
+}

@@ -79,16 +79,16 @@ func decodeJSONRequest(data []byte, r *Request) error {
 	case errors.As(err, &syntaxErr):
 		return fmt.Errorf("%w: body is not valid JSON: %v", ErrBadRequest, syntaxErr)
 	case errors.As(err, &typeErr) && typeErr.Field == "":
-		return fmt.Errorf("%w: body must be a JSON object, not %s", ErrBadRequest, jsonFound(typeErr.Value))
+		return fmt.Errorf("%w: body must be a JSON object, not %s", ErrBadRequest, text.JSONFound(typeErr.Value))
 	case errors.As(err, &typeErr) && typeErr.Field == "messages" && typeErr.Type != nil && typeErr.Type.Kind() == reflect.Struct:
 		// A list, one of whose elements is no object.
-		return fieldError(messageField(data, typeErr.Field), "a {role, content} object", jsonFound(typeErr.Value))
+		return fieldError(messageField(data, typeErr.Field), "a {role, content} object", text.JSONFound(typeErr.Value))
 	case errors.As(err, &typeErr):
 		want, ok := fieldWants[typeErr.Field]
 		if !ok {
 			want = text.JSONKind(typeErr.Type)
 		}
-		return fieldError(messageField(data, typeErr.Field), want, jsonFound(typeErr.Value))
+		return fieldError(messageField(data, typeErr.Field), want, text.JSONFound(typeErr.Value))
 	}
 	// A field's own decoder (metadata's) says what is wrong in its words.
 	return fmt.Errorf("%w: %v", ErrBadRequest, err)
@@ -174,26 +174,6 @@ func messageField(data []byte, field string) string {
 		return fmt.Sprintf("messages[%d].%s", i, rest)
 	}
 	return field
-}
-
-// jsonFound words the value encoding/json found, as its UnmarshalTypeError
-// names it: "number", "number 1.5", "string", "bool", "array" or "object".
-func jsonFound(value string) string {
-	switch {
-	case strings.HasPrefix(value, "number "):
-		return quote(strings.TrimPrefix(value, "number "))
-	case value == "number":
-		return "a number"
-	case value == "string":
-		return "a string"
-	case value == "bool":
-		return "true or false"
-	case value == "array":
-		return "a list"
-	case value == "object":
-		return "an object"
-	}
-	return value
 }
 
 // decodeMsgpackRequest decodes a msgpack request body: a map whose known keys

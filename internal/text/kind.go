@@ -1,6 +1,10 @@
 package text
 
-import "reflect"
+import (
+	"reflect"
+	"strconv"
+	"strings"
+)
 
 // JSONKind words the kind of JSON value a Go type is decoded from, as an
 // error tells a user what a field must be ("an integer", "a list"): never
@@ -25,4 +29,26 @@ func JSONKind(t reflect.Type) string {
 		return JSONKind(t.Elem())
 	}
 	return "an object"
+}
+
+// JSONFound words the value encoding/json found where it wanted another
+// kind, from json.UnmarshalTypeError.Value ("number 1.5", "array",
+// "bool"): the number itself, quoted and cut to 64 bytes, or its kind as
+// JSONKind words kinds ("a list", "true or false").
+func JSONFound(value string) string {
+	switch {
+	case strings.HasPrefix(value, "number "):
+		return strconv.Quote(Cut(strings.TrimPrefix(value, "number "), 64))
+	case value == "number":
+		return "a number"
+	case value == "string":
+		return "a string"
+	case value == "bool":
+		return "true or false"
+	case value == "array":
+		return "a list"
+	case value == "object":
+		return "an object"
+	}
+	return value
 }
