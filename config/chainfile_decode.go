@@ -84,10 +84,10 @@ type decoder struct {
 	refused  map[string]bool // paths whose value was refused: validation says no more there
 	meant    map[string]bool // paths of keys that an unknown key probably meant
 	unsure   map[string]bool // mappings ("provider") with an unknown key and no suggestion
-	budget   int
-	// exhausted is set once the budget is spent: what was left unread
-	// is not reported as missing.
-	exhausted bool
+	// budget is what aliases may still add; once it is spent, the one
+	// problem reported is that, and what was left unread is not reported
+	// as missing.
+	budget int
 }
 
 // pathProblem is a problem and the place it is about.
@@ -153,6 +153,9 @@ func (d *decoder) syntax(err error) {
 }
 
 func (d *decoder) add(line int, path, text string) {
+	if d.budget <= 0 {
+		return // the aliases were too many: that is the file's problem
+	}
 	d.problems = append(d.problems, pathProblem{path: path, text: text, line: line})
 }
 
@@ -175,12 +178,12 @@ func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
 	if d.budget <= 0 {
 		return nil
 	}
-	d.budget--
-	if d.budget == 0 {
-		d.add(n.Line, "", "too many aliases: they add more than 100000 values to the file")
-		d.exhausted = true
+	if d.budget == 1 {
+		d.problems = []pathProblem{{line: n.Line, text: "too many aliases: they add more than 100000 values to the file"}}
+		d.budget = 0
 		return nil
 	}
+	d.budget--
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		return n.Alias
 	}
@@ -728,9 +731,8 @@ func or[T any](v *T, def T) T {
 // when there is none.
 func (d *decoder) fileError(f *File) *FileError {
 	all := d.problems
-	if d.exhausted {
-		all = slices.DeleteFunc(slices.Clone(all), func(p pathProblem) bool { return !strings.HasPrefix(p.text, "too many aliases") })
-		f = nil
+	if d.budget <= 0 {
+		f = nil // only the aliases' problem stands
 	}
 	if f != nil {
 		for _, p := range f.problems() {
