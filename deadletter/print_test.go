@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/internal/text"
+	"github.com/detourhq/detour/internal/text/texttest"
 )
 
 func TestWriteReplayed(t *testing.T) {
@@ -95,17 +95,6 @@ func TestWriteMessageTextBody(t *testing.T) {
 // and a line feed followed by what would read as a row of its own.
 const forgedID = "x\x1b]0;pwned\a\x1b[2J\n999  2026-01-01T00:00:00Z  default  poison  FORGED-ROW"
 
-// assertNoRawControl fails when a line of out holds anything text.Visible
-// would escape: a terminal would act on it.
-func assertNoRawControl(t *testing.T, out string) {
-	t.Helper()
-	for _, line := range strings.Split(out, "\n") {
-		if strings.ContainsAny(line, "\r\t") || text.Visible(line) != line {
-			t.Fatalf("raw control character in %q; output:\n%s", line, out)
-		}
-	}
-}
-
 // TestWriteTableShowsControlsAsEscapes: `dlq list` prints a request id,
 // error, chain and reason holding terminal controls as escapes, each dead
 // letter on one row.
@@ -119,7 +108,7 @@ func TestWriteTableShowsControlsAsEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	assertNoRawControl(t, out)
+	texttest.AssertVisible(t, out)
 	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 {
 		t.Fatalf("%d lines, want the heading and one row:\n%s", len(lines), out)
 	}
@@ -148,7 +137,7 @@ func TestWriteMessageShowsControlsAsEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	assertNoRawControl(t, out)
+	texttest.AssertVisible(t, out)
 	for _, want := range []string{
 		`dead letter 4: chain default, reason bad_request, id x\x1b]0;pwned\a\x1b[2J\n999  2026-01-01T00:00:00Z  default  poison  FORGED-ROW, stored `,
 		"  Detour-DLQ-Error: request (HTTP 400): bad input \\x1b]0;pwned-by-provider\\a\\x1b[2J done\n",
@@ -171,7 +160,7 @@ func TestWriteReplayedShowsControlsAsEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	assertNoRawControl(t, out)
+	texttest.AssertVisible(t, out)
 	want := `replayed 4: id x\x1b]0;pwned\a\x1b[2J\n999  2026-01-01T00:00:00Z  default  poison  FORGED-ROW to detour.requests.d\x1b[2J as sequence 9` + "\n" +
 		"replayed 1 dead letter(s)\n"
 	if out != want {

@@ -20,7 +20,7 @@ import (
 	"github.com/detourhq/detour/internal/ask"
 	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/internal/text"
+	"github.com/detourhq/detour/internal/text/texttest"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/wire"
 )
@@ -37,14 +37,12 @@ const (
 	plantedOSC52 = "r\x1b]52;c;cHduZWQ=\a\nFORGED LINE"
 )
 
-// assertVisible fails when a line of out holds anything text.Visible would
-// escape, or a tab.
+// assertVisible fails when a line of out holds anything a terminal would
+// act on, or a planted line feed forged a line of its own.
 func assertVisible(t *testing.T, what, out string) {
 	t.Helper()
-	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "\t") || text.Visible(line) != line {
-			t.Fatalf("%s prints a raw control character in %q; output:\n%s", what, line, out)
-		}
+	if line, found := texttest.RawLine(out); found {
+		t.Fatalf("%s prints a raw control character in %q; output:\n%s", what, line, out)
 	}
 	if strings.Contains(out, "\nFORGED LINE") {
 		t.Fatalf("%s prints a planted line feed raw:\n%s", what, out)

@@ -8,19 +8,8 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/publisher"
-	"github.com/detourhq/detour/internal/text"
+	"github.com/detourhq/detour/internal/text/texttest"
 )
-
-// assertVisible fails when a line of out holds anything text.Visible would
-// escape: a terminal would act on it.
-func assertVisible(t *testing.T, out string) {
-	t.Helper()
-	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "\t") || text.Visible(line) != line {
-			t.Fatalf("raw control character in %q; output:\n%s", line, out)
-		}
-	}
-}
 
 // TestProviderErrorIsPrintedAsEscapes: a provider that refuses a request
 // (HTTP 400) with terminal controls in its message (a window title, a
@@ -36,7 +25,7 @@ func TestProviderErrorIsPrintedAsEscapes(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 for a failed request", code)
 	}
-	assertVisible(t, stdout+stderr)
+	texttest.AssertVisible(t, stdout+stderr)
 	if want := `bad input \x1b]0;pwned-by-provider\a\x1b[2J done`; !strings.Contains(stdout, "  error: ") || !strings.Contains(stdout, want) {
 		t.Fatalf("stdout lacks an error line with %s:\n%s", want, stdout)
 	}
@@ -52,7 +41,7 @@ func TestAnswerIsPrintedAsEscapes(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	assertVisible(t, stdout)
+	texttest.AssertVisible(t, stdout)
 	if want := "  one\\x1b]52;c;cHduZWQ=\\a\ntwo\\r\\x1b[K\\u202e\n"; !strings.HasSuffix(stdout, want) {
 		t.Fatalf("stdout %q, want it to end %q", stdout, want)
 	}
@@ -67,7 +56,7 @@ func TestPrintOutcomesShowsControlsAsEscapes(t *testing.T) {
 		{ID: "q1", Result: chain.Result{ID: "q1\x1b[2J", Status: "ok\r", Content: "a", Model: "m\x1b]0;t\a", Provider: "p\n"}},
 		{ID: "q2\x1b[8m", Err: publisher.ErrNoResult},
 	})
-	assertVisible(t, out.String())
+	texttest.AssertVisible(t, out.String())
 	want := `q1\x1b[2J  ok\r  model=m\x1b]0;t\a provider=p\n degraded=false attempts=0 latency=0ms` + "\n" +
 		"  error: \n" +
 		`q2\x1b[8m  no result: ` + publisher.ErrNoResult.Error() + "\n"
