@@ -12,6 +12,12 @@ import (
 // cooldown to open (zero otherwise). running is the end of the cooldown the
 // mirror shows (zero when none); the trip recorded in h itself counts too.
 //
+// Once a cooldown has ended, the provider is half-open until it succeeds:
+// a failure then opens the next cooldown, whatever the count. A trip that a
+// wait hint or an auth failure opened leaves the count below the
+// threshold, and counting up to it again would let one probe after another
+// reach a provider known to be down.
+//
 // While a cooldown runs, failures of calls that were already in flight are
 // counted but open no escalated trip: they would only lengthen the next
 // cooldown for an outage already known. A failure that asks for a cooldown
@@ -33,7 +39,7 @@ func afterFailure(h Health, f chain.Failure, running time.Time) (Health, time.Du
 		if f.CooldownFor <= 0 || !at.Add(wholeSeconds(f.CooldownFor)).After(running) {
 			return h, 0
 		}
-	} else if h.ConsecutiveFailures < p.FailureThreshold && f.CooldownFor <= 0 {
+	} else if h.ConsecutiveFailures < p.FailureThreshold && f.CooldownFor <= 0 && !halfOpen(h) {
 		return h, 0
 	}
 	if !h.LastTrip.IsZero() && p.TripWindow > 0 && at.Sub(h.LastTrip) > p.TripWindow {

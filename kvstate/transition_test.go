@@ -123,7 +123,8 @@ func TestAfterFailureEscalationNeedsThreshold(t *testing.T) {
 	if d != time.Second {
 		t.Fatalf("first trip = %v, want 1s", d)
 	}
-	h.ConsecutiveFailures = 0 // a success reset the count; trips are kept
+	// A success reset the count and closed the circuit; trips are kept.
+	h.ConsecutiveFailures, h.LastSuccess = 0, t0.Add(1500*time.Millisecond)
 	for i := range 2 {
 		if h, d = afterFailure(h, failureAt(p, t0.Add(2*time.Second+time.Duration(i)*time.Millisecond)), time.Time{}); d != 0 {
 			t.Fatalf("failure %d after a success opened %v", i+1, d)
@@ -378,5 +379,44 @@ func TestTripRunning(t *testing.T) {
 				t.Errorf("tripRunning = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAfterFailureInHalfOpenTrips: a provider tripped by a failure that
+// asked for a cooldown of its own (a wait hint, auth) is below its
+// threshold when that cooldown ends. Its probe's failure must still open
+// the next, longer cooldown (DESIGN.md §5: "failure opens the next, longer
+// cooldown"); counting up to the threshold again would let one probe after
+// another reach a provider known to be down.
+func TestAfterFailureInHalfOpenTrips(t *testing.T) {
+	p := policy(5, 5*time.Second, time.Hour, time.Hour)
+	p.AuthCooldown = 4 * time.Second
+	for _, tt := range []struct {
+		class chain.Class
+		for_  time.Duration
+	}{
+		{chain.ClassRateLimit, 3 * time.Second},
+		{chain.ClassAuth, p.AuthCooldown},
+	} {
+		f := failureAt(p, t0)
+		f.Class, f.CooldownFor = tt.class, tt.for_
+		h, d := afterFailure(Health{}, f, time.Time{})
+		if d != tt.for_ || h.ConsecutiveFailures != 1 {
+			t.Fatalf("%s trip: %v with %d failures, want %v with 1", tt.class, d, h.ConsecutiveFailures, tt.for_)
+		}
+		probe := failureAt(p, t0.Add(tt.for_+time.Second))
+		h2, d := afterFailure(h, probe, time.Time{})
+		if d != 10*time.Second || h2.Trips != 2 {
+			t.Errorf("probe failing after the %s cooldown: cooldown %v, trips %d; want 10s, 2", tt.class, d, h2.Trips)
+		}
+	}
+	// A success since the trip closed the circuit: failures count up to the
+	// threshold again.
+	f := failureAt(p, t0)
+	f.Class, f.CooldownFor = chain.ClassAuth, p.AuthCooldown
+	h, _ := afterFailure(Health{}, f, time.Time{})
+	h.ConsecutiveFailures, h.LastSuccess = 0, t0.Add(5*time.Second)
+	if _, d := afterFailure(h, failureAt(p, t0.Add(6*time.Second)), time.Time{}); d != 0 {
+		t.Errorf("first failure after a success opened %v", d)
 	}
 }

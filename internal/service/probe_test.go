@@ -192,6 +192,47 @@ chains:
 	}
 }
 
+// TestAProbeAfterACooldownOfItsOwnTrips: a 401 opens the auth cooldown at
+// once, with one failure counted of a threshold of five. Across its expiry
+// the dead provider receives one call, the probe, however many retries the
+// provider allows, and the probe's failure opens the next, longer cooldown
+// (DESIGN.md §5). Before, probe after probe went to it until five failures
+// had been counted.
+func TestAProbeAfterACooldownOfItsOwnTrips(t *testing.T) {
+	dead := providertest.New(providertest.OpenAI, providertest.FailFirst(1, providertest.Status(401), providertest.Status(503)))
+	defer dead.Close()
+	backup := providertest.New(providertest.OpenAI, providertest.OK())
+	defer backup.Close()
+	h := newHarness(t)
+	file := parseChainFile(t, fmt.Sprintf(`
+providers:
+  - {name: dead, type: openai, base_url: %s, model: m-dead, timeout: 2s, max_retries: 2, backoff_base: 10ms, failure_threshold: 5, cooldown: 2s, max_cooldown: 8s, auth_cooldown: 1s}
+  - {name: backup, type: openai, base_url: %s, model: m-backup}
+chains:
+  default: [dead, backup]
+`, dead.URL, backup.URL))
+	for range 2 {
+		h.buildProcessor(file, testSettings()).run()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := watchCooldowns(t, ctx, h.js, "dead", dead.Requests)
+
+	h.publish("default", request("first", "hello"))
+	auth := nextCooldown(t, events, 10*time.Second)
+	if auth.calls != 1 || auth.cooldown.Class != chain.ClassAuth || auth.cooldown.DurationS != 1 {
+		t.Fatalf("first trip %+v after %d calls, want the 1 s auth cooldown after 1", auth.cooldown, auth.calls)
+	}
+	steadyLoad(ctx, h.nc, 20*time.Millisecond)
+	next := nextCooldown(t, events, 10*time.Second)
+	if probes := next.calls - auth.calls; probes != 1 {
+		t.Fatalf("across the auth cooldown's expiry the dead provider received %d requests, want exactly 1 (the probe)", probes)
+	}
+	if next.cooldown.Trip != 2 || next.cooldown.DurationS != 4 {
+		t.Fatalf("the probe's failure opened %+v, want trip 2 of 4 s (cooldown 2s doubled)", next.cooldown)
+	}
+}
+
 // TestOneCallPerReopenUnderSteadyLoad: two processors under steady load (50
 // requests/s) send a dead provider exactly one call (the probe) per reopen,
 // in every window, for 20 s. A trip that followed a probe used to be lost
