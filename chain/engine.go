@@ -128,11 +128,17 @@ func (c *Chain) try(ctx context.Context, req *Request, pos int, res *Result, w *
 	}
 	w.called++
 	var resp Response
-	failure := c.pass(ctx, step, req, res, &resp)
+	retries := step.Policy.MaxRetries
+	if adm.Probe {
+		// A probe is one call: its lease lasts one timeout, and a provider
+		// that fails it is cooling again (a half-open failure trips).
+		retries = 0
+	}
+	failure := c.pass(ctx, step, req, res, &resp, retries)
 	if adm.Probe {
 		// The outcome is recorded (success closed the circuit, failure
 		// opened the next cooldown): let the next expiry be probed.
-		c.releaseProbe(ctx, name)
+		c.releaseProbe(ctx, name, adm.Lease)
 	}
 	switch {
 	case failure == nil:
@@ -193,8 +199,8 @@ func (c *Chain) canceled(ctx context.Context) error {
 
 // releaseProbe ends the probe lease of a provider whose probe has been
 // recorded.
-func (c *Chain) releaseProbe(ctx context.Context, name string) {
-	if err := c.State.ReleaseProbe(context.WithoutCancel(ctx), name); err != nil {
+func (c *Chain) releaseProbe(ctx context.Context, name string, lease uint64) {
+	if err := c.State.ReleaseProbe(context.WithoutCancel(ctx), name, lease); err != nil {
 		c.logger().Warn("releasing probe lease", "provider", name, "err", err)
 	}
 }
@@ -220,9 +226,9 @@ func (c *Chain) exhausted(req *Request, res *Result, w *walk) error {
 	return ex
 }
 
-// pass makes up to 1+MaxRetries attempts on one provider and returns nil
-// with its answer in resp, or the failure that ended the pass.
-func (c *Chain) pass(ctx context.Context, step *Step, req *Request, res *Result, resp *Response) *CallError {
+// pass makes up to 1+retries attempts on one provider and returns nil with
+// its answer in resp, or the failure that ended the pass.
+func (c *Chain) pass(ctx context.Context, step *Step, req *Request, res *Result, resp *Response, retries int) *CallError {
 	for retry := 0; ; retry++ {
 		started := c.now()
 		if err := callOnce(ctx, step, req, resp); err != nil {
@@ -231,7 +237,7 @@ func (c *Chain) pass(ctx context.Context, step *Step, req *Request, res *Result,
 			if failure.Class == ClassCanceled {
 				return failure
 			}
-			if stop := c.again(ctx, step, failure, retry); stop != nil {
+			if stop := c.again(ctx, step, failure, retry, retries); stop != nil {
 				return stop
 			}
 			continue
@@ -270,13 +276,14 @@ func (c *Chain) failedAttempt(step *Step, started time.Time, failure *CallError,
 }
 
 // again records a failed attempt with the state and, when the pass may try
-// the provider again, waits out the backoff (or the provider's wait hint).
-// It returns nil to try again, else the failure that ends the pass: failure
+// the provider again (retry counts the retries made so far, retries is the
+// most the pass may make), waits out the backoff (or the provider's wait
+// hint). It returns nil to try again, else the failure that ends the pass: failure
 // itself, or a cancellation that cut the wait short.
-func (c *Chain) again(ctx context.Context, step *Step, failure *CallError, retry int) *CallError {
+func (c *Chain) again(ctx context.Context, step *Step, failure *CallError, retry, retries int) *CallError {
 	name, pol := step.Provider.Name(), step.Policy
 	coolNow := c.record(ctx, step, failure)
-	if coolNow || !failure.Class.Retryable() || retry >= pol.MaxRetries {
+	if coolNow || !failure.Class.Retryable() || retry >= retries {
 		return failure
 	}
 	if failure.RetryAfter > pol.MaxRetryWait {

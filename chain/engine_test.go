@@ -44,7 +44,7 @@ func (s *memState) Admit(_ context.Context, provider string, now time.Time, _ ti
 	return chain.Admission{Allowed: true}
 }
 
-func (s *memState) ReleaseProbe(context.Context, string) error { return nil }
+func (s *memState) ReleaseProbe(context.Context, string, uint64) error { return nil }
 
 func (s *memState) Cooling(provider string, now time.Time) (time.Time, bool) {
 	s.mu.Lock()
@@ -663,5 +663,48 @@ func TestAnAnswersModelOverItsBoundIsTheConfiguredOne(t *testing.T) {
 		if err != nil || res.Model != want {
 			t.Errorf("reported %.20q… (%d bytes): model %.20q…, %v; want %.20q…", reported, len(reported), res.Model, err, want)
 		}
+	}
+}
+
+// probeState is a memState that grants every admission as the half-open
+// probe, each with a lease of its own, and notes the leases given back.
+type probeState struct {
+	*memState
+	granted  uint64
+	released []uint64
+}
+
+func (s *probeState) Admit(context.Context, string, time.Time, time.Duration) chain.Admission {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.granted++
+	return chain.Admission{Allowed: true, Probe: true, Lease: s.granted}
+}
+
+func (s *probeState) ReleaseProbe(_ context.Context, _ string, lease uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.released = append(s.released, lease)
+	return nil
+}
+
+// TestAProbeIsOneCall: a half-open probe makes one call whatever the
+// provider's max_retries, even when its failure opens no cooldown (the
+// trip's write failed): its lease lasts one timeout, and a retry would
+// outlive it while another worker probes too.
+func TestAProbeIsOneCall(t *testing.T) {
+	t.Parallel()
+	state := &probeState{memState: newMemState()}
+	primary, primarySrv := fakeProvider(t, "primary", providertest.Status(http.StatusInternalServerError),
+		chain.Policy{MaxRetries: 4, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
+
+	res, err := newChain(state, primary, backup).Run(context.Background(), &hello)
+
+	wantAnswer(t, res, err, "backup", 1)
+	wantRequests(t, "primary", primarySrv, 1)
+	wantTrail(t, res, "primary failed server 500", "backup ok  0")
+	if !slices.Equal(state.released, []uint64{1, 2}) {
+		t.Errorf("leases given back %v, want [1 2]: each provider's own", state.released)
 	}
 }

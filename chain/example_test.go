@@ -28,7 +28,7 @@ func (s *outageState) Admit(_ context.Context, provider string, now time.Time, _
 	return chain.Admission{Allowed: true}
 }
 
-func (s *outageState) ReleaseProbe(context.Context, string) error { return nil }
+func (s *outageState) ReleaseProbe(context.Context, string, uint64) error { return nil }
 
 func (s *outageState) Cooling(provider string, now time.Time) (time.Time, bool) {
 	s.mu.Lock()

@@ -13,9 +13,10 @@ type State interface {
 	// cools, and in half-open only the one worker that wins the probe lease
 	// (held at most lease). Reads the mirror; only a probe attempt writes.
 	Admit(ctx context.Context, provider string, now time.Time, lease time.Duration) Admission
-	// ReleaseProbe gives back a probe lease that Admit granted, after the
-	// probe's outcome has been recorded.
-	ReleaseProbe(ctx context.Context, provider string) error
+	// ReleaseProbe gives back the probe lease that Admit granted as lease
+	// (Admission.Lease), after the probe's outcome has been recorded. A
+	// lease that lapsed and was taken by another worker is left alone.
+	ReleaseProbe(ctx context.Context, provider string, lease uint64) error
 	// Cooling reports whether provider is in a cooldown at now, and when the
 	// cooldown ends.
 	Cooling(provider string, now time.Time) (until time.Time, cooling bool)
@@ -59,6 +60,10 @@ type Admission struct {
 	// processors; the chain releases it with ReleaseProbe after recording
 	// the outcome.
 	Probe bool
+	// Lease identifies the probe lease when Probe is set, for ReleaseProbe:
+	// two workers of one processor may each hold one in turn, when the
+	// first outlived its lease.
+	Lease uint64
 	// Until, when not allowed, is when the provider may be tried again.
 	Until time.Time
 }

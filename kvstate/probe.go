@@ -104,12 +104,9 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 		}
 		return chain.Admission{Until: until}
 	}
-	s.mu.Lock()
-	s.held[provider] = rev
-	s.mu.Unlock()
 	s.keep(func(m *mirror) bool { return m.probes.set(provider, p, rev) })
 	s.opts.Logger.Info("probing provider after its cooldown", "provider", provider)
-	return chain.Admission{Allowed: true, Probe: true}
+	return chain.Admission{Allowed: true, Probe: true, Lease: rev}
 }
 
 // takeOverLapsed replaces the probe key of provider with data, at its
@@ -136,19 +133,16 @@ func (s *Store) takeOverLapsed(ctx context.Context, provider string, data []byte
 	return rev, err
 }
 
-// ReleaseProbe gives up the probe lease this store holds for provider, once
-// the probe's outcome is recorded, so the next expiry can be probed at once.
-// It deletes only its own revision: a lease someone else took after ours
-// expired is left alone.
-func (s *Store) ReleaseProbe(ctx context.Context, provider string) error {
-	s.mu.Lock()
-	rev, ok := s.held[provider]
-	delete(s.held, provider)
-	s.mu.Unlock()
-	if !ok {
+// ReleaseProbe gives up the probe lease that Admit granted as lease (the
+// key's revision), once the probe's outcome is recorded, so the next expiry
+// can be probed at once. It deletes only that revision: a lease another
+// worker, of this processor or another, took after it lapsed is left alone.
+// A zero lease is none.
+func (s *Store) ReleaseProbe(ctx context.Context, provider string, lease uint64) error {
+	if lease == 0 {
 		return nil
 	}
-	err := s.kv.Delete(ctx, ProbeKey(provider), jetstream.LastRevision(rev))
+	err := s.kv.Delete(ctx, ProbeKey(provider), jetstream.LastRevision(lease))
 	// A lease that is gone, with its bucket or replaced, needs no release.
 	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyNotFound) && !bucketGone(err) {
 		return fmt.Errorf("kvstate: releasing %s: %w", ProbeKey(provider), err)

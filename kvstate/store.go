@@ -82,10 +82,6 @@ type Store struct {
 	// loading is the mirror being filled by a reload, nil when none runs;
 	// this store's own writes go to it too, so the swap loses none.
 	loading *mirror
-	// held maps a provider to the revision of the probe lease this store
-	// created and has not released.
-	held map[string]uint64
-
 	// writing holds a one-slot channel per provider that serialises this
 	// store's health writes (see writeSlot).
 	writing sync.Map
@@ -115,7 +111,7 @@ func New(js jetstream.JetStream, kv jetstream.KeyValue, opts Options) *Store {
 		opts.Now = time.Now
 	}
 	opts.Logger = logs.OrDiscard(opts.Logger)
-	s := &Store{js: js, kv: kv, opts: opts, m: newMirror(), held: map[string]uint64{},
+	s := &Store{js: js, kv: kv, opts: opts, m: newMirror(),
 		recheck: make(chan struct{}, 1), recreate: coalesce.Gate{Every: recreateEvery, Timeout: recreateTimeout}}
 	if js != nil {
 		s.conn = js.Conn()

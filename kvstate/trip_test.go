@@ -2,6 +2,7 @@ package kvstate_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -231,5 +232,46 @@ func TestALapsedProbeLeaseIsTakenOver(t *testing.T) {
 	m, err := str.GetLastMsgForSubject(e.ctx, "$KV."+kvstate.Bucket+"."+kvstate.ProbeKey("p"))
 	if err != nil || m.Header.Get(jetstream.MsgTTLHeader) == "" {
 		t.Errorf("the lease taken over: %v, headers %v; want a TTL", err, m)
+	}
+}
+
+// TestReleasingALapsedLeaseLeavesTheNextLeaseAlone: two workers of one
+// processor probe in turn when the first outlives its lease. The first's
+// release, when its probe ends, must not delete the lease the second holds
+// (a third worker would then probe too); the second's release does.
+func TestReleasingALapsedLeaseLeavesTheNextLeaseAlone(t *testing.T) {
+	e := setup(t)
+	at := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Millisecond)
+	h := kvstate.Health{ConsecutiveFailures: 3, Trips: 1, LastTrip: at, LastTripS: 60, LastClass: chain.ClassServer}
+	data, _ := json.Marshal(h)
+	if _, err := e.kv.Put(e.ctx, kvstate.HealthKey("p"), data); err != nil {
+		t.Fatal(err)
+	}
+	s := e.store(t, "proc", nil)
+	eventually(t, 3*time.Second, "the mirror holds the health", func() bool {
+		return s.State("p", time.Now()) == kvstate.StateHalfOpen
+	})
+	now := time.Now()
+	first := s.Admit(e.ctx, "p", now, 5*time.Second)
+	if !first.Probe || first.Lease == 0 {
+		t.Fatalf("first admission %+v, want the probe with its lease", first)
+	}
+	// The first worker is still calling when its lease has long lapsed.
+	second := s.Admit(e.ctx, "p", now.Add(2*time.Minute), 5*time.Second)
+	if !second.Probe || second.Lease == 0 || second.Lease == first.Lease {
+		t.Fatalf("admission after the first lease lapsed %+v (first %+v), want a lease of its own", second, first)
+	}
+	if err := s.ReleaseProbe(e.ctx, "p", first.Lease); err != nil {
+		t.Fatal(err)
+	}
+	entry, err := e.kv.Get(e.ctx, kvstate.ProbeKey("p"))
+	if err != nil || entry.Revision() != second.Lease {
+		t.Fatalf("after the first worker's release the lease is %v (%v), want the second's at revision %d", entry, err, second.Lease)
+	}
+	if err := s.ReleaseProbe(e.ctx, "p", second.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kv.Get(e.ctx, kvstate.ProbeKey("p")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("after the second worker's release: %v, want the lease gone", err)
 	}
 }

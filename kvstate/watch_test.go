@@ -169,7 +169,7 @@ func TestProbeSuccessOnABucketCreatedAnewClosesTheCircuit(t *testing.T) {
 	if err := s.RecordSuccess(e.ctx, "p"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReleaseProbe(e.ctx, "p"); err != nil {
+	if err := s.ReleaseProbe(e.ctx, "p", adm.Lease); err != nil {
 		t.Fatal(err)
 	}
 	if st := s.State("p", now()); st != kvstate.StateClosed {
