@@ -21,10 +21,14 @@ const EventState EventKind = "state"
 type tracker struct {
 	health  map[string]Health
 	cooling map[string]Cooldown
+	// deleted holds the providers whose cooldown key was deleted by hand
+	// while the trip recorded in their health still runs: processors keep
+	// skipping them until the trip ends or the health goes too.
+	deleted map[string]bool
 }
 
 func newTracker() *tracker {
-	return &tracker{health: map[string]Health{}, cooling: map[string]Cooldown{}}
+	return &tracker{health: map[string]Health{}, cooling: map[string]Cooldown{}, deleted: map[string]bool{}}
 }
 
 // events returns the events entry e makes, oldest first: none, one, or an
@@ -46,6 +50,7 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 			return nil
 		}
 		t.cooling[provider] = c
+		delete(t.deleted, provider)
 		ev.Kind, ev.Cooldown = EventOpened, &c
 		return []Event{ev}
 	case kind == SuffixCooldown:
@@ -53,7 +58,14 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		if !open {
 			return nil // its end was reported when the probe came first
 		}
-		delete(t.cooling, provider)
+		if ev.Time.Before(c.Until) && tripRunning(t.health[provider], chain.CooldownPolicy{}, ev.Time) {
+			// Deleted by hand before its end: the trip in .health keeps
+			// it running. Its end is reported when a probe, a success or
+			// the health's deletion shows it over.
+			t.deleted[provider] = true
+			return nil
+		}
+		t.forget(provider)
 		ev.Kind = EventExpired
 		if !c.Until.IsZero() && c.Until.Before(ev.Time) {
 			ev.Time = c.Until // the marker comes after the TTL ran out
@@ -66,6 +78,8 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		}
 		ev.Kind, ev.Probe = EventProbe, &p
 		return append(t.ended(provider, ev.Time), ev)
+	case kind == SuffixHealth && !put:
+		return t.healthDeleted(provider, ev.Time)
 	case kind == SuffixHealth && put:
 		h, _, err := decode[Health](e.Value(), b)
 		if err != nil {
@@ -84,6 +98,31 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 	return nil
 }
 
+// healthDeleted returns the events of provider's health deleted by hand
+// at at: the circuit closes, unless a cooldown key still keeps the provider
+// out. A cooldown whose key was deleted before ends with it.
+func (t *tracker) healthDeleted(provider string, at time.Time) []Event {
+	before, known := t.health[provider]
+	delete(t.health, provider)
+	c, open := t.cooling[provider]
+	if open && !t.deleted[provider] {
+		return nil
+	}
+	var out []Event
+	if open {
+		t.forget(provider)
+		end := at
+		if c.Until.Before(at) {
+			end = c.Until
+		}
+		out = append(out, Event{Time: end, Provider: provider, Kind: EventExpired})
+	}
+	if known && halfOpen(before) {
+		out = append(out, Event{Time: at, Provider: provider, Kind: EventClosed})
+	}
+	return out
+}
+
 // ended returns the expired event of provider's cooldown if it ran out by
 // at and its marker has not come yet: a probe or a success at at shows it
 // over.
@@ -92,8 +131,14 @@ func (t *tracker) ended(provider string, at time.Time) []Event {
 	if !open || c.Until.After(at) {
 		return nil
 	}
-	delete(t.cooling, provider)
+	t.forget(provider)
 	return []Event{{Time: c.Until, Provider: provider, Kind: EventExpired}}
+}
+
+// forget drops provider's cooldown once its end is reported.
+func (t *tracker) forget(provider string) {
+	delete(t.cooling, provider)
+	delete(t.deleted, provider)
 }
 
 // states returns an EventState event for every provider tracked and every

@@ -100,3 +100,58 @@ func TestTrackerStates(t *testing.T) {
 		}
 	}
 }
+
+// TestTrackerCooldownDeletedByHand: deleting only a cooldown key does not
+// end the cooldown (the trip in .health keeps every processor skipping the
+// provider), so it is no expired event; its end is reported when a probe
+// shows it over, timed at its until. Deleting the health too ends the
+// outage by hand: expired and closed, then; deleting the health of a
+// half-open provider closes its circuit. A cooldown key deleted when no
+// trip runs in .health did end.
+func TestTrackerCooldownDeletedByHand(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	until := t0.Add(5 * time.Second)
+	put := func(key string, v any, at time.Duration) entry {
+		b, _ := json.Marshal(v)
+		return entry{key: key, value: b, created: t0.Add(at), op: jetstream.KeyValuePut}
+	}
+	del := func(key string, at time.Duration) entry {
+		return entry{key: key, created: t0.Add(at), op: jetstream.KeyValueDelete}
+	}
+	tripped := put("p.health", Health{ConsecutiveFailures: 1, Trips: 1, LastTrip: t0, LastTripS: 5}, 0)
+	opened := put("p.cooldown", Cooldown{Until: until, DurationS: 5}, 0)
+	type event struct {
+		kind EventKind
+		at   time.Time
+	}
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+		want    []event
+	}{
+		{"cooldown key alone", []entry{tripped, opened, del("p.cooldown", time.Second), put("p.probe", Probe{Until: t0.Add(9 * time.Second)}, 6*time.Second)},
+			[]event{{EventOpened, t0}, {EventExpired, until}, {EventProbe, t0.Add(6 * time.Second)}}},
+		{"both keys", []entry{tripped, opened, del("p.cooldown", time.Second), del("p.health", 2*time.Second)},
+			[]event{{EventOpened, t0}, {EventExpired, t0.Add(2 * time.Second)}, {EventClosed, t0.Add(2 * time.Second)}}},
+		{"health of a half-open provider", []entry{tripped, opened, del("p.cooldown", 6*time.Second), del("p.health", 7*time.Second)},
+			[]event{{EventOpened, t0}, {EventExpired, until}, {EventClosed, t0.Add(7 * time.Second)}}},
+		{"health while the cooldown key runs", []entry{tripped, opened, del("p.health", time.Second)},
+			[]event{{EventOpened, t0}}},
+		{"no trip in the health", []entry{put("p.health", Health{ConsecutiveFailures: 1}, 0), opened, del("p.cooldown", time.Second)},
+			[]event{{EventOpened, t0}, {EventExpired, t0.Add(time.Second)}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker()
+			var got []event
+			for i, e := range tc.entries {
+				e.rev = uint64(i + 1)
+				for _, ev := range tr.events(e) {
+					got = append(got, event{ev.Kind, ev.Time})
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("events %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
