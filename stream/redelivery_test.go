@@ -246,28 +246,50 @@ func TestAnAnswerThatCannotBeStoredIsKeptNotPaidForAgain(t *testing.T) {
 // stream refuses until the request's deadline is dead-lettered expired,
 // saying that the answer could not be stored, not that no provider
 // answered.
+//
+// The failed result is kept like an answer: once the stream takes writes
+// again it is stored, naming no answer.
 func TestAnAnswerNotStoredByTheDeadlineIsDeadLettered(t *testing.T) {
-	js, p, runner, _ := fullResults(t)
+	js, p, runner, lift := fullResults(t)
 	ctx := context.Background()
 	deadline := time.Now().Add(2 * time.Second).UTC().Truncate(time.Second).Add(time.Second)
 	body, _ := json.Marshal(wire.Request{ID: "late", Messages: []chain.Message{{Role: "user", Content: "hi"}}, Deadline: deadline.Format(time.RFC3339)})
 	if _, err := js.Publish(ctx, wire.RequestSubject("default"), body); err != nil {
 		t.Fatal(err)
 	}
-	p.Handle(ctx, "default", nextDelivery(t, js, "default"))
-	if n := runner.calls.Load(); n != 1 {
-		t.Fatalf("the chain ran %d times, want once", n)
-	}
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		p.Handle(ctx, "default", nextDelivery(t, js, "default"))
+	}()
 	dl, err := js.Stream(ctx, wire.DeadLetterStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := dl.GetLastMsgForSubject(ctx, wire.DeadLetterSubject("default"))
-	if err != nil {
-		t.Fatalf("no dead letter: %v", err)
-	}
+	var m *jetstream.RawStreamMsg
+	eventually(t, func() bool {
+		m, err = dl.GetLastMsgForSubject(ctx, wire.DeadLetterSubject("default"))
+		return err == nil
+	})
 	if m.Header.Get("Detour-DLQ-Reason") != "expired" || !strings.Contains(m.Header.Get("Detour-DLQ-Error"), "the answer could not be stored before the deadline") {
 		t.Fatalf("dead letter %v; want expired, the answer not stored", m.Header)
+	}
+	lift()
+	<-handled
+	if n := runner.calls.Load(); n != 1 {
+		t.Fatalf("the chain ran %d times, want once", n)
+	}
+	results, err := js.Stream(ctx, wire.ResultsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := results.GetLastMsgForSubject(ctx, wire.ResultSubject("late"))
+	if err != nil {
+		t.Fatalf("the failed result was not stored: %v", err)
+	}
+	var stored map[string]any
+	if err := json.Unmarshal(r.Data, &stored); err != nil || stored["status"] != "failed" || stored["content"] != nil && stored["content"] != "" {
+		t.Fatalf("stored result %s (%v), want a failed result naming no answer", r.Data, err)
 	}
 }
 
@@ -388,4 +410,62 @@ func TestADeliveryOfARequestBeingWorkedOnCallsNothing(t *testing.T) {
 	if n := runner.calls.Load(); n != 1 {
 		t.Fatalf("the chain ran %d times for one request", n)
 	}
+}
+
+// TestAFailedResultThatCannotBeStoredIsKept: a request dead-lettered while
+// the results stream refuses writes still gets its failed result (DESIGN.md
+// §6: no waiting client is left without an answer). The worker keeps the
+// delivery and retries the result, as it does an answer, and terminates the
+// request once the result is stored; the dead letter is stored once.
+func TestAFailedResultThatCannotBeStoredIsKept(t *testing.T) {
+	js, p, runner, lift := fullResults(t)
+	ctx := context.Background()
+	if _, err := js.Publish(ctx, wire.RequestSubject("default"), []byte(`{"id": "refused", "messages": []}`)); err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		p.Handle(ctx, "default", nextDelivery(t, js, "default"))
+	}()
+	time.Sleep(3 * time.Second) // past the AckWait, and a few retries
+	select {
+	case <-handled:
+		t.Fatal("the delivery was settled while its failed result could not be stored")
+	default:
+	}
+	lift()
+	<-handled
+	if n := runner.calls.Load(); n != 0 {
+		t.Fatalf("the chain ran %d times for a bad request", n)
+	}
+	results, err := js.Stream(ctx, wire.ResultsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := results.GetLastMsgForSubject(ctx, wire.ResultSubject("refused"))
+	if err != nil {
+		t.Fatalf("the failed result was not stored: %v", err)
+	}
+	if !strings.Contains(string(m.Data), `"status":"failed"`) || !strings.Contains(string(m.Data), "bad_request: ") {
+		t.Fatalf("stored result %s, want the failed result of a bad request", m.Data)
+	}
+	dl, err := js.Stream(ctx, wire.DeadLetterStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := dl.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("dead-letter stream %+v (%v), want the one dead letter", info, err)
+	}
+	cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		if err == nil && info.NumRedelivered != 0 {
+			t.Fatalf("consumer %+v: the delivery was redelivered; want it kept, then terminated", info)
+		}
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	})
 }

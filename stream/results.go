@@ -19,14 +19,50 @@ import (
 
 // answer stores and publishes the result, then acks. The answer is already
 // paid for, so a failed store (a leader election, a slow server, a results
-// stream that refuses writes) is retried here, with backoff, for as long as
-// the request may live: handing the request back would pay a provider again
-// on every redelivery. The delivery is kept meanwhile (InProgress), and the
-// result's Nats-Msg-Id makes a retry that did land harmless.
+// stream that refuses writes) is retried for as long as the request may
+// live (keep): handing the request back would pay a provider again on every
+// redelivery.
 func (d *delivery) answer(ctx context.Context, res chain.Result) {
+	attempts, err := d.keep(ctx, res, d.deadline())
+	switch {
+	case err == nil:
+		_ = d.msg.Ack()
+		outcome := metrics.OutcomeOK
+		if res.Degraded {
+			outcome = metrics.OutcomeDegraded
+		}
+		d.p.cfg.Metrics.Settled(d.chain, outcome)
+		now := d.p.cfg.Now()
+		d.p.cfg.Metrics.Answered(d.chain, now.Sub(d.meta.Timestamp), now, res.Degraded)
+	case errors.Is(err, errTooLarge):
+		// Retrying cannot help and the answer cannot be delivered: say so
+		// to the requester and keep the request, instead of paying the
+		// provider again on every redelivery until it ages out.
+		res.Content = ""
+		d.fail(ctx, deadletter.ReasonTooLarge, res, err)
+	case ctx.Err() != nil: // shutdown: another processor takes it at once
+		d.nak(0, metrics.NakShutdown)
+	default:
+		d.log().Error("publishing result; the request expires before its answer can be stored", "attempts", attempts, "err", err)
+		// A failed result names no answer (results.md): only what was
+		// tried.
+		failed := chain.Result{Attempts: res.Attempts}
+		d.annotate(&failed)
+		d.fail(ctx, deadletter.ReasonExpired, failed, fmt.Errorf("the answer could not be stored before the deadline: %w", err))
+	}
+}
+
+// keep stores and publishes res, retrying a failed store with backoff from
+// publishRetryBase to publishRetryMax, while the worker keeps the delivery
+// (InProgress) and the result's Nats-Msg-Id makes a retry that did land
+// harmless. It returns nil once res is stored, or the last error when res
+// cannot be stored (errTooLarge), ctx ends (the shutdown deadline), or the
+// next try would come after until; and how many tries it made.
+func (d *delivery) keep(ctx context.Context, res chain.Result, until time.Time) (attempts int, err error) {
 	delay := publishRetryBase
-	// The answer is paid for: storing it is not cut short by the shutdown
-	// deadline, only bounded by its own timeout per attempt.
+	// Storing is not cut short by the shutdown deadline, only bounded by
+	// its own timeout per attempt: what it stores is paid for, or is all a
+	// requester will hear.
 	storeCtx := context.WithoutCancel(ctx)
 	var stopBeat func()
 	defer func() {
@@ -34,45 +70,16 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 			stopBeat()
 		}
 	}()
-	for attempt := 1; ; attempt++ {
+	for attempts = 1; ; attempts++ {
 		attemptCtx, cancel := context.WithTimeout(storeCtx, publishTimeout)
-		err := d.publishResult(attemptCtx, res)
+		err = d.publishResult(attemptCtx, res)
 		cancel()
 		d.p.resultStored(storeCtx, err)
-		if err == nil {
-			_ = d.msg.Ack()
-			outcome := metrics.OutcomeOK
-			if res.Degraded {
-				outcome = metrics.OutcomeDegraded
-			}
-			d.p.cfg.Metrics.Settled(d.chain, outcome)
-			now := d.p.cfg.Now()
-			d.p.cfg.Metrics.Answered(d.chain, now.Sub(d.meta.Timestamp), now, res.Degraded)
-			return
+		if err == nil || errors.Is(err, errTooLarge) || ctx.Err() != nil || !d.p.cfg.Now().Add(delay).Before(until) {
+			return attempts, err
 		}
-		if errors.Is(err, errTooLarge) {
-			// Retrying cannot help and the answer cannot be delivered: say
-			// so to the requester and keep the request, instead of paying
-			// the provider again on every redelivery until it ages out.
-			res.Content = ""
-			d.fail(ctx, deadletter.ReasonTooLarge, res, err)
-			return
-		}
-		if ctx.Err() != nil { // shutdown: another processor takes it at once
-			d.nak(0, metrics.NakShutdown)
-			return
-		}
-		if !d.p.cfg.Now().Add(delay).Before(d.deadline()) {
-			d.log().Error("publishing result; the request expires before its answer can be stored", "attempts", attempt, "err", err)
-			// A failed result names no answer (results.md): only what was
-			// tried.
-			failed := chain.Result{Attempts: res.Attempts}
-			d.annotate(&failed)
-			d.fail(ctx, deadletter.ReasonExpired, failed, fmt.Errorf("the answer could not be stored before the deadline: %w", err))
-			return
-		}
-		if sparse(uint64(attempt)) { // a store down for hours logs a few dozen lines
-			d.log().Warn("publishing result; retrying", "attempt", attempt, "err", err)
+		if sparse(uint64(attempts)) { // a store down for hours logs a few dozen lines
+			d.log().Warn("publishing result; retrying", "attempt", attempts, "status", res.Status, "err", err)
 		}
 		if stopBeat == nil {
 			// An attempt may take publishTimeout, longer than AckWait: keep
@@ -80,16 +87,16 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 			_ = d.msg.InProgress()
 			stopBeat = d.heartbeat(ctx)
 		}
-		if wait.Sleep(ctx, delay) != nil {
-			d.nak(0, metrics.NakShutdown)
-			return
+		if err := wait.Sleep(ctx, delay); err != nil {
+			return attempts, err
 		}
 		delay = min(delay*2, publishRetryMax)
 	}
 }
 
 // A failed publish of a result is retried after publishRetryBase, doubling
-// up to publishRetryMax, until the request's deadline. A result keeps
+// up to publishRetryMax: an answer until the request's deadline, a failed
+// result for at least failedResultPatience. A result keeps
 // resultMargin bytes free below the server's max payload for the headers
 // that differ between the stored copy and the reply.
 const (
@@ -97,6 +104,8 @@ const (
 	publishRetryBase = 250 * time.Millisecond
 	publishRetryMax  = 30 * time.Second
 	publishTimeout   = 5 * time.Second
+
+	failedResultPatience = time.Minute
 )
 
 // errTooLarge marks a result that does not fit the server's max payload.
