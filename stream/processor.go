@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -121,28 +120,9 @@ type Processor struct {
 	schemas *chain.SchemaCache
 	// handedBack counts the deliveries handed back at shutdown.
 	handedBack atomic.Int64
-	// working holds the stream sequences of the requests this processor's
-	// workers are on.
-	workingMu sync.Mutex
-	working   map[uint64]struct{}
-}
-
-// begin marks the request at stream sequence seq as being worked on, and
-// reports false when a worker already is on it.
-func (p *Processor) begin(seq uint64) bool {
-	p.workingMu.Lock()
-	defer p.workingMu.Unlock()
-	if _, on := p.working[seq]; on {
-		return false
-	}
-	p.working[seq] = struct{}{}
-	return true
-}
-
-func (p *Processor) end(seq uint64) {
-	p.workingMu.Lock()
-	delete(p.working, seq)
-	p.workingMu.Unlock()
+	// seqs holds the requests this processor's workers are on, and those
+	// they settled recently.
+	seqs *sequences
 }
 
 // HandedBack is how many deliveries were handed back for another processor
@@ -168,7 +148,7 @@ func NewProcessor(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cf
 	if err != nil {
 		return nil, fmt.Errorf("stream: opening %s: %w", wire.ResultsStream, err)
 	}
-	return &Processor{cfg: cfg, nc: nc, js: js, dlq: deadletter.NewPublisher(js), results: results, working: map[uint64]struct{}{},
+	return &Processor{cfg: cfg, nc: nc, js: js, dlq: deadletter.NewPublisher(js), results: results, seqs: newSequences(),
 		schemas: chain.NewSchemaCache(chain.SchemaCacheSize)}, nil
 }
 
@@ -181,17 +161,19 @@ func (p *Processor) Handle(ctx context.Context, chainName string, msg jetstream.
 		return
 	}
 	d := delivery{p: p, chain: chainName, msg: msg, meta: meta, started: p.cfg.Now()}
-	// The server delivers a request again, even as a first delivery, while
-	// a worker here is still on it when its consumer was deleted and made
-	// anew: hand it back, and the delivery after the answer finds it
-	// answered, rather than pay a provider twice.
-	if !p.begin(meta.Sequence.Stream) {
+	// A consumer deleted and made anew delivers again, as first
+	// deliveries, requests a worker here is on or settled lately (see
+	// sequences): hand the first kind back, and check the second for its
+	// answer, rather than pay a provider twice.
+	ok, settled := p.seqs.begin(meta.Sequence.Stream)
+	if !ok {
 		p.cfg.Logger.Info("a request being worked on here was delivered again; handing it back", "chain", chainName,
 			"seq", meta.Sequence.Stream, "deliveries", meta.NumDelivered)
 		d.nak(d.backoff(), metrics.NakError)
 		return
 	}
-	defer p.end(meta.Sequence.Stream)
+	defer p.seqs.end(meta.Sequence.Stream)
+	d.settledHere = settled
 	p.cfg.Metrics.InFlight(1)
 	defer p.cfg.Metrics.InFlight(-1)
 	// Admitting and running are siblings rather than one function: what the
@@ -216,6 +198,9 @@ type delivery struct {
 	meta    *jetstream.MsgMetadata
 	started time.Time
 	req     wire.Decoded
+	// settledHere is set when a worker here settled this request lately:
+	// a first delivery of it is checked for an answer like a redelivery.
+	settledHere bool
 }
 
 func (d *delivery) log() *slog.Logger {
@@ -248,7 +233,7 @@ func (d *delivery) admit(ctx context.Context) Runner {
 	}
 	// A redelivery is checked for an answer before its deadline: one answered
 	// just in time whose ack was lost must not be expired after the fact.
-	if d.meta.NumDelivered > 1 {
+	if d.meta.NumDelivered > 1 || d.settledHere {
 		answered, err := d.answered(ctx)
 		if err != nil {
 			// Not knowing is not "no": calling a provider again could pay

@@ -469,3 +469,49 @@ func TestAFailedResultThatCannotBeStoredIsKept(t *testing.T) {
 		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
 	})
 }
+
+// TestARequestAnsweredHereAndDeliveredAnewCallsNothing: a consumer deleted
+// and made again while a worker is on a request ignores that worker's ack
+// (it has not delivered the request yet) and hands the request out again,
+// as a first delivery. The processor that answered it remembers the
+// sequences it settled recently and checks such a delivery for its answer,
+// as it does a redelivery, instead of paying a provider twice.
+func TestARequestAnsweredHereAndDeliveredAnewCallsNothing(t *testing.T) {
+	runner := &heldRunner{release: make(chan struct{})}
+	_, js, p := newProcessor(t, time.Hour, func() stream.Runner { return runner }, "default")
+	ctx := context.Background()
+	if _, err := js.Publish(ctx, wire.RequestSubject("default"), requestBody("once")); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		p.Handle(ctx, "default", nextDelivery(t, js, "default"))
+	}()
+	eventually(t, func() bool { return runner.calls.Load() == 1 })
+	if err := js.DeleteConsumer(ctx, wire.RequestsStream, wire.ConsumerName("default")); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.EnsureTopology(ctx, js, testTopology(time.Hour, "default")); err != nil {
+		t.Fatal(err)
+	}
+	close(runner.release)
+	<-first // answered, stored, and acked to a consumer that ignores it
+
+	again := nextDelivery(t, js, "default")
+	if meta, _ := again.Metadata(); meta.NumDelivered != 1 {
+		t.Fatalf("the new consumer's delivery has NumDelivered %d, want 1", meta.NumDelivered)
+	}
+	p.Handle(ctx, "default", again)
+	if n := runner.calls.Load(); n != 1 {
+		t.Fatalf("the chain ran %d times for one request", n)
+	}
+	eventually(t, func() bool {
+		rs, err := js.Stream(ctx, wire.RequestsStream)
+		if err != nil {
+			return false
+		}
+		ri, err := rs.Info(ctx)
+		return err == nil && ri.State.Msgs == 0
+	})
+}
