@@ -237,7 +237,7 @@ func (c *Chain) pass(ctx context.Context, step *Step, req *Request, res *Result,
 			if failure.Class == ClassCanceled {
 				return failure
 			}
-			if stop := c.again(ctx, step, failure, retry, retries); stop != nil {
+			if stop := c.again(ctx, step, failure, started, retry, retries); stop != nil {
 				return stop
 			}
 			continue
@@ -280,9 +280,9 @@ func (c *Chain) failedAttempt(step *Step, started time.Time, failure *CallError,
 // most the pass may make), waits out the backoff (or the provider's wait
 // hint). It returns nil to try again, else the failure that ends the pass: failure
 // itself, or a cancellation that cut the wait short.
-func (c *Chain) again(ctx context.Context, step *Step, failure *CallError, retry, retries int) *CallError {
+func (c *Chain) again(ctx context.Context, step *Step, failure *CallError, started time.Time, retry, retries int) *CallError {
 	name, pol := step.Provider.Name(), step.Policy
-	coolNow := c.record(ctx, step, failure)
+	coolNow := c.record(ctx, step, failure, started)
 	if coolNow || !failure.Class.Retryable() || retry >= retries {
 		return failure
 	}
@@ -305,15 +305,16 @@ func (c *Chain) again(ctx context.Context, step *Step, failure *CallError, retry
 	return nil
 }
 
-// record feeds a counted failure to the state and reports whether it asked
-// for a cooldown at once (auth, a wait hint longer than max_retry_wait on any
-// retryable class), which ends the pass.
-func (c *Chain) record(ctx context.Context, step *Step, failure *CallError) (coolNow bool) {
+// record feeds a counted failure of an attempt begun at started to the
+// state and reports whether it asked for a cooldown at once (auth, a wait
+// hint longer than max_retry_wait on any retryable class), which ends the
+// pass.
+func (c *Chain) record(ctx context.Context, step *Step, failure *CallError, started time.Time) (coolNow bool) {
 	if !failure.Class.Counts() {
 		return false
 	}
 	name, pol := step.Provider.Name(), step.Policy
-	f := Failure{Class: failure.Class, Error: failure.Error(), At: c.now(), Policy: pol.Cooldown}
+	f := Failure{Class: failure.Class, Error: failure.Error(), At: c.now(), Started: started, Policy: pol.Cooldown}
 	switch {
 	case failure.Class == ClassAuth:
 		f.CooldownFor = pol.Cooldown.AuthCooldown

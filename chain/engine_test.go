@@ -209,6 +209,13 @@ func TestServerErrorIsRetriedMaxRetriesTimesThenFallsBack(t *testing.T) {
 	if got := len(state.failures("primary")); got != 5 {
 		t.Errorf("RecordFailure called %d times for primary, want 5", got)
 	}
+	// Each failure says when its attempt began, so that one in flight when
+	// a cooldown opened escalates nothing.
+	for i, f := range state.failures("primary") {
+		if f.Started.IsZero() || f.Started.After(f.At) {
+			t.Errorf("failure %d: started %v, at %v; want its attempt's start, not after it", i, f.Started, f.At)
+		}
+	}
 }
 
 // TestCooldownOpenedMidPassStopsPlannedRetries: once the request's own

@@ -45,6 +45,10 @@ type Failure struct {
 	Class Class
 	Error string
 	At    time.Time
+	// Started is when the failed attempt began; zero when unknown. A call
+	// that began before the provider's last trip was in flight when that
+	// cooldown opened: its failure is counted but escalates nothing.
+	Started time.Time
 	// CooldownFor, when positive, opens a cooldown of exactly this length
 	// at once (auth failures, a Retry-After longer than max_retry_wait;
 	// DESIGN.md), also when this failure reaches the threshold.

@@ -18,7 +18,8 @@ import (
 // threshold, and counting up to it again would let one probe after another
 // reach a provider known to be down.
 //
-// While a cooldown runs, failures of calls that were already in flight are
+// Failures of calls that were already in flight when the last trip opened
+// (f.Started before it), while its cooldown runs or after it ended, are
 // counted but open no escalated trip: they would only lengthen the next
 // cooldown for an outage already known. A failure that asks for a cooldown
 // of its own (auth, a long wait hint) and would end later than the running
@@ -35,7 +36,8 @@ func afterFailure(h Health, f chain.Failure, running time.Time) (Health, time.Du
 	if end := tripEnd(h, p); end.After(running) {
 		running = end
 	}
-	if running.After(at) {
+	inFlight := !f.Started.IsZero() && f.Started.Before(h.LastTrip)
+	if running.After(at) || inFlight {
 		if f.CooldownFor <= 0 || !at.Add(wholeSeconds(f.CooldownFor)).After(running) {
 			return h, 0
 		}

@@ -420,3 +420,42 @@ func TestAfterFailureInHalfOpenTrips(t *testing.T) {
 		t.Errorf("first failure after a success opened %v", d)
 	}
 }
+
+// TestAfterFailureOfACallInFlightAtTheTripEscalatesNothing: a call that
+// began before the last trip was in flight when its cooldown opened. Its
+// failure, landing after that cooldown ended, is counted but opens no
+// escalated trip (failures.md), whether the trip came from a wait hint
+// (the count below the threshold) or from the threshold; the probe's own
+// failure, begun after the trip, does.
+func TestAfterFailureOfACallInFlightAtTheTripEscalatesNothing(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		p    chain.CooldownPolicy
+		hint time.Duration
+	}{
+		{"a wait hint's trip", policy(5, 10*time.Minute, time.Hour, time.Hour), 15 * time.Second},
+		{"a threshold trip", policy(1, 15*time.Second, time.Hour, time.Hour), 0},
+	} {
+		f := failureAt(tt.p, t0)
+		f.Started = t0.Add(-time.Second)
+		if tt.hint > 0 {
+			f.Class, f.CooldownFor = chain.ClassRateLimit, tt.hint
+		}
+		h, d := afterFailure(Health{}, f, time.Time{})
+		if d != 15*time.Second {
+			t.Fatalf("%s: first trip %v, want 15s", tt.name, d)
+		}
+		stale := failureAt(tt.p, t0.Add(20*time.Second))
+		stale.Class, stale.Started = chain.ClassTimeout, t0.Add(-time.Second)
+		h2, d := afterFailure(h, stale, time.Time{})
+		if d != 0 || h2.Trips != 1 || h2.ConsecutiveFailures != h.ConsecutiveFailures+1 {
+			t.Errorf("%s: a call begun before the trip failing after its cooldown: cooldown %v, trips %d, failures %d; want none, 1, %d",
+				tt.name, d, h2.Trips, h2.ConsecutiveFailures, h.ConsecutiveFailures+1)
+		}
+		probe := failureAt(tt.p, t0.Add(22*time.Second))
+		probe.Started = t0.Add(21 * time.Second)
+		if _, d := afterFailure(h2, probe, time.Time{}); d == 0 {
+			t.Errorf("%s: the probe's failure opened no cooldown", tt.name)
+		}
+	}
+}
