@@ -432,22 +432,20 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 // The dead letter comes first: once the failed result is stored, a
 // redelivery would take it for this request's answer and ack, so a dead
 // letter not yet stored would be lost. A failed result that cannot be
-// stored is retried like an answer (keep), until the request's deadline
-// and for at least failedResultPatience, since it is all a waiting
-// requester will hear; handing the request back instead would run it again.
-// Only then, or at the shutdown deadline, is it given up, and the request,
-// safe in the dead-letter stream, terminated all the same.
+// stored is retried like an answer (keep), for failedResultPatience, since
+// it is all a waiting requester will hear; handing the request back instead
+// would run it again. Only then, or at the shutdown deadline, is it given
+// up, and the request, safe in the dead-letter stream, terminated all the
+// same. The patience is short next to a request's deadline (a day by
+// default): a burst of refused requests during a results outage must not
+// hold every worker, and the dead letter keeps what the result would say.
 func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain.Result, cause error) {
 	res.Status = chain.StatusFailed
 	res.Error = failedResultError(reason, cause)
 	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts) {
 		return
 	}
-	until := d.deadline()
-	if patience := d.p.cfg.Now().Add(failedResultPatience); until.Before(patience) {
-		until = patience
-	}
-	if attempts, err := d.keep(ctx, res, until); err != nil {
+	if attempts, err := d.keep(ctx, res, d.p.cfg.Now().Add(failedResultPatience)); err != nil {
 		d.log().Error("publishing failed result; giving up", "attempts", attempts, "err", err)
 	}
 	_ = d.msg.Term()

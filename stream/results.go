@@ -96,7 +96,7 @@ func (d *delivery) keep(ctx context.Context, res chain.Result, until time.Time) 
 
 // A failed publish of a result is retried after publishRetryBase, doubling
 // up to publishRetryMax: an answer until the request's deadline, a failed
-// result for at least failedResultPatience. A result keeps
+// result for failedResultPatience. A result keeps
 // resultMargin bytes free below the server's max payload for the headers
 // that differ between the stored copy and the reply.
 const (
