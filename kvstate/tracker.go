@@ -25,10 +25,13 @@ type tracker struct {
 	// while the trip recorded in their health still runs: processors keep
 	// skipping them until the trip ends or the health goes too.
 	deleted map[string]bool
+	// closing holds the providers whose health was deleted by hand while
+	// their cooldown key ran: the circuit closes when the cooldown ends.
+	closing map[string]bool
 }
 
 func newTracker() *tracker {
-	return &tracker{health: map[string]Health{}, cooling: map[string]Cooldown{}, deleted: map[string]bool{}}
+	return &tracker{health: map[string]Health{}, cooling: map[string]Cooldown{}, deleted: map[string]bool{}, closing: map[string]bool{}}
 }
 
 // events returns the events entry e makes, oldest first: none, one, or an
@@ -58,19 +61,17 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		if !open {
 			return nil // its end was reported when the probe came first
 		}
-		if ev.Time.Before(c.Until) && tripRunning(t.health[provider], chain.CooldownPolicy{}, ev.Time) {
-			// Deleted by hand before its end: the trip in .health keeps
-			// it running. Its end is reported when a probe, a success or
-			// the health's deletion shows it over.
+		// The server's marker of an expired key is a purge; a delete is by
+		// hand.
+		byHand := e.Operation() == jetstream.KeyValueDelete && ev.Time.Before(c.Until)
+		if byHand && tripRunning(t.health[provider], chain.CooldownPolicy{}, ev.Time) {
+			// The trip in .health keeps it running. Its end is reported
+			// when a probe, a success or the health's deletion shows it
+			// over.
 			t.deleted[provider] = true
 			return nil
 		}
-		t.forget(provider)
-		ev.Kind = EventExpired
-		if !c.Until.IsZero() && c.Until.Before(ev.Time) {
-			ev.Time = c.Until // the marker comes after the TTL ran out
-		}
-		return []Event{ev}
+		return t.end(provider, ev.Time)
 	case kind == SuffixProbe && put:
 		p, _, err := decode[Probe](e.Value(), b)
 		if err != nil {
@@ -85,6 +86,7 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		if err != nil {
 			return nil
 		}
+		delete(t.closing, provider)
 		before, known := t.health[provider]
 		t.health[provider] = h
 		// A reset of the failures closes the circuit only if it was open
@@ -104,18 +106,14 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 func (t *tracker) healthDeleted(provider string, at time.Time) []Event {
 	before, known := t.health[provider]
 	delete(t.health, provider)
-	c, open := t.cooling[provider]
+	_, open := t.cooling[provider]
 	if open && !t.deleted[provider] {
+		t.closing[provider] = known && halfOpen(before)
 		return nil
 	}
 	var out []Event
 	if open {
-		t.forget(provider)
-		end := at
-		if c.Until.Before(at) {
-			end = c.Until
-		}
-		out = append(out, Event{Time: end, Provider: provider, Kind: EventExpired})
+		out = t.end(provider, at)
 	}
 	if known && halfOpen(before) {
 		out = append(out, Event{Time: at, Provider: provider, Kind: EventClosed})
@@ -131,14 +129,26 @@ func (t *tracker) ended(provider string, at time.Time) []Event {
 	if !open || c.Until.After(at) {
 		return nil
 	}
-	t.forget(provider)
-	return []Event{{Time: c.Until, Provider: provider, Kind: EventExpired}}
+	return t.end(provider, c.Until)
 }
 
-// forget drops provider's cooldown once its end is reported.
-func (t *tracker) forget(provider string) {
+// end reports the end of provider's cooldown, known at at: expired, timed
+// at its until when that came first (the server's marker comes after the
+// TTL ran out), and closed when its health was deleted meanwhile. It
+// forgets the cooldown.
+func (t *tracker) end(provider string, at time.Time) []Event {
+	c, closing := t.cooling[provider], t.closing[provider]
 	delete(t.cooling, provider)
 	delete(t.deleted, provider)
+	delete(t.closing, provider)
+	if !c.Until.IsZero() && c.Until.Before(at) {
+		at = c.Until
+	}
+	out := []Event{{Time: at, Provider: provider, Kind: EventExpired}}
+	if closing {
+		out = append(out, Event{Time: at, Provider: provider, Kind: EventClosed})
+	}
+	return out
 }
 
 // states returns an EventState event for every provider tracked and every

@@ -106,8 +106,9 @@ func TestTrackerStates(t *testing.T) {
 // provider), so it is no expired event; its end is reported when a probe
 // shows it over, timed at its until. Deleting the health too ends the
 // outage by hand: expired and closed, then; deleting the health of a
-// half-open provider closes its circuit. A cooldown key deleted when no
-// trip runs in .health did end.
+// half-open provider closes its circuit, in either order. A cooldown key
+// deleted when no trip runs in .health did end, and the server's expiry
+// marker is no deletion by hand, even a little early.
 func TestTrackerCooldownDeletedByHand(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	until := t0.Add(5 * time.Second)
@@ -117,6 +118,11 @@ func TestTrackerCooldownDeletedByHand(t *testing.T) {
 	}
 	del := func(key string, at time.Duration) entry {
 		return entry{key: key, created: t0.Add(at), op: jetstream.KeyValueDelete}
+	}
+	// The server's marker of an expired key, by a clock a little behind
+	// the processors' when early.
+	marker := func(at time.Duration) entry {
+		return entry{key: "p.cooldown", created: t0.Add(at), op: jetstream.KeyValuePurge}
 	}
 	tripped := put("p.health", Health{ConsecutiveFailures: 1, Trips: 1, LastTrip: t0, LastTripS: 5}, 0)
 	opened := put("p.cooldown", Cooldown{Until: until, DurationS: 5}, 0)
@@ -137,6 +143,12 @@ func TestTrackerCooldownDeletedByHand(t *testing.T) {
 			[]event{{EventOpened, t0}, {EventExpired, until}, {EventClosed, t0.Add(7 * time.Second)}}},
 		{"health while the cooldown key runs", []entry{tripped, opened, del("p.health", time.Second)},
 			[]event{{EventOpened, t0}}},
+		{"health first, then the cooldown key", []entry{tripped, opened, del("p.health", time.Second), del("p.cooldown", 2*time.Second)},
+			[]event{{EventOpened, t0}, {EventExpired, t0.Add(2 * time.Second)}, {EventClosed, t0.Add(2 * time.Second)}}},
+		{"health, then the cooldown's expiry", []entry{tripped, opened, del("p.health", time.Second), marker(5500 * time.Millisecond)},
+			[]event{{EventOpened, t0}, {EventExpired, until}, {EventClosed, until}}},
+		{"an expiry marker a little early", []entry{tripped, opened, marker(4900 * time.Millisecond)},
+			[]event{{EventOpened, t0}, {EventExpired, t0.Add(4900 * time.Millisecond)}}},
 		{"no trip in the health", []entry{put("p.health", Health{ConsecutiveFailures: 1}, 0), opened, del("p.cooldown", time.Second)},
 			[]event{{EventOpened, t0}, {EventExpired, t0.Add(time.Second)}}},
 	} {
