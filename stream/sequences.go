@@ -21,13 +21,15 @@ const recentlySettled = 4096
 type sequences struct {
 	mu      sync.Mutex
 	working map[uint64]struct{}
-	settled map[uint64]struct{}
-	ring    [recentlySettled]uint64 // settled, oldest replaced first
+	// settled maps a sequence to its latest place in ring, the settled
+	// sequences in order, the oldest replaced first.
+	settled map[uint64]int
+	ring    [recentlySettled]uint64
 	next    int
 }
 
 func newSequences() *sequences {
-	return &sequences{working: map[uint64]struct{}{}, settled: make(map[uint64]struct{}, recentlySettled)}
+	return &sequences{working: map[uint64]struct{}{}, settled: make(map[uint64]int, recentlySettled)}
 }
 
 // begin marks the request at seq as being worked on. It reports false when
@@ -43,19 +45,17 @@ func (s *sequences) begin(seq uint64) (ok, settled bool) {
 	return true, settled
 }
 
-// end marks the request at seq as no longer worked on, and remembers it
-// among the recently settled, forgetting the oldest of them.
+// end marks the request at seq as no longer worked on, and remembers it as
+// the most recently settled, forgetting the oldest. A request settled again
+// (handed back, then answered) is remembered from its latest settling.
 func (s *sequences) end(seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.working, seq)
-	if _, known := s.settled[seq]; known {
-		return
-	}
-	if old := s.ring[s.next]; old != 0 {
-		delete(s.settled, old)
+	if old := s.ring[s.next]; old != 0 && s.settled[old] == s.next {
+		delete(s.settled, old) // not settled again since
 	}
 	s.ring[s.next] = seq
-	s.settled[seq] = struct{}{}
+	s.settled[seq] = s.next
 	s.next = (s.next + 1) % recentlySettled
 }
