@@ -187,6 +187,24 @@ func TestHealthTripIsHonouredWithoutItsKey(t *testing.T) {
 	}
 }
 
+// halfOpen stores the health of provider "p" with a trip of one minute,
+// ten minutes ago, and returns a store named id whose mirror shows p
+// half-open, and when the trip was.
+func halfOpen(t *testing.T, e env, id string) (*kvstate.Store, time.Time) {
+	t.Helper()
+	at := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Millisecond)
+	h := kvstate.Health{ConsecutiveFailures: 3, Trips: 1, LastTrip: at, LastTripS: 60, LastClass: chain.ClassServer}
+	data, _ := json.Marshal(h)
+	if _, err := e.kv.Put(e.ctx, kvstate.HealthKey("p"), data); err != nil {
+		t.Fatal(err)
+	}
+	s := e.store(t, id, nil)
+	eventually(t, 3*time.Second, "the mirror holds the health", func() bool {
+		return s.State("p", time.Now()) == kvstate.StateHalfOpen
+	})
+	return s, at
+}
+
 // TestALapsedProbeLeaseIsTakenOver: a probe key whose lease has lapsed is
 // no lease, whether the server has not removed it yet or it has no TTL at
 // all (written by hand). The next processor to admit the half-open
@@ -195,17 +213,7 @@ func TestHealthTripIsHonouredWithoutItsKey(t *testing.T) {
 // probed again.
 func TestALapsedProbeLeaseIsTakenOver(t *testing.T) {
 	e := setup(t)
-	at := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Millisecond)
-	h := kvstate.Health{ConsecutiveFailures: 3, Trips: 1, LastTrip: at, LastTripS: 60, LastClass: chain.ClassServer}
-	data, _ := json.Marshal(h)
-	if _, err := e.kv.Put(e.ctx, kvstate.HealthKey("p"), data); err != nil {
-		t.Fatal(err)
-	}
-	s := e.store(t, "proc-a", nil)
-	eventually(t, 3*time.Second, "the mirror holds the health", func() bool {
-		_, ok := s.Health("p")
-		return ok && s.State("p", time.Now()) == kvstate.StateHalfOpen
-	})
+	s, at := halfOpen(t, e, "proc-a")
 	// Lapsed by less than the clocks of two processors may differ: its
 	// holder may still be probing.
 	putRaw(t, e, kvstate.ProbeKey("p"), fmt.Sprintf(`{"until":%q,"by":"other"}`, time.Now().Add(-10*time.Second).UTC().Format(time.RFC3339Nano)))
@@ -241,16 +249,7 @@ func TestALapsedProbeLeaseIsTakenOver(t *testing.T) {
 // (a third worker would then probe too); the second's release does.
 func TestReleasingALapsedLeaseLeavesTheNextLeaseAlone(t *testing.T) {
 	e := setup(t)
-	at := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Millisecond)
-	h := kvstate.Health{ConsecutiveFailures: 3, Trips: 1, LastTrip: at, LastTripS: 60, LastClass: chain.ClassServer}
-	data, _ := json.Marshal(h)
-	if _, err := e.kv.Put(e.ctx, kvstate.HealthKey("p"), data); err != nil {
-		t.Fatal(err)
-	}
-	s := e.store(t, "proc", nil)
-	eventually(t, 3*time.Second, "the mirror holds the health", func() bool {
-		return s.State("p", time.Now()) == kvstate.StateHalfOpen
-	})
+	s, _ := halfOpen(t, e, "proc")
 	now := time.Now()
 	first := s.Admit(e.ctx, "p", now, 5*time.Second)
 	if !first.Probe || first.Lease == 0 {

@@ -284,4 +284,3 @@ func TestRunAgainAfterRunReturned(t *testing.T) {
 		})
 	})
 }
-

@@ -347,16 +347,20 @@ func (r *heldRunner) Run(_ context.Context, req *chain.Request) (chain.Result, e
 // still runs it, when its consumer was deleted and created again (by hand,
 // or by a processor repairing it). That delivery is handed back, not run:
 // once the first has stored the answer, the next delivery finds it.
-func TestADeliveryOfARequestBeingWorkedOnCallsNothing(t *testing.T) {
-	runner := &heldRunner{release: make(chan struct{})}
-	_, js, p := newProcessor(t, time.Hour, func() stream.Runner { return runner }, "default")
+// consumerRecreatedMidCall gives a processor whose held runner is on a
+// request with id, and whose chain's consumer was then deleted and made
+// again; first is closed once that first Handle returns.
+func consumerRecreatedMidCall(t *testing.T, id string) (js jetstream.JetStream, p *stream.Processor, runner *heldRunner, first <-chan struct{}) {
+	t.Helper()
+	runner = &heldRunner{release: make(chan struct{})}
+	_, js, p = newProcessor(t, time.Hour, func() stream.Runner { return runner }, "default")
 	ctx := context.Background()
-	if _, err := js.Publish(ctx, wire.RequestSubject("default"), requestBody("twice")); err != nil {
+	if _, err := js.Publish(ctx, wire.RequestSubject("default"), requestBody(id)); err != nil {
 		t.Fatal(err)
 	}
-	first := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
-		defer close(first)
+		defer close(done)
 		p.Handle(ctx, "default", nextDelivery(t, js, "default"))
 	}()
 	eventually(t, func() bool { return runner.calls.Load() == 1 })
@@ -366,6 +370,12 @@ func TestADeliveryOfARequestBeingWorkedOnCallsNothing(t *testing.T) {
 	if err := stream.EnsureTopology(ctx, js, testTopology(time.Hour, "default")); err != nil {
 		t.Fatal(err)
 	}
+	return js, p, runner, done
+}
+
+func TestADeliveryOfARequestBeingWorkedOnCallsNothing(t *testing.T) {
+	js, p, runner, first := consumerRecreatedMidCall(t, "twice")
+	ctx := context.Background()
 	again := nextDelivery(t, js, "default")
 	if meta, _ := again.Metadata(); meta.NumDelivered != 1 {
 		t.Fatalf("the new consumer's delivery has NumDelivered %d, want 1", meta.NumDelivered)
@@ -477,24 +487,8 @@ func TestAFailedResultThatCannotBeStoredIsKept(t *testing.T) {
 // sequences it settled recently and checks such a delivery for its answer,
 // as it does a redelivery, instead of paying a provider twice.
 func TestARequestAnsweredHereAndDeliveredAnewCallsNothing(t *testing.T) {
-	runner := &heldRunner{release: make(chan struct{})}
-	_, js, p := newProcessor(t, time.Hour, func() stream.Runner { return runner }, "default")
+	js, p, runner, first := consumerRecreatedMidCall(t, "once")
 	ctx := context.Background()
-	if _, err := js.Publish(ctx, wire.RequestSubject("default"), requestBody("once")); err != nil {
-		t.Fatal(err)
-	}
-	first := make(chan struct{})
-	go func() {
-		defer close(first)
-		p.Handle(ctx, "default", nextDelivery(t, js, "default"))
-	}()
-	eventually(t, func() bool { return runner.calls.Load() == 1 })
-	if err := js.DeleteConsumer(ctx, wire.RequestsStream, wire.ConsumerName("default")); err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.EnsureTopology(ctx, js, testTopology(time.Hour, "default")); err != nil {
-		t.Fatal(err)
-	}
 	close(runner.release)
 	<-first // answered, stored, and acked to a consumer that ignores it
 
