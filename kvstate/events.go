@@ -77,8 +77,10 @@ func (e Event) String() string {
 // ends before then is a stop, and returns nil. A watch that
 // ends later (the bucket deleted or created anew, a server restart) is
 // opened again, with a growing pause between tries, and what changed
-// meanwhile is reported then: every entry newer than the last one read, or,
-// in a bucket created anew, every entry.
+// meanwhile is reported then: the latest entry of each key newer than the
+// last one read (a probe that came and went meanwhile is not seen), or, in
+// a bucket created anew, the end of every outage of the old one, then
+// every entry.
 func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event)) error {
 	return watchEvents(ctx, kv, nil, false, report)
 }
@@ -136,7 +138,12 @@ func watchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, wit
 		tries = 0
 		if !w.created.Equal(created) {
 			// Revisions start over in a new bucket, and the old one's
-			// health and cooldowns are gone with it.
+			// health and cooldowns are gone with it: its outages ended.
+			for _, ev := range t.bucketGone(w.created) {
+				if live {
+					report(ev)
+				}
+			}
 			created, seen = w.created, 0
 			t = newTracker()
 		}

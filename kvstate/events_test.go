@@ -167,3 +167,46 @@ func TestWatchStoppedWhileStartingIsNoFailure(t *testing.T) {
 		t.Fatalf("WatchEvents stopped while starting: %v, want nil", err)
 	}
 }
+
+// TestWatchEventsEndTheOutagesOfADeletedBucket: a bucket deleted while a
+// provider cools takes the outage with it, and processors call the
+// provider again at once. The watch, resuming on the bucket created anew,
+// reports that outage over: expired, then closed.
+func TestWatchEventsEndTheOutagesOfADeletedBucket(t *testing.T) {
+	e := setup(t)
+	s := e.store(t, "proc", nil)
+	events := make(chan kvstate.Event, 64)
+	go func() { _ = kvstate.WatchEvents(e.ctx, e.kv, func(ev kvstate.Event) { events <- ev }) }()
+	// Opened is reported once the watch is live: trip until it is.
+	n := 0
+	eventually(t, 10*time.Second, "the watch reporting", func() bool {
+		n++
+		if err := s.RecordFailure(e.ctx, fmt.Sprintf("p%d", n), serverFailure(policy(1, time.Hour))); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-events:
+			return ev.Kind == kvstate.EventOpened
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	})
+	cooling := fmt.Sprintf("p%d", n) // its opened event was reported
+	if err := e.js.DeleteKeyValue(e.ctx, kvstate.Bucket); err != nil {
+		t.Fatal(err)
+	}
+	var got []kvstate.EventKind
+	for len(got) < 2 {
+		select {
+		case ev := <-events:
+			if ev.Provider == cooling {
+				got = append(got, ev.Kind)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("events of %s after the bucket was deleted: %v, want expired and closed", cooling, got)
+		}
+	}
+	if got[0] != kvstate.EventExpired || got[1] != kvstate.EventClosed {
+		t.Fatalf("events of %s after the bucket was deleted: %v, want expired, closed", cooling, got)
+	}
+}

@@ -1,6 +1,8 @@
 package kvstate
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -52,10 +54,13 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		if err != nil {
 			return nil
 		}
+		// A cooldown that ended before this one opened was reported
+		// over by nothing when a watch resumed after both: report it.
+		out := t.ended(provider, ev.Time)
 		t.cooling[provider] = c
 		delete(t.deleted, provider)
 		ev.Kind, ev.Cooldown = EventOpened, &c
-		return []Event{ev}
+		return append(out, ev)
 	case kind == SuffixCooldown:
 		c, open := t.cooling[provider]
 		if !open {
@@ -130,6 +135,31 @@ func (t *tracker) ended(provider string, at time.Time) []Event {
 		return nil
 	}
 	return t.end(provider, c.Until)
+}
+
+// bucketGone returns the events of the bucket deleted, with the outages it
+// held, learned at at (when the bucket was created anew): every cooldown
+// tracked ends (expired, at its until if that came first), and every
+// provider tripped and not succeeded since is closed; providers in name
+// order. The tracker is then of no more use.
+func (t *tracker) bucketGone(at time.Time) []Event {
+	names := slices.Sorted(maps.Keys(t.cooling))
+	for p, h := range t.health {
+		if halfOpen(h) && !slices.Contains(names, p) {
+			names = append(names, p)
+		}
+	}
+	slices.Sort(names)
+	var out []Event
+	for _, p := range names {
+		if _, open := t.cooling[p]; open {
+			out = append(out, t.end(p, at)...)
+		}
+		if h, ok := t.health[p]; ok && halfOpen(h) {
+			out = append(out, Event{Time: at, Provider: p, Kind: EventClosed})
+		}
+	}
+	return out
 }
 
 // end reports the end of provider's cooldown, known at at: expired, timed

@@ -167,3 +167,60 @@ func TestTrackerCooldownDeletedByHand(t *testing.T) {
 		})
 	}
 }
+
+// TestTrackerAfterAGap: a watch that resumes after a server restart reads
+// only each key's latest entry. A new cooldown that opened after the last
+// one ended shows that one over: expired, at its until, before opened. One
+// that replaced a cooldown still running (a longer trip) is opened alone.
+// A bucket created anew ended every outage of the old one.
+func TestTrackerAfterAGap(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	put := func(key string, v any, at time.Duration) entry {
+		b, _ := json.Marshal(v)
+		return entry{key: key, value: b, created: t0.Add(at), op: jetstream.KeyValuePut}
+	}
+	type event struct {
+		kind     EventKind
+		provider string
+		at       time.Time
+	}
+	collect := func(tr *tracker, entries ...entry) []event {
+		var got []event
+		for i, e := range entries {
+			e.rev = uint64(i + 1)
+			for _, ev := range tr.events(e) {
+				got = append(got, event{ev.Kind, ev.Provider, ev.Time})
+			}
+		}
+		return got
+	}
+	first := put("p.cooldown", Cooldown{Until: t0.Add(5 * time.Second), DurationS: 5, Trip: 1}, 0)
+	later := put("p.cooldown", Cooldown{Until: t0.Add(30 * time.Second), DurationS: 20, Trip: 2}, 10*time.Second)
+	if got, want := collect(newTracker(), first, later), []event{
+		{EventOpened, "p", t0}, {EventExpired, "p", t0.Add(5 * time.Second)}, {EventOpened, "p", t0.Add(10 * time.Second)},
+	}; !slices.Equal(got, want) {
+		t.Errorf("a cooldown after one that ended: events %v, want %v", got, want)
+	}
+	longer := put("p.cooldown", Cooldown{Until: t0.Add(60 * time.Second), DurationS: 58, Trip: 2}, 2*time.Second)
+	if got, want := collect(newTracker(), first, longer), []event{
+		{EventOpened, "p", t0}, {EventOpened, "p", t0.Add(2 * time.Second)},
+	}; !slices.Equal(got, want) {
+		t.Errorf("a cooldown replacing a running one: events %v, want %v", got, want)
+	}
+
+	tr := newTracker()
+	collect(tr,
+		put("a.health", Health{ConsecutiveFailures: 1, Trips: 1, LastTrip: t0, LastTripS: 60}, 0),
+		put("a.cooldown", Cooldown{Until: t0.Add(time.Minute), DurationS: 60}, 0),
+		put("b.health", Health{ConsecutiveFailures: 1, Trips: 1, LastTrip: t0, LastTripS: 1}, 0), // half-open
+		put("c.health", Health{ConsecutiveFailures: 1}, 0),                                       // failing, never tripped
+	)
+	gone := t0.Add(10 * time.Second)
+	var got []event
+	for _, ev := range tr.bucketGone(gone) {
+		got = append(got, event{ev.Kind, ev.Provider, ev.Time})
+	}
+	if want := []event{{EventExpired, "a", gone}, {EventClosed, "a", gone}, {EventClosed, "b", gone}}; !slices.Equal(got, want) {
+		t.Errorf("bucket gone: events %v, want %v", got, want)
+	}
+}
