@@ -301,7 +301,7 @@ func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 	var exhausted *chain.ExhaustedError
 	switch {
 	case err == nil:
-		d.answer(ctx, *res)
+		d.answer(ctx, res)
 	case errors.As(err, &exhausted) && exhausted.Poison:
 		d.fail(ctx, deadletter.ReasonPoison, *res, err)
 	case errors.As(err, &exhausted) && exhausted.InvalidOutput && d.meta.NumDelivered >= d.p.cfg.MaxInvalidDeliveries:
@@ -445,7 +445,7 @@ func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain
 	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts) {
 		return
 	}
-	if attempts, err := d.keep(ctx, res, d.p.cfg.Now().Add(failedResultPatience)); err != nil {
+	if attempts, err := d.keep(ctx, &res, d.p.cfg.Now().Add(failedResultPatience)); err != nil {
 		d.log().Error("publishing failed result; giving up", "attempts", attempts, "err", err)
 	}
 	_ = d.msg.Term()

@@ -22,24 +22,36 @@ import (
 // stream that refuses writes) is retried for as long as the request may
 // live (keep): handing the request back would pay a provider again on every
 // redelivery.
-func (d *delivery) answer(ctx context.Context, res chain.Result) {
+//
+// What a worker does here runs on the stack it waited on the provider with,
+// which must stay within 8 KiB (BENCHMARKS.md): the result goes by pointer,
+// and what happens when it cannot be stored is in unstored.
+func (d *delivery) answer(ctx context.Context, res *chain.Result) {
 	attempts, err := d.keep(ctx, res, d.deadline())
+	if err != nil {
+		d.unstored(ctx, res, attempts, err)
+		return
+	}
+	_ = d.msg.Ack()
+	outcome := metrics.OutcomeOK
+	if res.Degraded {
+		outcome = metrics.OutcomeDegraded
+	}
+	d.p.cfg.Metrics.Settled(d.chain, outcome)
+	now := d.p.cfg.Now()
+	d.p.cfg.Metrics.Answered(d.chain, now.Sub(d.meta.Timestamp), now, res.Degraded)
+}
+
+// unstored settles a delivery whose answer keep could not store after
+// attempts tries, err the last one's error.
+func (d *delivery) unstored(ctx context.Context, res *chain.Result, attempts int, err error) {
 	switch {
-	case err == nil:
-		_ = d.msg.Ack()
-		outcome := metrics.OutcomeOK
-		if res.Degraded {
-			outcome = metrics.OutcomeDegraded
-		}
-		d.p.cfg.Metrics.Settled(d.chain, outcome)
-		now := d.p.cfg.Now()
-		d.p.cfg.Metrics.Answered(d.chain, now.Sub(d.meta.Timestamp), now, res.Degraded)
 	case errors.Is(err, errTooLarge):
 		// Retrying cannot help and the answer cannot be delivered: say so
 		// to the requester and keep the request, instead of paying the
 		// provider again on every redelivery until it ages out.
 		res.Content = ""
-		d.fail(ctx, deadletter.ReasonTooLarge, res, err)
+		d.fail(ctx, deadletter.ReasonTooLarge, *res, err)
 	case ctx.Err() != nil: // shutdown: another processor takes it at once
 		d.nak(0, metrics.NakShutdown)
 	default:
@@ -58,7 +70,10 @@ func (d *delivery) answer(ctx context.Context, res chain.Result) {
 // harmless. It returns nil once res is stored, or the last error when res
 // cannot be stored (errTooLarge), ctx ends (the shutdown deadline), or the
 // next try would come after until; and how many tries it made.
-func (d *delivery) keep(ctx context.Context, res chain.Result, until time.Time) (attempts int, err error) {
+//
+// res is taken by pointer, as publishResult takes it: a worker's stack must
+// stay within 8 KiB on this path (BENCHMARKS.md), and a result is large.
+func (d *delivery) keep(ctx context.Context, res *chain.Result, until time.Time) (attempts int, err error) {
 	delay := publishRetryBase
 	// Storing is not cut short by the shutdown deadline, only bounded by
 	// its own timeout per attempt: what it stores is paid for, or is all a
@@ -116,14 +131,16 @@ var errTooLarge = errors.New("too large for the server")
 // that does not fit the server's max payload is refused with errTooLarge; a
 // failed one is cut down to fit (metadata, then attempts), since it must
 // reach the requester whatever it carried.
-func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
+//
+// A failed result cut down stays cut down in *res, for the next try.
+func (d *delivery) publishResult(ctx context.Context, res *chain.Result) error {
 	out := outgoings.Get().(*outgoing)
 	defer out.release()
 	data, err := out.enc.Encode(res, d.req.Encoding)
 	if err != nil {
 		return fmt.Errorf("encoding result: %w", err)
 	}
-	stored := out.message(d, wire.ResultSubject(d.req.ID), data, &res)
+	stored := out.message(d, wire.ResultSubject(d.req.ID), data, res)
 	if limit := d.p.nc.MaxPayload() - resultMargin; limit > 0 && payloadSize(stored) > limit {
 		if res.Status == chain.StatusOK {
 			return fmt.Errorf("answer of %d bytes (a %d-byte result) does not fit the server's max payload of %d bytes: %w",
@@ -159,7 +176,7 @@ func (d *delivery) publishResult(ctx context.Context, res chain.Result) error {
 	if d.req.ReplyTo == "" || d.req.ReplyTo == stored.Subject {
 		return nil
 	}
-	reply := out.message(d, d.req.ReplyTo, data, &res)
+	reply := out.message(d, d.req.ReplyTo, data, res)
 	if err := d.p.nc.PublishMsg(reply); err != nil {
 		return fmt.Errorf("publishing to reply subject: %w", err)
 	}

@@ -271,10 +271,12 @@ type ResultEncoder struct {
 	res  chain.Result  // what is encoded: a copy here costs no allocation
 }
 
-// Encode encodes res in the format enc, as EncodeResult(res, enc) would.
-func (e *ResultEncoder) Encode(res chain.Result, enc Encoding) ([]byte, error) {
+// Encode encodes *res in the format enc, as EncodeResult(*res, enc) would.
+// It takes res by pointer, since a result is large and its caller's stack
+// is a worker's (BENCHMARKS.md).
+func (e *ResultEncoder) Encode(res *chain.Result, enc Encoding) ([]byte, error) {
 	e.buf.Reset()
-	e.res = res
+	e.res = *res
 	var err error
 	if enc == JSON {
 		if e.json == nil {

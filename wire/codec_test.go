@@ -560,7 +560,7 @@ func TestResultEncoderEncodesAsEncodeResult(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := e.Encode(res, enc)
+			got, err := e.Encode(&res, enc)
 			if err != nil {
 				t.Fatal(err)
 			}

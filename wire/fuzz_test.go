@@ -330,7 +330,7 @@ func FuzzDecodeResult(f *testing.F) {
 		}
 		// The processor's reused encoder, which has encoded the inputs
 		// before this one, must give the same bytes.
-		if reused, err := fuzzEncoder.Encode(got, enc); err != nil || !bytes.Equal(reused, again) {
+		if reused, err := fuzzEncoder.Encode(&got, enc); err != nil || !bytes.Equal(reused, again) {
 			t.Fatalf("a reused ResultEncoder gives %q (%v), EncodeResult %q", reused, err, again)
 		}
 		header = nats.Header{wire.HeaderContentType: {enc.ContentType()}}
