@@ -1,11 +1,13 @@
 package chain
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/detourhq/detour/internal/text"
 )
@@ -100,7 +102,16 @@ func decodeProblem(err error) string {
 type looseString string
 
 // UnmarshalJSON reads any JSON value and never fails.
+//
+// A string without escapes, valid UTF-8, is its bytes between the quotes
+// (the decoder has checked the literal): a second json.Unmarshal, nested in
+// the first, would cost a worker's stack more than a kilobyte at its
+// deepest, and double it (BENCHMARKS.md). Any other value is decoded.
 func (s *looseString) UnmarshalJSON(b []byte) error {
+	if n := len(b); n >= 2 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) {
+		*s = looseString(b[1 : n-1])
+		return nil
+	}
 	var v string
 	if json.Unmarshal(b, &v) != nil {
 		v = ""

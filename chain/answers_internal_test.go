@@ -211,3 +211,28 @@ func TestDecodeProblemWordsKindsAsRequestErrorsDo(t *testing.T) {
 		}
 	}
 }
+
+// TestLooseStringReadsAsEncodingJSON: a looseString holds what
+// encoding/json decodes a JSON string to (escapes, surrogate pairs, bytes
+// that are not UTF-8 replaced), its fast path for plain strings included,
+// and "" for a value of any other kind.
+func TestLooseStringReadsAsEncodingJSON(t *testing.T) {
+	for _, lit := range []string{
+		`"gpt-4o-mini"`, `""`, `"end_turn"`, `"héllo ✓"`, `"a\"b"`, `"tab\there"`, `"\u00e9\ud83d\ude00"`,
+		`"\/slash"`, "\"bad \xff byte\"", `"lone \ud800"`, `12`, `null`, `true`, `{"a":"b"}`, `["x"]`,
+	} {
+		var want string
+		if json.Unmarshal([]byte(lit), &want) != nil {
+			want = ""
+		}
+		var got struct {
+			V looseString `json:"v"`
+		}
+		if err := json.Unmarshal([]byte(`{"v":`+lit+`}`), &got); err != nil {
+			t.Fatalf("%s: %v", lit, err)
+		}
+		if string(got.V) != want {
+			t.Errorf("%s: looseString %q, want %q", lit, got.V, want)
+		}
+	}
+}
