@@ -8,12 +8,17 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/internal/wait"
 )
 
 const (
 	// recreateEvery is the least time between two re-creations of the
 	// bucket by one store; writers that find it gone sooner share the last.
 	recreateEvery = 500 * time.Millisecond
+	// recreatePause is how long a bucket found gone is left before it is
+	// created again (see recreateBucket).
+	recreatePause = time.Second
 	// recreateTimeout bounds one re-creation.
 	recreateTimeout = 10 * time.Second
 )
@@ -45,6 +50,13 @@ func (s *Store) recreateBucket(ctx context.Context) error {
 			return err // back already, or the server cannot say
 		}
 		s.opts.Logger.Warn("provider state bucket missing; recreating it", "bucket", Bucket)
+		// A bucket created again at once, while the server may still be
+		// ending the one deleted, can be left without its store: a
+		// second's pause avoids it, as for detour's streams (package
+		// stream's recreatePause).
+		if err := wait.Sleep(ctx, recreatePause); err != nil {
+			return err
+		}
 		if _, err := OpenBucket(ctx, s.js, s.opts.Replicas); err != nil {
 			s.opts.Logger.Warn("recreating the provider state bucket failed; will try again", "bucket", Bucket, "err", err)
 			return err
