@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -279,18 +280,28 @@ func TestAnAnswerNotStoredByTheDeadlineIsDeadLettered(t *testing.T) {
 	if n := runner.calls.Load(); n != 1 {
 		t.Fatalf("the chain ran %d times, want once", n)
 	}
-	results, err := js.Stream(ctx, wire.ResultsStream)
+	if stored := storedResult(t, js, "late"); stored["status"] != "failed" || stored["content"] != nil && stored["content"] != "" {
+		t.Fatalf("stored result %v, want a failed result naming no answer", stored)
+	}
+}
+
+// storedResult is the result stored for id, decoded as JSON; it fails t
+// when there is none.
+func storedResult(t *testing.T, js jetstream.JetStream, id string) map[string]any {
+	t.Helper()
+	results, err := js.Stream(t.Context(), wire.ResultsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := results.GetLastMsgForSubject(ctx, wire.ResultSubject("late"))
+	m, err := results.GetLastMsgForSubject(t.Context(), wire.ResultSubject(id))
 	if err != nil {
-		t.Fatalf("the failed result was not stored: %v", err)
+		t.Fatalf("no result stored for %s: %v", id, err)
 	}
 	var stored map[string]any
-	if err := json.Unmarshal(r.Data, &stored); err != nil || stored["status"] != "failed" || stored["content"] != nil && stored["content"] != "" {
-		t.Fatalf("stored result %s (%v), want a failed result naming no answer", r.Data, err)
+	if err := json.Unmarshal(m.Data, &stored); err != nil {
+		t.Fatalf("result of %s: %v", id, err)
 	}
+	return stored
 }
 
 // TestADeadLetterThatCannotBeStoredIsRetriedWithBackoff: while the
@@ -449,16 +460,8 @@ func TestAFailedResultThatCannotBeStoredIsKept(t *testing.T) {
 	if n := runner.calls.Load(); n != 0 {
 		t.Fatalf("the chain ran %d times for a bad request", n)
 	}
-	results, err := js.Stream(ctx, wire.ResultsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := results.GetLastMsgForSubject(ctx, wire.ResultSubject("refused"))
-	if err != nil {
-		t.Fatalf("the failed result was not stored: %v", err)
-	}
-	if !strings.Contains(string(m.Data), `"status":"failed"`) || !strings.Contains(string(m.Data), "bad_request: ") {
-		t.Fatalf("stored result %s, want the failed result of a bad request", m.Data)
+	if stored := storedResult(t, js, "refused"); stored["status"] != "failed" || !strings.HasPrefix(fmt.Sprint(stored["error"]), "bad_request: ") {
+		t.Fatalf("stored result %v, want the failed result of a bad request", stored)
 	}
 	dl, err := js.Stream(ctx, wire.DeadLetterStream)
 	if err != nil {
