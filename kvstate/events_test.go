@@ -210,3 +210,16 @@ func TestWatchEventsEndTheOutagesOfADeletedBucket(t *testing.T) {
 		t.Fatalf("events of %s after the bucket was deleted: %v, want expired, closed", cooling, got)
 	}
 }
+
+// TestWriteStatusOfAnEmptyBucket: with no state in the bucket (none yet,
+// or an outage ended by hand), status says every provider is closed, with
+// no word of what came before.
+func TestWriteStatusOfAnEmptyBucket(t *testing.T) {
+	var b strings.Builder
+	if err := kvstate.WriteStatus(&b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "no provider state recorded: every provider is closed\n"; got != want {
+		t.Fatalf("status of an empty bucket %q, want %q", got, want)
+	}
+}

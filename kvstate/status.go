@@ -83,7 +83,7 @@ func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 // WriteStatus prints rows as the table of `processor status`.
 func WriteStatus(w io.Writer, rows []ProviderStatus) error {
 	if len(rows) == 0 {
-		_, err := fmt.Fprintln(w, "no provider state recorded yet: every provider is closed")
+		_, err := fmt.Fprintln(w, "no provider state recorded: every provider is closed")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
