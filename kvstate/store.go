@@ -222,14 +222,23 @@ func (s *Store) RecordSuccess(ctx context.Context, provider string) error {
 	if h, ok := s.Health(provider); !ok || h.ConsecutiveFailures == 0 {
 		return nil
 	}
-	return s.updateHealth(ctx, provider, func(h Health) (Health, bool) {
+	closed := false // set by the last try of change
+	err := s.updateHealth(ctx, provider, func(h Health) (Health, bool) {
+		closed = false
 		if h.ConsecutiveFailures == 0 {
 			return h, false
 		}
+		closed = halfOpen(h)
 		h.ConsecutiveFailures = 0
 		h.LastSuccess = utc(s.opts.Now())
 		return h, true
 	})
+	if err == nil && closed {
+		// The probe's success: the log's counterpart of "probing provider
+		// after its cooldown".
+		s.opts.Logger.Info("provider answered after its cooldown; circuit closed", "provider", provider)
+	}
+	return err
 }
 
 // updateHealth applies change to the provider's health with compare-and-set.

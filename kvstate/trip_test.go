@@ -1,9 +1,12 @@
 package kvstate_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/kvstate"
+	"github.com/detourhq/detour/kvstate/kvstatetest"
 )
 
 // putCooldown writes a cooldown key the way another processor would, with a
@@ -188,9 +192,9 @@ func TestHealthTripIsHonouredWithoutItsKey(t *testing.T) {
 }
 
 // halfOpen stores the health of provider "p" with a trip of one minute,
-// ten minutes ago, and returns a store named id whose mirror shows p
+// ten minutes ago, and returns a store of opts whose mirror shows p
 // half-open, and when the trip was.
-func halfOpen(t *testing.T, e env, id string) (*kvstate.Store, time.Time) {
+func halfOpen(t *testing.T, e env, opts kvstate.Options) (*kvstate.Store, time.Time) {
 	t.Helper()
 	at := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Millisecond)
 	h := kvstate.Health{ConsecutiveFailures: 3, Trips: 1, LastTrip: at, LastTripS: 60, LastClass: chain.ClassServer}
@@ -198,7 +202,8 @@ func halfOpen(t *testing.T, e env, id string) (*kvstate.Store, time.Time) {
 	if _, err := e.kv.Put(e.ctx, kvstate.HealthKey("p"), data); err != nil {
 		t.Fatal(err)
 	}
-	s := e.store(t, id, nil)
+	s := kvstate.New(e.js, e.kv, opts)
+	kvstatetest.Follow(t, e.ctx, s)
 	eventually(t, 3*time.Second, "the mirror holds the health", func() bool {
 		return s.State("p", time.Now()) == kvstate.StateHalfOpen
 	})
@@ -213,7 +218,7 @@ func halfOpen(t *testing.T, e env, id string) (*kvstate.Store, time.Time) {
 // probed again.
 func TestALapsedProbeLeaseIsTakenOver(t *testing.T) {
 	e := setup(t)
-	s, at := halfOpen(t, e, "proc-a")
+	s, at := halfOpen(t, e, kvstate.Options{ID: "proc-a"})
 	// Lapsed by less than the clocks of two processors may differ: its
 	// holder may still be probing.
 	putRaw(t, e, kvstate.ProbeKey("p"), fmt.Sprintf(`{"until":%q,"by":"other"}`, time.Now().Add(-10*time.Second).UTC().Format(time.RFC3339Nano)))
@@ -249,7 +254,7 @@ func TestALapsedProbeLeaseIsTakenOver(t *testing.T) {
 // (a third worker would then probe too); the second's release does.
 func TestReleasingALapsedLeaseLeavesTheNextLeaseAlone(t *testing.T) {
 	e := setup(t)
-	s, _ := halfOpen(t, e, "proc")
+	s, _ := halfOpen(t, e, kvstate.Options{ID: "proc"})
 	now := time.Now()
 	first := s.Admit(e.ctx, "p", now, 5*time.Second)
 	if !first.Probe || first.Lease == 0 {
@@ -272,5 +277,30 @@ func TestReleasingALapsedLeaseLeavesTheNextLeaseAlone(t *testing.T) {
 	}
 	if _, err := e.kv.Get(e.ctx, kvstate.ProbeKey("p")); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("after the second worker's release: %v, want the lease gone", err)
+	}
+}
+
+// TestAProbesSuccessIsLogged: the success that closes a half-open circuit
+// is logged, as the probe that preceded it is; a success that only resets
+// failures short of a trip is not.
+func TestAProbesSuccessIsLogged(t *testing.T) {
+	e := setup(t)
+	var logs bytes.Buffer
+	s, _ := halfOpen(t, e, kvstate.Options{ID: "proc", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err := s.RecordSuccess(e.ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), `msg="provider answered after its cooldown; circuit closed" provider=p`) {
+		t.Fatalf("no log of the circuit closing:\n%s", logs.String())
+	}
+	logs.Reset()
+	if err := s.RecordFailure(e.ctx, "q", serverFailure(policy(3, time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordSuccess(e.ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "circuit closed") {
+		t.Fatalf("a success short of a trip logged a circuit closing:\n%s", logs.String())
 	}
 }
