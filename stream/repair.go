@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -62,7 +61,7 @@ func (r *Repairer) Ensure(ctx context.Context) error {
 }
 
 func (r *Repairer) repair(ctx context.Context) error {
-	missing, err := r.missing(ctx)
+	missing, streamGone, err := r.missing(ctx)
 	if err != nil {
 		// The server is unreachable or busy (a leader election): the
 		// caller's own error already says so.
@@ -72,7 +71,7 @@ func (r *Repairer) repair(ctx context.Context) error {
 		return nil
 	}
 	r.log.Warn("topology incomplete; recreating it", "missing", missing)
-	if slices.ContainsFunc(missing, func(what string) bool { return strings.HasPrefix(what, "stream ") }) {
+	if streamGone {
 		// A stream created again at once, while the server may still be
 		// ending the one deleted, now and then never stores a message:
 		// every publish to it times out, for good (3 of 40 runs of
@@ -91,18 +90,19 @@ func (r *Repairer) repair(ctx context.Context) error {
 }
 
 // missing names the streams and consumers of the topology that the server
-// does not have. A missing requests stream implies its consumers.
-func (r *Repairer) missing(ctx context.Context) ([]string, error) {
-	var missing []string
+// does not have, and reports whether a stream is among them. A missing
+// requests stream implies its consumers.
+func (r *Repairer) missing(ctx context.Context) (missing []string, streamGone bool, err error) {
 	requestsGone := false
 	for _, name := range []string{wire.RequestsStream, wire.ResultsStream, wire.DeadLetterStream} {
 		s, err := r.js.Stream(ctx, name)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			missing = append(missing, "stream "+name)
+			streamGone = true
 			requestsGone = requestsGone || name == wire.RequestsStream
 		case err != nil:
-			return nil, fmt.Errorf("stream: checking %s: %w", name, err)
+			return nil, false, fmt.Errorf("stream: checking %s: %w", name, err)
 		case name == wire.RequestsStream:
 			// Another processor's update, made at the same moment as
 			// this one's, can leave out a chain of this one's.
@@ -123,10 +123,10 @@ func (r *Repairer) missing(ctx context.Context) ([]string, error) {
 		case errors.Is(err, jetstream.ErrConsumerNotFound):
 			missing = append(missing, "consumer "+wire.ConsumerName(c))
 		case err != nil:
-			return nil, fmt.Errorf("stream: checking consumer %s: %w", wire.ConsumerName(c), err)
+			return nil, false, fmt.Errorf("stream: checking consumer %s: %w", wire.ConsumerName(c), err)
 		}
 	}
-	return missing, nil
+	return missing, streamGone, nil
 }
 
 // streamGone reports whether a publish or API error says that no stream
