@@ -143,15 +143,15 @@ func (t *tracker) ended(provider string, at time.Time) []Event {
 // provider tripped and not succeeded since is closed; providers in name
 // order. The tracker is then of no more use.
 func (t *tracker) bucketGone(at time.Time) []Event {
-	names := slices.Sorted(maps.Keys(t.cooling))
-	for p, h := range t.health {
-		if halfOpen(h) && !slices.Contains(names, p) {
-			names = append(names, p)
-		}
+	names := map[string]bool{}
+	for p := range t.cooling {
+		names[p] = true
 	}
-	slices.Sort(names)
+	for p := range t.health {
+		names[p] = true
+	}
 	var out []Event
-	for _, p := range names {
+	for _, p := range slices.Sorted(maps.Keys(names)) {
 		if _, open := t.cooling[p]; open {
 			out = append(out, t.end(p, at)...)
 		}
