@@ -189,7 +189,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	for range 2 { // a second round when another processor created it meanwhile
 		s, err := js.Stream(ctx, want.Name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			want.Duplicates = min(duplicateWindow, want.MaxAge)
+			want.Duplicates = duplicatesFor(want.MaxAge)
 			_, err = js.CreateStream(ctx, want)
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				continue
@@ -215,10 +215,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		if cfg.MaxAge != want.MaxAge {
 			kept("%s keeps its age limit of %s, longer than this processor's %s", want.Name, ageText(cfg.MaxAge), want.MaxAge)
 		}
-		cfg.Duplicates = duplicateWindow
-		if cfg.MaxAge > 0 {
-			cfg.Duplicates = min(duplicateWindow, cfg.MaxAge)
-		}
+		cfg.Duplicates = duplicatesFor(cfg.MaxAge)
 		cfg.Replicas = max(cur.Replicas, want.Replicas)
 		if cfg.Replicas != want.Replicas {
 			kept("%s keeps its %d replicas, more than this processor's %d", want.Name, cfg.Replicas, want.Replicas)
@@ -230,6 +227,16 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		return err
 	}
 	return fmt.Errorf("created and deleted again while being set up")
+}
+
+// duplicatesFor is the duplicate window of a stream whose age limit is
+// maxAge (zero: none): duplicateWindow, but never longer than the age, which
+// the server refuses.
+func duplicatesFor(maxAge time.Duration) time.Duration {
+	if maxAge > 0 {
+		return min(duplicateWindow, maxAge)
+	}
+	return duplicateWindow
 }
 
 // ensureConsumer creates the consumer want describes or, when it exists,
