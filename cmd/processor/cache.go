@@ -74,14 +74,14 @@ func runCache(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	nc, js, err := connectClient("detour-cache")
 	if err != nil {
-		fmt.Fprintf(stderr, "processor cache: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "processor cache: %s\n", text.VisibleError(err))
 		return exitCode(err)
 	}
 	defer nc.Close()
 	if cmd == "purge" {
 		n, err := cache.Purge(ctx, js, *chainName)
 		if err != nil {
-			fmt.Fprintf(stderr, "processor cache purge: %s\n", errorText(err))
+			fmt.Fprintf(stderr, "processor cache purge: %s\n", text.VisibleError(err))
 			return 1
 		}
 		fmt.Fprintf(stdout, "removed %d\n", n)
@@ -89,7 +89,7 @@ func runCache(args []string, stdout, stderr io.Writer) int {
 	}
 	rows, err := cache.Stats(ctx, js, *chainName, time.Now())
 	if err != nil {
-		fmt.Fprintf(stderr, "processor cache stats: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "processor cache stats: %s\n", text.VisibleError(err))
 		return 1
 	}
 	if asJSON {

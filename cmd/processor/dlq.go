@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/internal/text"
 )
 
 const dlqUsage = `usage: processor dlq list [-reason R] [-chain C] [-json]
@@ -99,13 +100,13 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	store, closeConn, err := dlqConnect()
 	if err != nil {
-		fmt.Fprintf(stderr, "processor dlq: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "processor dlq: %s\n", text.VisibleError(err))
 		return exitCode(err)
 	}
 	defer closeConn()
 	c.store = store
 	if err := run(ctx); err != nil {
-		fmt.Fprintf(stderr, "processor dlq %s: %s\n", cmd, errorText(err))
+		fmt.Fprintf(stderr, "processor dlq %s: %s\n", cmd, text.VisibleError(err))
 		return 1
 	}
 	return 0

@@ -45,20 +45,20 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	kv, nc, err := openBucket(ctx, "detour-status")
 	if err != nil {
-		fmt.Fprintf(stderr, "processor status: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "processor status: %s\n", text.VisibleError(err))
 		return exitCode(err)
 	}
 	defer nc.Close()
 	// Read only (it never opens a cooldown), and a snapshot: Load, no Run.
 	store := kvstate.New(nil, kv, kvstate.Options{})
 	if err := store.Load(ctx); err != nil {
-		fmt.Fprintf(stderr, "processor status: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "processor status: %s\n", text.VisibleError(err))
 		return 1
 	}
 	rows := store.Status(time.Now(), known...)
 	running, err := fleet.Discover(ctx, nc, ask.ServiceName, fleetReplies)
 	if err != nil {
-		fmt.Fprintf(stderr, "processor status: asking the running processors what they run: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "processor status: asking the running processors what they run: %s\n", text.VisibleError(err))
 	}
 	conflicts := fleet.Conflicts(running)
 	if *asJSON {
@@ -72,7 +72,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "processor status: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "processor status: %s\n", text.VisibleError(err))
 		return 1
 	}
 	return 0
@@ -139,7 +139,7 @@ func watch(ctx context.Context, configPath string, asJSON bool, stdout, stderr i
 	}
 	kv, nc, err := openBucket(ctx, "detour-watch")
 	if err != nil {
-		fmt.Fprintf(stderr, "processor watch: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "processor watch: %s\n", text.VisibleError(err))
 		return exitCode(err)
 	}
 	defer nc.Close()
@@ -155,7 +155,7 @@ func watch(ctx context.Context, configPath string, asJSON bool, stdout, stderr i
 		fmt.Fprintln(stdout, text.Visible(e.String()))
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "processor watch: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "processor watch: %s\n", text.VisibleError(err))
 		return 1
 	}
 	return 0

@@ -183,23 +183,23 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	}
 	settings, err := config.LoadSettings()
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "publisher: %s\n", text.VisibleError(err))
 		return config.ExitConfig
 	}
 	reqs, err := f.requests(stdin, settings.ReplyPrefixes)
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "publisher: %s\n", text.VisibleError(err))
 		return 2
 	}
 	nc, err := natsconn.ConnectClient(settings, "detour-publisher")
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "publisher: %s\n", text.VisibleError(err))
 		return 1
 	}
 	defer nc.Close()
 	c, err := publisher.New(nc)
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "publisher: %s\n", text.VisibleError(err))
 		return 1
 	}
 
@@ -208,7 +208,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	enc := json.NewEncoder(stdout)
 	opts := publisher.Options{Wait: f.wait, Rate: f.rate, Timeout: f.timeout, OnPublished: bar.published, OnResult: bar.result, Stop: stop}
 	opts.OnRetry = func(err error) {
-		bar.above(func() { fmt.Fprintf(stderr, "publisher: publishing failed, retrying: %s\n", errorText(err)) })
+		bar.above(func() { fmt.Fprintf(stderr, "publisher: publishing failed, retrying: %s\n", text.VisibleError(err)) })
 	}
 	if f.json && f.wait {
 		opts.OnResult = func(o publisher.Outcome) {
@@ -219,7 +219,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	outcomes, runErr := c.Run(ctx, f.chain, reqs, opts)
 	bar.close()
 	if runErr != nil {
-		fmt.Fprintf(stderr, "publisher: %s\n", errorText(runErr))
+		fmt.Fprintf(stderr, "publisher: %s\n", text.VisibleError(runErr))
 	}
 	sum := publisher.Summarize(f.chain, outcomes)
 	switch {
@@ -267,15 +267,10 @@ func printPublished(w io.Writer, f flags, outcomes []publisher.Outcome, sent int
 func printMissing(w io.Writer, outcomes []publisher.Outcome) {
 	for _, o := range outcomes {
 		if o.Err != nil {
-			fmt.Fprintf(w, "publisher: %s: %s\n", text.Visible(o.ID), errorText(o.Err))
+			fmt.Fprintf(w, "publisher: %s: %s\n", text.Visible(o.ID), text.VisibleError(o.Err))
 		}
 	}
 }
-
-// errorText is err for a terminal: an error may quote a request's id, a
-// line of the requests file or what the server said. Joined errors keep
-// their lines.
-func errorText(err error) string { return text.VisibleLines(err.Error()) }
 
 // printOutcomes prints each result as a block. What the result carries
 // (id, status, model, provider, the answer, a provider's error) is shown
@@ -284,7 +279,7 @@ func errorText(err error) string { return text.VisibleLines(err.Error()) }
 func printOutcomes(w io.Writer, outcomes []publisher.Outcome) {
 	for _, o := range outcomes {
 		if o.Err != nil {
-			fmt.Fprintf(w, "%s  no result: %s\n", text.Visible(o.ID), errorText(o.Err))
+			fmt.Fprintf(w, "%s  no result: %s\n", text.Visible(o.ID), text.VisibleError(o.Err))
 			continue
 		}
 		r := o.Result

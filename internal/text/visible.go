@@ -92,3 +92,10 @@ func writeByte(b *strings.Builder, c byte) {
 	b.WriteByte(hex[c>>4])
 	b.WriteByte(hex[c&0xf])
 }
+
+// VisibleError is err's text for a terminal: VisibleLines, so that the
+// lines of errors joined with errors.Join stay lines. An error may quote a
+// name or value from outside (a request's id, a bucket key, what a server
+// or provider said); none that detour quotes holds a line feed of its own
+// (a NATS subject or header value cannot).
+func VisibleError(err error) string { return VisibleLines(err.Error()) }

@@ -1,6 +1,7 @@
 package text
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,4 +109,13 @@ func FuzzVisible(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestVisibleError: joined errors keep their lines; what a terminal would
+// act on inside them is escaped.
+func TestVisibleError(t *testing.T) {
+	err := errors.Join(errors.New("bad id \"x\x1b[2J\""), errors.New("and \u202eso on"))
+	if got, want := VisibleError(err), "bad id \"x\\x1b[2J\"\nand \\u202eso on"; got != want {
+		t.Fatalf("VisibleError = %q, want %q", got, want)
+	}
 }
