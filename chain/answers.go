@@ -59,15 +59,24 @@ func (n *tokenCount) UnmarshalJSON(b []byte) error {
 }
 
 // refuse is the failure a 2xx answer body is instead of the answer resp
-// decoded from it: the error object a body without answer text holds (a
-// gateway's {"type":"error",...} or {"error":...} sent with 200,
-// answerFailure), or invalid_output when decodeErr says it could not be
-// decoded; nil when resp stands. It runs once decoding has returned, not
-// around it, so that its frame is not on the worker's stack while the
-// answer is decoded (decodeLevel).
-func refuse(resp *Response, decodeErr error, status int, header http.Header, body []byte, apiKey string) error {
-	if decodeErr != nil || (isBlank(resp.Content) && resp.Refusal == "") {
-		if failure := answerFailure(status, header, body, apiKey); failure != nil {
+// decoded from it, nil when resp stands (validate still judges it). A body
+// that did not decode, has no answer text or did not end complete is the
+// failure its error object names, when it holds one: on the choice
+// (choice, OpenRouter's when its upstream died mid-answer), else at the top
+// level (a gateway's {"type":"error",...} or {"error":...} sent with 200,
+// answerFailure); the answer's stop reason goes with it. A body that did
+// not decode and holds none is invalid_output. An error object beside a
+// complete answer says nothing of it. refuse runs once decoding has
+// returned, not around it, so that its frame is not on the worker's stack
+// while the answer is decoded (decodeLevel).
+func refuse(resp *Response, decodeErr error, choice json.RawMessage, status int, header http.Header, body []byte, apiKey string) error {
+	if decodeErr != nil || !resp.Complete || (isBlank(resp.Content) && resp.Refusal == "") {
+		failure := answerFailure(status, header, choice, apiKey)
+		if failure == nil {
+			failure = answerFailure(status, header, body, apiKey)
+		}
+		if failure != nil {
+			failure.StopReason = text.Cut(resp.StopReason, maxStopReason)
 			return failure
 		}
 	}

@@ -45,20 +45,23 @@ func FuzzOpenAIAnswer(f *testing.F) {
 		`{"choices":[{"message":{"content":"first"}},{"message":5}]}`, `{"choices":[5]}`,
 		`{"choices":[{"message":{"refusal":"no"},"message":{"content":"x"}}]}`, `{"choices":[{"message":{"content":5}}]}`, `{"choices":{}}`, `{"choices":[{"message":"x"}]}`,
 		`{"error":{"message":"overloaded","code":529}}`, `{}`, `null`, `[]`, ``, `{"choices":[`,
+		`{"choices":[{"index":0,"finish_reason":"error","message":{"role":"assistant","content":"The three primary colours of light are red, gre"},"error":{"code":502,"message":"Provider returned error"}}]}`,
+		`{"choices":[{"message":{"content":"a"},"finish_reason":null}]}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := decodeOpenAIAnswer(body)
+		got, _, err := decodeOpenAIAnswer(body)
 		agreesWithOnePass(t, body, got, err, func(once *openAIAnswerAtOnce) Response {
 			want := Response{Model: string(once.Model), Usage: reportedUsage(int(once.Usage.v.PromptTokens), int(once.Usage.v.CompletionTokens))}
 			if len(once.Choices) > 0 {
 				c := once.Choices[0]
-				want.Content, want.StopReason, want.Truncated = c.Message.Content, string(c.FinishReason), isTruncatedStop(string(c.FinishReason))
+				want.Content, want.StopReason = c.Message.Content, string(c.FinishReason)
+				want.Complete = stopIn(openAIComplete, want.StopReason)
 				if r := c.Message.Refusal; r != nil && !isBlank(string(*r)) {
 					want.Refusal = string(*r)
-					if unusualStop(want.StopReason) == "" {
-						want.StopReason = stopRefusal
+					if want.Complete {
+						want.StopReason, want.Complete = stopRefusal, false
 					}
 				}
 			}
@@ -101,7 +104,7 @@ func FuzzAnthropicAnswer(f *testing.F) {
 					text.WriteString(b.Text)
 				}
 			}
-			return Response{Content: text.String(), Model: string(once.Model), Truncated: isTruncatedStop(string(once.StopReason)),
+			return Response{Content: text.String(), Model: string(once.Model), Complete: stopIn(anthropicComplete, string(once.StopReason)),
 				StopReason: string(once.StopReason), Usage: reportedUsage(int(once.Usage.v.InputTokens), int(once.Usage.v.OutputTokens))}
 		})
 	})

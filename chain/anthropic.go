@@ -98,10 +98,10 @@ func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
 		return Response{}, httpFailure(status, respHeader, respBody, a.apiKey)
 	}
 	resp, decodeErr := decodeAnthropicAnswer(respBody)
-	if err := refuse(&resp, decodeErr, status, respHeader, respBody, a.apiKey); err != nil {
+	redactAnswer(&resp, a.apiKey)
+	if err := refuse(&resp, decodeErr, nil, status, respHeader, respBody, a.apiKey); err != nil {
 		return Response{}, err
 	}
-	redactAnswer(&resp, a.apiKey)
 	return resp, nil
 }
 
@@ -128,7 +128,7 @@ func decodeAnthropicAnswer(data []byte) (Response, error) {
 	return Response{
 		Content:    text.String(),
 		Model:      string(out.Model),
-		Truncated:  isTruncatedStop(string(out.StopReason)),
+		Complete:   stopIn(anthropicComplete, string(out.StopReason)),
 		StopReason: string(out.StopReason),
 		Usage:      reportedUsage(int(usage.InputTokens), int(usage.OutputTokens)),
 	}, decodeErr

@@ -114,7 +114,7 @@ func TestAnthropicSendsKeyVersionAndMessagesBody(t *testing.T) {
 		t.Errorf("messages %+v, want %+v", body.Messages, wantMessages)
 	}
 
-	if resp.Content != "claude-test answers: how are you" || resp.Model != "claude-test" || resp.Truncated || resp.StopReason != "end_turn" {
+	if resp.Content != "claude-test answers: how are you" || resp.Model != "claude-test" || !resp.Complete || resp.StopReason != "end_turn" {
 		t.Errorf("response %+v", resp)
 	}
 	// providertest counts words: 2+3 system, 2+1+3 messages; 5 answered.

@@ -15,9 +15,11 @@
 //     sent. Before every retry the state is read again: once the provider is
 //     cooling, no further call goes to it, not even the retry this request
 //     had planned.
-//  4. A 2xx answer is validated (non-empty, not truncated, satisfying the
-//     request's response_schema if it has one) before it wins; an invalid
-//     answer moves on to the next provider without counting as an outage.
+//  4. A 2xx answer is validated (ended the way its API documents a
+//     complete answer, non-empty, satisfying the request's response_schema
+//     if it has one) before it wins; an invalid answer moves on to the next
+//     provider without counting as an outage. One ended by an error object
+//     is the failure that object names, and counts as such.
 //  5. A rules template at the end answers whatever outages left unanswered,
 //     but never a request that every called provider rejected as malformed
 //     (a poison request): that one is reported by ExhaustedError.Poison.

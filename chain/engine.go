@@ -252,7 +252,7 @@ func (c *Chain) pass(ctx context.Context, step *Step, req *Request, res *Result,
 func (c *Chain) answered(ctx context.Context, step *Step, req *Request, started time.Time, resp *Response, res *Result) *CallError {
 	p := step.Provider
 	attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds()}
-	attempt.StopReason = unusualStop(resp.StopReason)
+	attempt.StopReason = recordedStop(resp)
 	if problem := validate(resp, req.Schema); problem != nil {
 		attempt.Outcome, attempt.Class, attempt.Error = OutcomeFailed, ClassInvalidOutput, problem.Error()
 		res.Attempts = append(res.Attempts, attempt)
@@ -271,7 +271,7 @@ func (c *Chain) failedAttempt(step *Step, started time.Time, failure *CallError,
 	res.Attempts = append(res.Attempts, Attempt{
 		Provider: p.Name(), Model: p.Model(), Outcome: OutcomeFailed, LatencyMs: c.now().Sub(started).Milliseconds(),
 		Class: failure.Class, StatusCode: failure.StatusCode, RetryAfterMs: failure.RetryAfter.Milliseconds(),
-		Error: failure.Error(),
+		Error: failure.Error(), StopReason: failure.StopReason,
 	})
 }
 
@@ -356,16 +356,14 @@ func callOnce(ctx context.Context, step *Step, req *Request, resp *Response) err
 	return err
 }
 
-// validate rejects a 2xx answer that must not win: withheld by a content
-// filter or a refusal, cut short, empty, or not satisfying the request's
-// schema.
+// validate rejects a 2xx answer that must not win: not ended the way its
+// API documents a complete answer (withheld by a content filter or a
+// refusal, cut short, ended by an error or an unknown reason), empty, or
+// not satisfying the request's schema.
 func validate(resp *Response, schema *Schema) error {
-	if problem := stopProblem(resp); problem != nil {
-		return problem
-	}
 	switch {
-	case resp.Truncated:
-		return errors.New("answer truncated: the provider stopped for length")
+	case !resp.Complete:
+		return stopProblem(resp)
 	case isBlank(resp.Content):
 		return errors.New("answer is empty")
 	case schema != nil:

@@ -93,29 +93,31 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 	if status/100 != 2 {
 		return Response{}, httpFailure(status, respHeader, data, o.apiKey)
 	}
-	resp, decodeErr := decodeOpenAIAnswer(data)
-	if err := refuse(&resp, decodeErr, status, respHeader, data, o.apiKey); err != nil {
+	resp, choice, decodeErr := decodeOpenAIAnswer(data)
+	redactAnswer(&resp, o.apiKey)
+	if err := refuse(&resp, decodeErr, choice, status, respHeader, data, o.apiKey); err != nil {
 		return Response{}, err
 	}
-	redactAnswer(&resp, o.apiKey)
 	return resp, nil
 }
 
 // decodeOpenAIAnswer reads a chat completion's model, usage and first
-// choice; the error is the first decoding failure, with what could be read
-// still returned. It decodes one level of nesting at a time (decodeLevel),
+// choice, and returns that choice as sent, where an error object that
+// ended it may be (OpenRouter's); the error is the first decoding failure,
+// with what could be read still returned. It decodes one level of nesting at a time (decodeLevel),
 // the usage, each choice and then its message on their own: the content's
 // three levels at once took a worker's stack past 8 KiB. Every choice is
 // decoded, so that a malformed one fails the answer as it would in one
 // pass. Of a member repeated in one object (RFC 8259, section 4, leaves
 // that to the reader), the last counts where a level is decoded on its
 // own.
-func decodeOpenAIAnswer(data []byte) (Response, error) {
+func decodeOpenAIAnswer(data []byte) (Response, json.RawMessage, error) {
 	var out openAIResponse
 	decodeErr := json.Unmarshal(data, &out)
 	var usage openAIUsage
 	decodeUsage(out.Usage, &usage)
 	resp := Response{Model: string(out.Model), Usage: reportedUsage(int(usage.PromptTokens), int(usage.CompletionTokens))}
+	var first json.RawMessage
 	for i, raw := range out.Choices {
 		var choice openAIChoice
 		var msg openAIMessage
@@ -124,17 +126,18 @@ func decodeOpenAIAnswer(data []byte) (Response, error) {
 		if i > 0 {
 			continue
 		}
+		first = raw
 		resp.Content, resp.StopReason = msg.Content, string(choice.FinishReason)
-		resp.Truncated = isTruncatedStop(resp.StopReason)
+		resp.Complete = stopIn(openAIComplete, resp.StopReason)
 		// The API sends "refusal": null on every answer; some gateways "".
 		if r := msg.Refusal; r != nil && !isBlank(string(*r)) {
 			resp.Refusal = string(*r)
-			if unusualStop(resp.StopReason) == "" {
-				resp.StopReason = stopRefusal
+			if resp.Complete {
+				resp.StopReason, resp.Complete = stopRefusal, false
 			}
 		}
 	}
-	return resp, decodeErr
+	return resp, first, decodeErr
 }
 
 // DefaultHTTPClient is shared by adapters built without a client. It has no

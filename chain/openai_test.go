@@ -78,7 +78,7 @@ func TestOpenAISendsModelMessagesOptionsAndBearerKey(t *testing.T) {
 	if ct := sent.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
-	if resp.Content != "gpt-test answers: hello there" || resp.Model != "gpt-test" || resp.Truncated {
+	if resp.Content != "gpt-test answers: hello there" || resp.Model != "gpt-test" || !resp.Complete {
 		t.Errorf("response %+v", resp)
 	}
 	if resp.Usage != (chain.Usage{PromptTokens: 4, CompletionTokens: 4}) {
@@ -217,7 +217,7 @@ func TestOpenAITruncatedAnswerIsFlagged(t *testing.T) {
 	srv := providertest.New(providertest.OpenAI, providertest.Truncated())
 	t.Cleanup(srv.Close)
 	resp, err := chain.NewOpenAI("primary", srv.URL, "gpt-test", testKey, nil).Call(context.Background(), &hello)
-	if err != nil || !resp.Truncated {
-		t.Errorf("Call = %+v, %v; want a truncated response", resp, err)
+	if err != nil || resp.Complete || resp.StopReason != "length" {
+		t.Errorf("Call = %+v, %v; want a response that is not complete, stopped for length", resp, err)
 	}
 }

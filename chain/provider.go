@@ -70,13 +70,17 @@ func reportedUsage(prompt, completion int) Usage {
 type Response struct {
 	Content string
 	Model   string
-	// Truncated is set when the provider stopped for length, so the answer is
-	// incomplete even though the call succeeded.
-	Truncated bool
+	// Complete is set when the answer ended the way the provider's API
+	// documents a complete answer (stop.go: OpenAI's finish_reason "stop",
+	// Anthropic's stop_reason "end_turn" or "stop_sequence"). An answer
+	// that is not complete, cut short, filtered, refused, ended by an error
+	// or by a reason the API does not document, never wins, whatever text
+	// it has. A Provider written in Go sets it for every answer it stands
+	// behind.
+	Complete bool
 	// StopReason is why the provider stopped, as it spelled it (OpenAI's
-	// finish_reason, Anthropic's stop_reason), or "refusal" when an OpenAI
-	// answer carried message.refusal. A content filter or a refusal makes
-	// the answer invalid even when it has text.
+	// finish_reason, Anthropic's stop_reason; "" when it sent none or
+	// null), or "refusal" when an OpenAI answer carried message.refusal.
 	StopReason string
 	// Refusal is the text of OpenAI's message.refusal, the model declining
 	// to answer; "" when it sent none.
@@ -93,6 +97,10 @@ type CallError struct {
 	// (Retry-After, retry-after-ms, a retry delay in the error body), zero
 	// if none.
 	RetryAfter time.Duration
+	// StopReason is the stop reason of a 2xx answer that ended with an
+	// error object instead of a complete ending (OpenRouter's
+	// finish_reason "error"), as the provider spelled it; "" otherwise.
+	StopReason string
 	Err        error
 }
 

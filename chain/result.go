@@ -30,7 +30,8 @@ type Attempt struct {
 	LatencyMs    int64   `msgpack:"latency_ms" json:"latency_ms"`
 	Error        string  `msgpack:"error,omitempty" json:"error,omitempty"`
 	// StopReason is why an answering provider stopped when that was not a
-	// normal stop: "length", "content_filter", "refusal", ...
+	// complete ending: "length", "content_filter", "refusal", "error", ...;
+	// empty for a complete answer, and for one that named no reason.
 	StopReason string `msgpack:"stop_reason,omitempty" json:"stop_reason,omitempty"`
 }
 

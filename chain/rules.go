@@ -47,11 +47,11 @@ func (r *Rules) Call(_ context.Context, req *Request) (Response, error) {
 	for _, rule := range r.rules {
 		for _, m := range rule.Match {
 			if m != "" && strings.Contains(text, strings.ToLower(m)) {
-				return Response{Content: rule.Reply, Model: RulesModel}, nil
+				return Response{Content: rule.Reply, Model: RulesModel, Complete: true}, nil
 			}
 		}
 	}
-	return Response{Content: r.defaultReply, Model: RulesModel}, nil
+	return Response{Content: r.defaultReply, Model: RulesModel, Complete: true}, nil
 }
 
 func isBlank(s string) bool { return strings.TrimFunc(s, unicode.IsSpace) == "" }

@@ -3,6 +3,7 @@ package chain
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/detourhq/detour/internal/text"
@@ -15,15 +16,28 @@ const (
 	maxStopReason  = 64
 )
 
-// Stop reasons, compared ignoring case. A provider that stopped for any
-// other reason than a normal stop is recorded in Attempt.StopReason.
+// Stop reasons, compared ignoring case. An answer counts only when it ends
+// the way its API documents a complete answer; every other ending, known or
+// not, is recorded in Attempt.StopReason and makes the answer invalid.
 // stopRefusal is the stop reason of an answer the model declined to give:
 // Anthropic's stop_reason, and what the OpenAI adapter records when an
 // answer carries message.refusal.
 const stopRefusal = "refusal"
 
 var (
-	normalStops = []string{"", "stop", "end_turn", "stop_sequence"}
+	// openAIComplete is the finish_reason of a complete chat completion:
+	// "stop", "if the model hit a natural stop point or a provided stop
+	// sequence" (https://platform.openai.com/docs/api-reference/chat/object).
+	// The others it documents ("length", "content_filter", and the tool and
+	// function calls that requests without tools never ask for) and
+	// OpenRouter's "error" (https://openrouter.ai/docs/api-reference/overview)
+	// end an answer that is not the one asked for.
+	openAIComplete = []string{"stop"}
+	// anthropicComplete are the stop_reason values of a complete message:
+	// "end_turn" and "stop_sequence" (https://docs.anthropic.com/en/api/messages).
+	// "max_tokens", "model_context_window_exceeded", "refusal", "pause_turn"
+	// and "tool_use" (no request carries tools) are not.
+	anthropicComplete = []string{"end_turn", "stop_sequence"}
 	// truncatedStops cut the answer short: OpenAI's "length", Anthropic's
 	// "max_tokens" and "model_context_window_exceeded".
 	truncatedStops = []string{"length", "max_tokens", "model_context_window_exceeded"}
@@ -40,28 +54,31 @@ func stopIn(reasons []string, reason string) bool {
 	return slices.ContainsFunc(reasons, func(r string) bool { return strings.EqualFold(r, reason) })
 }
 
-// isTruncatedStop reports a stop reason that cuts the answer short.
-func isTruncatedStop(reason string) bool { return stopIn(truncatedStops, reason) }
-
-// unusualStop is the stop reason an attempt records: reason, or "" for a
-// normal stop.
-func unusualStop(reason string) string {
-	if stopIn(normalStops, reason) {
+// recordedStop is the stop reason an attempt records: the answer's own,
+// cut short, when the answer is not complete; "" for a complete one.
+func recordedStop(resp *Response) string {
+	if resp.Complete {
 		return ""
 	}
-	return text.Cut(reason, maxStopReason)
+	return text.Cut(resp.StopReason, maxStopReason)
 }
 
-// stopProblem rejects an answer that a filter or a refusal ended: the text
-// it has, if any, is a fragment or an apology, not the answer asked for.
+// stopProblem says why an answer that is not complete is no answer: the
+// text it has, if any, is a fragment, an apology or a filter's leftover,
+// not the answer asked for.
 func stopProblem(resp *Response) error {
+	reason := text.Cut(resp.StopReason, maxStopReason)
 	switch {
 	case resp.Refusal != "":
 		return errors.New("provider refused: " + text.Cut(resp.Refusal, maxRefusalText))
-	case strings.EqualFold(resp.StopReason, stopRefusal):
+	case strings.EqualFold(reason, stopRefusal):
 		return errors.New("provider refused (stop_reason refusal)")
-	case stopIn(filteredStops, resp.StopReason):
-		return errors.New("answer stopped by a content filter (stop_reason " + resp.StopReason + ")")
+	case stopIn(filteredStops, reason):
+		return errors.New("answer stopped by a content filter (stop_reason " + reason + ")")
+	case stopIn(truncatedStops, reason):
+		return errors.New("answer truncated: the provider stopped for length (stop_reason " + reason + ")")
+	case reason == "":
+		return errors.New("answer has no stop reason: it may be unfinished")
 	}
-	return nil
+	return errors.New("answer ended with stop_reason " + strconv.Quote(reason) + ", not a complete ending")
 }

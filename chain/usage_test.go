@@ -112,22 +112,37 @@ func TestCostIsLeftOutWhenNotFinite(t *testing.T) {
 	}
 }
 
-// TestAnswerMetadataOfTheWrongKindKeepsTheAnswer: as with usage, a model,
-// stop reason or refusal of another JSON kind than a string does not void
-// an answer the provider was paid for: it reads as absent. An answer whose
-// text itself is of the wrong kind is malformed, said without Go's types.
+// TestAnswerMetadataOfTheWrongKindKeepsTheAnswer: as with usage, a model
+// or refusal of another JSON kind than a string does not void an answer
+// the provider was paid for: it reads as absent. A stop reason of another
+// kind reads as absent too, and an answer without one is not complete. An
+// answer whose text itself is of the wrong kind is malformed, said without
+// Go's types.
 func TestAnswerMetadataOfTheWrongKindKeepsTheAnswer(t *testing.T) {
 	for _, tt := range []struct {
 		flavor providertest.Flavor
 		body   string
 	}{
-		{providertest.OpenAI, `{"model":5,"choices":[{"message":{"content":"fine","refusal":{"x":1}},"finish_reason":["stop"]}]}`},
-		{providertest.OpenAI, `{"model":{"name":"m"},"choices":[{"message":{"content":"fine","refusal":false},"finish_reason":7}]}`},
-		{providertest.Anthropic, `{"model":[1],"content":[{"type":"text","text":"fine"}],"stop_reason":{"r":1}}`},
+		{providertest.OpenAI, `{"model":5,"choices":[{"message":{"content":"fine","refusal":{"x":1}},"finish_reason":"stop"}]}`},
+		{providertest.OpenAI, `{"model":{"name":"m"},"choices":[{"message":{"content":"fine","refusal":false},"finish_reason":"stop"}]}`},
+		{providertest.Anthropic, `{"model":[1],"content":[{"type":"text","text":"fine"}],"stop_reason":"end_turn"}`},
 	} {
 		resp, err := callFlavor(t, tt.flavor, func(int, providertest.Request) providertest.Reply { return providertest.Reply{RawBody: tt.body} })
-		if err != nil || resp.Content != "fine" || resp.Model != "" || resp.StopReason != "" || resp.Refusal != "" {
-			t.Errorf("%s: %+v, %v; want the answer with no model, stop reason or refusal", tt.body, resp, err)
+		if err != nil || resp.Content != "fine" || resp.Model != "" || !resp.Complete || resp.Refusal != "" {
+			t.Errorf("%s: %+v, %v; want the complete answer with no model or refusal", tt.body, resp, err)
+		}
+	}
+	for _, tt := range []struct {
+		flavor providertest.Flavor
+		body   string
+	}{
+		{providertest.OpenAI, `{"choices":[{"message":{"content":"fine"},"finish_reason":["stop"]}]}`},
+		{providertest.OpenAI, `{"choices":[{"message":{"content":"fine"},"finish_reason":7}]}`},
+		{providertest.Anthropic, `{"content":[{"type":"text","text":"fine"}],"stop_reason":{"r":1}}`},
+	} {
+		resp, err := callFlavor(t, tt.flavor, func(int, providertest.Request) providertest.Reply { return providertest.Reply{RawBody: tt.body} })
+		if err != nil || resp.Content != "fine" || resp.StopReason != "" || resp.Complete {
+			t.Errorf("%s: %+v, %v; want the text with no stop reason, not complete", tt.body, resp, err)
 		}
 	}
 	for _, tt := range []struct {

@@ -10,11 +10,13 @@
 // which script answers request n, WithHeader adds a header to any of them,
 // and the leaves (OK, Answer, Status, RateLimited, Hang, Empty, Truncated,
 // Malformed, JSON, Slow, OutOfCredit, ContextOverflow, ErrorIn200,
-// ErrorArray, ResourceExhausted, HTMLError, ContentFiltered, Refusal) say
+// ErrorArray, ResourceExhausted, HTMLError, ContentFiltered, Refusal,
+// DiedMidAnswer) say
 // what the answer is. Every failure the chain classifies can be produced:
 // 5xx and 529, 429 with Retry-After in seconds, decimals or as an HTTP-date
 // or with retry-after-ms, 4xx, a hang until the client's timeout, 2xx
-// answers that are empty, truncated, filtered, refused or not JSON, error
+// answers that are empty, truncated, filtered, refused, ended by an error
+// mid-answer or with no stop reason, or not JSON, error
 // documents in each flavour's shape or a gateway's (ErrorShape), with 200 or
 // inside an array, and a proxy's HTML error page.
 //

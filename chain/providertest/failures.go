@@ -105,6 +105,21 @@ func Refusal(text string) Script {
 	return func(int, Request) Reply { return Reply{Refusal: text} }
 }
 
+// openRouterMidAnswerMessage is the message OpenRouter puts on a choice
+// whose upstream failed after the answer began.
+const openRouterMidAnswerMessage = "Provider returned error"
+
+// DiedMidAnswer answers 200 with the text written before the upstream
+// failed, partial (possibly ""), ended by finish_reason "error" and an
+// error object of code on the choice, as OpenRouter sends it
+// (https://openrouter.ai/docs/api-reference/errors, "Errors during
+// generation"); the Anthropic flavour carries the error at the top level.
+func DiedMidAnswer(partial string, code int) Script {
+	return func(int, Request) Reply {
+		return Reply{Content: partial, FinishReason: "error", MidAnswerError: code, ErrorMessage: openRouterMidAnswerMessage}
+	}
+}
+
 // WithHeader adds a response header to then's reply (nil then means OK):
 // WithHeader("Retry-After-Ms", "3000", Status(429)), or a decimal
 // Retry-After such as "2.5".

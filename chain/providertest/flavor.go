@@ -62,6 +62,33 @@ func (f Flavor) finishReason(reason string) string {
 	}
 }
 
+// stopReason is the finish_reason (stop_reason) member: the flavour's
+// spelling of reason, or JSON null.
+func (f Flavor) stopReason(reason string, null bool) *string {
+	if null {
+		return nil
+	}
+	s := f.finishReason(reason)
+	return &s
+}
+
+// midAnswerError is the error object beside the text of a reply that
+// sets MidAnswerError, nil for any other: OpenRouter's {"code","message"}
+// on the choice, or the Anthropic error document's "error" member.
+func (f Flavor) midAnswerError(r Reply) any {
+	if r.MidAnswerError == 0 {
+		return nil
+	}
+	message := r.ErrorMessage
+	if message == "" {
+		message = fmt.Sprintf("providertest: scripted %d %s mid-answer", r.MidAnswerError, statusText(r.MidAnswerError))
+	}
+	if f == Anthropic {
+		return anthropicErrorDetail{Type: anthropicErrorType(r.MidAnswerError), Message: message}
+	}
+	return map[string]any{"code": r.MidAnswerError, "message": message}
+}
+
 // successBody is the flavour's 2xx answer carrying r's content, stop reason
 // and refusal.
 func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
@@ -82,8 +109,9 @@ func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
 			Role:       "assistant",
 			Model:      model,
 			Content:    []anthropicBlock{{Type: "text", Text: text}},
-			StopReason: f.finishReason(finish),
+			StopReason: f.stopReason(finish, r.NullFinishReason),
 			Usage:      usageMember(r, anthropicUsage{InputTokens: in, OutputTokens: out}),
+			Error:      f.midAnswerError(r),
 		}
 	} else {
 		msg := openAIMessage{Role: "assistant", Content: &r.Content}
@@ -101,7 +129,8 @@ func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
 			Model:   model,
 			Choices: []openAIChoice{{
 				Message:      msg,
-				FinishReason: f.finishReason(r.FinishReason),
+				FinishReason: f.stopReason(r.FinishReason, r.NullFinishReason),
+				Error:        f.midAnswerError(r),
 			}},
 			Usage: usageMember(r, openAIUsage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}),
 		}
@@ -188,7 +217,8 @@ type openAIResponse struct {
 type openAIChoice struct {
 	Index        int           `json:"index"`
 	Message      openAIMessage `json:"message"`
-	FinishReason string        `json:"finish_reason"`
+	FinishReason *string       `json:"finish_reason"`
+	Error        any           `json:"error,omitempty"`
 }
 
 type openAIMessage struct {
@@ -220,8 +250,9 @@ type anthropicResponse struct {
 	Role       string           `json:"role"`
 	Model      string           `json:"model"`
 	Content    []anthropicBlock `json:"content"`
-	StopReason string           `json:"stop_reason"`
+	StopReason *string          `json:"stop_reason"`
 	Usage      any              `json:"usage"` // anthropicUsage or Reply.UsageJSON
+	Error      any              `json:"error,omitempty"`
 }
 
 type anthropicBlock struct {

@@ -71,6 +71,18 @@ type Reply struct {
 	// Model is the model a 2xx answer names; "" names the model requested,
 	// as the real APIs do (up to a dated suffix).
 	Model string
+	// MidAnswerError, on a 2xx reply, is the code of an error object sent
+	// beside the answer's text, with ErrorMessage (or a default naming the
+	// code): OpenRouter commits a 200 before the model runs, and when the
+	// upstream dies mid-answer it ends the choice with finish_reason
+	// "error" and {"code":502,"message":"Provider returned error"} on the
+	// choice (OpenAI flavour); the Anthropic flavour puts the error
+	// document at the top level of the message, as a gateway would.
+	MidAnswerError int
+	// NullFinishReason sends finish_reason (Anthropic: stop_reason) as
+	// JSON null, as servers do whose answer was cut off by their own
+	// failure; FinishReason is then ignored.
+	NullFinishReason bool
 }
 
 // Usage is the token usage an answer reports: OpenAI's prompt_tokens and

@@ -246,6 +246,15 @@ func TestCacheNeverStoresWhatMustNotBeKept(t *testing.T) {
 		t.Fatalf("truncated: %+v, want primary's truncated answer refused, then the rules reply", res)
 	}
 
+	// An answer that died midway is no answer (docs/failures.md, stop
+	// reasons): its fragment is never stored, nor served as a hit.
+	primary.SetScript(providertest.DiedMidAnswer("The three primary colours of light are red, gre", 502))
+	h.publish("cached", request("died", "hello"))
+	res, _ = h.waitResult("died", 10*time.Second)
+	if res.Provider != "template" || len(res.Attempts) != 2 || res.Attempts[0].Class != chain.ClassServer || res.Attempts[0].StopReason != "error" {
+		t.Fatalf("died: %+v, want primary's fragment refused as server with stop reason error, then the rules reply", res)
+	}
+
 	primary.SetScript(providertest.OK())
 	req := request("no-store", "hello")
 	req.Cache = &wire.CacheControl{NoStore: true}
@@ -258,8 +267,8 @@ func TestCacheNeverStoresWhatMustNotBeKept(t *testing.T) {
 		t.Errorf("the cache bucket holds %d messages, want none", n)
 	}
 	h.publish("cached", request("after", "hello"))
-	if res, _ := h.waitResult("after", 10*time.Second); res.Cache != chain.CacheMiss || primary.Requests() != 4 {
-		t.Errorf("after: cache %q with %d primary requests, want a miss calling primary a fourth time", res.Cache, primary.Requests())
+	if res, _ := h.waitResult("after", 10*time.Second); res.Cache != chain.CacheMiss || primary.Requests() != 5 {
+		t.Errorf("after: cache %q with %d primary requests, want a miss calling primary a fifth time", res.Cache, primary.Requests())
 	}
 }
 
