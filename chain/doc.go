@@ -21,8 +21,11 @@
 //     provider without counting as an outage. One ended by an error object
 //     is the failure that object names, and counts as such.
 //  5. A rules template at the end answers whatever outages left unanswered,
-//     but never a request that every called provider rejected as malformed
-//     (a poison request): that one is reported by ExhaustedError.Poison.
+//     but never a request that every called provider rejected as malformed.
+//     When every provider but the rules one did (a poison request), that is
+//     ExhaustedError.Poison; when some were skipped for a cooldown and have
+//     not judged it, ExhaustedError.Undecided: the caller waits for their
+//     reopen and asks again.
 //  6. A request carrying a StaleAnswer (from the response cache) still within
 //     its window gets it, degraded, when every provider before the rules
 //     provider failed or was skipped, in place of the rules reply (or of

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/detourhq/detour/internal/logs"
@@ -23,9 +24,19 @@ type ExhaustedError struct {
 	// AllCooling is set when every provider was skipped for cooldown and none
 	// was called.
 	AllCooling bool
-	// Poison is set when every provider that was called rejected the request
-	// itself (class request): retrying cannot help.
+	// Poison is set when every provider of the chain that can take the
+	// request (every one but the rules provider) rejected it itself (class
+	// request): retrying cannot help.
 	Poison bool
+	// Undecided is set when every provider that was called rejected the
+	// request itself, but others were skipped for a cooldown: it is poison
+	// only if they reject it too, so the caller waits for the earliest
+	// reopen (ReopenAt), as when every provider is cooling, and the rules
+	// provider does not answer it meanwhile.
+	Undecided bool
+	// Rejected names the providers that rejected the request itself, in
+	// chain order: those that have judged it.
+	Rejected []string
 	// InvalidOutput is set when every provider that was called answered, but
 	// no answer was valid (class invalid_output, or request for some): no
 	// outage is to blame, so the caller retries only a bounded number of
@@ -42,7 +53,10 @@ type ExhaustedError struct {
 func (e *ExhaustedError) Error() string {
 	switch {
 	case e.Poison:
-		return fmt.Sprintf("%v: every provider rejected the request: %v", ErrExhausted, e.Last)
+		return fmt.Sprintf("%v: every provider rejected the request (%s): %v", ErrExhausted, strings.Join(e.Rejected, ", "), e.Last)
+	case e.Undecided:
+		return fmt.Sprintf("%v: rejected by %s; waiting for the providers cooling until %s to judge it: %v",
+			ErrExhausted, strings.Join(e.Rejected, ", "), e.ReopenAt.UTC().Format(time.RFC3339), e.Last)
 	case e.InvalidOutput:
 		return fmt.Sprintf("%v: no provider gave a valid answer: %v", ErrExhausted, e.Last)
 	case e.AllCooling:
@@ -89,8 +103,8 @@ func (c *Chain) Run(ctx context.Context, req *Request) (Result, error) {
 	w := walk{start: c.now()}
 	for pos := range c.Steps {
 		if _, template := c.Steps[pos].Provider.(*Rules); template {
-			if w.poisoned() {
-				break // a poison request gets no template answer
+			if w.judged() {
+				break // a poison request, or one that may be, gets no template answer
 			}
 			if c.staleResult(req, &res, pos, c.now()) {
 				res.LatencyMs = c.now().Sub(w.start).Milliseconds()
@@ -105,16 +119,25 @@ func (c *Chain) Run(ctx context.Context, req *Request) (Result, error) {
 }
 
 // walk is what a run has learned beside its result: when it started, when
-// the earliest cooldown it met ends, and how the providers it called failed.
+// the earliest cooldown it met ends, how many providers it skipped for a
+// cooldown, and how the providers it called failed.
 type walk struct {
-	start                     time.Time
-	reopen                    time.Time
-	called, rejected, invalid int
-	last                      error
+	start                              time.Time
+	reopen                             time.Time
+	called, skipped, rejected, invalid int
+	// rejecters names the providers that rejected the request itself.
+	rejecters []string
+	last      error
 }
 
-// poisoned says every provider called rejected the request itself.
-func (w *walk) poisoned() bool { return w.called > 0 && w.called == w.rejected }
+// judged says every provider called rejected the request itself: it is
+// poison, or will be if those skipped for a cooldown reject it too.
+func (w *walk) judged() bool { return w.called > 0 && w.called == w.rejected }
+
+// poisoned says every provider that can take the request rejected it: all
+// were called (none was skipped) and all said so. The rules provider is no
+// judge: it answers anything.
+func (w *walk) poisoned() bool { return w.judged() && w.skipped == 0 }
 
 // try gives the request to the provider at pos, unless it is cooling, and
 // reports whether the run is done: answered, or cut short by ctx (err).
@@ -151,6 +174,7 @@ func (c *Chain) try(ctx context.Context, req *Request, pos int, res *Result, w *
 	switch failure.Class {
 	case ClassRequest:
 		w.rejected++
+		w.rejecters = append(w.rejecters, name)
 	case ClassInvalidOutput:
 		w.invalid++
 	}
@@ -168,6 +192,7 @@ func (c *Chain) skipped(step *Step, until time.Time, res *Result, w *walk) {
 		Provider: p.Name(), Model: p.Model(), Outcome: OutcomeSkipped, Class: ClassCooldown,
 		Error: "cooling until " + until.UTC().Format(time.RFC3339),
 	})
+	w.skipped++
 	w.reopen = earliest(w.reopen, until)
 }
 
@@ -210,7 +235,7 @@ func (c *Chain) releaseProbe(ctx context.Context, name string, lease uint64) {
 // *ExhaustedError that says why.
 func (c *Chain) exhausted(req *Request, res *Result, w *walk) error {
 	res.LatencyMs = c.now().Sub(w.start).Milliseconds()
-	if !w.poisoned() { // a chain without a rules provider
+	if !w.judged() { // a chain without a rules provider
 		if c.staleResult(req, res, len(c.Steps), c.now()) {
 			return nil
 		}
@@ -218,6 +243,8 @@ func (c *Chain) exhausted(req *Request, res *Result, w *walk) error {
 	ex := &ExhaustedError{
 		AllCooling:    w.called == 0,
 		Poison:        w.poisoned(),
+		Undecided:     w.judged() && !w.poisoned(),
+		Rejected:      w.rejecters,
 		InvalidOutput: w.invalid > 0 && w.called == w.rejected+w.invalid,
 		ReopenAt:      w.reopen,
 		Last:          w.last,

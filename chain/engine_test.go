@@ -324,6 +324,58 @@ func TestPoisonRequestIsNotAnsweredByRules(t *testing.T) {
 		t.Errorf("result status %s, content %q; want failed and empty", res.Status, res.Content)
 	}
 	wantTrail(t, res, "primary failed request 400", "backup failed request 422")
+	if !slices.Equal(ex.Rejected, []string{"primary", "backup"}) || !strings.Contains(ex.Error(), "(primary, backup)") {
+		t.Errorf("Rejected %q, error %q; want both providers named as having judged it", ex.Rejected, ex.Error())
+	}
+}
+
+// TestARejectionWhileOthersCoolIsUndecided: a request the providers called
+// rejected, while another that could take it is cooling, is not poison
+// yet: the run ends Undecided, waiting for that provider's reopen, and the
+// rules provider does not answer it; with or without a rules provider.
+func TestARejectionWhileOthersCoolIsUndecided(t *testing.T) {
+	t.Parallel()
+	for _, withTemplate := range []bool{true, false} {
+		state := newMemState()
+		reopen := time.Now().Add(3 * time.Minute)
+		state.open("backup", reopen)
+		primary, _ := fakeProvider(t, "primary", providertest.Status(http.StatusBadRequest), chain.Policy{})
+		backup, backupSrv := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
+		steps := []chain.Step{primary, backup}
+		if withTemplate {
+			steps = append(steps, chain.Step{Provider: chain.NewRules("template", nil, "try again later")})
+		}
+
+		res, err := newChain(state, steps...).Run(context.Background(), &hello)
+
+		var ex *chain.ExhaustedError
+		if !errors.As(err, &ex) || !ex.Undecided || ex.Poison || ex.AllCooling || ex.InvalidOutput {
+			t.Fatalf("template %v: Run error = %#v, want *ExhaustedError Undecided only", withTemplate, err)
+		}
+		if !ex.ReopenAt.Equal(reopen) || !slices.Equal(ex.Rejected, []string{"primary"}) {
+			t.Errorf("template %v: ReopenAt %v, Rejected %q; want backup's reopen %v and primary", withTemplate, ex.ReopenAt, ex.Rejected, reopen)
+		}
+		if res.Status != chain.StatusFailed || res.Content != "" {
+			t.Errorf("template %v: result %s %q; want failed and empty", withTemplate, res.Status, res.Content)
+		}
+		wantTrail(t, res, "primary failed request 400", "backup skipped cooldown 0")
+		wantRequests(t, "backup", backupSrv, 0)
+	}
+}
+
+// TestARejectionBesideAnOutageIsAnsweredByRules: when one provider rejects
+// the request and another fails for an outage, the request is no poison,
+// and the rules provider answers the outage as ever.
+func TestARejectionBesideAnOutageIsAnsweredByRules(t *testing.T) {
+	t.Parallel()
+	primary, _ := fakeProvider(t, "primary", providertest.Status(http.StatusBadRequest), chain.Policy{})
+	backup, _ := fakeProvider(t, "backup", providertest.Status(http.StatusServiceUnavailable), chain.Policy{})
+	template := chain.Step{Provider: chain.NewRules("template", nil, "try again later")}
+
+	res, err := newChain(newMemState(), primary, backup, template).Run(context.Background(), &hello)
+
+	wantAnswer(t, res, err, "template", 2)
+	wantTrail(t, res, "primary failed request 400", "backup failed server 503", "template ok  0")
 }
 
 func TestExhaustedErrorUnwrapsToLastFailure(t *testing.T) {

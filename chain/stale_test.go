@@ -2,6 +2,7 @@ package chain_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -81,5 +82,18 @@ func TestStaleAnswerNeverAnswersAPoisonRequest(t *testing.T) {
 
 	if err == nil || res.Status != chain.StatusFailed || res.Cache != "" {
 		t.Fatalf("Run: %v, result %+v; want a poison failure, no stale answer", err, res)
+	}
+
+	// Nor one that may be poison, waiting for a cooling provider to judge
+	// it, in a chain with or without a rules provider.
+	state := newMemState()
+	state.open("backup", now.Add(time.Minute))
+	backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
+	for _, steps := range [][]chain.Step{{primary, backup, template}, {primary, backup}} {
+		res, err := newChain(state, steps...).Run(context.Background(), staleHello(now, now.Add(time.Hour)))
+		var ex *chain.ExhaustedError
+		if !errors.As(err, &ex) || !ex.Undecided || res.Status != chain.StatusFailed || res.Cache != "" {
+			t.Fatalf("%d steps: Run: %v, result %+v; want an undecided failure, no stale answer", len(steps), err, res)
+		}
 	}
 }

@@ -364,13 +364,14 @@ func (d *delivery) annotate(res *chain.Result) {
 }
 
 // retryLater NAKs with a delay: the earliest reopen when every provider was
-// cooling, else a backoff by delivery count that never ends before the
-// earliest reopen. A delay never runs past the deadline, so the next delivery
-// expires the request on time.
+// cooling, or when those that were not rejected the request and the others
+// must judge it too (ExhaustedError.Undecided); else a backoff by delivery
+// count that never ends before the earliest reopen. A delay never runs past
+// the deadline, so the next delivery expires the request on time.
 func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.ExhaustedError) {
 	now := d.p.cfg.Now()
 	var delay time.Duration
-	if !ex.AllCooling {
+	if !ex.AllCooling && !ex.Undecided {
 		delay = d.backoff()
 	}
 	if !ex.ReopenAt.IsZero() {
@@ -380,10 +381,13 @@ func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.E
 	if left := d.deadline().Sub(now); delay > left {
 		delay = max(left, 0)
 	}
-	d.log().Info("no provider answered; retrying later", "delay", delay, "all_cooling", ex.AllCooling, "deliveries", d.meta.NumDelivered)
+	d.log().Info("no provider answered; retrying later", "delay", delay, "all_cooling", ex.AllCooling, "undecided", ex.Undecided, "deliveries", d.meta.NumDelivered)
 	reason := metrics.NakFailures
-	if ex.AllCooling {
+	switch {
+	case ex.AllCooling:
 		reason = metrics.NakAllCooling
+	case ex.Undecided:
+		reason = metrics.NakUndecided
 	}
 	d.nak(delay, reason)
 }

@@ -50,6 +50,11 @@ const (
 	// NakAllCooling: every provider of the chain was cooling down; the
 	// delivery comes back at the earliest reopen.
 	NakAllCooling NakReason = "all_cooling"
+	// NakUndecided: the providers called rejected the request itself,
+	// and the others that could take it were cooling: it is poison only
+	// if they reject it too, and the delivery comes back at the earliest
+	// reopen for them to judge it.
+	NakUndecided NakReason = "undecided"
 	// NakFailures: providers were called and failed; the delivery comes
 	// back after a backoff by delivery count.
 	NakFailures NakReason = "failures"
@@ -64,7 +69,7 @@ const (
 
 // NakReasons lists every NAK reason.
 func NakReasons() []NakReason {
-	return []NakReason{NakAllCooling, NakFailures, NakShutdown, NakError}
+	return []NakReason{NakAllCooling, NakUndecided, NakFailures, NakShutdown, NakError}
 }
 
 // list joins label values for a help text: "a, b, c".

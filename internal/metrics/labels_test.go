@@ -20,7 +20,7 @@ func TestLabelValues(t *testing.T) {
 	if got := strs(metrics.Outcomes()); !slices.Equal(got, outcomes) {
 		t.Errorf("Outcomes() = %v, want %v", got, outcomes)
 	}
-	naks := []string{"all_cooling", "failures", "shutdown", "error"}
+	naks := []string{"all_cooling", "undecided", "failures", "shutdown", "error"}
 	if got := strs(metrics.NakReasons()); !slices.Equal(got, naks) {
 		t.Errorf("NakReasons() = %v, want %v", got, naks)
 	}
