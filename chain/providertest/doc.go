@@ -10,8 +10,9 @@
 // which script answers request n, WithHeader adds a header to any of them,
 // and the leaves (OK, Answer, Status, RateLimited, Hang, Empty, Truncated,
 // Malformed, JSON, Slow, OutOfCredit, ContextOverflow, ErrorIn200,
-// ErrorArray, ResourceExhausted, HTMLError, ContentFiltered, Refusal) say
-// what the answer is. Every failure the chain classifies can be produced:
+// ErrorArray, ResourceExhausted, HTMLError, ContentFiltered, Refusal, and
+// the gateways' Moderated, KeyInvalid, NoEndpoints, ModelLoading,
+// DailyLimit) say what the answer is. Every failure the chain classifies can be produced:
 // 5xx and 529, 429 with Retry-After in seconds, decimals or as an HTTP-date
 // or with retry-after-ms, 4xx, a hang until the client's timeout, 2xx
 // answers that are empty, truncated, filtered, refused or not JSON, error
