@@ -1,8 +1,12 @@
 package chain
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,13 +88,86 @@ func TestDecodeErrorBodyShapes(t *testing.T) {
 		{"plain text", " overloaded \n", upstreamError{raw: "overloaded"}},
 		{"html", "\n<!DOCTYPE html><HTML><HEAD><TITLE attr=1>A &lt;b&gt;\n c</TITLE>", upstreamError{html: true, title: "A <b> c"}},
 		{"xml", `<?xml version="1.0"?><Error><Code>AccessDenied</Code></Error>`, upstreamError{html: true}},
+		// Google's ErrorInfo reason says what the status does not
+		// (cequence-io/openai-scala-client#109), also its older errors[].reason.
+		{"google ErrorInfo reason", googleKeyInvalid,
+			upstreamError{found: true, message: "API key not valid. Please pass a valid API key.", names: []string{"INVALID_ARGUMENT", "API_KEY_INVALID"}, code: 400}},
+		{"google errors reason", `{"error":{"code":429,"message":"m","errors":[{"message":"m","domain":"global","reason":"rateLimitExceeded"}],"status":"RESOURCE_EXHAUSTED"}}`,
+			upstreamError{found: true, message: "m", names: []string{"RESOURCE_EXHAUSTED", "rateLimitExceeded"}, code: 429}},
+		// Azure OpenAI's content filter (openai/openai-python#331).
+		{"azure innererror", `{"error":{"message":"filtered","type":null,"param":"prompt","code":"content_filter","status":400,"innererror":{"code":"ResponsibleAIPolicyViolation","content_filter_result":{}}}}`,
+			upstreamError{found: true, message: "filtered", names: []string{"content_filter", "ResponsibleAIPolicyViolation"}, code: 400}},
+		// OpenRouter's metadata (https://openrouter.ai/docs/api-reference/errors).
+		{"openrouter moderation", openRouterFlagged,
+			upstreamError{found: true, message: `openai/gpt-4o requires moderation on OpenAI. Your input was flagged for "self-harm".`, code: 403, flagged: true}},
+		{"openrouter flagged_input alone", `{"error":{"code":403,"message":"m","metadata":{"reasons":[],"flagged_input":"x"}}}`,
+			upstreamError{found: true, message: "m", code: 403, flagged: true}},
+		{"openrouter relayed JSON", `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"error\":{\"code\":\"400\",\"message\":\"Param Incorrect\",\"type\":\"invalid_request_error\"}}","provider_name":"Xiaomi"}}}`,
+			upstreamError{found: true, message: "Provider returned error", names: []string{"invalid_request_error"}, code: 400, detail: "Param Incorrect"}},
+		{"openrouter relayed Google 429", `{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"{\"error\":{\"code\":429,\"message\":\"q\",\"status\":\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":\"7s\"}]}}"}}}`,
+			upstreamError{found: true, message: "Provider returned error", names: []string{"RESOURCE_EXHAUSTED"}, code: 429, detail: "q", retryDelay: 7 * time.Second}},
+		{"openrouter relayed message only", `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"message\":\"tool_choice is not supported for this model.\"}"}}}`,
+			upstreamError{found: true, message: "Provider returned error", code: 400, detail: "tool_choice is not supported for this model."}},
+		{"openrouter relayed text", `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"ERROR","provider_name":"Stealth"}}}`,
+			upstreamError{found: true, message: "Provider returned error", code: 400, detail: "ERROR"}},
+		{"openrouter headers", openRouterDailyLimit,
+			upstreamError{found: true, message: "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day", code: 429,
+				hintHeader: http.Header{"X-Ratelimit-Limit": {"50"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1741305600000"}}}},
+		// Hugging Face's model loading (huggingface/unity-api#18), alone or
+		// in an array (BerriAI/litellm#1242).
+		{"hugging face loading", `{"error":"Model m is currently loading","estimated_time":20.0}`,
+			upstreamError{found: true, message: "Model m is currently loading", loadWait: 20 * time.Second}},
+		{"hugging face loading in an array", `[{"error":"Model m is currently loading","estimated_time":300.5}]`,
+			upstreamError{found: true, message: "Model m is currently loading", loadWait: 300500 * time.Millisecond}},
+		{"estimated_time that is no wait", `{"error":"loading","estimated_time":-3}`, upstreamError{found: true, message: "loading"}},
 	}
 	for _, tt := range tests {
-		got := decodeErrorBody([]byte(tt.body))
-		if got.found != tt.want.found || got.message != tt.want.message || strings.Join(got.names, ",") != strings.Join(tt.want.names, ",") ||
-			got.code != tt.want.code || got.retryDelay != tt.want.retryDelay || got.html != tt.want.html || got.title != tt.want.title || got.raw != tt.want.raw {
+		if got := decodeErrorBody([]byte(tt.body)); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// Real bodies the decoder and the table are tried against.
+const (
+	// googleKeyInvalid is Gemini's answer to a bad key, as its
+	// OpenAI-compatible endpoint sends it, in an array
+	// (cequence-io/openai-scala-client#109).
+	googleKeyInvalid = `[{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT",` +
+		`"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com",` +
+		`"metadata":{"service":"generativelanguage.googleapis.com"}}]}}]`
+	// openRouterFlagged is OpenRouter's 403 for one flagged prompt
+	// (https://openrouter.ai/docs/api-reference/errors, enricoros/big-AGI#352).
+	openRouterFlagged = `{"error":{"code":403,"message":"openai/gpt-4o requires moderation on OpenAI. Your input was flagged for \"self-harm\".",` +
+		`"metadata":{"reasons":["self-harm"]}}}`
+	// openRouterDailyLimit is OpenRouter's 429 for a spent daily free
+	// quota, its rate-limit headers in the body (Gitlawb/openclaude#936).
+	openRouterDailyLimit = `{"error":{"message":"Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day",` +
+		`"code":429,"metadata":{"headers":{"X-RateLimit-Limit":"50","X-RateLimit-Remaining":"0","X-RateLimit-Reset":"1741305600000"}}}}`
+)
+
+// TestDecodeErrorBodyBounds: what the decoder keeps of a hostile body is
+// bounded: names, relayed headers, and how deep relayed errors are read.
+func TestDecodeErrorBodyBounds(t *testing.T) {
+	var details, headers []string
+	for i := range 100 {
+		details = append(details, fmt.Sprintf(`{"@type":"google.rpc.ErrorInfo","reason":"R%d"}`, i))
+		headers = append(headers, fmt.Sprintf(`"H%d":"v"`, i))
+	}
+	u := decodeErrorBody([]byte(`{"error":{"message":"m","details":[` + strings.Join(details, ",") + `],"metadata":{"headers":{` + strings.Join(headers, ",") + `}}}}`))
+	if len(u.names) != maxNames || len(u.hintHeader) != maxBodyHeaders {
+		t.Errorf("%d names, %d headers; want %d, %d", len(u.names), len(u.hintHeader), maxNames, maxBodyHeaders)
+	}
+	// Each level relays the next as a JSON string; below maxRelayDepth the
+	// text is kept as it is, unread.
+	doc := `{"error":{"message":"bottom","type":"deepest"}}`
+	for i := range maxRelayDepth + 1 {
+		raw, _ := json.Marshal(doc)
+		doc = fmt.Sprintf(`{"error":{"message":"level %d","type":"t%d","metadata":{"raw":%s}}}`, i, i, raw)
+	}
+	u = decodeErrorBody([]byte(doc))
+	if slices.Contains(u.names, "deepest") || len(u.names) != maxRelayDepth+1 {
+		t.Errorf("names %v: want the top %d levels' only", u.names, maxRelayDepth+1)
 	}
 }
 
@@ -154,6 +231,11 @@ func FuzzErrorBody(f *testing.F) {
 		`{"error":{"details":[{"@type":"google.rpc.RetryInfo","retryDelay":"99999999999999999999s"}]}}`,
 		`{"error":{"message":"Please try again in 1m30.5s"}}`, `{"object":"error","message":"m","code":"400"}`,
 		"<!DOCTYPE html><title>example.com | 520</title>", "<html><title>unterminated", "", "null", "[]", "[null]",
+		googleKeyInvalid, openRouterFlagged, openRouterDailyLimit,
+		`{"error":"Model m is currently loading","estimated_time":1e400}`, `[{"error":"loading","estimated_time":-0.0}]`,
+		`{"error":{"message":"filtered","code":"content_filter","innererror":{"code":"ResponsibleAIPolicyViolation"}}}`,
+		`{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"error\":{\"message\":\"prompt is too long\",\"metadata\":{\"raw\":\"[{\\\"error\\\":\\\"deep\\\"}]\"}}}"}}}`,
+		`{"error":{"message":"m","metadata":{"raw":{"message":"object, not string"},"headers":{"X-RateLimit-Reset":"99999999999999999999"},"reasons":null}}}`,
 	} {
 		f.Add(200, []byte(seed))
 		f.Add(500, []byte(seed))

@@ -1,6 +1,9 @@
 package chain
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"regexp"
@@ -28,6 +31,20 @@ func waitHint(header http.Header, u upstreamError, now time.Time) time.Duration 
 		d = max(d, ms)
 	}
 	return max(d, u.retryDelay, messageDelay(u.message))
+}
+
+// secondsHint reads a JSON number of seconds (Hugging Face's
+// estimated_time: 20.0, 300.8891906738281), rounded up to the nanosecond;
+// 0 for anything else, a negative number, NaN included; maxHint at most.
+func secondsHint(raw json.RawMessage) time.Duration {
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange), !(f > 0):
+		return 0
+	case f >= maxHint.Seconds():
+		return maxHint
+	}
+	return time.Duration(math.Ceil(f * float64(time.Second)))
 }
 
 // parseDecimal reads "digits" or "digits.digits" as a count of unit,
