@@ -21,13 +21,18 @@ func TestBodyRulesEveryRowHolds(t *testing.T) {
 		body   string
 		class  Class
 	}{
-		{429, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`, ClassAuth},
+		{403, openRouterFlagged, ClassRequest},
+		{402, `{"error":{"message":"This request requires more credits, or fewer max_tokens. You requested up to 32000 tokens, but can only afford 27342.","code":402}}`, ClassRequest},
 		{500, `{"error":{"message":"This model's maximum context length is 16384 tokens."}}`, ClassRequest},
+		{404, `{"error":{"message":"No endpoints found that support tool use. To learn more about provider routing, visit: https://openrouter.ai/docs/provider-routing","code":404}}`, ClassRequest},
+		{400, googleKeyInvalid, ClassAuth},
+		{429, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`, ClassAuth},
+		{404, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-x"}}`, ClassServer},
+		{404, `{"error":{"message":"No endpoints found for deepseek/deepseek-chat-v3.1:free.","code":404}}`, ClassServer},
 		{200, `{"error":{"message":"slow down","code":429}}`, ClassRateLimit},
 		{200, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`, ClassRateLimit},
-		{200, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, ClassServer},
+		{200, `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`, ClassServer},
 		{200, `{"error":{"message":"too slow","status":"DEADLINE_EXCEEDED"}}`, ClassTimeout},
-		{200, `{"error":{"message":"no such model","type":"invalid_request_error","code":"model_not_found"}}`, ClassAuth},
 		{200, `{"type":"error","error":{"type":"invalid_request_error","message":"messages: field required"}}`, ClassRequest},
 		{200, `{"error":"upstream exploded"}`, ClassServer},
 	}
@@ -43,6 +48,22 @@ func TestBodyRulesEveryRowHolds(t *testing.T) {
 		}
 		if got := classifyBody(s.status, u); got != s.class {
 			t.Errorf("row %d: class %s, want %s", i, got, s.class)
+		}
+	}
+}
+
+// TestEveryBodyRuleHasASource: each row says where its words come from,
+// as a GitHub reference ("owner/repo#N") or an https URL, so that a reader
+// can check a row against the body it was written from.
+func TestEveryBodyRuleHasASource(t *testing.T) {
+	for _, r := range bodyRules {
+		if len(r.sources) == 0 {
+			t.Errorf("row %q has no source", r.description)
+		}
+		for _, src := range r.sources {
+			if !githubRef.MatchString(src) && !strings.HasPrefix(src, "https://") {
+				t.Errorf("row %q: source %q is neither owner/repo#N nor an https URL", r.description, src)
+			}
 		}
 	}
 }
