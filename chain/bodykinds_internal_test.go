@@ -42,6 +42,9 @@ func TestEachKindOfBodyIsReadWhole(t *testing.T) {
 			{"can1357/oh-my-pi#9569", 402,
 				`{"error":{"message":"This request requires more credits, or fewer max_tokens. You requested up to 65536 tokens, but can only afford 12000.","code":402}}`, ClassRequest},
 		},
+		"a request larger than the rate limit itself is the request's, even in a 429": {
+			{"vanderschaarlab/climb#1", 429, tooLargeForTPM, ClassRequest},
+		},
 		"a parameter or feature the model lacks is the request's": {
 			{"FoundationAgents/MetaGPT#1709", 400,
 				`{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}`, ClassRequest},

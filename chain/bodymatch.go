@@ -76,7 +76,7 @@ func (r bodyRule) matches(u upstreamError, msg string, limited bool) bool {
 			return true
 		}
 	}
-	if len(r.phrases) == 0 || u.html || (limited && !r.counted) {
+	if len(r.phrases) == 0 || u.html || (limited && !r.counted && !r.limitWords) {
 		return false
 	}
 	return slices.ContainsFunc(r.phrases, func(p string) bool { return strings.Contains(msg, p) })

@@ -23,8 +23,12 @@ type bodyRule struct {
 	// flagged for (OpenRouter's metadata.reasons).
 	flagged bool
 	// phrases match the message, ignoring case, unless the status or body
-	// names a rate limit and the rule is not counted (see rateLimited).
+	// names a rate limit and the rule is neither counted nor limitWords
+	// (see rateLimited).
 	phrases []string
+	// limitWords marks phrases that only a rate limiter writes, read in a
+	// body that names a rate limit too.
+	limitWords bool
 	// numericCode matches an embedded code from 400 to 599.
 	numericCode bool
 	// anyError matches whatever error object the body holds.
@@ -73,6 +77,13 @@ var bodyRules = []bodyRule{
 			"prompt is too long", "prompt too long", "input is too long", "input too long", "too many tokens",
 			"input token count", "reduce the length of the messages"},
 		sources: []string{"crewAIInc/crewAI-examples#121", "sojohnnysaid/project-guide#2", "google-gemini/gemini-cli#4231"},
+	},
+	{
+		description: `says the request alone is larger than the rate limit lets through (message "Request too large for … on tokens per min (TPM): Limit 30000, Requested 30601. The input or output tokens must be reduced…"), even in a 429`,
+		class:       ClassRequest,
+		phrases:     []string{"request too large for", "must be reduced in order to run successfully"},
+		limitWords:  true,
+		sources:     []string{"vanderschaarlab/climb#1"},
 	},
 	{
 		description: `names a parameter the model does not take, or a feature no endpoint of it supports (message "Unsupported parameter…", "No endpoints found that support tool use", …)`,

@@ -24,6 +24,7 @@ func TestBodyRulesEveryRowHolds(t *testing.T) {
 		{403, openRouterFlagged, ClassRequest},
 		{402, `{"error":{"message":"This request requires more credits, or fewer max_tokens. You requested up to 32000 tokens, but can only afford 27342.","code":402}}`, ClassRequest},
 		{500, `{"error":{"message":"This model's maximum context length is 16384 tokens."}}`, ClassRequest},
+		{429, tooLargeForTPM, ClassRequest},
 		{404, `{"error":{"message":"No endpoints found that support tool use. To learn more about provider routing, visit: https://openrouter.ai/docs/provider-routing","code":404}}`, ClassRequest},
 		{400, googleKeyInvalid, ClassAuth},
 		{429, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`, ClassAuth},
@@ -151,6 +152,11 @@ func TestDecodeErrorBodyShapes(t *testing.T) {
 
 // Real bodies the decoder and the table are tried against.
 const (
+	// tooLargeForTPM is OpenAI's 429 for a request larger than the whole
+	// tokens-per-minute limit (vanderschaarlab/climb#1): no wait helps.
+	tooLargeForTPM = `{"error":{"message":"Request too large for gpt-4o in organization org-V on tokens per min (TPM): Limit 30000, Requested 30601. ` +
+		`The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.",` +
+		`"type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
 	// googleKeyInvalid is Gemini's answer to a bad key, as its
 	// OpenAI-compatible endpoint sends it, in an array
 	// (cequence-io/openai-scala-client#109).
