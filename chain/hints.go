@@ -20,8 +20,10 @@ const maxHint = time.Duration(math.MaxInt64/int64(time.Second)) * time.Second
 // waitHint is the longest wait the provider asked for, by any of the hints
 // it may send: Retry-After (RFC 9110 §10.2.3, decimals rounded up to whole
 // seconds), retry-after-ms (milliseconds, sent by OpenAI and Azure OpenAI),
-// Google's RetryInfo retryDelay in the error body, and OpenAI's "Please try
-// again in 6.5s" in the message. Zero when there is none.
+// Google's RetryInfo retryDelay and Hugging Face's estimated_time in the
+// error body, and a wait the message names ("Please try again in 6.5s",
+// "Please retry after 9 seconds"), its own or a relayed upstream error's.
+// Zero when there is none.
 func waitHint(header http.Header, u upstreamError, now time.Time) time.Duration {
 	var d time.Duration
 	if ra, ok := ParseRetryAfter(header.Get("Retry-After"), now); ok {
@@ -30,7 +32,7 @@ func waitHint(header http.Header, u upstreamError, now time.Time) time.Duration 
 	if ms, ok := parseDecimal(strings.TrimSpace(header.Get("Retry-After-Ms")), time.Millisecond); ok {
 		d = max(d, ms)
 	}
-	return max(d, u.retryDelay, messageDelay(u.message))
+	return max(d, u.retryDelay, u.loadWait, messageDelay(u.message), messageDelay(u.detail))
 }
 
 // secondsHint reads a JSON number of seconds (Hugging Face's
@@ -96,15 +98,39 @@ func parseProtoDuration(s string) (time.Duration, bool) {
 // as reliably as a header.
 var tryAgainIn = regexp.MustCompile(`(?i)try again in ((?:\d{1,12}(?:\.\d{1,9})?(?:ms|h|m|s))+)`)
 
-// messageDelay is the wait a provider's message names, 0 if none.
+// waitInWords finds a wait spelt in words: "Try again in 60 seconds" (LiteLLM's
+// router, BerriAI/litellm#3933; Azure's, Azure-Samples/azure-search-openai-demo#177)
+// and Azure OpenAI's "Please retry after 9 seconds"
+// (microsoft/sample-app-aoai-chatGPT#406, pollinations/pollinations#6260).
+var waitInWords = regexp.MustCompile(`(?i)(?:try again in|retry after) (\d{1,12}(?:\.\d{1,9})?) ?(milliseconds?|seconds?|minutes?|hours?)\b`)
+
+// messageDelay is the longest wait a provider's message names, 0 if none.
 func messageDelay(msg string) time.Duration {
-	m := tryAgainIn.FindStringSubmatch(msg)
-	if m == nil {
-		return 0
+	var d time.Duration
+	if m := tryAgainIn.FindStringSubmatch(msg); m != nil {
+		parsed, err := time.ParseDuration(strings.ToLower(m[1]))
+		if err != nil {
+			parsed = maxHint // well formed but beyond a Duration
+		}
+		d = min(parsed, maxHint)
 	}
-	d, err := time.ParseDuration(strings.ToLower(m[1]))
-	if err != nil {
-		return maxHint // well formed but beyond a Duration
+	if m := waitInWords.FindStringSubmatch(msg); m != nil {
+		if words, ok := parseDecimal(m[1], wordUnit(m[2])); ok {
+			d = max(d, words)
+		}
 	}
-	return min(d, maxHint)
+	return d
+}
+
+// wordUnit is the unit waitInWords found.
+func wordUnit(word string) time.Duration {
+	switch word = strings.ToLower(word); {
+	case strings.HasPrefix(word, "milli"):
+		return time.Millisecond
+	case strings.HasPrefix(word, "sec"):
+		return time.Second
+	case strings.HasPrefix(word, "min"):
+		return time.Minute
+	}
+	return time.Hour
 }

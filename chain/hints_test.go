@@ -27,6 +27,8 @@ func TestEveryWaitHintIsRead(t *testing.T) {
 		{"openai message", openAIOnly, reply(providertest.Reply{Status: 429, ErrorMessage: openAITPMMessage}), 2 * time.Second},
 		{"error in a 200 with retry-after-ms", nil, providertest.WithHeader("retry-after-ms", "1500", providertest.ErrorIn200(429)), 1500 * time.Millisecond},
 		{"negative and unreadable hints are none", nil, providertest.WithHeader("Retry-After", "-3", providertest.WithHeader("retry-after-ms", "NaN", limited)), 0},
+		{"hugging face estimated_time", nil, providertest.ModelLoading(20), 20 * time.Second},
+		{"a wait in words", nil, reply(providertest.Reply{Status: 429, ErrorShape: providertest.ShapeString, ErrorMessage: "Rate limit is exceeded. Try again in 30 seconds."}), 30 * time.Second},
 	}
 	for _, tc := range cases {
 		flavors := tc.flavors
