@@ -20,19 +20,41 @@ const maxHint = time.Duration(math.MaxInt64/int64(time.Second)) * time.Second
 // waitHint is the longest wait the provider asked for, by any of the hints
 // it may send: Retry-After (RFC 9110 §10.2.3, decimals rounded up to whole
 // seconds), retry-after-ms (milliseconds, sent by OpenAI and Azure OpenAI),
-// Google's RetryInfo retryDelay and Hugging Face's estimated_time in the
-// error body, and a wait the message names ("Please try again in 6.5s",
-// "Please retry after 9 seconds"), its own or a relayed upstream error's.
-// Zero when there is none.
+// the reset of every rate-limit window that the response reports spent
+// (windowWait), Google's RetryInfo retryDelay and Hugging Face's
+// estimated_time in the error body, and a wait the message names ("Please
+// try again in 6.5s", "Please retry after 9 seconds"), its own or a relayed
+// upstream error's. Headers a gateway relays in the body (OpenRouter's
+// error.metadata.headers) count as the response's own where it has none
+// of that name. Zero when there is none.
 func waitHint(header http.Header, u upstreamError, now time.Time) time.Duration {
+	h := withRelayedHeaders(header, u.hintHeader)
 	var d time.Duration
-	if ra, ok := ParseRetryAfter(header.Get("Retry-After"), now); ok {
+	if ra, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
 		d = ra
 	}
-	if ms, ok := parseDecimal(strings.TrimSpace(header.Get("Retry-After-Ms")), time.Millisecond); ok {
+	if ms, ok := parseDecimal(strings.TrimSpace(h.Get("Retry-After-Ms")), time.Millisecond); ok {
 		d = max(d, ms)
 	}
-	return max(d, u.retryDelay, u.loadWait, messageDelay(u.message), messageDelay(u.detail))
+	return max(d, windowWait(h, now), u.retryDelay, u.loadWait, messageDelay(u.message), messageDelay(u.detail))
+}
+
+// withRelayedHeaders is header with relayed added where header has no
+// value of that name; header itself when there is nothing to add.
+func withRelayedHeaders(header, relayed http.Header) http.Header {
+	if len(relayed) == 0 {
+		return header
+	}
+	h := header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	for key, values := range relayed {
+		if h.Get(key) == "" {
+			h[http.CanonicalHeaderKey(key)] = values
+		}
+	}
+	return h
 }
 
 // secondsHint reads a JSON number of seconds (Hugging Face's
