@@ -106,6 +106,8 @@ var bodyRules = []bodyRule{
 			"continuedev/continue#12781", "google-gemini/deprecated-generative-ai-python#10", "google-gemini/gemini-cli#19501",
 			"ChatGPTNextWeb/NextChat#4175", "anthropics/claude-code#60648", "songquanpeng/one-api#271", "home-assistant/core#120072", "google-gemini/gemini-cli#1614"},
 	},
+	// A 402's own text ("Payment Required", which gateways put in the
+	// message) is the status's, not the body's: no word of this row.
 	{
 		description: `says the account is out of credit, quota or budget (message "You exceeded your current quota…", "Your credit balance is too low…", "Budget has been exceeded!", …)`,
 		class:       ClassAuth,
