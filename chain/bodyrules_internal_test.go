@@ -1,8 +1,12 @@
 package chain
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,13 +21,19 @@ func TestBodyRulesEveryRowHolds(t *testing.T) {
 		body   string
 		class  Class
 	}{
-		{429, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`, ClassAuth},
+		{403, openRouterFlagged, ClassRequest},
+		{402, `{"error":{"message":"This request requires more credits, or fewer max_tokens. You requested up to 32000 tokens, but can only afford 27342.","code":402}}`, ClassRequest},
 		{500, `{"error":{"message":"This model's maximum context length is 16384 tokens."}}`, ClassRequest},
+		{429, tooLargeForTPM, ClassRequest},
+		{404, `{"error":{"message":"No endpoints found that support tool use. To learn more about provider routing, visit: https://openrouter.ai/docs/provider-routing","code":404}}`, ClassRequest},
+		{400, googleKeyInvalid, ClassAuth},
+		{429, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`, ClassAuth},
+		{404, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-x"}}`, ClassServer},
+		{404, `{"error":{"message":"No endpoints found for deepseek/deepseek-chat-v3.1:free.","code":404}}`, ClassServer},
 		{200, `{"error":{"message":"slow down","code":429}}`, ClassRateLimit},
 		{200, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`, ClassRateLimit},
-		{200, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, ClassServer},
+		{200, `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`, ClassServer},
 		{200, `{"error":{"message":"too slow","status":"DEADLINE_EXCEEDED"}}`, ClassTimeout},
-		{200, `{"error":{"message":"no such model","type":"invalid_request_error","code":"model_not_found"}}`, ClassAuth},
 		{200, `{"type":"error","error":{"type":"invalid_request_error","message":"messages: field required"}}`, ClassRequest},
 		{200, `{"error":"upstream exploded"}`, ClassServer},
 	}
@@ -39,6 +49,22 @@ func TestBodyRulesEveryRowHolds(t *testing.T) {
 		}
 		if got := classifyBody(s.status, u); got != s.class {
 			t.Errorf("row %d: class %s, want %s", i, got, s.class)
+		}
+	}
+}
+
+// TestEveryBodyRuleHasASource: each row says where its words come from,
+// as a GitHub reference ("owner/repo#N") or an https URL, so that a reader
+// can check a row against the body it was written from.
+func TestEveryBodyRuleHasASource(t *testing.T) {
+	for _, r := range bodyRules {
+		if len(r.sources) == 0 {
+			t.Errorf("row %q has no source", r.description)
+		}
+		for _, src := range r.sources {
+			if !githubRef.MatchString(src) && !strings.HasPrefix(src, "https://") {
+				t.Errorf("row %q: source %q is neither owner/repo#N nor an https URL", r.description, src)
+			}
 		}
 	}
 }
@@ -84,47 +110,91 @@ func TestDecodeErrorBodyShapes(t *testing.T) {
 		{"plain text", " overloaded \n", upstreamError{raw: "overloaded"}},
 		{"html", "\n<!DOCTYPE html><HTML><HEAD><TITLE attr=1>A &lt;b&gt;\n c</TITLE>", upstreamError{html: true, title: "A <b> c"}},
 		{"xml", `<?xml version="1.0"?><Error><Code>AccessDenied</Code></Error>`, upstreamError{html: true}},
+		// Google's ErrorInfo reason says what the status does not
+		// (cequence-io/openai-scala-client#109), also its older errors[].reason.
+		{"google ErrorInfo reason", googleKeyInvalid,
+			upstreamError{found: true, message: "API key not valid. Please pass a valid API key.", names: []string{"INVALID_ARGUMENT", "API_KEY_INVALID"}, code: 400}},
+		{"google errors reason", `{"error":{"code":429,"message":"m","errors":[{"message":"m","domain":"global","reason":"rateLimitExceeded"}],"status":"RESOURCE_EXHAUSTED"}}`,
+			upstreamError{found: true, message: "m", names: []string{"RESOURCE_EXHAUSTED", "rateLimitExceeded"}, code: 429}},
+		// Azure OpenAI's content filter (openai/openai-python#331).
+		{"azure innererror", `{"error":{"message":"filtered","type":null,"param":"prompt","code":"content_filter","status":400,"innererror":{"code":"ResponsibleAIPolicyViolation","content_filter_result":{}}}}`,
+			upstreamError{found: true, message: "filtered", names: []string{"content_filter", "ResponsibleAIPolicyViolation"}, code: 400}},
+		// OpenRouter's metadata (https://openrouter.ai/docs/api-reference/errors).
+		{"openrouter moderation", openRouterFlagged,
+			upstreamError{found: true, message: `openai/gpt-4o requires moderation on OpenAI. Your input was flagged for "self-harm".`, code: 403, flagged: true}},
+		{"openrouter flagged_input alone", `{"error":{"code":403,"message":"m","metadata":{"reasons":[],"flagged_input":"x"}}}`,
+			upstreamError{found: true, message: "m", code: 403, flagged: true}},
+		{"openrouter relayed JSON", `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"error\":{\"code\":\"400\",\"message\":\"Param Incorrect\",\"type\":\"invalid_request_error\"}}","provider_name":"Xiaomi"}}}`,
+			upstreamError{found: true, message: "Provider returned error", names: []string{"invalid_request_error"}, code: 400, detail: "Param Incorrect"}},
+		{"openrouter relayed Google 429", `{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"{\"error\":{\"code\":429,\"message\":\"q\",\"status\":\"RESOURCE_EXHAUSTED\",\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":\"7s\"}]}}"}}}`,
+			upstreamError{found: true, message: "Provider returned error", names: []string{"RESOURCE_EXHAUSTED"}, code: 429, detail: "q", retryDelay: 7 * time.Second}},
+		{"openrouter relayed message only", `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"message\":\"tool_choice is not supported for this model.\"}"}}}`,
+			upstreamError{found: true, message: "Provider returned error", code: 400, detail: "tool_choice is not supported for this model."}},
+		{"openrouter relayed text", `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"ERROR","provider_name":"Stealth"}}}`,
+			upstreamError{found: true, message: "Provider returned error", code: 400, detail: "ERROR"}},
+		{"openrouter headers", openRouterDailyLimit,
+			upstreamError{found: true, message: "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day", code: 429,
+				hintHeader: http.Header{"X-Ratelimit-Limit": {"50"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1741305600000"}}}},
+		// Hugging Face's model loading (huggingface/unity-api#18), alone or
+		// in an array (BerriAI/litellm#1242).
+		{"hugging face loading", `{"error":"Model m is currently loading","estimated_time":20.0}`,
+			upstreamError{found: true, message: "Model m is currently loading", loadWait: 20 * time.Second}},
+		{"hugging face loading in an array", `[{"error":"Model m is currently loading","estimated_time":300.5}]`,
+			upstreamError{found: true, message: "Model m is currently loading", loadWait: 300500 * time.Millisecond}},
+		{"estimated_time that is no wait", `{"error":"loading","estimated_time":-3}`, upstreamError{found: true, message: "loading"}},
 	}
 	for _, tt := range tests {
-		got := decodeErrorBody([]byte(tt.body))
-		if got.found != tt.want.found || got.message != tt.want.message || strings.Join(got.names, ",") != strings.Join(tt.want.names, ",") ||
-			got.code != tt.want.code || got.retryDelay != tt.want.retryDelay || got.html != tt.want.html || got.title != tt.want.title || got.raw != tt.want.raw {
+		if got := decodeErrorBody([]byte(tt.body)); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
 }
 
-// TestWaitHintIsTheLongest: every hint is read and the longest wins.
-func TestWaitHintIsTheLongest(t *testing.T) {
-	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	google := decodeErrorBody([]byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"}]}}`))
-	openAI := func(msg string) upstreamError { return upstreamError{found: true, message: msg} }
-	tests := []struct {
-		name   string
-		header http.Header
-		body   upstreamError
-		want   time.Duration
-	}{
-		{"none", nil, upstreamError{}, 0},
-		{"decimal Retry-After rounds up", http.Header{"Retry-After": {"2.5"}}, upstreamError{}, 3 * time.Second},
-		{"retry-after-ms", http.Header{"Retry-After-Ms": {"3000"}}, upstreamError{}, 3 * time.Second},
-		{"retry-after-ms with a fraction", http.Header{"Retry-After-Ms": {"1.5"}}, upstreamError{}, 1500 * time.Microsecond},
-		{"ms longer than seconds", http.Header{"Retry-After": {"2"}, "Retry-After-Ms": {"3500"}}, upstreamError{}, 3500 * time.Millisecond},
-		{"seconds longer than ms", http.Header{"Retry-After": {"2"}, "Retry-After-Ms": {"1500"}}, upstreamError{}, 2 * time.Second},
-		{"body retry delay", http.Header{"Retry-After": {"5"}}, google, 30 * time.Second},
-		{"message seconds", nil, openAI("Rate limit reached. Please try again in 6.5s. Visit ..."), 6500 * time.Millisecond},
-		{"message milliseconds", nil, openAI("Please try again in 20ms."), 20 * time.Millisecond},
-		{"message minutes", nil, openAI("Please try again in 1m30s."), 90 * time.Second},
-		{"message beyond a duration", nil, openAI("Please try again in 999999999999h."), maxHint},
-		{"negative header", http.Header{"Retry-After": {"-5"}, "Retry-After-Ms": {"-5"}}, upstreamError{}, 0},
-		{"NaN and Inf", http.Header{"Retry-After": {"NaN"}, "Retry-After-Ms": {"Inf"}}, upstreamError{}, 0},
-		{"huge ms", http.Header{"Retry-After-Ms": {"99999999999999999999999"}}, upstreamError{}, maxHint},
-		{"huge seconds", http.Header{"Retry-After": {"99999999999999999999999.9"}}, upstreamError{}, maxHint},
+// Real bodies the decoder and the table are tried against.
+const (
+	// tooLargeForTPM is OpenAI's 429 for a request larger than the whole
+	// tokens-per-minute limit (vanderschaarlab/climb#1): no wait helps.
+	tooLargeForTPM = `{"error":{"message":"Request too large for gpt-4o in organization org-V on tokens per min (TPM): Limit 30000, Requested 30601. ` +
+		`The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.",` +
+		`"type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
+	// googleKeyInvalid is Gemini's answer to a bad key, as its
+	// OpenAI-compatible endpoint sends it, in an array
+	// (cequence-io/openai-scala-client#109).
+	googleKeyInvalid = `[{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT",` +
+		`"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com",` +
+		`"metadata":{"service":"generativelanguage.googleapis.com"}}]}}]`
+	// openRouterFlagged is OpenRouter's 403 for one flagged prompt
+	// (https://openrouter.ai/docs/api-reference/errors, enricoros/big-AGI#352).
+	openRouterFlagged = `{"error":{"code":403,"message":"openai/gpt-4o requires moderation on OpenAI. Your input was flagged for \"self-harm\".",` +
+		`"metadata":{"reasons":["self-harm"]}}}`
+	// openRouterDailyLimit is OpenRouter's 429 for a spent daily free
+	// quota, its rate-limit headers in the body (Gitlawb/openclaude#936).
+	openRouterDailyLimit = `{"error":{"message":"Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day",` +
+		`"code":429,"metadata":{"headers":{"X-RateLimit-Limit":"50","X-RateLimit-Remaining":"0","X-RateLimit-Reset":"1741305600000"}}}}`
+)
+
+// TestDecodeErrorBodyBounds: what the decoder keeps of a hostile body is
+// bounded: names, relayed headers, and how deep relayed errors are read.
+func TestDecodeErrorBodyBounds(t *testing.T) {
+	var details, headers []string
+	for i := range 100 {
+		details = append(details, fmt.Sprintf(`{"@type":"google.rpc.ErrorInfo","reason":"R%d"}`, i))
+		headers = append(headers, fmt.Sprintf(`"H%d":"v"`, i))
 	}
-	for _, tt := range tests {
-		if got := waitHint(tt.header, tt.body, now); got != tt.want {
-			t.Errorf("%s: waitHint = %v, want %v", tt.name, got, tt.want)
-		}
+	u := decodeErrorBody([]byte(`{"error":{"message":"m","details":[` + strings.Join(details, ",") + `],"metadata":{"headers":{` + strings.Join(headers, ",") + `}}}}`))
+	if len(u.names) != maxNames || len(u.hintHeader) != maxBodyHeaders {
+		t.Errorf("%d names, %d headers; want %d, %d", len(u.names), len(u.hintHeader), maxNames, maxBodyHeaders)
+	}
+	// Each level relays the next as a JSON string; below maxRelayDepth the
+	// text is kept as it is, unread.
+	doc := `{"error":{"message":"bottom","type":"deepest"}}`
+	for i := range maxRelayDepth + 1 {
+		raw, _ := json.Marshal(doc)
+		doc = fmt.Sprintf(`{"error":{"message":"level %d","type":"t%d","metadata":{"raw":%s}}}`, i, i, raw)
+	}
+	u = decodeErrorBody([]byte(doc))
+	if slices.Contains(u.names, "deepest") || len(u.names) != maxRelayDepth+1 {
+		t.Errorf("names %v: want the top %d levels' only", u.names, maxRelayDepth+1)
 	}
 }
 
@@ -154,6 +224,11 @@ func FuzzErrorBody(f *testing.F) {
 		`{"error":{"details":[{"@type":"google.rpc.RetryInfo","retryDelay":"99999999999999999999s"}]}}`,
 		`{"error":{"message":"Please try again in 1m30.5s"}}`, `{"object":"error","message":"m","code":"400"}`,
 		"<!DOCTYPE html><title>example.com | 520</title>", "<html><title>unterminated", "", "null", "[]", "[null]",
+		googleKeyInvalid, openRouterFlagged, openRouterDailyLimit,
+		`{"error":"Model m is currently loading","estimated_time":1e400}`, `[{"error":"loading","estimated_time":-0.0}]`,
+		`{"error":{"message":"filtered","code":"content_filter","innererror":{"code":"ResponsibleAIPolicyViolation"}}}`,
+		`{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"error\":{\"message\":\"prompt is too long\",\"metadata\":{\"raw\":\"[{\\\"error\\\":\\\"deep\\\"}]\"}}}"}}}`,
+		`{"error":{"message":"m","metadata":{"raw":{"message":"object, not string"},"headers":{"X-RateLimit-Reset":"99999999999999999999"},"reasons":null}}}`,
 	} {
 		f.Add(200, []byte(seed))
 		f.Add(500, []byte(seed))
@@ -178,36 +253,6 @@ func FuzzErrorBody(f *testing.F) {
 		}
 		if utf8.Valid(body) && !utf8.ValidString(msg) {
 			t.Fatalf("error text %q is not valid UTF-8", msg)
-		}
-	})
-}
-
-// FuzzWaitHint feeds the hint readers whatever headers and messages a
-// provider might send: the wait is never negative, never beyond maxHint,
-// and never shorter than any one hint.
-func FuzzWaitHint(f *testing.F) {
-	for _, seed := range [][3]string{
-		{"2.5", "3000", "Please try again in 6.5s"}, {"", "", ""}, {"-1", "-1", "try again in -1s"},
-		{"NaN", "Inf", "try again in 1e9s"}, {"99999999999999999999", "99999999999999999999.9", "try again in 99999999999h"},
-		{"Mon, 02 Jan 2006 15:04:05 GMT", "0.0001", "try again in 1h2m3.5s4ms"},
-	} {
-		f.Add(seed[0], seed[1], seed[2])
-	}
-	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, retryAfter, retryAfterMs, msg string) {
-		h := http.Header{"Retry-After": {retryAfter}, "Retry-After-Ms": {retryAfterMs}}
-		d := waitHint(h, upstreamError{message: msg}, now)
-		if d < 0 || d > maxHint {
-			t.Fatalf("waitHint(%q, %q, %q) = %v, out of bounds", retryAfter, retryAfterMs, msg, d)
-		}
-		if ra, ok := ParseRetryAfter(retryAfter, now); ok && d < ra {
-			t.Fatalf("waitHint %v shorter than Retry-After %v", d, ra)
-		}
-		if ms, ok := parseDecimal(strings.TrimSpace(retryAfterMs), time.Millisecond); ok && (d < ms || ms < 0) {
-			t.Fatalf("waitHint %v shorter than retry-after-ms %v", d, ms)
-		}
-		if md := messageDelay(msg); d < md || md < 0 {
-			t.Fatalf("waitHint %v shorter than the message's %v", d, md)
 		}
 	})
 }

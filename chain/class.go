@@ -81,16 +81,24 @@ func (c Class) Counts() bool {
 	return false
 }
 
-// Classify maps a non-2xx HTTP status to its failure class.
+// Classify maps a non-2xx HTTP status to its failure class, before the
+// error body is read (docs/failures.md). Only 401 says by itself that the
+// credential is refused. A 402, 403 or 404 says too little to cool the
+// provider at once: providers send them for a flagged prompt (OpenRouter's
+// 403), a request the credit left cannot pay (OpenRouter's 402), a model
+// briefly without an endpoint (OpenRouter's 404) as well as for a dead
+// account; without a body that says which, they are counted like a server
+// failure.
 func Classify(status int) Class {
 	switch {
 	case status == http.StatusRequestTimeout:
 		return ClassTimeout
 	case status == http.StatusTooManyRequests:
 		return ClassRateLimit
-	case status == http.StatusUnauthorized, status == http.StatusPaymentRequired,
-		status == http.StatusForbidden, status == http.StatusNotFound:
+	case status == http.StatusUnauthorized:
 		return ClassAuth
+	case status == http.StatusPaymentRequired, status == http.StatusForbidden, status == http.StatusNotFound:
+		return ClassServer
 	case status >= 400 && status < 500:
 		return ClassRequest
 	default:

@@ -25,9 +25,11 @@ func TestClassifyStatusFollowsDesignTable(t *testing.T) {
 		{422, chain.ClassRequest, false, false},
 		// auth: not retried, but counted: it opens auth_cooldown at once.
 		{401, chain.ClassAuth, false, true},
-		{402, chain.ClassAuth, false, true},
-		{403, chain.ClassAuth, false, true},
-		{404, chain.ClassAuth, false, true},
+		// A bare 402, 403 or 404 says too little to cool at once: it is
+		// retried and counted like a server failure (its body may say more).
+		{402, chain.ClassServer, true, true},
+		{403, chain.ClassServer, true, true},
+		{404, chain.ClassServer, true, true},
 		{408, chain.ClassTimeout, true, true},
 		{429, chain.ClassRateLimit, true, true},
 		{500, chain.ClassServer, true, true},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"html"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -14,18 +15,34 @@ import (
 // {"type":"error","error":{"type","message"}}, a gateway's {"error":"text"}
 // or {"error":{"message","code":429}}, Google's {"error":{"code","message",
 // "status","details"}}, vLLM's top-level {"object":"error",...}, or an array
-// of any of these. An HTML page keeps only its title.
+// of any of these; what a gateway adds beside them is read too (see
+// errormeta.go). An HTML page keeps only its title.
 type upstreamError struct {
 	// found is set when the body holds an error object or an error string.
 	found   bool
 	message string
-	// names are the type, code and status fields that are words
-	// ("insufficient_quota", "RESOURCE_EXHAUSTED"), as sent.
+	// names are the words the body classes itself by, as sent: its type,
+	// code and status fields ("insufficient_quota", "RESOURCE_EXHAUSTED"),
+	// Google's ErrorInfo and errors[] reasons ("API_KEY_INVALID"), Azure's
+	// innererror code, OpenRouter's metadata.error_type, and those of an
+	// upstream error the body relays; at most maxNames.
 	names []string
 	// code is a numeric code or status field (429, "503"), 0 if none.
 	code int
 	// retryDelay is Google's RetryInfo retryDelay, 0 if none.
 	retryDelay time.Duration
+	// loadWait is Hugging Face's estimated_time for a model still loading,
+	// 0 if none.
+	loadWait time.Duration
+	// flagged is set when the body lists the moderation categories the
+	// input was flagged for (OpenRouter's metadata.reasons).
+	flagged bool
+	// detail is the message of the upstream error a gateway relays
+	// (OpenRouter's metadata.raw), or its text when it is no JSON.
+	detail string
+	// hintHeader holds the rate-limit headers a gateway relays in the body
+	// (OpenRouter's metadata.headers), at most maxBodyHeaders; nil if none.
+	hintHeader http.Header
 	// html is set for an HTML (or other markup) page; title is its <title>.
 	html  bool
 	title string
@@ -63,6 +80,12 @@ func decodeErrorBody(body []byte) upstreamError {
 
 // decodeErrorObject reads one JSON document that may carry an error.
 func decodeErrorObject(b []byte) upstreamError {
+	return decodeObject(b, maxRelayDepth)
+}
+
+// decodeObject is decodeErrorObject reading relayed errors (metadata.raw)
+// at most depth levels down.
+func decodeObject(b []byte, depth int) upstreamError {
 	var doc map[string]json.RawMessage
 	if json.Unmarshal(b, &doc) != nil {
 		return upstreamError{}
@@ -75,21 +98,23 @@ func decodeErrorObject(b []byte) upstreamError {
 		return upstreamError{}
 	}
 	if s := jsonString(inner); s != "" {
-		return upstreamError{found: true, message: s}
+		return upstreamError{found: true, message: s, loadWait: secondsHint(doc["estimated_time"])}
 	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(inner, &fields) != nil || len(fields) == 0 {
 		return upstreamError{} // "error": null or {} beside an answer says nothing went wrong
 	}
-	u := upstreamError{found: true, message: jsonString(fields["message"])}
+	u := upstreamError{found: true, message: jsonString(fields["message"]), loadWait: secondsHint(doc["estimated_time"])}
 	for _, key := range []string{"type", "code", "status"} {
 		if name, code := nameOrCode(fields[key]); name != "" {
-			u.names = append(u.names, name)
+			u.addName(name)
 		} else if code != 0 && u.code == 0 {
 			u.code = code
 		}
 	}
-	u.retryDelay = retryInfoDelay(fields["details"])
+	u.readDetails(fields["details"])
+	u.readReasons(fields)
+	u.readMetadata(fields["metadata"], depth)
 	return u
 }
 
@@ -111,23 +136,6 @@ func nameOrCode(raw json.RawMessage) (name string, code int) {
 		return "", 0
 	}
 	return s, 0
-}
-
-// retryInfoDelay reads google.rpc.RetryInfo's retryDelay ("30s", "1.5s")
-// out of a Google error's details, 0 if there is none.
-func retryInfoDelay(raw json.RawMessage) time.Duration {
-	var details []map[string]json.RawMessage
-	if json.Unmarshal(raw, &details) != nil {
-		return 0
-	}
-	for _, d := range details {
-		if strings.HasSuffix(jsonString(d["@type"]), "google.rpc.RetryInfo") {
-			if delay, ok := parseProtoDuration(jsonString(d["retryDelay"])); ok {
-				return delay
-			}
-		}
-	}
-	return 0
 }
 
 // jsonString is raw's value when it is a JSON string, else "".
@@ -183,8 +191,12 @@ func (u upstreamError) text() string {
 		return u.title
 	case u.html:
 		return "HTML error page"
+	case u.message != "" && u.detail != "":
+		return u.message + ": " + u.detail
 	case u.message != "":
 		return u.message
+	case u.detail != "":
+		return u.detail
 	case u.found && len(u.names) > 0:
 		return strings.Join(u.names, ", ")
 	case u.found && u.code != 0:

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
@@ -103,7 +104,7 @@ func TestErrorBodyClassTable(t *testing.T) {
 		{name: "200 flavour overloaded", script: reply(providertest.Reply{ErrorStatus: 529}), class: chain.ClassServer, status: 200},
 		{name: "200 gateway timeout name", script: reply(providertest.Reply{ErrorStatus: 200, ErrorShape: providertest.ShapeGateway, ErrorCode: "DEADLINE_EXCEEDED"}),
 			class: chain.ClassTimeout, status: 200},
-		{name: "200 flavour not found", script: reply(providertest.Reply{ErrorStatus: 404}), class: chain.ClassAuth, status: 200},
+		{name: "200 flavour not found is counted", script: reply(providertest.Reply{ErrorStatus: 404}), class: chain.ClassServer, status: 200},
 		{name: "200 flavour invalid request", script: reply(providertest.Reply{ErrorStatus: 400}), class: chain.ClassRequest, status: 200},
 		{name: "200 anthropic request_too_large", flavors: anthropicOnly, script: reply(providertest.Reply{ErrorStatus: 413}),
 			class: chain.ClassRequest, status: 200},
@@ -111,9 +112,22 @@ func TestErrorBodyClassTable(t *testing.T) {
 			class: chain.ClassServer, status: 200, keep: []string{"something_odd", "odd"}},
 		{name: "200 string error", script: reply(providertest.Reply{ErrorStatus: 500, ErrorShape: providertest.ShapeString, ErrorMessage: "upstream exploded"}),
 			class: chain.ClassServer, status: 200, keep: []string{"upstream exploded"}},
+		// Gateways' bodies decide whatever the status.
+		{name: "openrouter flagged input is the request's", script: providertest.Moderated("hello", "self-harm", nil),
+			class: chain.ClassRequest, status: 403, keep: []string{"Your input was flagged"}},
+		{name: "gemini invalid key is auth", script: providertest.KeyInvalid(), class: chain.ClassAuth, status: 400, keep: []string{"API key not valid"}},
+		{name: "openrouter no endpoints is counted", script: providertest.NoEndpoints(), class: chain.ClassServer, status: 404, keep: []string{"No endpoints found for m"}},
+		{name: "hugging face loading is counted", script: providertest.ModelLoading(20), class: chain.ClassServer, status: 503, keep: []string{"is currently loading"}},
+		{name: "overloaded with a 400 is counted", script: reply(providertest.Reply{Status: 400, ErrorShape: providertest.ShapeString, ErrorMessage: "our servers are currently overloaded. Please try again later"}),
+			class: chain.ClassServer, status: 400},
+		{name: "bare 403 text is counted", script: reply(providertest.Reply{Status: 403, ErrorShape: providertest.ShapeString, ErrorMessage: "Forbidden"}),
+			class: chain.ClassServer, status: 403},
+		{name: "openrouter daily limit stays a rate limit", script: providertest.DailyLimit(time.Now().Add(time.Hour)), class: chain.ClassRateLimit, status: 429},
 		// For any other non-2xx status, the status's class stands.
 		{name: "429 stays rate_limit", script: providertest.Status(429), class: chain.ClassRateLimit, status: 429},
-		{name: "404 stays auth", script: providertest.Status(404), class: chain.ClassAuth, status: 404},
+		{name: "bare 404 is counted like a server failure", script: providertest.Status(404), class: chain.ClassServer, status: 404},
+		{name: "bare 403 is counted like a server failure", script: providertest.Status(403), class: chain.ClassServer, status: 403},
+		{name: "bare 402 is counted like a server failure", script: providertest.Status(402), class: chain.ClassServer, status: 402},
 		{name: "400 typed server_error stays request", script: reply(providertest.Reply{Status: 400, ErrorType: "server_error"}), class: chain.ClassRequest, status: 400},
 		// HTML pages: the status and the title, never the page.
 		{name: "cloudflare 520", script: providertest.HTMLError(520, "example.com | 520: Web server is returning an unknown error"),
@@ -143,7 +157,7 @@ func TestErrorBodyClassTable(t *testing.T) {
 		// The key is redacted in every new text.
 		{name: "key in a 200 error", script: reply(providertest.Reply{ErrorStatus: 401, ErrorShape: providertest.ShapeGateway, ErrorMessage: "bad key " + testKey}),
 			class: chain.ClassAuth, status: 200, keep: []string{"[redacted]"}},
-		{name: "key in an html title", script: providertest.HTMLError(403, "denied for "+testKey), class: chain.ClassAuth, status: 403, keep: []string{"[redacted]"}},
+		{name: "key in an html title", script: providertest.HTMLError(403, "denied for "+testKey), class: chain.ClassServer, status: 403, keep: []string{"[redacted]"}},
 	}
 	for _, tc := range cases {
 		flavors := tc.flavors

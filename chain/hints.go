@@ -1,6 +1,9 @@
 package chain
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"regexp"
@@ -17,17 +20,55 @@ const maxHint = time.Duration(math.MaxInt64/int64(time.Second)) * time.Second
 // waitHint is the longest wait the provider asked for, by any of the hints
 // it may send: Retry-After (RFC 9110 §10.2.3, decimals rounded up to whole
 // seconds), retry-after-ms (milliseconds, sent by OpenAI and Azure OpenAI),
-// Google's RetryInfo retryDelay in the error body, and OpenAI's "Please try
-// again in 6.5s" in the message. Zero when there is none.
+// the reset of every rate-limit window that the response reports spent
+// (windowWait), Google's RetryInfo retryDelay and Hugging Face's
+// estimated_time in the error body, and a wait the message names ("Please
+// try again in 6.5s", "Please retry after 9 seconds"), its own or a relayed
+// upstream error's. Headers a gateway relays in the body (OpenRouter's
+// error.metadata.headers) count as the response's own where it has none
+// of that name. Zero when there is none.
 func waitHint(header http.Header, u upstreamError, now time.Time) time.Duration {
+	h := withRelayedHeaders(header, u.hintHeader)
 	var d time.Duration
-	if ra, ok := ParseRetryAfter(header.Get("Retry-After"), now); ok {
+	if ra, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
 		d = ra
 	}
-	if ms, ok := parseDecimal(strings.TrimSpace(header.Get("Retry-After-Ms")), time.Millisecond); ok {
+	if ms, ok := parseDecimal(strings.TrimSpace(h.Get("Retry-After-Ms")), time.Millisecond); ok {
 		d = max(d, ms)
 	}
-	return max(d, u.retryDelay, messageDelay(u.message))
+	return max(d, windowWait(h, now), u.retryDelay, u.loadWait, messageDelay(u.message), messageDelay(u.detail))
+}
+
+// withRelayedHeaders is header with relayed added where header has no
+// value of that name; header itself when there is nothing to add.
+func withRelayedHeaders(header, relayed http.Header) http.Header {
+	if len(relayed) == 0 {
+		return header
+	}
+	h := header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	for key, values := range relayed {
+		if h.Get(key) == "" {
+			h[http.CanonicalHeaderKey(key)] = values
+		}
+	}
+	return h
+}
+
+// secondsHint reads a JSON number of seconds (Hugging Face's
+// estimated_time: 20.0, 300.8891906738281), rounded up to the nanosecond;
+// 0 for anything else, a negative number, NaN included; maxHint at most.
+func secondsHint(raw json.RawMessage) time.Duration {
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange), !(f > 0):
+		return 0
+	case f >= maxHint.Seconds():
+		return maxHint
+	}
+	return time.Duration(math.Ceil(f * float64(time.Second)))
 }
 
 // parseDecimal reads "digits" or "digits.digits" as a count of unit,
@@ -79,15 +120,39 @@ func parseProtoDuration(s string) (time.Duration, bool) {
 // as reliably as a header.
 var tryAgainIn = regexp.MustCompile(`(?i)try again in ((?:\d{1,12}(?:\.\d{1,9})?(?:ms|h|m|s))+)`)
 
-// messageDelay is the wait a provider's message names, 0 if none.
+// waitInWords finds a wait spelt in words: "Try again in 60 seconds" (LiteLLM's
+// router, BerriAI/litellm#3933; Azure's, Azure-Samples/azure-search-openai-demo#177)
+// and Azure OpenAI's "Please retry after 9 seconds"
+// (microsoft/sample-app-aoai-chatGPT#406, pollinations/pollinations#6260).
+var waitInWords = regexp.MustCompile(`(?i)(?:try again in|retry after) (\d{1,12}(?:\.\d{1,9})?) ?(milliseconds?|seconds?|minutes?|hours?)\b`)
+
+// messageDelay is the longest wait a provider's message names, 0 if none.
 func messageDelay(msg string) time.Duration {
-	m := tryAgainIn.FindStringSubmatch(msg)
-	if m == nil {
-		return 0
+	var d time.Duration
+	if m := tryAgainIn.FindStringSubmatch(msg); m != nil {
+		parsed, err := time.ParseDuration(strings.ToLower(m[1]))
+		if err != nil {
+			parsed = maxHint // well formed but beyond a Duration
+		}
+		d = min(parsed, maxHint)
 	}
-	d, err := time.ParseDuration(strings.ToLower(m[1]))
-	if err != nil {
-		return maxHint // well formed but beyond a Duration
+	if m := waitInWords.FindStringSubmatch(msg); m != nil {
+		if words, ok := parseDecimal(m[1], wordUnit(m[2])); ok {
+			d = max(d, words)
+		}
 	}
-	return min(d, maxHint)
+	return d
+}
+
+// wordUnit is the unit waitInWords found.
+func wordUnit(word string) time.Duration {
+	switch word = strings.ToLower(word); {
+	case strings.HasPrefix(word, "milli"):
+		return time.Millisecond
+	case strings.HasPrefix(word, "sec"):
+		return time.Second
+	case strings.HasPrefix(word, "min"):
+		return time.Minute
+	}
+	return time.Hour
 }

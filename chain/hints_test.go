@@ -27,6 +27,13 @@ func TestEveryWaitHintIsRead(t *testing.T) {
 		{"openai message", openAIOnly, reply(providertest.Reply{Status: 429, ErrorMessage: openAITPMMessage}), 2 * time.Second},
 		{"error in a 200 with retry-after-ms", nil, providertest.WithHeader("retry-after-ms", "1500", providertest.ErrorIn200(429)), 1500 * time.Millisecond},
 		{"negative and unreadable hints are none", nil, providertest.WithHeader("Retry-After", "-3", providertest.WithHeader("retry-after-ms", "NaN", limited)), 0},
+		// A spent window's reset, and only a spent one's.
+		{"openai spent requests window", nil, spentWindow("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6m0s"), 6 * time.Minute},
+		{"openai window with room", nil, spentWindow("x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "6m0s"), 0},
+		{"cerebras daily window", nil, spentWindow("x-ratelimit-remaining-requests-day", "0", "x-ratelimit-reset-requests-day", "33011.5"), 33011500 * time.Millisecond},
+		{"ietf RateLimit field", nil, providertest.WithHeader("RateLimit", `"default";r=0;t=45`, limited), 45 * time.Second},
+		{"hugging face estimated_time", nil, providertest.ModelLoading(20), 20 * time.Second},
+		{"a wait in words", nil, reply(providertest.Reply{Status: 429, ErrorShape: providertest.ShapeString, ErrorMessage: "Rate limit is exceeded. Try again in 30 seconds."}), 30 * time.Second},
 	}
 	for _, tc := range cases {
 		flavors := tc.flavors
@@ -62,5 +69,32 @@ func TestRetryWaitsForRetryAfterMs(t *testing.T) {
 	}
 	if gap := got[1].At.Sub(got[0].At); gap < 300*time.Millisecond {
 		t.Errorf("retried after %v, want at least 300ms", gap)
+	}
+}
+
+// spentWindow is a 429 carrying one rate-limit window's remaining count
+// and reset.
+func spentWindow(remainingKey, remaining, resetKey, reset string) providertest.Script {
+	return providertest.WithHeader(remainingKey, remaining, providertest.WithHeader(resetKey, reset, providertest.Status(429)))
+}
+
+// TestResetsAtATimeAreRead: the resets written as a time, Anthropic's RFC
+// 3339 header and OpenRouter's epoch milliseconds in the body, give the
+// wait from the answer to that time.
+func TestResetsAtATimeAreRead(t *testing.T) {
+	reset := time.Now().Add(2 * time.Minute).Truncate(time.Second)
+	cases := map[string]providertest.Script{
+		"anthropic tokens window": spentWindow("anthropic-ratelimit-tokens-remaining", "0", "anthropic-ratelimit-tokens-reset", reset.UTC().Format(time.RFC3339)),
+		"openrouter daily limit":  providertest.DailyLimit(reset),
+	}
+	for name, script := range cases {
+		for _, f := range bothFlavors {
+			before := time.Now()
+			_, err := callFlavor(t, f, script)
+			ce := wantCallError(t, err)
+			if ce.RetryAfter > reset.Sub(before) || ce.RetryAfter < reset.Sub(time.Now()) {
+				t.Errorf("%s/%s: RetryAfter %v, want the time left until %v", f, name, ce.RetryAfter, reset)
+			}
+		}
 	}
 }

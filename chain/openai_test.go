@@ -164,8 +164,8 @@ func TestOpenAIStringErrorBodyKeepsStatusAndMessage(t *testing.T) {
 func TestOpenAIOpenAIShapedErrorKeepsMessage(t *testing.T) {
 	_, err := callOnce(t, providertest.Reply{Status: http.StatusNotFound, ErrorMessage: "The model gpt-test does not exist"})
 	ce := wantCallError(t, err)
-	if ce.Class != chain.ClassAuth || ce.StatusCode != http.StatusNotFound {
-		t.Errorf("class %v, status %d; want auth, 404", ce.Class, ce.StatusCode)
+	if ce.Class != chain.ClassServer || ce.StatusCode != http.StatusNotFound {
+		t.Errorf("class %v, status %d; want server (a bare 404 is counted), 404", ce.Class, ce.StatusCode)
 	}
 	if !strings.Contains(ce.Error(), "The model gpt-test does not exist") {
 		t.Errorf("error %q lost the provider's message", ce.Error())

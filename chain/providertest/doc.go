@@ -11,8 +11,9 @@
 // and the leaves (OK, Answer, Status, RateLimited, Hang, Empty, Truncated,
 // Malformed, JSON, Slow, OutOfCredit, ContextOverflow, ErrorIn200,
 // ErrorArray, ResourceExhausted, HTMLError, ContentFiltered, Refusal,
-// DiedMidAnswer) say
-// what the answer is. Every failure the chain classifies can be produced:
+// DiedMidAnswer, and the gateways' Moderated, KeyInvalid, NoEndpoints,
+// ModelLoading, DailyLimit) say what the answer is. Every failure the chain
+// classifies can be produced:
 // 5xx and 529, 429 with Retry-After in seconds, decimals or as an HTTP-date
 // or with retry-after-ms, 4xx, a hang until the client's timeout, 2xx
 // answers that are empty, truncated, filtered, refused, ended by an error

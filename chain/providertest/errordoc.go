@@ -15,14 +15,17 @@ const (
 	// {"error":{"message","type","param","code"}} or Anthropic's
 	// {"type":"error","error":{"type","message"}}.
 	ShapeFlavor ErrorShape = iota
-	// ShapeString is {"error":"message"}, as some OpenAI-compatible servers send.
+	// ShapeString is {"error":"message"}, as some OpenAI-compatible servers
+	// send, with Hugging Face's estimated_time beside it when
+	// Reply.EstimatedTime is set.
 	ShapeString
 	// ShapeGateway is {"error":{"message":...,"code":429}}: the code is
-	// Reply.ErrorCode, or the status as a number (and "type" is added when
-	// Reply.ErrorType is set).
+	// Reply.ErrorCode, or the status as a number ("type" is added when
+	// Reply.ErrorType is set, "metadata" when Reply.ErrorMetadata is).
 	ShapeGateway
 	// ShapeGoogle is Google's {"error":{"code":429,"message":...,
 	// "status":"RESOURCE_EXHAUSTED","details":[...]}}, with a
+	// google.rpc.ErrorInfo detail when Reply.ErrorReason is set and a
 	// google.rpc.RetryInfo detail when Reply.RetryDelay is set.
 	ShapeGoogle
 )
@@ -37,7 +40,11 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 	var v any
 	switch r.ErrorShape {
 	case ShapeString:
-		v = map[string]any{"error": message}
+		doc := map[string]any{"error": message}
+		if r.EstimatedTime > 0 {
+			doc["estimated_time"] = r.EstimatedTime
+		}
+		v = doc
 	case ShapeGateway:
 		detail := map[string]any{"message": message, "code": status}
 		if r.ErrorCode != nil {
@@ -46,6 +53,9 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 		if r.ErrorType != "" {
 			detail["type"] = r.ErrorType
 		}
+		if r.ErrorMetadata != nil {
+			detail["metadata"] = r.ErrorMetadata
+		}
 		v = map[string]any{"error": detail}
 	case ShapeGoogle:
 		typ := r.ErrorType
@@ -53,6 +63,9 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 			typ = googleStatus(status)
 		}
 		detail := googleErrorDetail{Code: status, Message: message, Status: typ, Details: []any{}}
+		if r.ErrorReason != "" {
+			detail.Details = append(detail.Details, googleErrorInfo{Type: "type.googleapis.com/google.rpc.ErrorInfo", Reason: r.ErrorReason, Domain: "googleapis.com"})
+		}
 		if r.RetryDelay != "" {
 			detail.Details = append(detail.Details, googleRetryInfo{Type: "type.googleapis.com/google.rpc.RetryInfo", RetryDelay: r.RetryDelay})
 		}
@@ -120,6 +133,12 @@ type googleErrorDetail struct {
 	Message string `json:"message"`
 	Status  string `json:"status"`
 	Details []any  `json:"details"`
+}
+
+type googleErrorInfo struct {
+	Type   string `json:"@type"`
+	Reason string `json:"reason"`
+	Domain string `json:"domain"`
 }
 
 type googleRetryInfo struct {

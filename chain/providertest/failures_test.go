@@ -233,3 +233,44 @@ func TestReceivedRecordsArrivalAndFlavor(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayFailures: each gateway's failure is the body its source shows.
+func TestGatewayFailures(t *testing.T) {
+	for _, f := range flavors {
+		s := pt.New(f, pt.Moderated("forbidden", "self-harm", nil))
+		flagged := mustSend(t, s, f, body(f, "m", "a forbidden question"))
+		innocent := mustSend(t, s, f, body(f, "m", "hello"))
+		s.Close()
+		if flagged.status != 403 || innocent.status != 200 {
+			t.Errorf("%s moderated: %d then %d, want 403 then 200", f, flagged.status, innocent.status)
+		}
+		wantJSON(t, flagged.body, `{"error":{"code":403,"message":"m requires moderation on OpenAI. Your input was flagged for \"self-harm\".",`+
+			`"metadata":{"reasons":["self-harm"],"flagged_input":"a forbidden question"}}}`)
+
+		r := sendScript(t, f, pt.KeyInvalid())
+		if r.status != 400 {
+			t.Errorf("%s key invalid: status %d", f, r.status)
+		}
+		wantJSON(t, r.body, `[{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT",`+
+			`"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}]`)
+
+		r = sendScript(t, f, pt.NoEndpoints())
+		if r.status != 404 {
+			t.Errorf("%s no endpoints: status %d", f, r.status)
+		}
+		wantJSON(t, r.body, `{"error":{"message":"No endpoints found for m.","code":404}}`)
+
+		r = sendScript(t, f, pt.ModelLoading(20))
+		if r.status != 503 {
+			t.Errorf("%s loading: status %d", f, r.status)
+		}
+		wantJSON(t, r.body, `{"error":"Model m is currently loading","estimated_time":20}`)
+
+		r = sendScript(t, f, pt.DailyLimit(time.UnixMilli(1741305600000)))
+		if r.status != 429 {
+			t.Errorf("%s daily limit: status %d", f, r.status)
+		}
+		wantJSON(t, r.body, `{"error":{"message":"Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day","code":429,`+
+			`"metadata":{"headers":{"X-RateLimit-Limit":"50","X-RateLimit-Remaining":"0","X-RateLimit-Reset":"1741305600000"}}}}`)
+	}
+}

@@ -56,6 +56,19 @@ type Reply struct {
 	// RetryDelay is the retryDelay of a google.rpc.RetryInfo detail in a
 	// ShapeGoogle document, in its JSON form ("30s", "1.5s").
 	RetryDelay string
+	// ErrorReason is the reason of a google.rpc.ErrorInfo detail in a
+	// ShapeGoogle document ("API_KEY_INVALID", "CONSUMER_SUSPENDED"), which
+	// Google sends to say why a call was refused.
+	ErrorReason string
+	// ErrorMetadata is the metadata object of a ShapeGateway document, as
+	// OpenRouter adds it (https://openrouter.ai/docs/api-reference/errors):
+	// "reasons" and "flagged_input" of a flagged input, "headers" with the
+	// rate-limit headers of a 429, "raw" with the upstream provider's body.
+	ErrorMetadata map[string]any
+	// EstimatedTime, when positive, is the estimated_time in seconds that
+	// Hugging Face sends beside a ShapeString error for a model still
+	// loading ({"error":"Model m is currently loading","estimated_time":20.0}).
+	EstimatedTime float64
 	// Refusal is the model declining to answer: OpenAI's message.refusal
 	// (with content null when Content is empty); for Anthropic the answer
 	// stops with stop_reason "refusal", its text Content or else Refusal.

@@ -38,8 +38,11 @@ func TestFailureClassTable(t *testing.T) {
 	}{
 		{"400", providertest.Status(400), false, want{chain.ClassRequest, 1, false}},
 		{"401", providertest.Status(401), false, want{chain.ClassAuth, 1, true}},
-		{"403", providertest.Status(403), false, want{chain.ClassAuth, 1, true}},
-		{"404", providertest.Status(404), false, want{chain.ClassAuth, 1, true}},
+		// A 402, 403 or 404 whose body names neither the request nor the
+		// credential is counted like a server failure.
+		{"402", providertest.Status(402), false, retried(chain.ClassServer)},
+		{"403", providertest.Status(403), false, retried(chain.ClassServer)},
+		{"404", providertest.Status(404), false, retried(chain.ClassServer)},
 		{"408", providertest.Status(408), false, retried(chain.ClassTimeout)},
 		{"413", providertest.Status(413), false, want{chain.ClassRequest, 1, false}},
 		{"422", providertest.Status(422), false, want{chain.ClassRequest, 1, false}},

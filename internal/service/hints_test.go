@@ -147,3 +147,31 @@ chains:
 		})
 	}
 }
+
+// TestSpentWindowCoolsForItsReset: a 429 whose only hint is OpenAI's spent
+// window (x-ratelimit-remaining-requests 0, x-ratelimit-reset-requests
+// 6m0s), longer than max_retry_wait, is not retried into the closed window:
+// it opens a six-minute cooldown at once, and the provider receives one
+// call in all.
+func TestSpentWindowCoolsForItsReset(t *testing.T) {
+	forBothFlavors(t, func(t *testing.T, flavor providertest.Flavor) {
+		script := providertest.WithHeader("x-ratelimit-remaining-requests", "0",
+			providertest.WithHeader("x-ratelimit-reset-requests", "6m0s", providertest.Status(429)))
+		s := newBodyScenario(t, flavor, script, "max_retries: 3, max_retry_wait: 10s, failure_threshold: 3, cooldown: 10s, max_cooldown: 1h")
+		res := s.answer("window")
+		first := res.Attempts[0]
+		if res.Provider != "backup" || first.Class != chain.ClassRateLimit || first.RetryAfterMs != 360_000 || len(res.Attempts) != 2 {
+			t.Fatalf("provider %q attempts %+v; want one rate_limit asking 360000 ms, then backup", res.Provider, res.Attempts)
+		}
+		c, ttl := s.h.storedCooldown("primary")
+		if c.Class != chain.ClassRateLimit || c.DurationS != 360 || ttl != 6*time.Minute {
+			t.Fatalf("cooldown %+v with TTL %v, want six minutes of rate_limit", c, ttl)
+		}
+		if res := s.answer("closed"); res.Attempts[0].Class != chain.ClassCooldown {
+			t.Fatalf("next request attempts %+v, want primary skipped", res.Attempts)
+		}
+		if got := s.primary.Requests(); got != 1 {
+			t.Fatalf("primary received %d requests, want 1", got)
+		}
+	})
+}
