@@ -345,7 +345,7 @@ func (c *Chain) record(ctx context.Context, step *Step, failure *CallError, star
 	switch {
 	case failure.Class == ClassAuth:
 		f.CooldownFor = pol.Cooldown.AuthCooldown
-		c.logger().Error("provider refused our credentials, model or billing", "provider", name, "err", failure)
+		c.logger().Error("provider refused our credentials or account", "provider", name, "err", failure)
 	case failure.Class.Retryable() && failure.RetryAfter > pol.MaxRetryWait:
 		f.CooldownFor = hintCooldown(failure.RetryAfter, pol.Cooldown.MaxCooldown)
 	}
