@@ -25,7 +25,8 @@ func TestAfterReset(t *testing.T) {
 		h        Health
 		at, want time.Time
 	}{
-		{"no health", Health{}, t0.Add(time.Minute + 500*time.Microsecond), t0.Add(time.Minute)},
+		{"no health", Health{}, t0.Add(time.Minute + 500*time.Microsecond), t0.Add(time.Minute + time.Millisecond)},
+		{"on a millisecond", Health{}, t0.Add(time.Minute), t0.Add(time.Minute)},
 		{"tripped before", tripped, t0.Add(time.Minute), t0.Add(time.Minute)},
 		{"a trip dated later", ahead, t0.Add(time.Second), t0.Add(2*time.Second + time.Millisecond)},
 	} {

@@ -351,3 +351,34 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestAResetLearnedFromAConflictIsLogged: a processor whose failure write
+// meets the reset's newer health learns of the reset there, before its
+// watch brings the same revision (which it then ignores), and logs it.
+func TestAResetLearnedFromAConflictIsLogged(t *testing.T) {
+	e := setup(t)
+	var logs bytes.Buffer
+	if err := e.store(t, "proc-b", nil).RecordFailure(e.ctx, "p", authFailure()); err != nil {
+		t.Fatal(err)
+	}
+	// Loaded, not following: only a write's conflict can show it the reset.
+	a := kvstate.New(e.js, e.kv, kvstate.Options{ID: "proc-a", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err := a.Load(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	if _, err := e.operatorStore(t).Reset(e.ctx, "p", "alice@host"); err != nil {
+		t.Fatal(err)
+	}
+	f := authFailure()
+	f.Started = started
+	if err := a.RecordFailure(e.ctx, "p", f); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), `msg="provider reset by an operator: cooldown ended, failures and trips cleared" provider=p by=alice@host`) {
+		t.Errorf("no log of the reset:\n%s", logs.String())
+	}
+	if st := a.State("p", time.Now()); st != kvstate.StateClosed {
+		t.Errorf("state after the conflict: %s, want closed", st)
+	}
+}

@@ -297,9 +297,13 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 		if cur, err = s.fetchHealth(ctx, provider); err != nil {
 			return err
 		}
+		// A conflict may be how this processor learns of an operator's
+		// reset first: the watch then brings a revision it holds already.
+		before := s.operatorView(provider)
 		if s.refreshHealth(provider, cur) {
 			s.reconcileHealth(ctx, provider)
 		}
+		s.logOperatorAct(provider, before)
 	}
 	return fmt.Errorf("kvstate: writing %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
 }

@@ -107,9 +107,15 @@ func escalate(p chain.CooldownPolicy, trips int) time.Duration {
 // (predatesReset). The provider is closed. The reset is timed after every
 // failure and trip h records, whatever the clocks of their writers say: a
 // trip that a compare-and-set put before the reset opens a cooldown key
-// that the reset ends, even if the key is written after it.
+// that the reset ends, even if the key is written after it. Stored times
+// have millisecond precision: at is rounded up, so that a call begun the
+// same millisecond before the reset began before it too.
 func afterReset(h Health, by string, at time.Time) Health {
-	at = utc(at)
+	if stored := utc(at); stored.Before(at) {
+		at = stored.Add(time.Millisecond)
+	} else {
+		at = stored
+	}
 	for _, t := range []time.Time{h.LastFailure, h.LastTrip} {
 		if !t.Before(at) {
 			at = t.Add(time.Millisecond)
