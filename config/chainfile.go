@@ -146,6 +146,11 @@ func (p Provider) Format(f fmt.State, verb rune) {
 	_, _ = f.Write([]byte(p.String()))
 }
 
+// LongestCooldown is the longest cooldown a processor running this
+// provider opens: the larger of MaxCooldown and AuthCooldown. Processors
+// read no cooldown of the provider in the bucket as longer.
+func (p Provider) LongestCooldown() time.Duration { return max(p.MaxCooldown, p.AuthCooldown) }
+
 // LogValue logs the provider's identity; the API key is left out.
 func (p Provider) LogValue() slog.Value {
 	attrs := []slog.Attr{slog.String("name", p.Name), slog.String("type", string(p.Type))}

@@ -29,8 +29,8 @@ const (
 	// far below where an increment overflows and a provider never trips
 	// again.
 	maxCount = 1_000_000_000
-	// maxBy bounds the processor id in a value; real ids are
-	// <hostname>-<pid>-<random>.
+	// maxBy bounds the processor id or operator in a value; real ids are
+	// <hostname>-<pid>-<random>, operators user@host.
 	maxBy = 300
 )
 
@@ -110,7 +110,9 @@ func (h *Health) bound(b bounds) []string {
 	b.latest(&h.LastFailure, "last_failure", &notes)
 	b.latest(&h.LastSuccess, "last_success", &notes)
 	b.latest(&h.LastTrip, "last_trip", &notes)
+	b.latest(&h.ResetAt, "reset_at", &notes)
 	b.text(&h.LastError, maxReason, "last_error", &notes)
+	b.text(&h.ResetBy, maxBy, "reset_by", &notes)
 	return notes
 }
 

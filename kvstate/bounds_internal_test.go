@@ -18,6 +18,8 @@ func FuzzValuesReadWritable(f *testing.F) {
 	f.Add(`{"trips":1,"last_trip":"9999-12-31T23:59:59-23:59","last_trip_s":-1}`,
 		`{"until":"2030-01-01T00:00:00Z","trip":-1,"duration_s":-1}`, `{}`)
 	f.Add(`{"consecutive_failures":-1,"trips":9223372036854775807}`, `not json`, `{"until":"0000-01-01T00:00:00Z"}`)
+	f.Add(`{"consecutive_failures":0,"trips":0,"reset_at":"9999-12-31T23:59:59Z","reset_by":"alice@host"}`,
+		`{"until":"0000-01-01T00:00:00Z","duration_s":31536000,"operator":true,"by":"alice@host"}`, `{}`)
 	written := time.Date(2026, 11, 30, 23, 5, 4, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, health, cooldown, probe string) {
 		s := New(nil, nil, Options{})

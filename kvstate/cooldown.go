@@ -15,60 +15,63 @@ import (
 // when a key is still there (another worker's cooldown, or a stale one whose
 // until has passed but which the server has not removed yet, up to about a
 // second late), a cooldown that ends no sooner than c is left alone, so a
-// running cooldown is never shortened; any other is replaced at its revision
-// with a fresh TTL. A conflict means someone else wrote first: read again.
-func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, ttl time.Duration) error {
+// running cooldown is never shortened, and returned as running; any other,
+// and one that the operator's last reset ended (resetEnds), is replaced at
+// its revision with a fresh TTL. A conflict means someone else wrote first:
+// read again.
+func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, ttl time.Duration) (running *Cooldown, err error) {
 	key := CooldownKey(provider)
 	data, err := json.Marshal(c)
 	if err != nil {
-		return fmt.Errorf("kvstate: encoding %s: %w", key, err)
+		return nil, fmt.Errorf("kvstate: encoding %s: %w", key, err)
 	}
 	recreated := false
 	for attempt := range maxCASRetries {
 		rev, err := s.kv.Create(ctx, key, data, jetstream.KeyTTL(ttl))
 		if err == nil {
 			s.opened(provider, c, rev)
-			return nil
+			return nil, nil
 		}
 		if bucketGone(err) && !recreated {
 			// The trip is recorded in the health value already; the key
 			// must not be lost to a deleted bucket either.
 			recreated = true
 			if err := s.recreateBucket(ctx); err != nil {
-				return fmt.Errorf("kvstate: opening %s: %w", key, err)
+				return nil, fmt.Errorf("kvstate: opening %s: %w", key, err)
 			}
 			continue
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("kvstate: opening %s: %w", key, err)
+			return nil, fmt.Errorf("kvstate: opening %s: %w", key, err)
 		}
 		cur, err := s.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 			continue // expired meanwhile: create it afresh
 		}
 		if err != nil {
-			return fmt.Errorf("kvstate: reading %s: %w", key, err)
+			return nil, fmt.Errorf("kvstate: reading %s: %w", key, err)
 		}
 		// Bounded as the mirror bounds it: a hand-written key that claims to
 		// run for years is replaced like any that ends sooner than c.
-		running, _, err := decode[Cooldown](cur.Value(), boundsFor(provider, cur.Created(), s.opts.Ceiling))
-		if err == nil && !running.Until.Before(c.Until) {
-			s.keep(func(m *mirror) bool { return m.cooldowns.set(provider, running, cur.Revision()) })
-			return nil
+		held, _, err := decode[Cooldown](cur.Value(), boundsFor(provider, cur.Created(), s.opts.Ceiling))
+		h, _ := s.Health(provider)
+		if err == nil && !held.Until.Before(c.Until) && !resetEnds(held, h) {
+			s.keep(func(m *mirror) bool { return m.cooldowns.set(provider, held, cur.Revision()) })
+			return &held, nil
 		}
 		rev, err = s.replace(ctx, key, data, cur.Revision(), ttl)
 		if err == nil {
 			s.opened(provider, c, rev)
-			return nil
+			return nil, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return fmt.Errorf("kvstate: replacing %s: %w", key, err)
+			return nil, fmt.Errorf("kvstate: replacing %s: %w", key, err)
 		}
 		if err := casPause(ctx, attempt); err != nil {
-			return fmt.Errorf("kvstate: opening %s: %w", key, err)
+			return nil, fmt.Errorf("kvstate: opening %s: %w", key, err)
 		}
 	}
-	return fmt.Errorf("kvstate: opening %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
+	return nil, fmt.Errorf("kvstate: opening %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
 }
 
 // replace writes value to key at revision rev with a fresh TTL, in one
@@ -96,6 +99,10 @@ func (s *Store) opened(provider string, c Cooldown, rev uint64) {
 	s.keep(func(m *mirror) bool { return m.cooldowns.set(provider, c, rev) })
 	if s.opts.OnCooldown != nil {
 		s.opts.OnCooldown(provider, c)
+	}
+	if c.Operator {
+		s.opts.Logger.Info("provider tripped by an operator", "provider", provider, "until", c.Until, "reason", c.Reason, "by", c.By)
+		return
 	}
 	s.opts.Logger.Warn("provider cooling down", "provider", provider, "until", c.Until, "class", c.Class, "trip", c.Trip, "by", c.By)
 }

@@ -24,6 +24,10 @@ const (
 	EventProbe EventKind = "probe"
 	// EventClosed: the provider succeeded after failures; traffic is back.
 	EventClosed EventKind = "closed"
+	// EventReset: an operator reset the provider (processor reset): its
+	// cooldown ended and its failures and trips were cleared; the circuit
+	// is closed.
+	EventReset EventKind = "reset"
 )
 
 // Event is one outage event, read from the bucket.
@@ -36,6 +40,8 @@ type Event struct {
 	Cooldown *Cooldown       `json:"cooldown,omitempty"`
 	Probe    *Probe          `json:"probe,omitempty"`
 	State    *ProviderStatus `json:"state,omitempty"`
+	// By names the operator (user@host) of a reset event.
+	By string `json:"by,omitempty"`
 }
 
 // String formats the event on one line for a terminal.
@@ -43,9 +49,14 @@ func (e Event) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  %-16s %-8s", e.Time.UTC().Format(time.RFC3339), e.Provider, e.Kind)
 	switch {
+	case e.Cooldown != nil && e.Cooldown.Operator:
+		c := e.Cooldown
+		fmt.Fprintf(&b, " until %s (%ds, by operator %s): %s", c.Until.UTC().Format(time.RFC3339), c.DurationS, c.By, c.Reason)
 	case e.Cooldown != nil:
 		c := e.Cooldown
 		fmt.Fprintf(&b, " until %s (%ds, trip %d, %s): %s", c.Until.UTC().Format(time.RFC3339), c.DurationS, c.Trip, c.Class, c.Reason)
+	case e.Kind == EventReset:
+		fmt.Fprintf(&b, " by %s", e.By)
 	case e.Probe != nil:
 		fmt.Fprintf(&b, " by %s", e.Probe.By)
 	case e.State != nil:
@@ -53,6 +64,9 @@ func (e Event) String() string {
 		fmt.Fprintf(&b, " %s", r.State)
 		if !r.CooldownUntil.IsZero() {
 			fmt.Fprintf(&b, " until %s", r.CooldownUntil.UTC().Format(time.RFC3339))
+		}
+		if c := r.Cooldown; c != nil && c.Operator && !r.CooldownUntil.IsZero() {
+			fmt.Fprintf(&b, " (tripped by operator %s: %s)", c.By, c.Reason)
 		}
 		fmt.Fprintf(&b, ", %d failures, %d trips", r.ConsecutiveFailures, r.Trips)
 		if r.LastError != "" {

@@ -22,10 +22,15 @@ type ProviderStatus struct {
 	LastFailure         time.Time    `json:"last_failure,omitzero"`
 	LastSuccess         time.Time    `json:"last_success,omitzero"`
 	// Cooldown is the provider's cooldown key as the mirror holds it (who
-	// opened it, its class, reason, trip and length), nil when there is
-	// none; the key may outlive CooldownUntil by up to about a second,
-	// until the server removes it.
+	// opened it, its class, reason, trip and length; an operator's is
+	// marked operator), nil when there is none or the last reset ended it;
+	// the key may outlive CooldownUntil by up to about a second, until the
+	// server removes it.
 	Cooldown *Cooldown `json:"cooldown,omitempty"`
+	// ResetAt and ResetBy are the operator's last reset of the provider,
+	// when there was one (processor reset).
+	ResetAt time.Time `json:"reset_at,omitzero"`
+	ResetBy string    `json:"reset_by,omitempty"`
 }
 
 // MarshalText writes the circuit state by name.
@@ -60,24 +65,25 @@ func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 	s.mu.RUnlock()
 	rows := make([]ProviderStatus, 0, len(names))
 	for p := range names {
-		row := ProviderStatus{Provider: p, State: s.State(p, now)}
-		if h, ok := s.Health(p); ok {
-			row.ConsecutiveFailures, row.Trips = h.ConsecutiveFailures, h.Trips
-			row.LastClass, row.LastError = h.LastClass.String(), h.LastError
-			row.LastFailure, row.LastSuccess = h.LastFailure, h.LastSuccess
-		}
-		if until, cooling := s.Cooling(p, now); cooling {
-			row.CooldownUntil = until
-		}
-		s.mu.RLock()
-		if c, ok := s.m.cooldowns[p]; ok {
-			row.Cooldown = &c.value
-		}
-		s.mu.RUnlock()
-		rows = append(rows, row)
+		rows = append(rows, s.row(p, now))
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Provider < rows[j].Provider })
 	return rows
+}
+
+// row is provider's status at now, from the mirror.
+func (s *Store) row(provider string, now time.Time) ProviderStatus {
+	row := ProviderStatus{Provider: provider, State: s.State(provider, now), Cooldown: s.mirroredCooldown(provider)}
+	if h, ok := s.Health(provider); ok {
+		row.ConsecutiveFailures, row.Trips = h.ConsecutiveFailures, h.Trips
+		row.LastClass, row.LastError = h.LastClass.String(), h.LastError
+		row.LastFailure, row.LastSuccess = h.LastFailure, h.LastSuccess
+		row.ResetAt, row.ResetBy = h.ResetAt, h.ResetBy
+	}
+	if until, cooling := s.Cooling(provider, now); cooling {
+		row.CooldownUntil = until
+	}
+	return row
 }
 
 // WriteStatus prints rows as the table of `processor status`.
@@ -105,5 +111,30 @@ func WriteStatus(w io.Writer, rows []ProviderStatus) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", text.Visible(r.Provider), r.State, r.ConsecutiveFailures, until, r.Trips, lastError)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if note := r.OperatorNote(); note != "" {
+			if _, err := fmt.Fprintln(w, text.Visible(r.Provider+": "+note)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// OperatorNote tells an operator's act on the provider, for the line under
+// the status table and the status page: their cooldown while it runs
+// ("tripped by operator alice@host until …: maintenance"), or their last
+// reset while nothing has failed since ("reset by operator alice@host at
+// …"); "" when neither.
+func (r ProviderStatus) OperatorNote() string {
+	if c := r.Cooldown; c != nil && c.Operator && !r.CooldownUntil.IsZero() {
+		return fmt.Sprintf("tripped by operator %s until %s: %s", c.By, c.Until.UTC().Format(time.RFC3339), c.Reason)
+	}
+	if !r.ResetAt.IsZero() && r.State == StateClosed && !r.LastFailure.After(r.ResetAt) {
+		return fmt.Sprintf("reset by operator %s at %s", r.ResetBy, r.ResetAt.UTC().Format(time.RFC3339))
+	}
+	return ""
 }

@@ -126,7 +126,10 @@ func (s *Store) apply(e jetstream.KeyValueEntry) {
 	if e == nil {
 		return
 	}
+	provider := providerOf(e.Key())
+	before := s.operatorView(provider)
 	s.applyTo(func() *mirror { return s.m }, e)
+	s.logOperatorAct(provider, before)
 }
 
 // applyTo folds e into the mirror that target returns under s.mu, and logs
@@ -166,14 +169,15 @@ func (s *Store) keep(set func(*mirror) bool) {
 // well as the key's presence, so a cooldown ends on time even if the expiry
 // marker is late; and the trip recorded in the health value counts as much as
 // the cooldown key, so a processor that sees the health write first (or a
-// key that was lost) still skips the provider.
+// key that was lost) still skips the provider. A cooldown key opened before
+// the operator's last reset that the health records counts for nothing.
 func (s *Store) Cooling(provider string, now time.Time) (time.Time, bool) {
 	s.mu.RLock()
 	c, hasKey := s.m.cooldowns[provider]
 	h := s.m.health[provider]
 	s.mu.RUnlock()
 	until := tripEnd(h.value, chain.CooldownPolicy{})
-	if hasKey && c.value.Until.After(until) {
+	if hasKey && !resetEnds(c.value, h.value) && c.value.Until.After(until) {
 		until = c.value.Until
 	}
 	if !now.Before(until) {
@@ -191,7 +195,8 @@ func (s *Store) Health(provider string) (Health, bool) {
 }
 
 // RecordFailure counts a failure with compare-and-set and opens a cooldown
-// when it trips the provider.
+// when it trips the provider. The failure of a call that began before the
+// operator's last reset is not counted (predatesReset).
 func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Failure) error {
 	if f.At.IsZero() {
 		f.At = s.opts.Now()
@@ -199,6 +204,10 @@ func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Fail
 	var trip time.Duration
 	var next Health
 	err := s.updateHealth(ctx, provider, func(h Health) (Health, bool) {
+		if predatesReset(h, f) {
+			trip = 0
+			return h, false
+		}
 		running, _ := s.Cooling(provider, f.At)
 		next, trip = afterFailure(h, f, running)
 		return next, true
@@ -206,7 +215,7 @@ func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Fail
 	if err != nil || trip == 0 {
 		return err
 	}
-	return s.openCooldown(ctx, provider, Cooldown{
+	_, err = s.openCooldown(ctx, provider, Cooldown{
 		Until:     utc(f.At.Add(trip)),
 		Class:     f.Class,
 		Reason:    truncate(f.Error),
@@ -214,6 +223,7 @@ func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Fail
 		DurationS: int64(trip / time.Second),
 		By:        s.opts.ID,
 	}, trip)
+	return err
 }
 
 // RecordSuccess resets the failure count after failures; with nothing to
@@ -287,9 +297,13 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 		if cur, err = s.fetchHealth(ctx, provider); err != nil {
 			return err
 		}
+		// A conflict may be how this processor learns of an operator's
+		// reset first: the watch then brings a revision it holds already.
+		before := s.operatorView(provider)
 		if s.refreshHealth(provider, cur) {
 			s.reconcileHealth(ctx, provider)
 		}
+		s.logOperatorAct(provider, before)
 	}
 	return fmt.Errorf("kvstate: writing %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
 }

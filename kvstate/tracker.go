@@ -51,8 +51,8 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 	switch {
 	case kind == SuffixCooldown && put:
 		c, _, err := decode[Cooldown](e.Value(), b)
-		if err != nil {
-			return nil
+		if err != nil || resetEnds(c, t.health[provider]) {
+			return nil // a trip that raced the last reset: over already
 		}
 		// A cooldown that ended before this one opened was reported
 		// over by nothing when a watch resumed after both: report it.
@@ -94,6 +94,14 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		delete(t.closing, provider)
 		before, known := t.health[provider]
 		t.health[provider] = h
+		if !h.ResetAt.IsZero() && !h.ResetAt.Equal(before.ResetAt) {
+			// The operator's reset ends the outage in one event: the
+			// deletion of the cooldown key that follows reports nothing.
+			delete(t.cooling, provider)
+			delete(t.deleted, provider)
+			ev.Kind, ev.By = EventReset, h.ResetBy
+			return []Event{ev}
+		}
 		// A reset of the failures closes the circuit only if it was open
 		// or half-open: tripped, and no success since.
 		if h.ConsecutiveFailures != 0 || !known || !halfOpen(before) {
@@ -198,7 +206,8 @@ func (t *tracker) states(now time.Time, known []string) []Event {
 	for p := range names {
 		h := t.health[p]
 		row := ProviderStatus{Provider: p, ConsecutiveFailures: h.ConsecutiveFailures, Trips: h.Trips,
-			LastClass: h.LastClass.String(), LastError: h.LastError, LastFailure: h.LastFailure, LastSuccess: h.LastSuccess}
+			LastClass: h.LastClass.String(), LastError: h.LastError, LastFailure: h.LastFailure, LastSuccess: h.LastSuccess,
+			ResetAt: h.ResetAt, ResetBy: h.ResetBy}
 		until := tripEnd(h, chain.CooldownPolicy{})
 		if c, ok := t.cooling[p]; ok {
 			row.Cooldown = &c

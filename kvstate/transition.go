@@ -62,9 +62,11 @@ func afterFailure(h Health, f chain.Failure, running time.Time) (Health, time.Du
 // the zero time if h records none. It is read from the health value itself,
 // so concurrent writers serialised by compare-and-set agree on it even before
 // the cooldown key reaches their mirrors, and a processor that never sees the
-// key still knows the provider is cooling.
+// key still knows the provider is cooling. An operator's trip is recorded
+// with its length but counts no trip (afterOperatorTrip): it is one all the
+// same.
 func tripEnd(h Health, p chain.CooldownPolicy) time.Time {
-	if h.LastTrip.IsZero() || h.Trips == 0 {
+	if h.LastTrip.IsZero() || h.Trips == 0 && h.LastTripS <= 0 {
 		return time.Time{}
 	}
 	d := time.Duration(h.LastTripS) * time.Second
@@ -96,6 +98,69 @@ func escalate(p chain.CooldownPolicy, trips int) time.Duration {
 		return p.MaxCooldown
 	}
 	return d
+}
+
+// afterReset is the health that an operator's reset (processor reset) at
+// at, by by, leaves in place of h: none of the provider's failures and
+// trips, only the reset itself, which ends every cooldown opened before it
+// (resetEnds) and discounts the failures of calls already in flight
+// (predatesReset). The provider is closed. The reset is timed after every
+// failure and trip h records, whatever the clocks of their writers say: a
+// trip that a compare-and-set put before the reset opens a cooldown key
+// that the reset ends, even if the key is written after it. Stored times
+// have millisecond precision: at is rounded up, so that a call begun the
+// same millisecond before the reset began before it too.
+func afterReset(h Health, by string, at time.Time) Health {
+	if stored := utc(at); stored.Before(at) {
+		at = stored.Add(time.Millisecond)
+	} else {
+		at = stored
+	}
+	for _, t := range []time.Time{h.LastFailure, h.LastTrip} {
+		if !t.Before(at) {
+			at = t.Add(time.Millisecond)
+		}
+	}
+	return Health{ResetAt: at, ResetBy: text.Cut(by, maxBy)}
+}
+
+// afterOperatorTrip records in h an operator's cooldown (processor trip)
+// of d from at as the provider's last trip, so that the provider is
+// half-open when it ends, as after any cooldown, and the failures of calls
+// in flight at at escalate nothing. It is not counted toward escalation:
+// trips stays as it is. It reports false, and h unchanged, when the trip h
+// records already runs until at+d or later: a trip never shortens one.
+func afterOperatorTrip(h Health, at time.Time, d time.Duration) (Health, bool) {
+	at, d = utc(at), wholeSeconds(d)
+	if !at.Add(d).After(tripEnd(h, chain.CooldownPolicy{})) {
+		return h, false
+	}
+	h.LastTrip, h.LastTripS = at, int64(d/time.Second)
+	return h, true
+}
+
+// predatesReset reports whether f is the failure of a call that began
+// before the last reset h records (or, when its start is unknown, failed
+// before it). Such a failure belongs to the outage the operator ended: it
+// is not counted, so that a reset and a failure racing it leave the same
+// health in either order.
+func predatesReset(h Health, f chain.Failure) bool {
+	if h.ResetAt.IsZero() {
+		return false
+	}
+	began := f.Started
+	if began.IsZero() {
+		began = f.At
+	}
+	return began.Before(h.ResetAt)
+}
+
+// resetEnds reports whether the last reset h records ended cooldown c,
+// which opened before it. A trip that raced the reset can write its
+// cooldown key after the reset removed the old one: this key is over all
+// the same.
+func resetEnds(c Cooldown, h Health) bool {
+	return !h.ResetAt.IsZero() && c.opened().Before(h.ResetAt)
 }
 
 // wholeSeconds rounds up to whole seconds, at least one: KV TTLs are whole

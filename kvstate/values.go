@@ -22,17 +22,36 @@ type Health struct {
 	// opened. It can differ from the escalated length (an auth cooldown, a
 	// long Retry-After), and tripRunning needs the real one.
 	LastTripS int64 `json:"last_trip_s,omitempty"`
+	// ResetAt and ResetBy record the operator's last reset (processor
+	// reset): when, and who (user@host). A reset clears every other field;
+	// later writes carry these on, so that a failure of a call that began
+	// before the reset, or a cooldown opened before it, is known as such
+	// (see predatesReset, resetEnds).
+	ResetAt time.Time `json:"reset_at,omitzero"`
+	ResetBy string    `json:"reset_by,omitempty"`
 }
 
 // Cooldown is the value of <provider>.cooldown. The key's TTL, not this value,
 // ends the cooldown; Until is stored because KV entries do not expose a TTL.
 type Cooldown struct {
-	Until     time.Time   `json:"until"`
-	Class     chain.Class `json:"class"`
+	Until time.Time `json:"until"`
+	// Class is the failure class that tripped the provider; an operator's
+	// cooldown has none, and leaves it out.
+	Class     chain.Class `json:"class,omitzero"`
 	Reason    string      `json:"reason"`
 	Trip      int         `json:"trip"`
 	DurationS int64       `json:"duration_s"`
-	By        string      `json:"by"`
+	// By is the processor that opened it (<hostname>-<pid>-<random>), or
+	// for an operator's cooldown the operator (user@host).
+	By string `json:"by"`
+	// Operator is set on a cooldown an operator opened (processor trip):
+	// Reason is theirs, Trip 0, and no failure class.
+	Operator bool `json:"operator,omitempty"`
+}
+
+// opened returns when the cooldown began: its until less its length.
+func (c Cooldown) opened() time.Time {
+	return c.Until.Add(-time.Duration(c.DurationS) * time.Second)
 }
 
 // Key suffixes in the bucket: <provider>.health and <provider>.cooldown.

@@ -2,7 +2,7 @@
 // answers them through a fallback chain of LLM providers.
 //
 //	processor [run] [-demo] [-config FILE]
-//	processor status|watch|check|dlq|cache ...
+//	processor status|watch|reset|trip|check|dlq|cache ...
 //
 // Settings come from DETOUR_* environment variables; -help lists them all.
 package main
@@ -36,7 +36,9 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: processor [run] [-demo] [-config FILE]")
 	fmt.Fprintln(w, "       processor -version")
 	fmt.Fprintln(w, "       processor status [-json] [-config FILE]     one row per provider: state, failures, cooldown, trips, last error")
-	fmt.Fprintln(w, "       processor watch [-json] [-config FILE]      the state of every provider, then outage events as they happen: opened, expired, probe, closed")
+	fmt.Fprintln(w, "       processor watch [-json] [-config FILE]      the state of every provider, then outage events as they happen: opened, expired, probe, closed, reset")
+	fmt.Fprintln(w, "       processor reset [-config FILE] PROVIDER…   end each provider's cooldown and clear its failures and trips, for every processor")
+	fmt.Fprintln(w, "       processor trip PROVIDER -for D -reason TEXT [-config FILE]   an operator's cooldown (maintenance); half-open when it ends")
 	fmt.Fprintln(w, "       processor check -samples FILE.jsonl [-chain C] [-config FILE | -demo]   every provider × every sample, exit 1 on a failure")
 	fmt.Fprintln(w, "       processor dlq list [-reason R] [-chain C] [-json] | show SEQ [-json]")
 	fmt.Fprintln(w, "       processor dlq replay (SEQ…|-all) [-reason R] [-chain C] [-deadline D] [-json] | purge (SEQ…|-all) [-reason R] [-chain C]")
@@ -58,6 +60,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runStatus(args[1:], stdout, stderr)
 		case "watch":
 			return runWatch(args[1:], stdout, stderr)
+		case "reset":
+			return runReset(args[1:], stdout, stderr)
+		case "trip":
+			return runTrip(args[1:], stdout, stderr)
 		case "check":
 			return runCheck(args[1:], stdout, stderr)
 		case "cache":

@@ -144,7 +144,7 @@ func watch(ctx context.Context, configPath string, asJSON bool, stdout, stderr i
 	}
 	defer nc.Close()
 	enc := json.NewEncoder(stdout)
-	fmt.Fprintf(stderr, "watching %s: the state of every provider, then outage events (opened, expired, probe, closed); Ctrl-C to stop\n", kvstate.Bucket)
+	fmt.Fprintf(stderr, "watching %s: the state of every provider, then outage events (opened, expired, probe, closed, reset); Ctrl-C to stop\n", kvstate.Bucket)
 	err = kvstate.WatchEventsWithState(ctx, kv, known, func(e kvstate.Event) {
 		if asJSON {
 			_ = enc.Encode(e)

@@ -106,7 +106,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	// that says so was not written by a processor with this chain file.
 	ceilings := map[string]time.Duration{}
 	for _, p := range opts.File.Providers {
-		ceilings[p.Name] = max(p.MaxCooldown, p.AuthCooldown)
+		ceilings[p.Name] = p.LongestCooldown()
 	}
 	store := kvstate.New(js, kv, kvstate.Options{ID: id, Logger: opts.Logger, Replicas: s.Replicas,
 		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) },

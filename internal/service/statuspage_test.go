@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/internal/operator"
 	"github.com/detourhq/detour/internal/service"
 )
 
@@ -144,4 +146,61 @@ func httptestServer(t *testing.T, p *service.Processor) string {
 	srv := httptest.NewServer(p.Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL + "/"
+}
+
+// TestStatusPageShowsTheOperatorsActs loads / in headless Chromium while an
+// operator trips a provider and then resets it: the provider's row names
+// the operator and the reason of the cooldown, then the reset, and the
+// event list shows both as the operator's, without a reload.
+func TestStatusPageShowsTheOperatorsActs(t *testing.T) {
+	browser := findChromium()
+	if browser == "" {
+		t.Skip("no Chromium found (chromium, chromium-browser, google-chrome or headless-shell on PATH, or $DETOUR_CHROMIUM): .ci/run installs Debian's chromium")
+	}
+	h := newHarness(t)
+	file := parseChainFile(t, outageChain("http://127.0.0.1:1", "http://127.0.0.1:1", 3))
+	p := h.assemble(file, testSettings(), false, withMetrics(metrics.New()))
+	p.run()
+	web := httptestServer(t, p.Processor)
+
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1000, 900))...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelTimeout()
+	const row = `tr[data-provider="dead"]`
+	if err := chromedp.Do(ctx, chromedp.Navigate(web), chromedp.WaitVisible(row+`[data-state="closed"]`)); err != nil {
+		t.Fatalf("the page shows no closed row for dead: %v", err)
+	}
+
+	fleet := operator.Fleet{JS: h.js, File: file, Path: "detour.yaml", By: "alice@ops-host"}
+	if _, err := fleet.Trip(context.Background(), "dead", 10*time.Minute, "vendor maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(row+`[data-state="open"]`), chromedp.WaitVisible(`#events li[data-event="opened"]`)); err != nil {
+		t.Fatalf("the page never showed dead open: %v", err)
+	}
+	if note := text(t, ctx, row+" td.operator"); !strings.HasPrefix(note, "tripped by operator alice@ops-host until ") || !strings.HasSuffix(note, ": vendor maintenance") {
+		t.Errorf("operator cell of the open row %q", note)
+	}
+	if ev := text(t, ctx, `#events li[data-event="opened"]`); !strings.HasSuffix(ev, "dead opened for 600s by operator alice@ops-host: vendor maintenance") {
+		t.Errorf("opened event %q", ev)
+	}
+	screenshot(t, ctx, "statuspage-operator-trip.png")
+
+	if _, err := fleet.Reset(context.Background(), []string{"dead"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(row+`[data-state="closed"]`), chromedp.WaitVisible(`#events li[data-event="reset"]`)); err != nil {
+		t.Fatalf("the page never showed the reset: %v", err)
+	}
+	if note := text(t, ctx, row+" td.operator"); !strings.HasPrefix(note, "reset by operator alice@ops-host at ") {
+		t.Errorf("operator cell of the reset row %q", note)
+	}
+	if ev := text(t, ctx, `#events li[data-event="reset"]`); !strings.HasSuffix(ev, "dead reset by operator alice@ops-host") {
+		t.Errorf("reset event %q", ev)
+	}
+	screenshot(t, ctx, "statuspage-operator-reset.png")
 }

@@ -37,6 +37,10 @@ type Provider struct {
 	// RemainingS is the time left in the cooldown at Now, in seconds (0
 	// when none runs).
 	RemainingS float64 `json:"cooldown_remaining_s"`
+	// Operator tells an operator's cooldown while it runs, or their last
+	// reset while nothing failed since (kvstate.ProviderStatus.OperatorNote);
+	// empty when neither.
+	Operator string `json:"operator,omitempty"`
 }
 
 // Rows turns status rows into the page's, with the time left at now: those
@@ -46,7 +50,7 @@ func Rows(now time.Time, rows []kvstate.ProviderStatus, own ...string) []Provide
 	rows, _ = metrics.ReportedProviders(rows, own)
 	out := make([]Provider, len(rows))
 	for i, r := range rows {
-		out[i] = Provider{ProviderStatus: r}
+		out[i] = Provider{ProviderStatus: r, Operator: r.OperatorNote()}
 		if r.CooldownUntil.After(now) {
 			out[i].RemainingS = r.CooldownUntil.Sub(now).Seconds()
 		}

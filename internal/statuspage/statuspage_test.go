@@ -97,3 +97,24 @@ func TestRowsBoundTheProviders(t *testing.T) {
 		t.Errorf("last other row %q, want the first %d by name", p, metrics.MaxOtherProviders)
 	}
 }
+
+// TestRowsTellTheOperatorsActs: a row says whose cooldown it is when an
+// operator tripped the provider, and who reset it while nothing failed
+// since; a processor's cooldown, and a reset followed by failures, say
+// nothing.
+func TestRowsTellTheOperatorsActs(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rows := statuspage.Rows(now, []kvstate.ProviderStatus{
+		{Provider: "a", State: kvstate.StateOpen, CooldownUntil: now.Add(time.Minute),
+			Cooldown: &kvstate.Cooldown{Until: now.Add(time.Minute), DurationS: 60, Reason: "maintenance", By: "alice@host", Operator: true}},
+		{Provider: "b", State: kvstate.StateClosed, ResetAt: now.Add(-time.Minute), ResetBy: "bob@host"},
+		{Provider: "c", State: kvstate.StateOpen, CooldownUntil: now.Add(time.Minute), Cooldown: &kvstate.Cooldown{Until: now.Add(time.Minute), By: "proc-1"}},
+		{Provider: "d", State: kvstate.StateClosed, ResetAt: now.Add(-time.Minute), ResetBy: "bob@host", ConsecutiveFailures: 1, LastFailure: now},
+	})
+	want := []string{"tripped by operator alice@host until 2026-01-02T03:05:05Z: maintenance", "reset by operator bob@host at 2026-01-02T03:03:05Z", "", ""}
+	for i, r := range rows {
+		if r.Operator != want[i] {
+			t.Errorf("%s: operator %q, want %q", r.Provider, r.Operator, want[i])
+		}
+	}
+}

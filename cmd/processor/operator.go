@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/operator"
+	"github.com/detourhq/detour/internal/text"
+)
+
+const resetUsage = `usage: processor reset [-config FILE] PROVIDER...
+
+Ends each provider's cooldown and clears its failures and trips, for every
+processor at once: they call it again within a moment. The providers are
+the chain file's. Logged by every processor as the operator's act
+(user@host).
+`
+
+const tripUsage = `usage: processor trip PROVIDER -for D -reason TEXT [-config FILE]
+
+Opens an operator's cooldown of the provider for D (whole seconds, at
+least 1s, at most its longest cooldown: the larger of max_cooldown and
+auth_cooldown): every processor skips it until then, and sends it one
+probe after (half-open). A running cooldown that ends later is left as it
+is. Logged by every processor as the operator's act (user@host).
+`
+
+// runReset runs `processor reset PROVIDER...`; the work is done by package
+// operator.
+func runReset(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("processor reset", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configPath := fs.String("config", "", "chain file whose providers may be named (default $DETOUR_CONFIG, else detour.yaml)")
+	names, err := dlqParse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, resetUsage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "processor reset: %v\n%s", err, resetUsage)
+		return 2
+	}
+	fleet, code := operatorFleet("processor reset", *configPath, stderr)
+	if code != 0 {
+		return code
+	}
+	if err := fleet.CheckReset(names); err != nil {
+		return operatorFailed("processor reset", resetUsage, err, stderr)
+	}
+	return withFleet("processor reset", "detour-reset", &fleet, stderr, func(ctx context.Context) error {
+		results, err := fleet.Reset(ctx, names)
+		if werr := operator.WriteReset(stdout, results); err == nil {
+			err = werr
+		}
+		return err
+	})
+}
+
+// runTrip runs `processor trip PROVIDER -for D -reason TEXT`; the work is
+// done by package operator.
+func runTrip(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("processor trip", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configPath := fs.String("config", "", "chain file that defines the provider (default $DETOUR_CONFIG, else detour.yaml)")
+	d := fs.Duration("for", 0, "how long the cooldown lasts: whole seconds, at least 1s (30m, 2h)")
+	reason := fs.String("reason", "", "why, for whoever sees the cooldown (at most 300 bytes)")
+	names, err := dlqParse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, tripUsage)
+		return 0
+	}
+	if err == nil && len(names) != 1 {
+		err = errors.New("name one provider to trip")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "processor trip: %v\n%s", err, tripUsage)
+		return 2
+	}
+	fleet, code := operatorFleet("processor trip", *configPath, stderr)
+	if code != 0 {
+		return code
+	}
+	if err := fleet.CheckTrip(names[0], *d, *reason); err != nil {
+		return operatorFailed("processor trip", tripUsage, err, stderr)
+	}
+	return withFleet("processor trip", "detour-trip", &fleet, stderr, func(ctx context.Context) error {
+		res, err := fleet.Trip(ctx, names[0], *d, *reason)
+		if err != nil {
+			return err
+		}
+		return operator.WriteTrip(stdout, res)
+	})
+}
+
+// operatorFleet reads the chain file that names the providers (their API
+// keys need not be set: neither command calls one); a chain file refused
+// or missing is exit 78, as a configuration fault.
+func operatorFleet(cmd, configPath string, stderr io.Writer) (operator.Fleet, int) {
+	path := config.ChainFile(configPath)
+	file, err := config.LoadWithoutKeys(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		if errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintln(stderr, "(name the chain file the processors run with -config FILE or DETOUR_CONFIG: it says which providers there are)")
+		}
+		return operator.Fleet{}, config.ExitConfig
+	}
+	return operator.Fleet{File: file, Path: path, By: operator.Identity()}, 0
+}
+
+// withFleet connects fleet like every client command and runs do; it
+// returns the exit code.
+func withFleet(cmd, name string, fleet *operator.Fleet, stderr io.Writer, do func(context.Context) error) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nc, js, err := connectClient(name)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, text.VisibleError(err))
+		return exitCode(err)
+	}
+	defer nc.Close()
+	fleet.JS = js
+	if err := do(ctx); err != nil {
+		return operatorFailed(cmd, "", err, stderr)
+	}
+	return 0
+}
+
+// operatorFailed reports err: bad usage (exit 2, with the usage when
+// given) or a failure (exit 1).
+func operatorFailed(cmd, usage string, err error, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "%s: %s\n", cmd, text.VisibleError(err))
+	if errors.Is(err, operator.ErrUsage) {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	return exitCode(err)
+}

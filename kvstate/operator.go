@@ -1,0 +1,252 @@
+package kvstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/internal/text"
+)
+
+// ResetOutcome is what Reset did to one provider.
+type ResetOutcome struct {
+	// Before is the provider's state before the reset, as the mirror held
+	// it.
+	Before ProviderStatus
+	// Done is false when there was nothing to reset: no cooldown, no probe
+	// lease, no failures and no trips recorded. Nothing was written then.
+	Done bool
+}
+
+// Reset ends provider's cooldown and clears its health for every processor,
+// as the operator by (user@host) asks (processor reset). It writes the
+// health first, with compare-and-set: a record of the reset alone
+// (afterReset), which every mirror reads as the end of any cooldown opened
+// before it, so the provider is closed within one watch delivery; then it
+// deletes the cooldown key, if the reset ended it, and the probe lease,
+// each at the revision it read. A failure of a call that began before the
+// reset, recorded after it, is not counted (predatesReset), and a
+// cooldown key that a trip racing the reset writes after the delete is
+// over all the same (resetEnds): whichever comes first, the provider ends
+// closed. A cooldown opened after the reset is left alone.
+//
+// The mirror must be loaded (Load, or Run) before the call: what it holds
+// decides whether there is anything to reset.
+func (s *Store) Reset(ctx context.Context, provider, by string) (ResetOutcome, error) {
+	now := s.opts.Now()
+	out := ResetOutcome{Before: s.row(provider, now)}
+	if !s.resettable(provider) {
+		return out, nil
+	}
+	var reset Health // set by the last try of change
+	err := s.updateHealth(ctx, provider, func(h Health) (Health, bool) {
+		reset = afterReset(h, by, now)
+		return reset, true
+	})
+	if err != nil {
+		return out, err
+	}
+	out.Done = true
+	if err := s.deleteEndedCooldown(ctx, provider, reset); err != nil {
+		return out, err
+	}
+	return out, s.deleteProbe(ctx, provider)
+}
+
+// resettable reports whether the mirror holds anything of provider that a
+// reset would clear.
+func (s *Store) resettable(provider string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	h, hasHealth := s.m.health[provider]
+	c, hasCooldown := s.m.cooldowns[provider]
+	_, hasProbe := s.m.probes[provider]
+	tripped := h.value.ConsecutiveFailures > 0 || h.value.Trips > 0 || !h.value.LastTrip.IsZero()
+	return hasProbe || hasCooldown && !resetEnds(c.value, h.value) || hasHealth && tripped
+}
+
+// deleteEndedCooldown deletes provider's cooldown key if the reset that
+// h records ended it, at the revision read; a conflict means someone wrote
+// it meanwhile: read again.
+func (s *Store) deleteEndedCooldown(ctx context.Context, provider string, h Health) error {
+	key := CooldownKey(provider)
+	for attempt := range maxCASRetries {
+		e, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("kvstate: reading %s: %w", key, err)
+		}
+		c, _, err := decode[Cooldown](e.Value(), boundsFor(provider, e.Created(), s.opts.Ceiling))
+		if err == nil && !resetEnds(c, h) {
+			return nil // opened after the reset: not the reset's to end
+		}
+		err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+		if err == nil {
+			s.forget(provider, SuffixCooldown, e.Revision())
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
+		}
+		if err := casPause(ctx, attempt); err != nil {
+			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
+		}
+	}
+	return fmt.Errorf("kvstate: deleting %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
+}
+
+// deleteProbe deletes provider's probe lease at the revision read. The
+// prober's own release then finds nothing to release, and its outcome
+// changes nothing: a success has no failures to reset, a failure began
+// before the reset.
+func (s *Store) deleteProbe(ctx context.Context, provider string) error {
+	key := ProbeKey(provider)
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kvstate: reading %s: %w", key, err)
+	}
+	err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+	switch {
+	case err == nil:
+		s.forget(provider, SuffixProbe, e.Revision())
+	case !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return fmt.Errorf("kvstate: deleting %s: %w", key, err)
+	}
+	return nil // a lease taken meanwhile is not the reset's
+}
+
+// forget drops provider's key of kind from the mirrors if they still hold
+// revision rev, which this store just deleted.
+func (s *Store) forget(provider, kind string, rev uint64) {
+	s.keep(func(m *mirror) bool {
+		switch kind {
+		case SuffixCooldown:
+			if m.cooldowns[provider].rev == rev {
+				delete(m.cooldowns, provider)
+			}
+		case SuffixProbe:
+			if m.probes[provider].rev == rev {
+				delete(m.probes, provider)
+			}
+		}
+		return true
+	})
+}
+
+// OperatorTrip is an operator's cooldown of one provider (processor trip).
+type OperatorTrip struct {
+	// For is the cooldown's length: whole seconds, at least one, as KV
+	// TTLs are.
+	For time.Duration
+	// Reason says why, in the operator's words; cut to 300 bytes.
+	Reason string
+	// By names the operator: user@host.
+	By string
+	// HalfOpen records the trip in the provider's health as well, so that
+	// the provider is half-open when the cooldown ends, as after any
+	// cooldown: the first request then is a probe. Without it (a provider
+	// whose failure_threshold is 0 has no circuit of its own) it is as its
+	// health was when the cooldown ends.
+	HalfOpen bool
+}
+
+// TripOutcome is what Trip did.
+type TripOutcome struct {
+	// Opened is false when a cooldown running until Until or later was
+	// there already and is left as it is: a trip never shortens one.
+	Opened bool
+	// Until is when the provider's cooldown now ends.
+	Until time.Time
+	// Cooldown is the cooldown key now running: the operator's, or the
+	// one kept; nil when what keeps the provider out is the trip its health
+	// records alone.
+	Cooldown *Cooldown
+}
+
+// Trip opens an operator's cooldown of provider for every processor. The
+// key is written first, with its TTL, so that no processor probes the
+// provider between the two writes, then, when t.HalfOpen, the trip is
+// recorded in the health (afterOperatorTrip), with compare-and-set. A
+// running cooldown that ends no sooner is left as it is; one that ends
+// sooner is replaced (extended). The mirror must be loaded before the call.
+func (s *Store) Trip(ctx context.Context, provider string, t OperatorTrip) (TripOutcome, error) {
+	if t.For < time.Second || t.For%time.Second != 0 {
+		return TripOutcome{}, fmt.Errorf("kvstate: tripping %s: %s is not whole seconds of at least 1s", provider, t.For)
+	}
+	now := utc(s.opts.Now())
+	c := Cooldown{Until: now.Add(t.For), Reason: truncate(t.Reason), DurationS: int64(t.For / time.Second),
+		By: text.Cut(t.By, maxBy), Operator: true}
+	if until, cooling := s.Cooling(provider, now); cooling && !until.Before(c.Until) {
+		return TripOutcome{Until: until, Cooldown: s.mirroredCooldown(provider)}, nil
+	}
+	running, err := s.openCooldown(ctx, provider, c, t.For)
+	if err != nil {
+		return TripOutcome{}, err
+	}
+	if running != nil {
+		return TripOutcome{Until: running.Until, Cooldown: running}, nil
+	}
+	out := TripOutcome{Opened: true, Until: c.Until, Cooldown: &c}
+	if !t.HalfOpen {
+		return out, nil
+	}
+	return out, s.updateHealth(ctx, provider, func(h Health) (Health, bool) { return afterOperatorTrip(h, now, t.For) })
+}
+
+// mirroredCooldown is provider's cooldown key as the mirror holds it, nil
+// when none runs (or the last reset ended it).
+func (s *Store) mirroredCooldown(provider string) *Cooldown {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, ok := s.m.cooldowns[provider]
+	if !ok || resetEnds(c.value, s.m.health[provider].value) {
+		return nil
+	}
+	return &c.value
+}
+
+// operatorView is what the mirror holds of one provider that tells an
+// operator's act when the watch brings it: see logOperatorAct.
+type operatorView struct {
+	healthRev, cooldownRev uint64
+	resetAt                time.Time
+}
+
+func (s *Store) operatorView(provider string) operatorView {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	h := s.m.health[provider]
+	return operatorView{healthRev: h.rev, cooldownRev: s.m.cooldowns[provider].rev, resetAt: h.value.ResetAt}
+}
+
+// logOperatorAct logs an operator's reset or trip of provider that the
+// watch just brought to the mirror, whose view of it was before: the
+// processors that learn of an operator's act say so, once each.
+func (s *Store) logOperatorAct(provider string, before operatorView) {
+	after := s.operatorView(provider)
+	if after.healthRev != before.healthRev && !after.resetAt.IsZero() && !after.resetAt.Equal(before.resetAt) {
+		h, _ := s.Health(provider)
+		s.opts.Logger.Info("provider reset by an operator: cooldown ended, failures and trips cleared",
+			"provider", provider, "by", h.ResetBy, "at", h.ResetAt)
+	}
+	if after.cooldownRev != before.cooldownRev {
+		if c := s.mirroredCooldown(provider); c != nil && c.Operator {
+			s.opts.Logger.Info("provider tripped by an operator", "provider", provider, "until", c.Until, "reason", c.Reason, "by", c.By)
+		}
+	}
+}
+
+// providerOf returns the provider a bucket key belongs to.
+func providerOf(key string) string {
+	provider, _, _ := strings.Cut(key, ".")
+	return provider
+}
