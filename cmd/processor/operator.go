@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/ask"
+	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/operator"
 	"github.com/detourhq/detour/internal/text"
 )
@@ -101,10 +103,18 @@ func runTrip(args []string, stdout, stderr io.Writer) int {
 
 // operatorFleet reads the chain file that names the providers (their API
 // keys need not be set: neither command calls one); a chain file refused
-// or missing is exit 78, as a configuration fault.
+// or missing is exit 78, as a configuration fault. Where no chain file was
+// named and detour.yaml is not there (beside a demo), the running
+// processors say which providers there are.
 func operatorFleet(cmd, configPath string, stderr io.Writer) (operator.Fleet, int) {
 	path := config.ChainFile(configPath)
 	file, err := config.LoadWithoutKeys(path)
+	_, envSet := os.LookupEnv(configVariable)
+	if errors.Is(err, os.ErrNotExist) && configPath == "" && !envSet {
+		if running := runningFile(cmd, stderr); running != nil {
+			return operator.Fleet{File: running, Path: "the running processors' chain files", By: operator.Identity()}, 0
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		if errors.Is(err, os.ErrNotExist) {
@@ -113,6 +123,23 @@ func operatorFleet(cmd, configPath string, stderr io.Writer) (operator.Fleet, in
 		return operator.Fleet{}, config.ExitConfig
 	}
 	return operator.Fleet{File: file, Path: path, By: operator.Identity()}, 0
+}
+
+// runningFile asks the running processors for their providers
+// (operator.RunningFile); nil when none can be reached or none answers.
+func runningFile(cmd string, stderr io.Writer) *config.File {
+	nc, _, err := connectClient("detour-operator")
+	if err != nil {
+		return nil
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	running, err := fleet.Discover(ctx, nc, ask.ServiceName, fleetReplies)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: asking the running processors what they run: %s\n", cmd, text.VisibleError(err))
+	}
+	return operator.RunningFile(running)
 }
 
 // withFleet connects fleet like every client command and runs do; it

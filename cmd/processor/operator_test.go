@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -11,8 +12,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/ask"
+	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/kvstate/kvstatetest"
@@ -235,5 +240,49 @@ func TestWatchShowsTheOperatorsActs(t *testing.T) {
 		if code := <-done; code != 0 {
 			t.Errorf("watch exited %d: %s %s", code, textErr.String(), jsonErr.String())
 		}
+	}
+}
+
+// TestOperatorCommandsBesideADemo: with no chain file named and no
+// detour.yaml at hand (beside `processor -demo`), reset and trip take the
+// providers and their longest cooldowns from the running processors'
+// announcements; with none running, the missing chain file is exit 78.
+func TestOperatorCommandsBesideADemo(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
+	t.Setenv("DETOUR_CONFIG", "")
+	os.Unsetenv("DETOUR_CONFIG") // restored by t.Setenv's cleanup
+	t.Chdir(t.TempDir())
+	processorStore(t, js) // the bucket, as a processor creates it
+
+	_, errOut := command(t, 78, "reset", "primary")
+	if !strings.Contains(errOut, "detour.yaml") {
+		t.Errorf("with no processor running: %q, want the missing chain file named", errOut)
+	}
+
+	file, err := config.Parse([]byte("providers:\n  - {name: primary, type: openai, model: m1, max_cooldown: 20m, auth_cooldown: 1h}\n"+
+		"  - {name: template, type: rules, default_reply: later}\nchains:\n  default: [primary, template]\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := micro.AddService(nc, micro.Config{Name: ask.ServiceName, Version: "1.0.0", Metadata: fleet.Metadata("proc-1", file)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+
+	out, _ := command(t, 0, "trip", "primary", "-for", "30s", "-reason", "maintenance")
+	if !strings.HasPrefix(out, "primary: tripped by ") {
+		t.Errorf("trip: %q", out)
+	}
+	if _, errOut := command(t, 2, "trip", "primary", "-for", "2h", "-reason", "maintenance"); !strings.Contains(errOut, "1h0m0s") {
+		t.Errorf("a trip past the longest cooldown: %q, want the announced limit, 1h0m0s", errOut)
+	}
+	if _, errOut := command(t, 2, "reset", "primray"); !strings.Contains(errOut, `did you mean "primary"?`) {
+		t.Errorf("an unknown provider: %q, want a suggestion", errOut)
+	}
+	if out, _ := command(t, 0, "reset", "primary"); !strings.Contains(out, "primary: reset: was open") {
+		t.Errorf("reset: %q", out)
 	}
 }

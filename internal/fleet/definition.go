@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/detourhq/detour/config"
 )
@@ -25,6 +26,12 @@ type Definition struct {
 	Policy string `json:"policy"`
 	// Rules is a digest of a rules provider's rules and default reply.
 	Rules string `json:"rules,omitempty"`
+	// FailureThreshold and LongestCooldownS, the provider's longest
+	// cooldown in whole seconds (config.Provider.LongestCooldown), are what
+	// an operator's trip needs to know of it; both are spelled in Policy
+	// too, so they are no part of Fingerprint.
+	FailureThreshold int   `json:"failure_threshold,omitempty"`
+	LongestCooldownS int64 `json:"longest_cooldown_s,omitempty"`
 }
 
 // Define returns the definition of p, fingerprint included.
@@ -37,6 +44,7 @@ func Define(p config.Provider) Definition {
 			p.Timeout, p.MaxRetries, p.BackoffBase, p.BackoffMax, p.MaxRetryWait, p.FailureThreshold,
 			p.Cooldown, p.MaxCooldown, p.TripWindow, p.AuthCooldown),
 	}
+	d.FailureThreshold, d.LongestCooldownS = p.FailureThreshold, int64(p.LongestCooldown()/time.Second)
 	if p.Type == config.TypeRules {
 		b, _ := json.Marshal(struct {
 			Rules        []config.Rule
