@@ -55,13 +55,7 @@ func TestAnswerStoppedEarlyFallsThrough(t *testing.T) {
 		for f, w := range tc.want {
 			t.Run(f.String()+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				state := newMemState()
-				p, srv := adapterFor(t, f, tc.script)
-				backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
-
-				res, err := newChain(state, chain.Step{Provider: p, Policy: chain.Policy{MaxRetries: 2}}, backup).Run(context.Background(), &hello)
-
-				wantAnswer(t, res, err, "backup", 1)
+				res, srv, state := backupAnswers(t, f, tc.script, 2)
 				first := res.Attempts[0]
 				if first.Class != chain.ClassInvalidOutput || first.StopReason != w.stop || !strings.Contains(first.Error, w.text) {
 					t.Errorf("first attempt %+v; want invalid_output, stop_reason %q, error with %q", first, w.stop, w.text)
@@ -79,6 +73,19 @@ func TestAnswerStoppedEarlyFallsThrough(t *testing.T) {
 			})
 		}
 	}
+}
+
+// backupAnswers runs a chain of the flavour f provider under script,
+// allowed retries, then an OpenAI backup, and wants the backup's answer;
+// it returns the result, the provider's server and the state.
+func backupAnswers(t *testing.T, f providertest.Flavor, script providertest.Script, retries int) (chain.Result, *providertest.Server, *memState) {
+	t.Helper()
+	state := newMemState()
+	p, srv := adapterFor(t, f, script)
+	backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
+	res, err := newChain(state, chain.Step{Provider: p, Policy: chain.Policy{MaxRetries: retries}}, backup).Run(context.Background(), &hello)
+	wantAnswer(t, res, err, "backup", 1)
+	return res, srv, state
 }
 
 // TestCompleteEndingsAnswer: the endings each API documents as complete,
@@ -129,13 +136,7 @@ func TestEndingsThatAreNotCompleteAreNoAnswer(t *testing.T) {
 			}
 			t.Run(f.String()+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				state := newMemState()
-				p, srv := adapterFor(t, f, reply(r))
-				backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
-
-				res, err := newChain(state, chain.Step{Provider: p, Policy: chain.Policy{MaxRetries: 2}}, backup).Run(context.Background(), &hello)
-
-				wantAnswer(t, res, err, "backup", 1)
+				res, srv, state := backupAnswers(t, f, reply(r), 2)
 				first := res.Attempts[0]
 				wantError := "not a complete ending"
 				if reason == "" {
@@ -181,13 +182,7 @@ func TestAnErrorEndingAnAnswerIsItsClass(t *testing.T) {
 		for _, f := range tc.flavors {
 			t.Run(f.String()+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				state := newMemState()
-				p, srv := adapterFor(t, f, tc.script)
-				backup, _ := fakeProvider(t, "backup", providertest.OK(), chain.Policy{})
-
-				res, err := newChain(state, chain.Step{Provider: p, Policy: chain.Policy{MaxRetries: 1}}, backup).Run(context.Background(), &hello)
-
-				wantAnswer(t, res, err, "backup", 1)
+				res, srv, state := backupAnswers(t, f, tc.script, 1)
 				if strings.Contains(res.Content, fragment) {
 					t.Errorf("content %q holds the fragment", res.Content)
 				}
