@@ -43,7 +43,7 @@ func exported(t *testing.T) map[string]bool {
 	cost := 0.5
 	m.Usage(chain.Result{Status: chain.StatusOK, Provider: "p", Model: "m", Usage: chain.Usage{PromptTokens: 1}, Cost: &cost})
 	m.ConfigConflicts(0)
-	m.ReportStates(func(time.Time) []kvstate.ProviderStatus { return []kvstate.ProviderStatus{{Provider: "p"}} })
+	m.ReportStates(nil, func(time.Time) []kvstate.ProviderStatus { return []kvstate.ProviderStatus{{Provider: "p"}} })
 	rec := httptest.NewRecorder()
 	m.Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	names := map[string]bool{}

@@ -263,7 +263,9 @@ func (d *delivery) admit(ctx context.Context) Runner {
 // run runs an admitted delivery's request through runner, under its
 // deadline and the heartbeat, and settles the delivery with the outcome.
 func (d *delivery) run(ctx context.Context, runner Runner) {
-	runCtx, cancelRun := context.WithDeadline(ctx, d.deadline())
+	// The deadline is the server's time; the context's timer runs on the
+	// local clock, which may be minutes off it.
+	runCtx, cancelRun := context.WithTimeout(ctx, d.deadline().Sub(d.p.cfg.Now()))
 	defer cancelRun()
 	// Compiling a schema can take a while too: it runs under the heartbeat,
 	// and a shutdown or the deadline ends the wait for it.

@@ -21,6 +21,7 @@ import (
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/ask"
 	"github.com/detourhq/detour/internal/fleet"
+	"github.com/detourhq/detour/internal/serverclock"
 	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/kvstate"
 )
@@ -55,7 +56,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "processor status: %s\n", text.VisibleError(err))
 		return 1
 	}
-	rows := store.Status(time.Now(), known...)
+	rows := store.Status(serverNow(ctx, kv), known...)
 	running, err := fleet.Discover(ctx, nc, ask.ServiceName, fleetReplies)
 	if err != nil {
 		fmt.Fprintf(stderr, "processor status: asking the running processors what they run: %s\n", text.VisibleError(err))
@@ -177,6 +178,15 @@ func openBucket(ctx context.Context, name string) (jetstream.KeyValue, *nats.Con
 		return nil, nil, err
 	}
 	return kv, nc, nil
+}
+
+// serverNow is the NATS server's time, by which processors judge
+// cooldowns (package serverclock), read off the bucket's status; the local
+// time when it cannot be read.
+func serverNow(ctx context.Context, kv jetstream.KeyValue) time.Time {
+	clock := serverclock.New(nil, serverclock.BucketTime(kv), nil)
+	_ = clock.Sync(ctx)
+	return clock.Now()
 }
 
 // refuseArgs reports an argument left after fs's flags, which status and

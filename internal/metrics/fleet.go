@@ -112,13 +112,19 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // ReportStates makes detour_provider_state and
-// detour_cooldown_remaining_seconds read status at every scrape, for the
-// providers ReportedProviders keeps with own, the chain file's providers.
-func (m *Metrics) ReportStates(status StatusFunc, own ...string) {
+// detour_cooldown_remaining_seconds read status at every scrape, at the
+// time now says (nil: time.Now; a processor's is the NATS server's time),
+// for the providers ReportedProviders keeps with own, the chain file's
+// providers.
+func (m *Metrics) ReportStates(now func() time.Time, status StatusFunc, own ...string) {
 	if m == nil {
 		return
 	}
+	if now == nil {
+		now = time.Now
+	}
 	m.fleet.mu.Lock()
+	m.fleet.now = now
 	m.fleet.status = status
 	m.fleet.own = slices.Clone(own)
 	m.fleet.mu.Unlock()

@@ -40,7 +40,7 @@ func mirrorOf(t *testing.T, providers ...string) *kvstate.Store {
 // report makes m report s's view with own as the chain file's providers,
 // as a processor does.
 func report(m *metrics.Metrics, s *kvstate.Store, own ...string) {
-	m.ReportStates(func(now time.Time) []kvstate.ProviderStatus { return s.Status(now, own...) }, own...)
+	m.ReportStates(nil, func(now time.Time) []kvstate.ProviderStatus { return s.Status(now, own...) }, own...)
 }
 
 // TestScrapeSkipsAProviderNameThatIsNotUTF8: a key of the bucket whose

@@ -13,6 +13,7 @@ import (
 	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/serverclock"
 	"github.com/detourhq/detour/internal/suggest"
 	"github.com/detourhq/detour/kvstate"
 )
@@ -68,6 +69,12 @@ type Fleet struct {
 	Path string
 	// By names the operator, user@host (Identity).
 	By string
+	// Clock is the operator's own clock, nil meaning time.Now. Acts are
+	// timed by the NATS server's time, learned as an offset from it
+	// (package serverclock): processors judge cooldowns by it, and a reset
+	// timed before the failures it clears, by a clock that is behind,
+	// would clear nothing.
+	Clock func() time.Time
 }
 
 // provider returns the chain file's provider called name, or an ErrUsage
@@ -213,7 +220,9 @@ func (f Fleet) store(ctx context.Context, kv jetstream.KeyValue) (*kvstate.Store
 	for _, p := range f.File.Providers {
 		ceilings[p.Name] = p.LongestCooldown()
 	}
-	s := kvstate.New(f.JS, kv, kvstate.Options{Ceiling: func(p string) time.Duration { return ceilings[p] }})
+	clock := serverclock.New(f.Clock, serverclock.BucketTime(kv), nil)
+	_ = clock.Sync(ctx) // without a sample, the local time
+	s := kvstate.New(f.JS, kv, kvstate.Options{Now: clock.Now, Ceiling: func(p string) time.Duration { return ceilings[p] }})
 	if err := s.Load(ctx); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/internal/serverclock"
 	"github.com/detourhq/detour/internal/statuspage"
 	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/kvstate"
@@ -41,13 +42,21 @@ type Options struct {
 	HTTPClient *http.Client
 	// Metrics records what the processor does; nil records nothing.
 	Metrics *metrics.Metrics
+	// Clock is the processor's own clock, nil meaning time.Now. Cooldowns,
+	// probe leases and deadlines are judged by the NATS server's time,
+	// learned as an offset from it (package serverclock), whatever it
+	// says: tests set it off by minutes.
+	Clock func() time.Time
 }
 
 // Processor is one assembled, not yet running, processor.
 type Processor struct {
-	opts    Options
-	js      jetstream.JetStream
-	store   *kvstate.Store
+	opts  Options
+	js    jetstream.JetStream
+	store *kvstate.Store
+	// clock is the NATS server's time, by which the processor judges
+	// cooldowns, leases and deadlines.
+	clock   *serverclock.Clock
 	handler *stream.Processor
 	chains  []string
 	// repair recreates streams and consumers that a pull or a result
@@ -100,6 +109,10 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	if err != nil {
 		return nil, err
 	}
+	clock := serverclock.New(opts.Clock, serverclock.BucketTime(kv), opts.Logger)
+	if err := clock.Sync(ctx); err != nil {
+		return nil, err
+	}
 	id := processorID()
 	// No cooldown of a provider this processor runs is longer than the
 	// larger of its max_cooldown and auth_cooldown: a value in the bucket
@@ -108,20 +121,23 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	for _, p := range opts.File.Providers {
 		ceilings[p.Name] = p.LongestCooldown()
 	}
-	store := kvstate.New(js, kv, kvstate.Options{ID: id, Logger: opts.Logger, Replicas: s.Replicas,
+	store := kvstate.New(js, kv, kvstate.Options{ID: id, Now: clock.Now, Logger: opts.Logger, Replicas: s.Replicas,
 		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) },
 		Ceiling:    func(provider string) time.Duration { return ceilings[provider] }})
 	providers := lo.Map(opts.File.Providers, func(p config.Provider, _ int) string { return p.Name })
-	opts.Metrics.ReportStates(func(now time.Time) []kvstate.ProviderStatus { return store.Status(now, providers...) }, providers...)
+	opts.Metrics.ReportStates(clock.Now, func(now time.Time) []kvstate.ProviderStatus { return store.Status(now, providers...) }, providers...)
 	built, err := chains.Build(opts.File, store, opts.HTTPClient, opts.Logger)
 	if err != nil {
 		return nil, err
+	}
+	for _, c := range built {
+		c.Now = clock.Now
 	}
 	cacheStore, err := cache.Open(ctx, js, s.Replicas)
 	if err != nil {
 		return nil, err
 	}
-	runners, err := cachedRunners(opts, built, cacheStore)
+	runners, err := cachedRunners(opts, built, cacheStore, clock.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +145,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	handler, err := stream.NewProcessor(ctx, opts.Conn, js, stream.ProcessorConfig{
 		Chains: runners, ReplyPrefixes: s.ReplyPrefixes, MaxPayload: s.MaxPayload,
 		RequestTTL: s.RequestTTL, AckWait: s.AckWait, MaxInvalidDeliveries: s.MaxInvalidDeliveries,
-		Logger: opts.Logger, Metrics: opts.Metrics, Repair: repair, Health: health,
+		Logger: opts.Logger, Metrics: opts.Metrics, Repair: repair, Health: health, Now: clock.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -137,7 +153,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	if err := store.Load(ctx); err != nil { // last, see above
 		return nil, err
 	}
-	return &Processor{opts: opts, js: js, store: store, handler: handler, chains: names, repair: repair, health: health, id: id,
+	return &Processor{opts: opts, js: js, store: store, clock: clock, handler: handler, chains: names, repair: repair, health: health, id: id,
 		kv: kv, providers: providers, events: statuspage.NewEvents(keptEvents)}, nil
 }
 
@@ -165,7 +181,8 @@ func (p *Processor) keepTopology(ctx context.Context) {
 // announces in its metadata what this processor runs under each provider
 // name (see watchFleet, which compares that with the other processors').
 // Beside them, a watch of the bucket keeps the latest outage events for the
-// status page (Handler) until the mirror stops. The mirror stops only after the consume loop has returned, so that requests
+// status page (Handler), and the clock keeps learning the NATS server's
+// time, until the mirror stops. The mirror stops only after the consume loop has returned, so that requests
 // still in flight while it drains see other processors' cooldowns. Should
 // the mirror end first, or the service fail to start, the consume loop
 // stops as if ctx had ended, and Run returns why. Call Run once.
@@ -188,12 +205,16 @@ func (p *Processor) Run(ctx context.Context) error {
 		mirrored <- err
 	}()
 
-	eventsDone := make(chan struct{})
+	eventsDone, clockDone := make(chan struct{}), make(chan struct{})
 	go func() { // ends with mirrorCtx
 		defer close(eventsDone)
 		p.watchEvents(mirrorCtx)
 	}()
-	defer func() { stopMirror(); <-eventsDone }()
+	go func() { // ends with mirrorCtx: the mirror's judgements need the server's time till the end
+		defer close(clockDone)
+		_ = p.clock.Run(mirrorCtx)
+	}()
+	defer func() { stopMirror(); <-eventsDone; <-clockDone }()
 
 	asked := make(chan error, 1)
 	go func() { // ends with consumeCtx, when the consume loop stops taking work
@@ -275,7 +296,7 @@ func processorID() string {
 
 // cachedRunners is every chain as the processor runs it: behind its
 // response cache when the chain file gives it one.
-func cachedRunners(opts Options, built map[string]*chain.Chain, store *cache.Store) (map[string]stream.Runner, error) {
+func cachedRunners(opts Options, built map[string]*chain.Chain, store *cache.Store, now func() time.Time) (map[string]stream.Runner, error) {
 	var rules []string
 	for _, p := range opts.File.Providers {
 		if p.Type == config.TypeRules {
@@ -291,7 +312,7 @@ func cachedRunners(opts Options, built map[string]*chain.Chain, store *cache.Sto
 		}
 		r, err := cache.New(cache.Config{
 			Chain: name, Next: c, Store: store, Settings: cache.Settings{TTL: settings.TTL, StaleTTL: settings.StaleTTL},
-			Providers: opts.File.Chains[name], Rules: rules, Logger: opts.Logger, Metrics: opts.Metrics,
+			Providers: opts.File.Chains[name], Rules: rules, Logger: opts.Logger, Metrics: opts.Metrics, Now: now,
 		})
 		if err != nil {
 			return nil, err

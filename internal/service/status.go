@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/detourhq/detour/internal/statuspage"
 	"github.com/detourhq/detour/kvstate"
@@ -31,7 +30,7 @@ func (p *Processor) Handler() http.Handler {
 // provider it knows and every one of the chain file, the latest outage
 // events, the answer rates and the conflicts found last.
 func (p *Processor) snapshot() statuspage.Snapshot {
-	now := time.Now()
+	now := p.clock.Now()
 	perSecond, degraded := p.opts.Metrics.Rates(now)
 	return statuspage.Snapshot{
 		Now:           now.UTC(),

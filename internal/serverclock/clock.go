@@ -1,0 +1,183 @@
+package serverclock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/internal/wait"
+)
+
+const (
+	// syncEvery is how often Run asks the server for its time.
+	syncEvery = 5 * time.Second
+	// window is how many of the latest samples the estimate is chosen
+	// from: a minute of them, so a clock stepped by NTP is followed within
+	// a minute, and a slow reply or two do not move the estimate.
+	window = 12
+	// farOff is the offset past which a processor logs its clock as off
+	// the server's: more than a round trip or two explains.
+	farOff = time.Second
+	// syncTimeout bounds one sample.
+	syncTimeout = 5 * time.Second
+)
+
+// Source asks the server for its time: a reply the server stamps, such as
+// a KV bucket's status (BucketTime).
+type Source func(ctx context.Context) (time.Time, error)
+
+// BucketTime is a Source that reads the time in the status of bucket kv:
+// the server's time when it gathered the info of the bucket's stream
+// (jetstream.StreamInfo.TimeStamp).
+func BucketTime(kv jetstream.KeyValue) Source {
+	return func(ctx context.Context) (time.Time, error) {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return time.Time{}, err
+		}
+		bs, ok := st.(*jetstream.KeyValueBucketStatus)
+		if !ok {
+			return time.Time{}, errors.New("serverclock: a bucket status without its stream's info")
+		}
+		return bs.StreamInfo().TimeStamp, nil
+	}
+}
+
+// sample is one reading of the server's clock.
+type sample struct {
+	offset, roundTrip time.Duration
+}
+
+// Clock is the server's time as this processor reads it: its local clock
+// plus the offset learned from the server. The zero offset stands until the
+// first sample. It is safe for concurrent use.
+type Clock struct {
+	local  func() time.Time
+	source Source
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	samples []sample // the latest window, oldest first
+	offset  time.Duration
+	// logged is the offset last reported far off, zero when the clock
+	// agrees (or has not been reported).
+	logged time.Duration
+}
+
+// New returns a clock on local (nil: time.Now) that asks source for the
+// server's time, and logs to logger (nil discards) when the two are far
+// apart.
+func New(local func() time.Time, source Source, logger *slog.Logger) *Clock {
+	if local == nil {
+		local = time.Now
+	}
+	return &Clock{local: local, source: source, logger: logs.OrDiscard(logger)}
+}
+
+// Now is the server's time as the clock reads it.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	offset := c.offset
+	c.mu.Unlock()
+	return c.local().Add(offset)
+}
+
+// Offset is how far the server's clock is ahead of the local one (negative
+// when it is behind), as estimated.
+func (c *Clock) Offset() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.offset
+}
+
+// Sync takes one sample of the server's clock.
+func (c *Clock) Sync(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	sent := c.local()
+	server, err := c.source(ctx)
+	received := c.local()
+	if err != nil {
+		return fmt.Errorf("serverclock: asking the server's time: %w", err)
+	}
+	c.Observe(sent, received, server)
+	return nil
+}
+
+// Run takes a sample every few seconds until ctx ends, and returns nil
+// then. A sample that fails is skipped: the last estimate stands.
+func (c *Clock) Run(ctx context.Context) error {
+	for wait.Sleep(ctx, syncEvery) == nil {
+		_ = c.Sync(ctx)
+	}
+	return nil
+}
+
+// Observe adds the server's time server, read by a request sent and
+// answered at the local times sent and received. A reading without a time,
+// or whose reply came before its request by the local clock (stepped
+// meanwhile), says nothing and is ignored.
+func (c *Clock) Observe(sent, received, server time.Time) {
+	if server.IsZero() || received.Before(sent) {
+		return
+	}
+	roundTrip := received.Sub(sent)
+	s := sample{offset: server.Sub(sent.Add(roundTrip / 2)), roundTrip: roundTrip}
+	c.mu.Lock()
+	if len(c.samples) == window {
+		c.samples = append(c.samples[:0], c.samples[1:]...)
+	}
+	c.samples = append(c.samples, s)
+	best := c.samples[0]
+	for _, x := range c.samples[1:] {
+		if x.roundTrip <= best.roundTrip {
+			best = x
+		}
+	}
+	c.offset = best.offset
+	report, logged := c.report()
+	c.mu.Unlock()
+	switch report {
+	case reportFarOff:
+		c.logger.Warn("this processor's clock is off the NATS server's; cooldowns, probe leases and deadlines are judged by the server's",
+			"server_ahead_by", logged, "within", best.roundTrip/2)
+	case reportAgrees:
+		c.logger.Info("this processor's clock agrees with the NATS server's again", "server_ahead_by", best.offset)
+	}
+}
+
+type report int
+
+const (
+	reportNothing report = iota
+	reportFarOff
+	reportAgrees
+)
+
+// report says what the offset, just estimated, is worth a log line for:
+// far off, for the first time or by another second since the last line,
+// or back within farOff after that. Called with c.mu held.
+func (c *Clock) report() (report, time.Duration) {
+	switch far := c.offset > farOff || c.offset < -farOff; {
+	case far && (c.logged == 0 || absDiff(c.offset, c.logged) > farOff):
+		c.logged = c.offset
+		return reportFarOff, c.offset
+	case !far && c.logged != 0:
+		c.logged = 0
+		return reportAgrees, 0
+	}
+	return reportNothing, 0
+}
+
+func absDiff(a, b time.Duration) time.Duration {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
