@@ -182,11 +182,14 @@ func valueProblem(f reflect.StructField, err error) string {
 	return fmt.Sprintf("%q is not %s", pe.Value, want)
 }
 
-// reservedSubjects are the prefixes detour consumes or stores dead letters
-// under: a reply prefix overlapping one would let a request make the
-// processor feed its own queues. They are wire.RequestsPrefix and
-// wire.DeadLetterPrefix; config knows no NATS, so a test checks they agree.
-var reservedSubjects = []string{"detour.requests.", "detour.deadletter."}
+// reservedSubjects are the prefixes detour consumes, serves or stores dead
+// letters under: a reply prefix overlapping one would let a request make the
+// processor feed its own queues (a result published to detour.ask.<chain>
+// is taken as a request, and its failed result replaces the good one). They
+// are wire.RequestsPrefix, ask.SubjectPrefix and wire.DeadLetterPrefix;
+// config knows no NATS, so a test checks they agree. The API and service
+// subjects ($JS., $KV., $SRV., $SYS.) are refused by their '$'.
+var reservedSubjects = []string{"detour.requests.", "detour.ask.", "detour.deadletter."}
 
 var subjectPrefixRE = regexp.MustCompile(`^[^\s*>.]+(\.[^\s*>.]+)*\.$`)
 

@@ -243,6 +243,8 @@ func TestSettingsValidate(t *testing.T) {
 		{"prefix wildcard", func(s *Settings) { s.ReplyPrefixes = []string{"a.*."} }, "DETOUR_REPLY_PREFIXES"},
 		{"prefix loops", func(s *Settings) { s.ReplyPrefixes = []string{"detour."} }, "must not overlap detour.requests.>"},
 		{"prefix deadletter", func(s *Settings) { s.ReplyPrefixes = []string{"detour.deadletter.x."} }, "must not overlap detour.deadletter.>"},
+		{"prefix ask", func(s *Settings) { s.ReplyPrefixes = []string{"detour.ask."} }, "must not overlap detour.ask.>"},
+		{"prefix a chain's endpoint", func(s *Settings) { s.ReplyPrefixes = []string{"detour.ask.default."} }, "must not overlap detour.ask.>"},
 		{"log level", func(s *Settings) { s.LogLevel = "trace" }, "DETOUR_LOG_LEVEL: must be one of debug, info, warn, error"},
 		{"log format", func(s *Settings) { s.LogFormat = "xml" }, "DETOUR_LOG_FORMAT: must be text or json"},
 		{"listen", func(s *Settings) { s.Listen = "4222" }, "DETOUR_LISTEN: must be host:port"},
