@@ -47,6 +47,12 @@ type Settings struct {
 	NATSTLSCA   string `envconfig:"DETOUR_NATS_TLS_CA" desc:"path of a CA certificate (PEM) that signs the NATS server certificate"`
 	NATSTLSCert string `envconfig:"DETOUR_NATS_TLS_CERT" desc:"path of a client certificate (PEM) for NATS; needs DETOUR_NATS_TLS_KEY"`
 	NATSTLSKey  string `envconfig:"DETOUR_NATS_TLS_KEY" desc:"path of the client certificate's private key (PEM); needs DETOUR_NATS_TLS_CERT"`
+	// A connection that the network stops carrying (a partition, a
+	// silent load balancer) stays open; only its pings tell. The client's
+	// own default, 2 minutes, would leave a processor cut off for over
+	// four AckWaits before it reconnected.
+	NATSPingInterval time.Duration `envconfig:"DETOUR_NATS_PING_INTERVAL" default:"5s" desc:"how often a client pings the NATS server; with DETOUR_NATS_MAX_PINGS_OUT it bounds how long a connection the network stopped carrying goes unnoticed (at least 100ms)"`
+	NATSMaxPingsOut  int           `envconfig:"DETOUR_NATS_MAX_PINGS_OUT" default:"2" desc:"pings a client leaves unanswered before it takes the connection as lost and reconnects (at least 1)"`
 
 	Listen  string `envconfig:"DETOUR_LISTEN" default:"127.0.0.1:4222" desc:"host:port of the embedded NATS server (used when DETOUR_NATS_URL is empty)"`
 	DataDir string `envconfig:"DETOUR_DATA_DIR" default:"./detour-data" desc:"JetStream storage directory of the embedded server"`
@@ -224,6 +230,12 @@ func (s Settings) problems() []string {
 		if err := checkNATSURLs(s.NATSURL); err != nil {
 			bad("DETOUR_NATS_URL", "%v", err)
 		}
+	}
+	if s.NATSPingInterval < 100*time.Millisecond {
+		bad("DETOUR_NATS_PING_INTERVAL", "must be at least 100ms")
+	}
+	if s.NATSMaxPingsOut < 1 {
+		bad("DETOUR_NATS_MAX_PINGS_OUT", "must be at least 1")
 	}
 	if (s.NATSTLSCert == "") != (s.NATSTLSKey == "") {
 		bad("DETOUR_NATS_TLS_CERT", "must be set together with DETOUR_NATS_TLS_KEY")

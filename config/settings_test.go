@@ -39,6 +39,8 @@ func clearEnv(t *testing.T) {
 
 func defaultSettings() Settings {
 	return Settings{
+		NATSPingInterval:     5 * time.Second,
+		NATSMaxPingsOut:      2,
 		Listen:               "127.0.0.1:4222",
 		DataDir:              "./detour-data",
 		Config:               "detour.yaml",
@@ -82,6 +84,17 @@ func TestLoadSettingsDefaults(t *testing.T) {
 	}
 }
 
+// TestDefaultPingsNoticeAPartitionWithinAnAckWait: a connection the network
+// stopped carrying is noticed after at most (pings out + 1) ping intervals;
+// by default that is well within one AckWait, so that a processor cut off
+// knows it, and reconnects, before its deliveries are redelivered.
+func TestDefaultPingsNoticeAPartitionWithinAnAckWait(t *testing.T) {
+	s := defaultSettings()
+	if noticed := time.Duration(s.NATSMaxPingsOut+1) * s.NATSPingInterval; noticed > s.AckWait/2 {
+		t.Errorf("a partition goes unnoticed for up to %s, more than half the default AckWait of %s", noticed, s.AckWait)
+	}
+}
+
 func TestLoadSettingsOverrides(t *testing.T) {
 	tests := []struct {
 		env   map[string]string
@@ -91,6 +104,9 @@ func TestLoadSettingsOverrides(t *testing.T) {
 		{map[string]string{"DETOUR_NATS_CREDS": "/x.creds"}, func(s Settings) bool { return s.NATSCreds == "/x.creds" }},
 		{map[string]string{"DETOUR_NATS_TLS_CA": "ca.pem"}, func(s Settings) bool { return s.NATSTLSCA == "ca.pem" }},
 		{map[string]string{"DETOUR_NATS_TLS_CERT": "c.pem", "DETOUR_NATS_TLS_KEY": "k.pem"}, func(s Settings) bool { return s.NATSTLSCert == "c.pem" && s.NATSTLSKey == "k.pem" }},
+		{map[string]string{"DETOUR_NATS_PING_INTERVAL": "1s", "DETOUR_NATS_MAX_PINGS_OUT": "3"}, func(s Settings) bool {
+			return s.NATSPingInterval == time.Second && s.NATSMaxPingsOut == 3
+		}},
 		{map[string]string{"DETOUR_LISTEN": "0.0.0.0:5222"}, func(s Settings) bool { return s.Listen == "0.0.0.0:5222" }},
 		{map[string]string{"DETOUR_DATA_DIR": "/var/lib/detour"}, func(s Settings) bool { return s.DataDir == "/var/lib/detour" }},
 		{map[string]string{"DETOUR_CONFIG": "/etc/detour.yaml"}, func(s Settings) bool { return s.Config == "/etc/detour.yaml" }},
@@ -265,6 +281,9 @@ func TestSettingsValidate(t *testing.T) {
 		{"nats url mixed websocket", func(s *Settings) { s.NATSURL = "nats://a:4222,ws://b" }, "DETOUR_NATS_URL: mixes websocket servers"},
 		{"nats url list", func(s *Settings) { s.NATSURL = "nats://u:p@a:4222, tls://b:4443,c:4222" }, ""},
 		{"nats url websockets", func(s *Settings) { s.NATSURL = "ws://a:8080,wss://b" }, ""},
+		{"ping interval short", func(s *Settings) { s.NATSPingInterval = 99 * time.Millisecond }, "DETOUR_NATS_PING_INTERVAL: must be at least 100ms"},
+		{"ping interval 100ms", func(s *Settings) { s.NATSPingInterval = 100 * time.Millisecond }, ""},
+		{"pings out", func(s *Settings) { s.NATSMaxPingsOut = 0 }, "DETOUR_NATS_MAX_PINGS_OUT: must be at least 1"},
 		{"tls half", func(s *Settings) { s.NATSTLSCert = "c.pem" }, "DETOUR_NATS_TLS_CERT: must be set together with DETOUR_NATS_TLS_KEY"},
 		{"data dir", func(s *Settings) { s.DataDir = "" }, "DETOUR_DATA_DIR: must not be empty"},
 		{"data dir blank", func(s *Settings) { s.DataDir = " \t" }, "DETOUR_DATA_DIR: must not be empty"},
