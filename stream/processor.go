@@ -201,6 +201,14 @@ type delivery struct {
 	// settledHere is set when a worker here settled this request lately:
 	// a first delivery of it is checked for an answer like a redelivery.
 	settledHere bool
+	// lastResult is the sequence of the last message under
+	// detour.results.<id> that this delivery knows of, none (0) until it
+	// reads one: a first delivery takes it that there is none, the common
+	// case, and a store finds out otherwise (storeResult).
+	lastResult uint64
+	// storeID names this delivery on the result it stores
+	// (wire.HeaderDelivery); made on the first store.
+	storeID string
 }
 
 func (d *delivery) log() *slog.Logger {
@@ -339,21 +347,31 @@ func (d *delivery) deadline() time.Time {
 func expiryMargin(ttl time.Duration) time.Duration { return min(ttl/20, time.Minute) }
 
 // answered reports whether a result for this request is already stored, so
-// a redelivery after a crash or a lost ack calls no provider again.
+// a redelivery after a crash or a lost ack calls no provider again. It
+// remembers the subject's last message, which this delivery's own result
+// is then stored after (storeResult).
 func (d *delivery) answered(ctx context.Context) (bool, error) {
 	m, err := d.p.results.GetLastMsgForSubject(ctx, wire.ResultSubject(d.req.ID))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
+		d.lastResult = 0
 		return false, nil
 	case err != nil:
 		return false, err
 	}
+	d.lastResult = m.Sequence
 	// A result stored for another request message with the same id (the
 	// failed result of a dead letter since replayed, a client reusing an
 	// id, or the request of a requests stream since created again, whose
 	// sequences began again) does not answer this one: results name the
 	// message they answer.
-	return wire.Answers(m.Header, m.Time, d.meta.Sequence.Stream, d.meta.Timestamp), nil
+	return d.answers(m), nil
+}
+
+// answers reports whether m, a message of the results stream, answers this
+// delivery's request message.
+func (d *delivery) answers(m *jetstream.RawStreamMsg) bool {
+	return wire.Answers(m.Header, m.Time, d.meta.Sequence.Stream, d.meta.Timestamp)
 }
 
 func (d *delivery) annotate(res *chain.Result) {
@@ -449,7 +467,12 @@ func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain
 	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts) {
 		return
 	}
-	if attempts, err := d.keep(ctx, &res, d.p.cfg.Now().Add(failedResultPatience)); err != nil {
+	switch attempts, err := d.keep(ctx, &res, d.p.cfg.Now().Add(failedResultPatience)); {
+	case errors.Is(err, errAnswered):
+		// The dead letter stays: it is safe there, and replaying it asks
+		// again.
+		d.log().Info("another delivery answered the request meanwhile; its result stands, not this failed one", "reason", reason)
+	case err != nil:
 		d.log().Error("publishing failed result; giving up", "attempts", attempts, "err", err)
 	}
 	_ = d.msg.Term()
