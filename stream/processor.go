@@ -453,7 +453,12 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 //
 // The dead letter comes first: once the failed result is stored, a
 // redelivery would take it for this request's answer and ack, so a dead
-// letter not yet stored would be lost. A failed result that cannot be
+// letter not yet stored would be lost. A dead letter that cannot be stored
+// is kept by the worker, as an answer is, while a redelivery would pay a
+// provider again: a provider was called for the request (res.Attempts) and
+// its deadline is ahead. Otherwise, and then, the request is handed back
+// for another try: refused on arrival, it is refused again for free, and
+// past its deadline it is only expired. A failed result that cannot be
 // stored is retried like an answer (keep), for failedResultPatience, since
 // it is all a waiting requester will hear; handing the request back instead
 // would run it again. Only then, or at the shutdown deadline, is it given
@@ -464,7 +469,11 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain.Result, cause error) {
 	res.Status = chain.StatusFailed
 	res.Error = failedResultError(reason, cause)
-	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts) {
+	var keepUntil time.Time // none: hand back at once
+	if called(res.Attempts) {
+		keepUntil = d.deadline()
+	}
+	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts, keepUntil) {
 		return
 	}
 	switch attempts, err := d.keep(ctx, &res, d.p.cfg.Now().Add(failedResultPatience)); {
@@ -476,6 +485,12 @@ func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain
 		d.log().Error("publishing failed result; giving up", "attempts", attempts, "err", err)
 	}
 	_ = d.msg.Term()
+}
+
+// called reports whether any of attempts called a provider, rather than
+// skip it.
+func called(attempts []chain.Attempt) bool {
+	return slices.ContainsFunc(attempts, func(a chain.Attempt) bool { return a.Outcome != chain.OutcomeSkipped })
 }
 
 // maxResultError bounds the error of a failed result, in bytes.
@@ -514,7 +529,7 @@ func (d *delivery) refuse(ctx context.Context, reason deadletter.Reason, cause e
 // is never lost.
 func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt) {
 	if d.req.ID == "" { // nowhere to answer: the dead letter is all
-		if d.storeDeadLetter(ctx, reason, cause, attempts) {
+		if d.storeDeadLetter(ctx, reason, cause, attempts, time.Time{}) {
 			_ = d.msg.Term()
 		}
 		return
@@ -525,27 +540,42 @@ func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cau
 }
 
 // storeDeadLetter publishes the dead letter and reports whether it is
-// stored; if not, it has NAK'd the request for another try.
-func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt) bool {
-	err := d.p.dlq.Publish(ctx, deadletter.Letter{
+// stored. A failed publish is retried while the worker keeps the delivery
+// (holding), until keepUntil (a zero one: no retry here); then, or at a
+// shutdown, the request is handed back for another try, and false
+// returned.
+func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt, keepUntil time.Time) bool {
+	letter := deadletter.Letter{
 		Chain: d.chain, Reason: reason, Err: cause,
 		SourceSeq: d.meta.Sequence.Stream, Deliveries: d.meta.NumDelivered,
 		Attempts: attempts, Data: d.msg.Data(), Header: d.msg.Headers(),
-	})
-	if err != nil {
-		if n := d.meta.NumDelivered; sparse(n) { // an outage logs a few lines per request
-			d.log().Error("dead-lettering failed; will retry", "reason", reason, "deliveries", n, "err", err)
+	}
+	h := d.hold(ctx, keepUntil)
+	defer h.stop()
+	for try := uint64(1); ; try++ {
+		err := d.p.dlq.Publish(ctx, letter)
+		if err == nil {
+			d.log().Warn("dead-lettered", "reason", reason, "err", cause)
+			d.p.cfg.Metrics.DeadLetter(d.chain, reason)
+			d.p.cfg.Metrics.Settled(d.chain, metrics.DeadLettered(reason))
+			return true
+		}
+		if n := d.meta.NumDelivered; sparse(n) && sparse(try) { // an outage logs a few lines per request
+			d.log().Error("dead-lettering failed; will retry", "reason", reason, "deliveries", n, "try", try, "err", err)
 		}
 		if streamGone(err) {
 			// The dead-letter stream was deleted: put it back before the
 			// retry, as the answer path does for results.
 			_ = d.p.cfg.Repair.Ensure(context.WithoutCancel(ctx))
 		}
-		d.nak(d.backoff(), metrics.NakError)
-		return false
+		if !h.more() || !h.wait() {
+			break
+		}
 	}
-	d.log().Warn("dead-lettered", "reason", reason, "err", cause)
-	d.p.cfg.Metrics.DeadLetter(d.chain, reason)
-	d.p.cfg.Metrics.Settled(d.chain, metrics.DeadLettered(reason))
-	return true
+	if ctx.Err() != nil {
+		d.nak(0, metrics.NakShutdown)
+	} else {
+		d.nak(d.backoff(), metrics.NakError)
+	}
+	return false
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/metrics"
-	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -79,49 +78,38 @@ func (d *delivery) unstored(ctx context.Context, res *chain.Result, attempts int
 	}
 }
 
-// keep stores and publishes res, retrying a failed store with backoff from
-// publishRetryBase to publishRetryMax, while the worker keeps the delivery
-// (InProgress) and the result's Nats-Msg-Id makes a retry that did land
-// harmless. It returns nil once res is stored, or the last error when res
-// cannot be stored (errTooLarge), another delivery's result answers the
-// request (errAnswered), ctx ends (the shutdown deadline), or the next try
-// would come after until; and how many tries it made.
+// keep stores and publishes res, retrying a failed store (holding) while
+// the worker keeps the delivery, until the deadline until has passed: the
+// last try comes at until. It returns nil once res is stored, or the last
+// error when res cannot be stored (errTooLarge), another delivery's result
+// answers the request (errAnswered), ctx ends (the shutdown deadline), or a
+// try at until failed; and how many tries it made. A try that landed
+// although its acknowledgement was lost is known for this delivery's own
+// on the next (storeResult).
 //
 // res is taken by pointer, as publishResult takes it: a worker's stack must
 // stay within 8 KiB on this path (BENCHMARKS.md), and a result is large.
 func (d *delivery) keep(ctx context.Context, res *chain.Result, until time.Time) (attempts int, err error) {
-	delay := publishRetryBase
 	// Storing is not cut short by the shutdown deadline, only bounded by
 	// its own timeout per attempt: what it stores is paid for, or is all a
 	// requester will hear.
 	storeCtx := context.WithoutCancel(ctx)
-	var stopBeat func()
-	defer func() {
-		if stopBeat != nil {
-			stopBeat()
-		}
-	}()
+	h := d.hold(ctx, until)
+	defer h.stop()
 	for attempts = 1; ; attempts++ {
 		attemptCtx, cancel := context.WithTimeout(storeCtx, publishTimeout)
 		err = d.publishResult(attemptCtx, res)
 		cancel()
 		d.p.resultStored(storeCtx, err)
-		if err == nil || errors.Is(err, errTooLarge) || errors.Is(err, errAnswered) || ctx.Err() != nil || !d.p.cfg.Now().Add(delay).Before(until) {
+		if err == nil || errors.Is(err, errTooLarge) || errors.Is(err, errAnswered) || !h.more() {
 			return attempts, err
 		}
 		if sparse(uint64(attempts)) { // a store down for hours logs a few dozen lines
 			d.log().Warn("publishing result; retrying", "attempt", attempts, "status", res.Status, "err", err)
 		}
-		if stopBeat == nil {
-			// An attempt may take publishTimeout, longer than AckWait: keep
-			// the delivery while this worker retries.
-			_ = d.msg.InProgress()
-			stopBeat = d.heartbeat(ctx)
-		}
-		if err := wait.Sleep(ctx, delay); err != nil {
+		if !h.wait() {
 			return attempts, err
 		}
-		delay = min(delay*2, publishRetryMax)
 	}
 }
 
