@@ -52,6 +52,9 @@ func defaultSettings() Settings {
 		ResultTTL:            24 * time.Hour,
 		ReplyPrefixes:        []string{"detour.results.", "_INBOX."},
 		MaxPayload:           1048576,
+		RequestsMaxBytes:     256 << 20,
+		ResultsMaxBytes:      1 << 30,
+		DeadLetterMaxBytes:   512 << 20,
 		MetricsAddr:          "127.0.0.1:9464",
 		LogLevel:             "info",
 		LogFormat:            "text",
@@ -123,6 +126,10 @@ func TestLoadSettingsOverrides(t *testing.T) {
 			return slices.Equal(s.ReplyPrefixes, []string{"app.replies.", "_INBOX."})
 		}},
 		{map[string]string{"DETOUR_MAX_PAYLOAD": "2048"}, func(s Settings) bool { return s.MaxPayload == 2048 }},
+		{map[string]string{"DETOUR_REQUESTS_MAX_BYTES": "1048576", "DETOUR_RESULTS_MAX_BYTES": "4194304", "DETOUR_DEADLETTER_MAX_BYTES": "2097152"},
+			func(s Settings) bool {
+				return s.RequestsMaxBytes == 1<<20 && s.ResultsMaxBytes == 4<<20 && s.DeadLetterMaxBytes == 2<<20
+			}},
 		{map[string]string{"DETOUR_METRICS_ADDR": ""}, func(s Settings) bool { return s.MetricsAddr == "" }},
 		{map[string]string{"DETOUR_LOG_LEVEL": "DEBUG"}, func(s Settings) bool { return s.LogLevel == "debug" }},
 		{map[string]string{"DETOUR_LOG_FORMAT": "json"}, func(s Settings) bool { return s.LogFormat == LogFormatJSON }},
@@ -251,6 +258,12 @@ func TestSettingsValidate(t *testing.T) {
 		{"result ttl 10ms", func(s *Settings) { s.ResultTTL = 10 * time.Millisecond }, "DETOUR_RESULT_TTL: must be at least 1s"},
 		{"max payload", func(s *Settings) { s.MaxPayload = 0 }, "DETOUR_MAX_PAYLOAD: must be positive"},
 		{"shutdown", func(s *Settings) { s.ShutdownTimeout = 0 }, "DETOUR_SHUTDOWN_TIMEOUT: must be positive"},
+		{"requests below a request", func(s *Settings) { s.RequestsMaxBytes = 1<<20 - 1 }, "DETOUR_REQUESTS_MAX_BYTES: must be at least DETOUR_MAX_PAYLOAD (1048576)"},
+		{"requests at a request", func(s *Settings) { s.RequestsMaxBytes = 1 << 20 }, ""},
+		{"results below a result", func(s *Settings) { s.ResultsMaxBytes = 1000 }, "DETOUR_RESULTS_MAX_BYTES: must be at least 1048576"},
+		{"dead letters below the requests", func(s *Settings) { s.DeadLetterMaxBytes = s.RequestsMaxBytes - 1 },
+			"DETOUR_DEADLETTER_MAX_BYTES: must be at least DETOUR_REQUESTS_MAX_BYTES (268435456)"},
+		{"dead letters at the requests", func(s *Settings) { s.DeadLetterMaxBytes = s.RequestsMaxBytes }, ""},
 		{"max invalid deliveries", func(s *Settings) { s.MaxInvalidDeliveries = 0 }, "DETOUR_MAX_INVALID_DELIVERIES: must be at least 1"},
 		{"no prefixes", func(s *Settings) { s.ReplyPrefixes = nil }, "DETOUR_REPLY_PREFIXES: must list at least one prefix"},
 		{"empty prefix", func(s *Settings) { s.ReplyPrefixes = []string{"a.", ""} }, `DETOUR_REPLY_PREFIXES: prefix 2 "": must not be empty`},

@@ -117,7 +117,7 @@ func testCutOff(t *testing.T, tt cutOff) {
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
 	topo := stream.Topology{Chains: []string{"default"}, Replicas: 1, AckWait: ackWait, MaxAckPending: 1000,
-		RequestTTL: time.Hour, ResultTTL: time.Hour}
+		ResultTTL: time.Hour}
 	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}

@@ -61,9 +61,7 @@ type ProcessorConfig struct {
 	// dead-lettered too_large. Required: positive.
 	MaxPayload int
 	// RequestTTL is the deadline of a request that sets none, counted from
-	// its publication, and the requests stream's MaxAge (Topology.RequestTTL):
-	// every request expires a twentieth of it (a minute at most) before
-	// that age. Required: positive.
+	// its publication, and the latest deadline of any. Required: positive.
 	RequestTTL time.Duration
 	// AckWait is the consumers' ack wait (Topology.AckWait): a delivery
 	// being worked on tells the server so every AckWait/3, so that it is
@@ -328,23 +326,16 @@ func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 }
 
 // deadline is when the request expires: its own deadline, or its publish
-// time plus the TTL, but never later than expiryMargin before that age.
-// The requests stream removes a message at that age (its MaxAge is the
-// TTL), so a request waiting out a cooldown must expire first, with a dead
-// letter and a failed result, rather than vanish.
+// time plus the TTL, whichever comes first. The requests stream has no age
+// limit (EnsureTopology): nothing removes a request meanwhile, and past its
+// deadline a redelivery only expires it.
 func (d *delivery) deadline() time.Time {
-	ttl := d.p.cfg.RequestTTL
-	last := d.meta.Timestamp.Add(ttl - expiryMargin(ttl))
+	last := d.meta.Timestamp.Add(d.p.cfg.RequestTTL)
 	if at := d.req.DeadlineAt; d.req.HasDeadline() && at.Before(last) {
 		return at
 	}
 	return last
 }
-
-// expiryMargin is how long before the requests stream removes a request a
-// processor expires it: a twentieth of the TTL, at most a minute; time for
-// its last delivery to reach a worker and be dead-lettered.
-func expiryMargin(ttl time.Duration) time.Duration { return min(ttl/20, time.Minute) }
 
 // answered reports whether a result for this request is already stored, so
 // a redelivery after a crash or a lost ack calls no provider again. It
@@ -440,9 +431,8 @@ func (d *delivery) nak(delay time.Duration, reason metrics.NakReason) {
 func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 	why := "deadline passed before any provider answered"
 	if d.req.HasDeadline() && d.deadline().Before(d.req.DeadlineAt) {
-		ttl := d.p.cfg.RequestTTL
-		why = fmt.Sprintf("no provider answered within DETOUR_REQUEST_TTL (%s) less %s, before the requests stream removes the request at that age; its own deadline was later",
-			ttl, expiryMargin(ttl))
+		why = fmt.Sprintf("no provider answered within DETOUR_REQUEST_TTL (%s), the longest a request may wait; its own deadline was later",
+			d.p.cfg.RequestTTL)
 	}
 	res := chain.Result{Status: chain.StatusFailed, Attempts: attempts, Error: why}
 	d.annotate(&res)

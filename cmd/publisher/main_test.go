@@ -164,8 +164,7 @@ func TestAReplySubjectUnderTheProcessorsPrefixesIsSent(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
-		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000, ResultTTL: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -401,3 +400,4 @@ func TestExamples(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
 	}
 }
+

@@ -36,7 +36,7 @@ func serve(t *testing.T, maxPayload int) *served {
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
 	err := stream.EnsureTopology(ctx, js, stream.Topology{Chains: []string{"default"}, Replicas: 1,
-		AckWait: 30 * time.Second, MaxAckPending: 100, RequestTTL: time.Hour, ResultTTL: time.Hour})
+		AckWait: 30 * time.Second, MaxAckPending: 100, ResultTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
