@@ -157,7 +157,7 @@ func (d *delivery) publishResult(ctx context.Context, res *chain.Result) error {
 		res.Error += " (metadata and attempts left out: too large for the server)"
 		return d.publishResult(ctx, res)
 	}
-	if err := d.storeResult(ctx, stored); err != nil {
+	if err := d.storeResult(ctx, out, stored); err != nil {
 		return err
 	}
 	if d.req.ReplyTo == "" || d.req.ReplyTo == stored.Subject {
@@ -193,9 +193,10 @@ const maxStoreRounds = 4
 // failed result of a dead letter since replayed, a reused id) is what this
 // one is stored after, under a Nats-Msg-Id of this request message's own,
 // so that the id's duplicate window does not drop it.
-func (d *delivery) storeResult(ctx context.Context, msg *nats.Msg) error {
+func (d *delivery) storeResult(ctx context.Context, out *outgoing, msg *nats.Msg) error {
 	for range maxStoreRounds {
-		ack, err := d.p.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(d.lastResult))
+		out.expect(msg, d.lastResult)
+		ack, err := d.p.js.PublishMsg(ctx, msg)
 		if err == nil && !ack.Duplicate {
 			d.lastResult = ack.Sequence
 			return nil
@@ -225,6 +226,14 @@ func (d *delivery) storeResult(ctx context.Context, msg *nats.Msg) error {
 	return fmt.Errorf("storing result: %s changed %d times while this one was stored", msg.Subject, maxStoreRounds)
 }
 
+// expect makes msg, made by out.message, expect seq as the last sequence of
+// its subject (jetstream.WithExpectLastSequencePerSubject, without the
+// allocations of an option: a first delivery's 0 costs none).
+func (out *outgoing) expect(msg *nats.Msg, seq uint64) {
+	out.vals[len(out.vals)-1] = strconv.FormatUint(seq, 10)
+	msg.Header[jetstream.ExpectedLastSubjSeqHeader] = out.vals[len(out.vals)-1:]
+}
+
 // wrongLastSequence reports whether err is the stream's refusal of a store
 // that expected another last sequence of its subject; a replicated stream
 // reports it with a code of its own (nats.go's jetstream.ErrKeyExists
@@ -242,7 +251,7 @@ func wrongLastSequence(err error) bool {
 // so an outgoing is free again once publishResult returns.
 type outgoing struct {
 	enc  wire.ResultEncoder
-	vals [9]string // the headers' values, one slice of one each
+	vals [10]string // the headers' values, one slice of one each; the last is expect's
 	msg  nats.Msg
 }
 
@@ -271,10 +280,10 @@ func (out *outgoing) message(d *delivery, subject string, data []byte, res *chai
 		d.storeID = nuid.Next()
 	}
 	out.vals = [...]string{d.req.ID, d.req.ID, res.Model, res.Provider, strconv.FormatBool(res.Degraded),
-		string(res.Status), d.req.Encoding.ContentType(), d.storeID, string(res.Cache)}
+		string(res.Status), d.req.Encoding.ContentType(), d.storeID, string(res.Cache), ""}
 	h := out.msg.Header
 	if h == nil {
-		h = make(nats.Header, len(out.vals)+3) // and the two that MarkAnswers sets, and the expected sequence
+		h = make(nats.Header, len(out.vals)+2) // and the two that MarkAnswers sets
 	}
 	clear(h) // a reply subject's message follows the stored one
 	// Each value is a slice of one whose capacity ends there, so that an
