@@ -47,6 +47,12 @@ type Settings struct {
 	NATSTLSCA   string `envconfig:"DETOUR_NATS_TLS_CA" desc:"path of a CA certificate (PEM) that signs the NATS server certificate"`
 	NATSTLSCert string `envconfig:"DETOUR_NATS_TLS_CERT" desc:"path of a client certificate (PEM) for NATS; needs DETOUR_NATS_TLS_KEY"`
 	NATSTLSKey  string `envconfig:"DETOUR_NATS_TLS_KEY" desc:"path of the client certificate's private key (PEM); needs DETOUR_NATS_TLS_CERT"`
+	// A connection that the network stops carrying (a partition, a
+	// silent load balancer) stays open; only its pings tell. The client's
+	// own default, 2 minutes, would leave a processor cut off for over
+	// four AckWaits before it reconnected.
+	NATSPingInterval time.Duration `envconfig:"DETOUR_NATS_PING_INTERVAL" default:"5s" desc:"how often a client pings the NATS server; with DETOUR_NATS_MAX_PINGS_OUT it bounds how long a connection the network stopped carrying goes unnoticed (at least 100ms)"`
+	NATSMaxPingsOut  int           `envconfig:"DETOUR_NATS_MAX_PINGS_OUT" default:"2" desc:"pings a client leaves unanswered before it takes the connection as lost and reconnects (at least 1)"`
 
 	Listen  string `envconfig:"DETOUR_LISTEN" default:"127.0.0.1:4222" desc:"host:port of the embedded NATS server (used when DETOUR_NATS_URL is empty)"`
 	DataDir string `envconfig:"DETOUR_DATA_DIR" default:"./detour-data" desc:"JetStream storage directory of the embedded server"`
@@ -56,10 +62,17 @@ type Settings struct {
 	Replicas      int           `envconfig:"DETOUR_REPLICAS" default:"1" desc:"replicas of every stream and the KV bucket (1-5)"`
 	AckWait       time.Duration `envconfig:"DETOUR_ACK_WAIT" default:"30s" desc:"time a delivery may stay unacknowledged before redelivery (at least 1s)"`
 	MaxAckPending int           `envconfig:"DETOUR_MAX_ACK_PENDING" default:"1000" desc:"unacknowledged deliveries allowed per chain consumer"`
-	RequestTTL    time.Duration `envconfig:"DETOUR_REQUEST_TTL" default:"24h" desc:"max age of a queued request, and the deadline of a request that sets none; every request expires 1/20 of it (1m at most) before that age"`
+	RequestTTL    time.Duration `envconfig:"DETOUR_REQUEST_TTL" default:"24h" desc:"the deadline of a request that sets none, counted from its publication, and the latest of any: a processor dead-letters it as expired then"`
 	ResultTTL     time.Duration `envconfig:"DETOUR_RESULT_TTL" default:"24h" desc:"how long results are kept in DETOUR_RESULTS"`
 	ReplyPrefixes []string      `envconfig:"DETOUR_REPLY_PREFIXES" default:"detour.results.,_INBOX." desc:"subject prefixes a request's reply_to may use; each ends in '.'"`
 	MaxPayload    int           `envconfig:"DETOUR_MAX_PAYLOAD" default:"1048576" desc:"largest request body in bytes; larger ones are dead-lettered as too_large"`
+
+	// The streams' byte limits, reserved in the server's store. A full
+	// requests stream refuses new requests at publish while the results
+	// and dead letters of those queued still have room.
+	RequestsMaxBytes   int64 `envconfig:"DETOUR_REQUESTS_MAX_BYTES" default:"268435456" desc:"bytes DETOUR_REQUESTS may hold; when full, new requests are refused at publish (at least DETOUR_MAX_PAYLOAD, at most DETOUR_DEADLETTER_MAX_BYTES)"`
+	ResultsMaxBytes    int64 `envconfig:"DETOUR_RESULTS_MAX_BYTES" default:"1073741824" desc:"bytes DETOUR_RESULTS may hold; when full, its oldest results make room for new ones (at least 1048576)"`
+	DeadLetterMaxBytes int64 `envconfig:"DETOUR_DEADLETTER_MAX_BYTES" default:"536870912" desc:"bytes DETOUR_DEADLETTER may hold; when full, requests to dead-letter wait in DETOUR_REQUESTS (at least DETOUR_REQUESTS_MAX_BYTES)"`
 
 	MetricsAddr     string        `envconfig:"DETOUR_METRICS_ADDR" default:"127.0.0.1:9464" desc:"host:port serving the status page on /, /metrics, /healthz and /readyz; empty disables"`
 	LogLevel        string        `envconfig:"DETOUR_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
@@ -182,11 +195,18 @@ func valueProblem(f reflect.StructField, err error) string {
 	return fmt.Sprintf("%q is not %s", pe.Value, want)
 }
 
-// reservedSubjects are the prefixes detour consumes or stores dead letters
-// under: a reply prefix overlapping one would let a request make the
-// processor feed its own queues. They are wire.RequestsPrefix and
-// wire.DeadLetterPrefix; config knows no NATS, so a test checks they agree.
-var reservedSubjects = []string{"detour.requests.", "detour.deadletter."}
+// minResultsBytes is the least DETOUR_RESULTS_MAX_BYTES: one result as
+// large as a NATS server takes by default (1 MiB).
+const minResultsBytes = 1 << 20
+
+// reservedSubjects are the prefixes detour consumes, serves or stores dead
+// letters under: a reply prefix overlapping one would let a request make the
+// processor feed its own queues (a result published to detour.ask.<chain>
+// is taken as a request, and its failed result replaces the good one). They
+// are wire.RequestsPrefix, ask.SubjectPrefix and wire.DeadLetterPrefix;
+// config knows no NATS, so a test checks they agree. The API and service
+// subjects ($JS., $KV., $SRV., $SYS.) are refused by their '$'.
+var reservedSubjects = []string{"detour.requests.", "detour.ask.", "detour.deadletter."}
 
 var subjectPrefixRE = regexp.MustCompile(`^[^\s*>.]+(\.[^\s*>.]+)*\.$`)
 
@@ -222,6 +242,12 @@ func (s Settings) problems() []string {
 			bad("DETOUR_NATS_URL", "%v", err)
 		}
 	}
+	if s.NATSPingInterval < 100*time.Millisecond {
+		bad("DETOUR_NATS_PING_INTERVAL", "must be at least 100ms")
+	}
+	if s.NATSMaxPingsOut < 1 {
+		bad("DETOUR_NATS_MAX_PINGS_OUT", "must be at least 1")
+	}
 	if (s.NATSTLSCert == "") != (s.NATSTLSKey == "") {
 		bad("DETOUR_NATS_TLS_CERT", "must be set together with DETOUR_NATS_TLS_KEY")
 	}
@@ -244,16 +270,27 @@ func (s Settings) problems() []string {
 	if s.MaxAckPending < 1 {
 		bad("DETOUR_MAX_ACK_PENDING", "must be at least 1")
 	}
-	// The streams' MaxAge: the server takes nothing under 100ms, and a
-	// request's expiry margin is a twentieth of it.
 	if s.RequestTTL < time.Second {
 		bad("DETOUR_REQUEST_TTL", "must be at least 1s")
 	}
+	// The results stream's MaxAge: the server takes nothing under 100ms.
 	if s.ResultTTL < time.Second {
 		bad("DETOUR_RESULT_TTL", "must be at least 1s")
 	}
 	if s.MaxPayload <= 0 {
 		bad("DETOUR_MAX_PAYLOAD", "must be positive")
+	}
+	// A request as large as may be sent must fit, and a full queue of them
+	// must fit the dead letters, should every one expire: a request's dead
+	// letter is all that is left of it.
+	if s.RequestsMaxBytes < int64(s.MaxPayload) {
+		bad("DETOUR_REQUESTS_MAX_BYTES", "must be at least DETOUR_MAX_PAYLOAD (%d)", s.MaxPayload)
+	}
+	if s.ResultsMaxBytes < minResultsBytes {
+		bad("DETOUR_RESULTS_MAX_BYTES", "must be at least %d (a result as large as the server takes)", minResultsBytes)
+	}
+	if s.DeadLetterMaxBytes < s.RequestsMaxBytes {
+		bad("DETOUR_DEADLETTER_MAX_BYTES", "must be at least DETOUR_REQUESTS_MAX_BYTES (%d): every queued request may be dead-lettered", s.RequestsMaxBytes)
 	}
 	if s.ShutdownTimeout <= 0 {
 		bad("DETOUR_SHUTDOWN_TIMEOUT", "must be positive")

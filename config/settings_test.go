@@ -39,6 +39,8 @@ func clearEnv(t *testing.T) {
 
 func defaultSettings() Settings {
 	return Settings{
+		NATSPingInterval:     5 * time.Second,
+		NATSMaxPingsOut:      2,
 		Listen:               "127.0.0.1:4222",
 		DataDir:              "./detour-data",
 		Config:               "detour.yaml",
@@ -50,6 +52,9 @@ func defaultSettings() Settings {
 		ResultTTL:            24 * time.Hour,
 		ReplyPrefixes:        []string{"detour.results.", "_INBOX."},
 		MaxPayload:           1048576,
+		RequestsMaxBytes:     256 << 20,
+		ResultsMaxBytes:      1 << 30,
+		DeadLetterMaxBytes:   512 << 20,
 		MetricsAddr:          "127.0.0.1:9464",
 		LogLevel:             "info",
 		LogFormat:            "text",
@@ -82,6 +87,17 @@ func TestLoadSettingsDefaults(t *testing.T) {
 	}
 }
 
+// TestDefaultPingsNoticeAPartitionWithinAnAckWait: a connection the network
+// stopped carrying is noticed after at most (pings out + 1) ping intervals;
+// by default that is well within one AckWait, so that a processor cut off
+// knows it, and reconnects, before its deliveries are redelivered.
+func TestDefaultPingsNoticeAPartitionWithinAnAckWait(t *testing.T) {
+	s := defaultSettings()
+	if noticed := time.Duration(s.NATSMaxPingsOut+1) * s.NATSPingInterval; noticed > s.AckWait/2 {
+		t.Errorf("a partition goes unnoticed for up to %s, more than half the default AckWait of %s", noticed, s.AckWait)
+	}
+}
+
 func TestLoadSettingsOverrides(t *testing.T) {
 	tests := []struct {
 		env   map[string]string
@@ -91,6 +107,9 @@ func TestLoadSettingsOverrides(t *testing.T) {
 		{map[string]string{"DETOUR_NATS_CREDS": "/x.creds"}, func(s Settings) bool { return s.NATSCreds == "/x.creds" }},
 		{map[string]string{"DETOUR_NATS_TLS_CA": "ca.pem"}, func(s Settings) bool { return s.NATSTLSCA == "ca.pem" }},
 		{map[string]string{"DETOUR_NATS_TLS_CERT": "c.pem", "DETOUR_NATS_TLS_KEY": "k.pem"}, func(s Settings) bool { return s.NATSTLSCert == "c.pem" && s.NATSTLSKey == "k.pem" }},
+		{map[string]string{"DETOUR_NATS_PING_INTERVAL": "1s", "DETOUR_NATS_MAX_PINGS_OUT": "3"}, func(s Settings) bool {
+			return s.NATSPingInterval == time.Second && s.NATSMaxPingsOut == 3
+		}},
 		{map[string]string{"DETOUR_LISTEN": "0.0.0.0:5222"}, func(s Settings) bool { return s.Listen == "0.0.0.0:5222" }},
 		{map[string]string{"DETOUR_DATA_DIR": "/var/lib/detour"}, func(s Settings) bool { return s.DataDir == "/var/lib/detour" }},
 		{map[string]string{"DETOUR_CONFIG": "/etc/detour.yaml"}, func(s Settings) bool { return s.Config == "/etc/detour.yaml" }},
@@ -107,6 +126,10 @@ func TestLoadSettingsOverrides(t *testing.T) {
 			return slices.Equal(s.ReplyPrefixes, []string{"app.replies.", "_INBOX."})
 		}},
 		{map[string]string{"DETOUR_MAX_PAYLOAD": "2048"}, func(s Settings) bool { return s.MaxPayload == 2048 }},
+		{map[string]string{"DETOUR_REQUESTS_MAX_BYTES": "1048576", "DETOUR_RESULTS_MAX_BYTES": "4194304", "DETOUR_DEADLETTER_MAX_BYTES": "2097152"},
+			func(s Settings) bool {
+				return s.RequestsMaxBytes == 1<<20 && s.ResultsMaxBytes == 4<<20 && s.DeadLetterMaxBytes == 2<<20
+			}},
 		{map[string]string{"DETOUR_METRICS_ADDR": ""}, func(s Settings) bool { return s.MetricsAddr == "" }},
 		{map[string]string{"DETOUR_LOG_LEVEL": "DEBUG"}, func(s Settings) bool { return s.LogLevel == "debug" }},
 		{map[string]string{"DETOUR_LOG_FORMAT": "json"}, func(s Settings) bool { return s.LogFormat == LogFormatJSON }},
@@ -235,6 +258,12 @@ func TestSettingsValidate(t *testing.T) {
 		{"result ttl 10ms", func(s *Settings) { s.ResultTTL = 10 * time.Millisecond }, "DETOUR_RESULT_TTL: must be at least 1s"},
 		{"max payload", func(s *Settings) { s.MaxPayload = 0 }, "DETOUR_MAX_PAYLOAD: must be positive"},
 		{"shutdown", func(s *Settings) { s.ShutdownTimeout = 0 }, "DETOUR_SHUTDOWN_TIMEOUT: must be positive"},
+		{"requests below a request", func(s *Settings) { s.RequestsMaxBytes = 1<<20 - 1 }, "DETOUR_REQUESTS_MAX_BYTES: must be at least DETOUR_MAX_PAYLOAD (1048576)"},
+		{"requests at a request", func(s *Settings) { s.RequestsMaxBytes = 1 << 20 }, ""},
+		{"results below a result", func(s *Settings) { s.ResultsMaxBytes = 1000 }, "DETOUR_RESULTS_MAX_BYTES: must be at least 1048576"},
+		{"dead letters below the requests", func(s *Settings) { s.DeadLetterMaxBytes = s.RequestsMaxBytes - 1 },
+			"DETOUR_DEADLETTER_MAX_BYTES: must be at least DETOUR_REQUESTS_MAX_BYTES (268435456)"},
+		{"dead letters at the requests", func(s *Settings) { s.DeadLetterMaxBytes = s.RequestsMaxBytes }, ""},
 		{"max invalid deliveries", func(s *Settings) { s.MaxInvalidDeliveries = 0 }, "DETOUR_MAX_INVALID_DELIVERIES: must be at least 1"},
 		{"no prefixes", func(s *Settings) { s.ReplyPrefixes = nil }, "DETOUR_REPLY_PREFIXES: must list at least one prefix"},
 		{"empty prefix", func(s *Settings) { s.ReplyPrefixes = []string{"a.", ""} }, `DETOUR_REPLY_PREFIXES: prefix 2 "": must not be empty`},
@@ -243,6 +272,8 @@ func TestSettingsValidate(t *testing.T) {
 		{"prefix wildcard", func(s *Settings) { s.ReplyPrefixes = []string{"a.*."} }, "DETOUR_REPLY_PREFIXES"},
 		{"prefix loops", func(s *Settings) { s.ReplyPrefixes = []string{"detour."} }, "must not overlap detour.requests.>"},
 		{"prefix deadletter", func(s *Settings) { s.ReplyPrefixes = []string{"detour.deadletter.x."} }, "must not overlap detour.deadletter.>"},
+		{"prefix ask", func(s *Settings) { s.ReplyPrefixes = []string{"detour.ask."} }, "must not overlap detour.ask.>"},
+		{"prefix a chain's endpoint", func(s *Settings) { s.ReplyPrefixes = []string{"detour.ask.default."} }, "must not overlap detour.ask.>"},
 		{"log level", func(s *Settings) { s.LogLevel = "trace" }, "DETOUR_LOG_LEVEL: must be one of debug, info, warn, error"},
 		{"log format", func(s *Settings) { s.LogFormat = "xml" }, "DETOUR_LOG_FORMAT: must be text or json"},
 		{"listen", func(s *Settings) { s.Listen = "4222" }, "DETOUR_LISTEN: must be host:port"},
@@ -263,6 +294,9 @@ func TestSettingsValidate(t *testing.T) {
 		{"nats url mixed websocket", func(s *Settings) { s.NATSURL = "nats://a:4222,ws://b" }, "DETOUR_NATS_URL: mixes websocket servers"},
 		{"nats url list", func(s *Settings) { s.NATSURL = "nats://u:p@a:4222, tls://b:4443,c:4222" }, ""},
 		{"nats url websockets", func(s *Settings) { s.NATSURL = "ws://a:8080,wss://b" }, ""},
+		{"ping interval short", func(s *Settings) { s.NATSPingInterval = 99 * time.Millisecond }, "DETOUR_NATS_PING_INTERVAL: must be at least 100ms"},
+		{"ping interval 100ms", func(s *Settings) { s.NATSPingInterval = 100 * time.Millisecond }, ""},
+		{"pings out", func(s *Settings) { s.NATSMaxPingsOut = 0 }, "DETOUR_NATS_MAX_PINGS_OUT: must be at least 1"},
 		{"tls half", func(s *Settings) { s.NATSTLSCert = "c.pem" }, "DETOUR_NATS_TLS_CERT: must be set together with DETOUR_NATS_TLS_KEY"},
 		{"data dir", func(s *Settings) { s.DataDir = "" }, "DETOUR_DATA_DIR: must not be empty"},
 		{"data dir blank", func(s *Settings) { s.DataDir = " \t" }, "DETOUR_DATA_DIR: must not be empty"},

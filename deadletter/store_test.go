@@ -33,7 +33,7 @@ func newEnv(t *testing.T) *env {
 	_, js := natstest.Connect(t, srv)
 	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
 		Chains: []string{"default", "other"}, Replicas: 1, AckWait: 30 * time.Second,
-		MaxAckPending: 100, RequestTTL: time.Hour, ResultTTL: time.Hour,
+		MaxAckPending: 100, ResultTTL: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)

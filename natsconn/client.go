@@ -9,9 +9,10 @@ import (
 	"github.com/detourhq/detour/config"
 )
 
-// connectOptions maps the DETOUR_NATS_* credential and TLS settings.
+// connectOptions maps the DETOUR_NATS_* credential, TLS and ping settings.
 func connectOptions(s config.Settings, name string) ConnectOptions {
-	return ConnectOptions{Name: name, Creds: s.NATSCreds, TLSCA: s.NATSTLSCA, TLSCert: s.NATSTLSCert, TLSKey: s.NATSTLSKey}
+	return ConnectOptions{Name: name, Creds: s.NATSCreds, TLSCA: s.NATSTLSCA, TLSCert: s.NATSTLSCert, TLSKey: s.NATSTLSKey,
+		PingInterval: s.NATSPingInterval, MaxPingsOut: s.NATSMaxPingsOut}
 }
 
 // ConnectClient connects a client command (publisher, status, watch, dlq)

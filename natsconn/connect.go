@@ -17,11 +17,19 @@ import (
 
 // ConnectOptions are the client-side settings of a NATS connection. Empty
 // fields are not used: no credentials file, the system roots for a server
-// that requires TLS, no client certificate.
+// that requires TLS, no client certificate, the client's own ping interval
+// (2 minutes) and pings out (2).
 type ConnectOptions struct {
 	Name                   string // client name, shown in the server's connection list
 	Creds                  string // path of a .creds file: user JWT and nkey seed
 	TLSCA, TLSCert, TLSKey string // paths of PEM files
+	// PingInterval is how often the client pings the server; once more
+	// than MaxPingsOut pings are unanswered, it takes the connection as
+	// lost (nats.ErrStaleConnection) and reconnects. A connection the
+	// network stopped carrying is noticed within (MaxPingsOut + 1) ×
+	// PingInterval.
+	PingInterval time.Duration
+	MaxPingsOut  int
 }
 
 // connectTimeout bounds the dial and the handshake (TLS, INFO, CONNECT and
@@ -87,6 +95,12 @@ func Connect(url string, o ConnectOptions) (*nats.Conn, error) {
 		// background would turn a wrong credential into a silent hang.
 		nats.RetryOnFailedConnect(false),
 		nats.MaxReconnects(-1),
+	}
+	if o.PingInterval > 0 {
+		opts = append(opts, nats.PingInterval(o.PingInterval))
+	}
+	if o.MaxPingsOut > 0 {
+		opts = append(opts, nats.MaxPingsOutstanding(o.MaxPingsOut))
 	}
 	if o.Creds != "" {
 		opts = append(opts, nats.UserCredentials(o.Creds))

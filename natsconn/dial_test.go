@@ -103,3 +103,28 @@ func TestConnURLHidesCredentials(t *testing.T) {
 		})
 	}
 }
+
+// TestAConnectionTheNetworkStopsCarryingIsNoticed: a partition keeps the
+// TCP connection open and carries nothing; only the client's pings tell.
+// With DETOUR_NATS_PING_INTERVAL and DETOUR_NATS_MAX_PINGS_OUT the processor
+// takes such a connection as lost and logs it while the partition lasts
+// (the client's own default would wait over four minutes), and reconnects
+// once it heals. The wait is 20 s, two hundred ping intervals.
+func TestAConnectionTheNetworkStopsCarryingIsNoticed(t *testing.T) {
+	srv := natstest.Start(t)
+	proxy := natstest.StartProxy(t, srv.Addr().String())
+	var log lockedBuffer
+	conn, err := Dial(config.Settings{NATSURL: proxy.URL(), NATSPingInterval: 100 * time.Millisecond, NATSMaxPingsOut: 2},
+		"test", slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	proxy.Blackhole()
+	waitFor(t, "the disconnect to be logged", func() bool { return strings.Contains(log.String(), "disconnected from NATS") })
+	if !strings.Contains(log.String(), "stale connection") {
+		t.Errorf("the disconnect does not name the stale connection:\n%s", log.String())
+	}
+	proxy.Restore()
+	waitFor(t, "the reconnect to be logged", func() bool { return strings.Contains(log.String(), "reconnected to NATS") })
+}

@@ -28,7 +28,7 @@ func BenchmarkHandle(b *testing.B) {
 	ctx := context.Background()
 	err := stream.EnsureTopology(ctx, js, stream.Topology{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
+		ResultTTL: time.Hour,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -34,8 +34,7 @@ func checkConfigErr(t *testing.T, err error, want string) {
 
 func TestTopologyValidation(t *testing.T) {
 	valid := stream.Topology{
-		Chains: []string{"default"}, AckWait: time.Second, MaxAckPending: 1,
-		RequestTTL: time.Minute, ResultTTL: time.Minute,
+		Chains: []string{"default"}, AckWait: time.Second, MaxAckPending: 1, ResultTTL: time.Minute,
 	}
 	cases := []struct {
 		name   string
@@ -49,12 +48,14 @@ func TestTopologyValidation(t *testing.T) {
 		{"zero ack wait", func(t *stream.Topology) { t.AckWait = 0 }, "stream: Topology.AckWait must be positive"},
 		{"negative ack wait", func(t *stream.Topology) { t.AckWait = -time.Second }, "stream: Topology.AckWait must be positive"},
 		{"zero max ack pending", func(t *stream.Topology) { t.MaxAckPending = 0 }, "stream: Topology.MaxAckPending must be positive"},
-		{"zero request ttl", func(t *stream.Topology) { t.RequestTTL = 0 }, "stream: Topology.RequestTTL must be positive"},
+		{"limits", func(t *stream.Topology) {
+			t.RequestsMaxBytes, t.ResultsMaxBytes, t.DeadLetterMaxBytes = 1<<20, 2<<20, 2<<20
+		}, ""},
+		{"negative limit", func(t *stream.Topology) { t.DeadLetterMaxBytes = -1 }, "stream: Topology.DeadLetterMaxBytes must not be negative"},
 		{"zero result ttl", func(t *stream.Topology) { t.ResultTTL = 0 }, "stream: Topology.ResultTTL must be positive"},
 		{"zero value", func(t *stream.Topology) { *t = stream.Topology{} }, `stream: Topology.Chains must name at least one chain
 			stream: Topology.AckWait must be positive
 			stream: Topology.MaxAckPending must be positive
-			stream: Topology.RequestTTL must be positive
 			stream: Topology.ResultTTL must be positive`},
 	}
 	for _, c := range cases {

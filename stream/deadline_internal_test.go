@@ -9,11 +9,11 @@ import (
 	"github.com/detourhq/detour/wire"
 )
 
-// TestADeliveryExpiresBeforeTheStreamRemovesIt: a request expires at its
-// own deadline, or at its publish time plus the TTL, but never later than a
-// twentieth of the TTL (a minute at most) before that age, when the
-// requests stream removes it.
-func TestADeliveryExpiresBeforeTheStreamRemovesIt(t *testing.T) {
+// TestADeliveryExpiresAtItsDeadlineOrItsTTL: a request expires at its own
+// deadline, or at its publish time plus the TTL, whichever comes first. The
+// requests stream removes nothing at that age, so no margin is kept before
+// it.
+func TestADeliveryExpiresAtItsDeadlineOrItsTTL(t *testing.T) {
 	published := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name     string
@@ -22,12 +22,11 @@ func TestADeliveryExpiresBeforeTheStreamRemovesIt(t *testing.T) {
 		want     time.Time
 		named    bool // the request names its deadline (one not zero always does)
 	}{
-		{"no deadline, the default TTL", 24 * time.Hour, time.Time{}, published.Add(24*time.Hour - time.Minute), false},
-		{"no deadline, a short TTL", 10 * time.Second, time.Time{}, published.Add(9500 * time.Millisecond), false},
+		{"no deadline, the default TTL", 24 * time.Hour, time.Time{}, published.Add(24 * time.Hour), false},
+		{"no deadline, a short TTL", 10 * time.Second, time.Time{}, published.Add(10 * time.Second), false},
 		{"an earlier deadline", 24 * time.Hour, published.Add(time.Hour), published.Add(time.Hour), false},
-		{"a deadline just inside", 10 * time.Second, published.Add(9 * time.Second), published.Add(9 * time.Second), false},
-		{"a deadline inside the margin", 10 * time.Second, published.Add(9800 * time.Millisecond), published.Add(9500 * time.Millisecond), false},
-		{"a later deadline", 24 * time.Hour, published.Add(48 * time.Hour), published.Add(24*time.Hour - time.Minute), false},
+		{"a deadline just inside", 10 * time.Second, published.Add(9800 * time.Millisecond), published.Add(9800 * time.Millisecond), false},
+		{"a later deadline", 24 * time.Hour, published.Add(48 * time.Hour), published.Add(24 * time.Hour), false},
 		// The zero time is a time like any other, long past.
 		{"the year 1", 24 * time.Hour, time.Time{}, time.Time{}, true},
 	}

@@ -61,9 +61,7 @@ type ProcessorConfig struct {
 	// dead-lettered too_large. Required: positive.
 	MaxPayload int
 	// RequestTTL is the deadline of a request that sets none, counted from
-	// its publication, and the requests stream's MaxAge (Topology.RequestTTL):
-	// every request expires a twentieth of it (a minute at most) before
-	// that age. Required: positive.
+	// its publication, and the latest deadline of any. Required: positive.
 	RequestTTL time.Duration
 	// AckWait is the consumers' ack wait (Topology.AckWait): a delivery
 	// being worked on tells the server so every AckWait/3, so that it is
@@ -201,6 +199,14 @@ type delivery struct {
 	// settledHere is set when a worker here settled this request lately:
 	// a first delivery of it is checked for an answer like a redelivery.
 	settledHere bool
+	// lastResult is the sequence of the last message under
+	// detour.results.<id> that this delivery knows of, none (0) until it
+	// reads one: a first delivery takes it that there is none, the common
+	// case, and a store finds out otherwise (storeResult).
+	lastResult uint64
+	// storeID names this delivery on the result it stores
+	// (wire.HeaderDelivery); made on the first store.
+	storeID string
 }
 
 func (d *delivery) log() *slog.Logger {
@@ -322,40 +328,43 @@ func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 }
 
 // deadline is when the request expires: its own deadline, or its publish
-// time plus the TTL, but never later than expiryMargin before that age.
-// The requests stream removes a message at that age (its MaxAge is the
-// TTL), so a request waiting out a cooldown must expire first, with a dead
-// letter and a failed result, rather than vanish.
+// time plus the TTL, whichever comes first. The requests stream has no age
+// limit (EnsureTopology): nothing removes a request meanwhile, and past its
+// deadline a redelivery only expires it.
 func (d *delivery) deadline() time.Time {
-	ttl := d.p.cfg.RequestTTL
-	last := d.meta.Timestamp.Add(ttl - expiryMargin(ttl))
+	last := d.meta.Timestamp.Add(d.p.cfg.RequestTTL)
 	if at := d.req.DeadlineAt; d.req.HasDeadline() && at.Before(last) {
 		return at
 	}
 	return last
 }
 
-// expiryMargin is how long before the requests stream removes a request a
-// processor expires it: a twentieth of the TTL, at most a minute; time for
-// its last delivery to reach a worker and be dead-lettered.
-func expiryMargin(ttl time.Duration) time.Duration { return min(ttl/20, time.Minute) }
-
 // answered reports whether a result for this request is already stored, so
-// a redelivery after a crash or a lost ack calls no provider again.
+// a redelivery after a crash or a lost ack calls no provider again. It
+// remembers the subject's last message, which this delivery's own result
+// is then stored after (storeResult).
 func (d *delivery) answered(ctx context.Context) (bool, error) {
 	m, err := d.p.results.GetLastMsgForSubject(ctx, wire.ResultSubject(d.req.ID))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
+		d.lastResult = 0
 		return false, nil
 	case err != nil:
 		return false, err
 	}
+	d.lastResult = m.Sequence
 	// A result stored for another request message with the same id (the
 	// failed result of a dead letter since replayed, a client reusing an
 	// id, or the request of a requests stream since created again, whose
 	// sequences began again) does not answer this one: results name the
 	// message they answer.
-	return wire.Answers(m.Header, m.Time, d.meta.Sequence.Stream, d.meta.Timestamp), nil
+	return d.answers(m), nil
+}
+
+// answers reports whether m, a message of the results stream, answers this
+// delivery's request message.
+func (d *delivery) answers(m *jetstream.RawStreamMsg) bool {
+	return wire.Answers(m.Header, m.Time, d.meta.Sequence.Stream, d.meta.Timestamp)
 }
 
 func (d *delivery) annotate(res *chain.Result) {
@@ -424,9 +433,8 @@ func (d *delivery) nak(delay time.Duration, reason metrics.NakReason) {
 func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 	why := "deadline passed before any provider answered"
 	if d.req.HasDeadline() && d.deadline().Before(d.req.DeadlineAt) {
-		ttl := d.p.cfg.RequestTTL
-		why = fmt.Sprintf("no provider answered within DETOUR_REQUEST_TTL (%s) less %s, before the requests stream removes the request at that age; its own deadline was later",
-			ttl, expiryMargin(ttl))
+		why = fmt.Sprintf("no provider answered within DETOUR_REQUEST_TTL (%s), the longest a request may wait; its own deadline was later",
+			d.p.cfg.RequestTTL)
 	}
 	res := chain.Result{Status: chain.StatusFailed, Attempts: attempts, Error: why}
 	d.annotate(&res)
@@ -437,7 +445,12 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 //
 // The dead letter comes first: once the failed result is stored, a
 // redelivery would take it for this request's answer and ack, so a dead
-// letter not yet stored would be lost. A failed result that cannot be
+// letter not yet stored would be lost. A dead letter that cannot be stored
+// is kept by the worker, as an answer is, while a redelivery would pay a
+// provider again: a provider was called for the request (res.Attempts) and
+// its deadline is ahead. Otherwise, and then, the request is handed back
+// for another try: refused on arrival, it is refused again for free, and
+// past its deadline it is only expired. A failed result that cannot be
 // stored is retried like an answer (keep), for failedResultPatience, since
 // it is all a waiting requester will hear; handing the request back instead
 // would run it again. Only then, or at the shutdown deadline, is it given
@@ -448,13 +461,28 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain.Result, cause error) {
 	res.Status = chain.StatusFailed
 	res.Error = failedResultError(reason, cause)
-	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts) {
+	var keepUntil time.Time // none: hand back at once
+	if called(res.Attempts) {
+		keepUntil = d.deadline()
+	}
+	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts, keepUntil) {
 		return
 	}
-	if attempts, err := d.keep(ctx, &res, d.p.cfg.Now().Add(failedResultPatience)); err != nil {
+	switch attempts, err := d.keep(ctx, &res, d.p.cfg.Now().Add(failedResultPatience)); {
+	case errors.Is(err, errAnswered):
+		// The dead letter stays: it is safe there, and replaying it asks
+		// again.
+		d.log().Info("another delivery answered the request meanwhile; its result stands, not this failed one", "reason", reason)
+	case err != nil:
 		d.log().Error("publishing failed result; giving up", "attempts", attempts, "err", err)
 	}
 	_ = d.msg.Term()
+}
+
+// called reports whether any of attempts called a provider, rather than
+// skip it.
+func called(attempts []chain.Attempt) bool {
+	return slices.ContainsFunc(attempts, func(a chain.Attempt) bool { return a.Outcome != chain.OutcomeSkipped })
 }
 
 // maxResultError bounds the error of a failed result, in bytes.
@@ -493,7 +521,7 @@ func (d *delivery) refuse(ctx context.Context, reason deadletter.Reason, cause e
 // is never lost.
 func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt) {
 	if d.req.ID == "" { // nowhere to answer: the dead letter is all
-		if d.storeDeadLetter(ctx, reason, cause, attempts) {
+		if d.storeDeadLetter(ctx, reason, cause, attempts, time.Time{}) {
 			_ = d.msg.Term()
 		}
 		return
@@ -504,27 +532,42 @@ func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cau
 }
 
 // storeDeadLetter publishes the dead letter and reports whether it is
-// stored; if not, it has NAK'd the request for another try.
-func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt) bool {
-	err := d.p.dlq.Publish(ctx, deadletter.Letter{
+// stored. A failed publish is retried while the worker keeps the delivery
+// (holding), until keepUntil (a zero one: no retry here); then, or at a
+// shutdown, the request is handed back for another try, and false
+// returned.
+func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt, keepUntil time.Time) bool {
+	letter := deadletter.Letter{
 		Chain: d.chain, Reason: reason, Err: cause,
 		SourceSeq: d.meta.Sequence.Stream, Deliveries: d.meta.NumDelivered,
 		Attempts: attempts, Data: d.msg.Data(), Header: d.msg.Headers(),
-	})
-	if err != nil {
-		if n := d.meta.NumDelivered; sparse(n) { // an outage logs a few lines per request
-			d.log().Error("dead-lettering failed; will retry", "reason", reason, "deliveries", n, "err", err)
+	}
+	h := d.hold(ctx, keepUntil)
+	defer h.stop()
+	for try := uint64(1); ; try++ {
+		err := d.p.dlq.Publish(ctx, letter)
+		if err == nil {
+			d.log().Warn("dead-lettered", "reason", reason, "err", cause)
+			d.p.cfg.Metrics.DeadLetter(d.chain, reason)
+			d.p.cfg.Metrics.Settled(d.chain, metrics.DeadLettered(reason))
+			return true
+		}
+		if n := d.meta.NumDelivered; sparse(n) && sparse(try) { // an outage logs a few lines per request
+			d.log().Error("dead-lettering failed; will retry", "reason", reason, "deliveries", n, "try", try, "err", err)
 		}
 		if streamGone(err) {
 			// The dead-letter stream was deleted: put it back before the
 			// retry, as the answer path does for results.
 			_ = d.p.cfg.Repair.Ensure(context.WithoutCancel(ctx))
 		}
-		d.nak(d.backoff(), metrics.NakError)
-		return false
+		if !h.more() || !h.wait() {
+			break
+		}
 	}
-	d.log().Warn("dead-lettered", "reason", reason, "err", cause)
-	d.p.cfg.Metrics.DeadLetter(d.chain, reason)
-	d.p.cfg.Metrics.Settled(d.chain, metrics.DeadLettered(reason))
-	return true
+	if ctx.Err() != nil {
+		d.nak(0, metrics.NakShutdown)
+	} else {
+		d.nak(d.backoff(), metrics.NakError)
+	}
+	return false
 }

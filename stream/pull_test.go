@@ -88,7 +88,7 @@ func consumeChainsAfter(t *testing.T, workers int, queue func(*nats.Conn), chain
 func testTopology(requestTTL time.Duration, chains ...string) stream.Topology {
 	return stream.Topology{
 		Chains: chains, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
-		RequestTTL: requestTTL, ResultTTL: time.Hour,
+		ResultTTL: time.Hour,
 	}
 }
 

@@ -36,7 +36,7 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 	ctx := context.Background()
 	err := stream.EnsureTopology(ctx, js, stream.Topology{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
+		ResultTTL: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestConsumeStoppedBeforeItsFirstPull(t *testing.T) {
 	_, js := natstest.Connect(t, srv)
 	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
+		ResultTTL: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func fullResults(t *testing.T) (js jetstream.JetStream, p *stream.Processor, run
 	ctx := context.Background()
 	err := stream.EnsureTopology(ctx, js, stream.Topology{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 2 * time.Second, MaxAckPending: 100,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
+		ResultTTL: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -142,10 +142,14 @@ func streamGone(err error) bool {
 // failure makes the processor not ready until a later store succeeds; one
 // that says the results stream is gone repairs the topology first, so that
 // the answer's next attempt finds the stream back. A result too large for
-// the server is that result's fault, not the processor's: it is not counted.
+// the server is that result's fault, not the processor's: it is not counted;
+// one refused because another delivery answered is a store that worked.
 func (p *Processor) resultStored(ctx context.Context, err error) {
-	if errors.Is(err, errTooLarge) {
+	switch {
+	case errors.Is(err, errTooLarge):
 		return
+	case errors.Is(err, errAnswered): // the stream works: it told
+		err = nil
 	}
 	switch changed := p.cfg.Health.stored(err); {
 	case changed && err != nil:

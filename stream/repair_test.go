@@ -18,7 +18,7 @@ import (
 func repairTopology() stream.Topology {
 	return stream.Topology{
 		Chains: []string{"default", "other"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
+		ResultTTL: time.Hour,
 	}
 }
 

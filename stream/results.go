@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/metrics"
-	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -28,6 +29,10 @@ import (
 // and what happens when it cannot be stored is in unstored.
 func (d *delivery) answer(ctx context.Context, res *chain.Result) {
 	attempts, err := d.keep(ctx, res, d.deadline())
+	if errors.Is(err, errAnswered) {
+		d.answeredElsewhere(res.Status)
+		return
+	}
 	if err != nil {
 		d.unstored(ctx, res, attempts, err)
 		return
@@ -40,6 +45,15 @@ func (d *delivery) answer(ctx context.Context, res *chain.Result) {
 	d.p.cfg.Metrics.Settled(d.chain, outcome)
 	now := d.p.cfg.Now()
 	d.p.cfg.Metrics.Answered(d.chain, now.Sub(d.meta.Timestamp), now, res.Degraded)
+}
+
+// answeredElsewhere acks a delivery whose result, of status, was not stored
+// because another delivery's answers the request (errAnswered).
+func (d *delivery) answeredElsewhere(status chain.Status) {
+	d.log().Info("another delivery answered the request meanwhile; its result stands, and this one is neither stored nor replied",
+		"status", status, "deliveries", d.meta.NumDelivered)
+	_ = d.msg.Ack()
+	d.p.cfg.Metrics.Settled(d.chain, metrics.OutcomeAlreadyAnswered)
 }
 
 // unstored settles a delivery whose answer keep could not store after
@@ -64,48 +78,38 @@ func (d *delivery) unstored(ctx context.Context, res *chain.Result, attempts int
 	}
 }
 
-// keep stores and publishes res, retrying a failed store with backoff from
-// publishRetryBase to publishRetryMax, while the worker keeps the delivery
-// (InProgress) and the result's Nats-Msg-Id makes a retry that did land
-// harmless. It returns nil once res is stored, or the last error when res
-// cannot be stored (errTooLarge), ctx ends (the shutdown deadline), or the
-// next try would come after until; and how many tries it made.
+// keep stores and publishes res, retrying a failed store (holding) while
+// the worker keeps the delivery, until the deadline until has passed: the
+// last try comes at until. It returns nil once res is stored, or the last
+// error when res cannot be stored (errTooLarge), another delivery's result
+// answers the request (errAnswered), ctx ends (the shutdown deadline), or a
+// try at until failed; and how many tries it made. A try that landed
+// although its acknowledgement was lost is known for this delivery's own
+// on the next (storeResult).
 //
 // res is taken by pointer, as publishResult takes it: a worker's stack must
 // stay within 8 KiB on this path (BENCHMARKS.md), and a result is large.
 func (d *delivery) keep(ctx context.Context, res *chain.Result, until time.Time) (attempts int, err error) {
-	delay := publishRetryBase
 	// Storing is not cut short by the shutdown deadline, only bounded by
 	// its own timeout per attempt: what it stores is paid for, or is all a
 	// requester will hear.
 	storeCtx := context.WithoutCancel(ctx)
-	var stopBeat func()
-	defer func() {
-		if stopBeat != nil {
-			stopBeat()
-		}
-	}()
+	h := d.hold(ctx, until)
+	defer h.stop()
 	for attempts = 1; ; attempts++ {
 		attemptCtx, cancel := context.WithTimeout(storeCtx, publishTimeout)
 		err = d.publishResult(attemptCtx, res)
 		cancel()
 		d.p.resultStored(storeCtx, err)
-		if err == nil || errors.Is(err, errTooLarge) || ctx.Err() != nil || !d.p.cfg.Now().Add(delay).Before(until) {
+		if err == nil || errors.Is(err, errTooLarge) || errors.Is(err, errAnswered) || !h.more() {
 			return attempts, err
 		}
 		if sparse(uint64(attempts)) { // a store down for hours logs a few dozen lines
 			d.log().Warn("publishing result; retrying", "attempt", attempts, "status", res.Status, "err", err)
 		}
-		if stopBeat == nil {
-			// An attempt may take publishTimeout, longer than AckWait: keep
-			// the delivery while this worker retries.
-			_ = d.msg.InProgress()
-			stopBeat = d.heartbeat(ctx)
-		}
-		if err := wait.Sleep(ctx, delay); err != nil {
+		if !h.wait() {
 			return attempts, err
 		}
-		delay = min(delay*2, publishRetryMax)
 	}
 }
 
@@ -153,25 +157,8 @@ func (d *delivery) publishResult(ctx context.Context, res *chain.Result) error {
 		res.Error += " (metadata and attempts left out: too large for the server)"
 		return d.publishResult(ctx, res)
 	}
-	ack, err := d.p.js.PublishMsg(ctx, stored)
-	if err != nil {
-		return fmt.Errorf("storing result: %w", err)
-	}
-	if ack.Duplicate {
-		// Either this request's own result was stored before (a retried
-		// publish), or the id's earlier result, for another request
-		// message, is still in the duplicate window: then store this one
-		// under an id of its own, unique to this request message.
-		answered, err := d.answered(ctx)
-		if err != nil {
-			return fmt.Errorf("checking a duplicate result: %w", err)
-		}
-		if !answered {
-			stored.Header.Set(wire.HeaderMsgID, fmt.Sprintf("%s:%d:%d", d.req.ID, d.meta.Sequence.Stream, d.meta.Timestamp.UnixNano()))
-			if _, err := d.p.js.PublishMsg(ctx, stored); err != nil {
-				return fmt.Errorf("storing result: %w", err)
-			}
-		}
+	if err := d.storeResult(ctx, out, stored); err != nil {
+		return err
 	}
 	if d.req.ReplyTo == "" || d.req.ReplyTo == stored.Subject {
 		return nil
@@ -183,6 +170,80 @@ func (d *delivery) publishResult(ctx context.Context, res *chain.Result) error {
 	return nil
 }
 
+// errAnswered is a result not stored because another delivery's result
+// answers the same request message: a processor cut off past AckWait whose
+// deliveries went to another, or a consumer made again that handed the
+// request out anew. The request is answered; nothing is replied.
+var errAnswered = errors.New("another delivery's result answers this request message")
+
+// maxStoreRounds bounds how often storeResult finds the subject's last
+// message changed under it, by results of other request messages with the
+// same id, before it leaves the next try to keep's backoff.
+const maxStoreRounds = 4
+
+// storeResult stores msg under detour.results.<id> unless a result there
+// answers this request message already. The store expects the subject's
+// last message to be the one this delivery knows of (lastResult; none for a
+// first delivery): a second writer, however late and whatever the duplicate
+// window, learns of the first one's result instead of storing after it.
+// Refused, it reads the subject's last message: one that answers this
+// request message and names this delivery is its own earlier try, whose
+// acknowledgement was lost (stored); one naming another delivery is
+// errAnswered; a result of another request message with the same id (the
+// failed result of a dead letter since replayed, a reused id) is what this
+// one is stored after, under a Nats-Msg-Id of this request message's own,
+// so that the id's duplicate window does not drop it.
+func (d *delivery) storeResult(ctx context.Context, out *outgoing, msg *nats.Msg) error {
+	for range maxStoreRounds {
+		out.expect(msg, d.lastResult)
+		ack, err := d.p.js.PublishMsg(ctx, msg)
+		if err == nil && !ack.Duplicate {
+			d.lastResult = ack.Sequence
+			return nil
+		}
+		if err != nil && !wrongLastSequence(err) {
+			return fmt.Errorf("storing result: %w", err)
+		}
+		// The subject has moved on from what this delivery knew, or the
+		// id was stored within the duplicate window (a clustered stream
+		// checks that first): look at what is there.
+		last, err := d.p.results.GetLastMsgForSubject(ctx, msg.Subject)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			d.lastResult = 0
+		case err != nil:
+			return fmt.Errorf("storing result: reading the last of %s: %w", msg.Subject, err)
+		case d.answers(last) && last.Header.Get(wire.HeaderDelivery) == d.storeID:
+			d.lastResult = last.Sequence
+			return nil
+		case d.answers(last):
+			return errAnswered
+		default:
+			d.lastResult = last.Sequence
+		}
+		msg.Header.Set(wire.HeaderMsgID, fmt.Sprintf("%s:%d:%d", d.req.ID, d.meta.Sequence.Stream, d.meta.Timestamp.UnixNano()))
+	}
+	return fmt.Errorf("storing result: %s changed %d times while this one was stored", msg.Subject, maxStoreRounds)
+}
+
+// expect makes msg, made by out.message, expect seq as the last sequence of
+// its subject (jetstream.WithExpectLastSequencePerSubject, without the
+// allocations of an option: a first delivery's 0 costs none).
+func (out *outgoing) expect(msg *nats.Msg, seq uint64) {
+	out.vals[len(out.vals)-1] = strconv.FormatUint(seq, 10)
+	msg.Header[jetstream.ExpectedLastSubjSeqHeader] = out.vals[len(out.vals)-1:]
+}
+
+// wrongLastSequence reports whether err is the stream's refusal of a store
+// that expected another last sequence of its subject; a replicated stream
+// reports it with a code of its own (nats.go's jetstream.ErrKeyExists
+// covers only the first).
+func wrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
 // outgoing is a result on its way out: its encoding and its message. They
 // are reused (outgoings) since a fast chain would otherwise allocate them
 // anew for every request, a good part of what it allocates. A publish has
@@ -190,7 +251,7 @@ func (d *delivery) publishResult(ctx context.Context, res *chain.Result) error {
 // so an outgoing is free again once publishResult returns.
 type outgoing struct {
 	enc  wire.ResultEncoder
-	vals [8]string // the headers' values, one slice of one each
+	vals [10]string // the headers' values, one slice of one each; the last is expect's
 	msg  nats.Msg
 }
 
@@ -215,8 +276,11 @@ func (out *outgoing) release() {
 // message is the result message to subject with its headers, in out.msg:
 // each call replaces what the last one made.
 func (out *outgoing) message(d *delivery, subject string, data []byte, res *chain.Result) *nats.Msg {
+	if d.storeID == "" {
+		d.storeID = nuid.Next()
+	}
 	out.vals = [...]string{d.req.ID, d.req.ID, res.Model, res.Provider, strconv.FormatBool(res.Degraded),
-		string(res.Status), d.req.Encoding.ContentType(), string(res.Cache)}
+		string(res.Status), d.req.Encoding.ContentType(), d.storeID, string(res.Cache), ""}
 	h := out.msg.Header
 	if h == nil {
 		h = make(nats.Header, len(out.vals)+2) // and the two that MarkAnswers sets
@@ -232,8 +296,9 @@ func (out *outgoing) message(d *delivery, subject string, data []byte, res *chai
 	h[wire.HeaderDegraded] = one(4)
 	h[wire.HeaderStatus] = one(5)
 	h[wire.HeaderContentType] = one(6)
+	h[wire.HeaderDelivery] = one(7)
 	if res.Cache != "" {
-		h[wire.HeaderCache] = one(7)
+		h[wire.HeaderCache] = one(8)
 	}
 	wire.MarkAnswers(h, d.meta.Sequence.Stream, d.meta.Timestamp)
 	out.msg = nats.Msg{Subject: subject, Data: data, Header: h}

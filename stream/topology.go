@@ -37,14 +37,20 @@ type Topology struct {
 	// MaxAckPending is how many deliveries of one chain may be
 	// unacknowledged at once, across processors. Required: positive.
 	MaxAckPending int
-	// RequestTTL is how long a request is kept queued, the age limit of
-	// the requests stream; it also bounds its duplicate window. Required:
-	// positive (zero would keep requests forever).
-	RequestTTL time.Duration
 	// ResultTTL is how long a result is kept in the results stream; it
 	// also bounds its duplicate window. Required: positive (zero would keep
 	// results forever).
 	ResultTTL time.Duration
+	// RequestsMaxBytes, ResultsMaxBytes and DeadLetterMaxBytes bound what
+	// each stream stores, in bytes; the server reserves them in its store
+	// at creation, and refuses a stream it has no room for. A full requests
+	// stream refuses new requests at publish (discard new), so that the
+	// results and dead letters of those queued keep their room: the
+	// requests' bound is to be well below the others'. A full results
+	// stream drops its oldest results to take a new one (discard old); a
+	// full dead-letter stream refuses new dead letters (discard new),
+	// whose requests then stay queued. Zero means no bound.
+	RequestsMaxBytes, ResultsMaxBytes, DeadLetterMaxBytes int64
 	// Kept, if set, is told of each setting of this Topology that the
 	// server keeps a larger value of (EnsureTopology): set by another
 	// processor, or by an operator.
@@ -60,8 +66,15 @@ func (t Topology) check() error {
 	}
 	positive(&p, "Topology.AckWait", t.AckWait)
 	positive(&p, "Topology.MaxAckPending", t.MaxAckPending)
-	positive(&p, "Topology.RequestTTL", t.RequestTTL)
 	positive(&p, "Topology.ResultTTL", t.ResultTTL)
+	for _, limit := range []struct {
+		field string
+		v     int64
+	}{{"Topology.RequestsMaxBytes", t.RequestsMaxBytes}, {"Topology.ResultsMaxBytes", t.ResultsMaxBytes}, {"Topology.DeadLetterMaxBytes", t.DeadLetterMaxBytes}} {
+		if limit.v < 0 {
+			p.add(limit.field, "must not be negative")
+		}
+	}
 	return p.err()
 }
 
@@ -105,10 +118,12 @@ func chainList(p *problems, field string, chains []string) {
 // settings (one being restarted with new ones, a canary): an update takes
 // away nothing another processor relies on. The requests stream keeps the
 // subjects of chains t does not name that a processor serves (served); a
-// stream keeps its age limit when that is longer than t's; a consumer
-// keeps an AckWait or MaxAckPending larger than t's; each keeps the more
-// replicas and what an operator set that t does not (limits on messages or
-// bytes, say). Shortening any of these is left to an operator (`nats
+// stream keeps its age limit when that is longer than t's, and a byte limit
+// larger than t's; a consumer keeps an AckWait or MaxAckPending larger than
+// t's; each keeps the more replicas and what an operator set that t does
+// not (a limit on messages, say). A stream made without a byte limit (by an
+// older processor) gets t's, and the requests stream no age limit.
+// Shortening any of these is left to an operator (`nats
 // stream edit`, `nats consumer edit`), once every processor runs with the
 // shorter value. Two processors updating the requests stream at the same
 // moment can still leave out a chain of one of them: its Repairer puts it
@@ -122,12 +137,19 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 	for i, c := range t.Chains {
 		subjects[i] = wire.RequestSubject(c)
 	}
+	// The requests stream has no age limit: a request leaves it only
+	// acked, once its result is stored, or terminated, once its dead
+	// letter is; at its deadline (DETOUR_REQUEST_TTL at the latest) a
+	// processor expires it. An age limit would remove a request whose
+	// result and dead letter cannot be stored (a full store), without a
+	// trace.
 	streams := []jetstream.StreamConfig{{
 		Name:        wire.RequestsStream,
 		Description: "detour requests, one subject per chain",
 		Subjects:    subjects,
 		Retention:   jetstream.WorkQueuePolicy,
-		MaxAge:      t.RequestTTL,
+		MaxBytes:    t.RequestsMaxBytes,
+		Discard:     jetstream.DiscardNew,
 		Replicas:    replicas,
 	}, {
 		Name:        wire.ResultsStream,
@@ -135,6 +157,8 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		Subjects:    []string{wire.ResultsPrefix + ">"},
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      t.ResultTTL,
+		MaxBytes:    t.ResultsMaxBytes,
+		Discard:     jetstream.DiscardOld,
 		Replicas:    replicas,
 	}, {
 		Name:        wire.DeadLetterStream,
@@ -142,6 +166,8 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		Subjects:    []string{wire.DeadLetterPrefix + ">"},
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      deadLetterAge,
+		MaxBytes:    t.DeadLetterMaxBytes,
+		Discard:     jetstream.DiscardNew,
 		Replicas:    replicas,
 	}}
 	for _, cfg := range streams {
@@ -150,7 +176,7 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 			keep = func(subject string) bool { return served(ctx, js, subject) }
 		}
 		if err := ensureStream(ctx, js, cfg, keep, t.kept); err != nil {
-			return fmt.Errorf("stream: creating %s: %w", cfg.Name, err)
+			return fmt.Errorf("stream: creating %s: %w", cfg.Name, noRoom(err, cfg))
 		}
 	}
 	for _, c := range t.Chains {
@@ -183,7 +209,9 @@ func (t Topology) kept(format string, args ...any) {
 // ensureStream creates the stream want describes or, when it exists,
 // updates what of it detour sets: the subjects (want's, and those of the
 // others keep keeps), the age limit (the longer, zero being none), the
-// duplicate window within it and the replicas (the more).
+// duplicate window within it, the byte limit (want's where there is none,
+// else the larger), the discard policy of a stream with a byte limit and
+// the replicas (the more).
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, keep func(subject string) bool,
 	kept func(string, ...any)) error {
 	for range 2 { // a second round when another processor created it meanwhile
@@ -216,6 +244,15 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 			kept("%s keeps its age limit of %s, longer than this processor's %s", want.Name, ageText(cfg.MaxAge), want.MaxAge)
 		}
 		cfg.Duplicates = duplicatesFor(cfg.MaxAge)
+		cfg.MaxBytes = largerBytes(cur.MaxBytes, want.MaxBytes)
+		if cfg.MaxBytes != want.MaxBytes && want.MaxBytes > 0 {
+			kept("%s keeps its limit of %d bytes, more than this processor's %d", want.Name, cfg.MaxBytes, want.MaxBytes)
+		}
+		if want.MaxBytes > 0 {
+			// A requests stream that discarded its oldest when full would
+			// lose requests, a dead-letter stream its dead letters.
+			cfg.Discard = want.Discard
+		}
 		cfg.Replicas = max(cur.Replicas, want.Replicas)
 		if cfg.Replicas != want.Replicas {
 			kept("%s keeps its %d replicas, more than this processor's %d", want.Name, cfg.Replicas, want.Replicas)
@@ -282,8 +319,8 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, want jetstream.
 // served reports whether a processor serves the chain of a requests
 // subject: its consumer has a pull waiting or a delivery unacknowledged.
 // The subject of a chain no processor serves any more is left out, so that
-// a publish to it fails at once (DESIGN §2) rather than wait unanswered
-// until the stream's age limit; what it holds stays, for its consumer. A
+// a publish to it fails at once (DESIGN §2) rather than wait for a
+// processor that may never come; what it holds stays, for its consumer. A
 // chain whose processor is between two pulls at that moment is put back by
 // that processor's next check (Repairer).
 func served(ctx context.Context, js jetstream.JetStream, subject string) bool {
@@ -298,6 +335,36 @@ func served(ctx context.Context, js jetstream.JetStream, subject string) bool {
 	info := c.CachedInfo()
 	return info.NumWaiting > 0 || info.NumAckPending > 0
 }
+
+// largerBytes is the byte limit a stream keeps whose limit is cur when a
+// processor asks for want: want where the stream has none (cur 0 or -1,
+// one made by an older processor), else the larger; want 0 leaves it.
+func largerBytes(cur, want int64) int64 {
+	if cur <= 0 {
+		if want > 0 {
+			return want
+		}
+		return cur
+	}
+	return max(cur, want)
+}
+
+// noRoom says what to do when err is the server's refusal to reserve a
+// stream's byte limit in its store.
+func noRoom(err error, cfg jetstream.StreamConfig) error {
+	var apiErr *jetstream.APIError
+	if cfg.MaxBytes > 0 && errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrStorageResourcesExceeded {
+		return fmt.Errorf("%w: the server's JetStream store has no room to reserve the %d bytes of %s "+
+			"(DETOUR_REQUESTS_MAX_BYTES, DETOUR_RESULTS_MAX_BYTES and DETOUR_DEADLETTER_MAX_BYTES are reserved together); "+
+			"lower them, or give the server a larger store (max_file_store)", err, cfg.MaxBytes, cfg.Name)
+	}
+	return err
+}
+
+// jsErrStorageResourcesExceeded is JetStream's error code for a stream whose
+// byte limit the server's store cannot reserve
+// (JSStorageResourcesExceededErr in nats-server's errors.json).
+const jsErrStorageResourcesExceeded jetstream.ErrorCode = 10047
 
 // longerAge is the longer of two age limits, zero (no limit) being the
 // longest.

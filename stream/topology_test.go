@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/internal/natstest"
@@ -47,11 +48,15 @@ func checkTopology(t *testing.T, js jetstream.JetStream, topo stream.Topology) {
 	if req.Retention != jetstream.WorkQueuePolicy {
 		t.Errorf("%s retention = %v, want WorkQueue", wire.RequestsStream, req.Retention)
 	}
-	if req.MaxAge != topo.RequestTTL {
-		t.Errorf("%s MaxAge = %v, want %v", wire.RequestsStream, req.MaxAge, topo.RequestTTL)
+	// No age limit: a request leaves only answered or dead-lettered.
+	if req.MaxAge != 0 {
+		t.Errorf("%s MaxAge = %v, want none", wire.RequestsStream, req.MaxAge)
 	}
 	if req.Duplicates != 2*time.Minute {
 		t.Errorf("%s Duplicates = %v, want 2m", wire.RequestsStream, req.Duplicates)
+	}
+	if req.MaxBytes != bytesLimit(topo.RequestsMaxBytes) || req.Discard != jetstream.DiscardNew {
+		t.Errorf("%s MaxBytes %d, discard %v; want %d, new", wire.RequestsStream, req.MaxBytes, req.Discard, bytesLimit(topo.RequestsMaxBytes))
 	}
 
 	res := streamConfig(t, js, wire.ResultsStream)
@@ -61,6 +66,9 @@ func checkTopology(t *testing.T, js jetstream.JetStream, topo stream.Topology) {
 	if res.Retention != jetstream.LimitsPolicy || res.MaxAge != topo.ResultTTL || res.Duplicates != 2*time.Minute {
 		t.Errorf("%s retention %v, MaxAge %v, Duplicates %v; want Limits, %v, 2m", wire.ResultsStream, res.Retention, res.MaxAge, res.Duplicates, topo.ResultTTL)
 	}
+	if res.MaxBytes != bytesLimit(topo.ResultsMaxBytes) || res.Discard != jetstream.DiscardOld {
+		t.Errorf("%s MaxBytes %d, discard %v; want %d, old", wire.ResultsStream, res.MaxBytes, res.Discard, bytesLimit(topo.ResultsMaxBytes))
+	}
 
 	dl := streamConfig(t, js, wire.DeadLetterStream)
 	if !slices.Equal(dl.Subjects, []string{"detour.deadletter.>"}) {
@@ -68,6 +76,9 @@ func checkTopology(t *testing.T, js jetstream.JetStream, topo stream.Topology) {
 	}
 	if dl.Retention != jetstream.LimitsPolicy || dl.MaxAge != 7*24*time.Hour {
 		t.Errorf("%s retention %v, MaxAge %v; want Limits, 168h", wire.DeadLetterStream, dl.Retention, dl.MaxAge)
+	}
+	if dl.MaxBytes != bytesLimit(topo.DeadLetterMaxBytes) || dl.Discard != jetstream.DiscardNew {
+		t.Errorf("%s MaxBytes %d, discard %v; want %d, new", wire.DeadLetterStream, dl.MaxBytes, dl.Discard, bytesLimit(topo.DeadLetterMaxBytes))
 	}
 
 	for _, c := range topo.Chains {
@@ -96,6 +107,15 @@ func checkTopology(t *testing.T, js jetstream.JetStream, topo stream.Topology) {
 	}
 }
 
+// bytesLimit is a stream's MaxBytes as the server reports a Topology's
+// limit: -1 for none.
+func bytesLimit(limit int64) int64 {
+	if limit == 0 {
+		return -1
+	}
+	return limit
+}
+
 func TestEnsureTopology(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.Start(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -106,8 +126,9 @@ func TestEnsureTopology(t *testing.T) {
 		Replicas:      1,
 		AckWait:       7 * time.Second,
 		MaxAckPending: 17,
-		RequestTTL:    time.Hour,
 		ResultTTL:     24 * time.Hour,
+		// Reserved in the server's store, which has room for them.
+		RequestsMaxBytes: 8 << 20, ResultsMaxBytes: 32 << 20, DeadLetterMaxBytes: 16 << 20,
 	}
 	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
 		t.Fatalf("first EnsureTopology: %v", err)
@@ -175,14 +196,10 @@ func TestEnsureTopologyShortTTLs(t *testing.T) {
 		Chains:        []string{"default"},
 		AckWait:       time.Second,
 		MaxAckPending: 1,
-		RequestTTL:    30 * time.Second,
 		ResultTTL:     time.Minute,
 	}
 	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
 		t.Fatalf("EnsureTopology: %v", err)
-	}
-	if d := streamConfig(t, js, wire.RequestsStream).Duplicates; d != 30*time.Second {
-		t.Errorf("%s Duplicates = %v, want the TTL 30s", wire.RequestsStream, d)
 	}
 	if d := streamConfig(t, js, wire.ResultsStream).Duplicates; d != time.Minute {
 		t.Errorf("%s Duplicates = %v, want the TTL 1m", wire.ResultsStream, d)
@@ -203,7 +220,7 @@ func TestEnsureTopologyKeepsWhatOtherProcessorsRelyOn(t *testing.T) {
 	defer cancel()
 	first := stream.Topology{
 		Chains: []string{"default", "cheap"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
-		RequestTTL: time.Hour, ResultTTL: 24 * time.Hour,
+		ResultTTL: 24 * time.Hour, RequestsMaxBytes: 4 << 20, DeadLetterMaxBytes: 4 << 20,
 	}
 	if err := stream.EnsureTopology(ctx, js, first); err != nil {
 		t.Fatal(err)
@@ -222,7 +239,8 @@ func TestEnsureTopologyKeepsWhatOtherProcessorsRelyOn(t *testing.T) {
 	var kept []string
 	other := stream.Topology{
 		Chains: []string{"default", "other"}, Replicas: 1, AckWait: 2 * time.Second, MaxAckPending: 10,
-		RequestTTL: 15 * time.Second, ResultTTL: time.Minute, Kept: func(what string) { kept = append(kept, what) },
+		ResultTTL: time.Minute, RequestsMaxBytes: 2 << 20, ResultsMaxBytes: 5 << 20, DeadLetterMaxBytes: 2 << 20,
+		Kept: func(what string) { kept = append(kept, what) },
 	}
 	if err := stream.EnsureTopology(ctx, js, other); err != nil {
 		t.Fatal(err)
@@ -231,8 +249,8 @@ func TestEnsureTopologyKeepsWhatOtherProcessorsRelyOn(t *testing.T) {
 	if got := slices.Sorted(slices.Values(req.Subjects)); !slices.Equal(got, []string{"detour.requests.cheap", "detour.requests.default", "detour.requests.other"}) {
 		t.Errorf("%s subjects %v; want every chain's", wire.RequestsStream, got)
 	}
-	if req.MaxAge != time.Hour || req.Duplicates != 2*time.Minute {
-		t.Errorf("%s MaxAge %v, Duplicates %v; want 1h and 2m", wire.RequestsStream, req.MaxAge, req.Duplicates)
+	if req.MaxBytes != 4<<20 {
+		t.Errorf("%s MaxBytes %d; want the larger, %d", wire.RequestsStream, req.MaxBytes, 4<<20)
 	}
 	res = streamConfig(t, js, wire.ResultsStream)
 	if res.MaxAge != 24*time.Hour {
@@ -249,7 +267,8 @@ func TestEnsureTopologyKeepsWhatOtherProcessorsRelyOn(t *testing.T) {
 	if res.MaxMsgs != 100_000 || res.MaxBytes != 10<<20 {
 		t.Errorf("%s limits %d messages, %d bytes; want the operator's 100000 and %d", wire.ResultsStream, res.MaxMsgs, res.MaxBytes, 10<<20)
 	}
-	for _, what := range []string{"DETOUR_REQUESTS keeps its age limit of 1h0m0s", "DETOUR_RESULTS keeps its age limit of 24h0m0s",
+	for _, what := range []string{"DETOUR_REQUESTS keeps its limit of 4194304 bytes", "DETOUR_RESULTS keeps its limit of 10485760 bytes",
+		"DETOUR_RESULTS keeps its age limit of 24h0m0s",
 		"consumer detour-default keeps its AckWait of 30s", "consumer detour-default keeps its MaxAckPending of 100"} {
 		if !slices.ContainsFunc(kept, func(k string) bool { return strings.HasPrefix(k, what) }) {
 			t.Errorf("not told %q; told %q", what, kept)
@@ -286,14 +305,14 @@ func waitingPull(t *testing.T, js jetstream.JetStream, chainName string) {
 // TestEnsureTopologyLeavesOutAChainNoOneServes: the subject of a chain no
 // processor serves any more (no pull waits on its consumer, nothing is
 // being worked on) is left out, so that a publish to it fails at once
-// rather than wait unanswered until the stream's age limit.
+// rather than wait for a processor that may never come.
 func TestEnsureTopologyLeavesOutAChainNoOneServes(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.Start(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topo := stream.Topology{
 		Chains: []string{"default", "retired", "elsewhere"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
+		ResultTTL: time.Hour,
 	}
 	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
 		t.Fatal(err)
@@ -309,5 +328,51 @@ func TestEnsureTopologyLeavesOutAChainNoOneServes(t *testing.T) {
 	}
 	if _, err := js.Publish(ctx, wire.RequestSubject("retired"), []byte(`{}`)); !errors.Is(err, jetstream.ErrNoStreamResponse) {
 		t.Fatalf("publish to the retired chain: %v, want ErrNoStreamResponse", err)
+	}
+}
+
+// TestEnsureTopologyBoundsStreamsMadeWithoutLimits: streams an older
+// processor made, the requests stream with an age limit (at which it
+// removed a request whose result could not be stored, without a trace) and
+// none bounded in bytes, are given the byte limits and their discard
+// policies, and the requests stream loses its age limit.
+func TestEnsureTopologyBoundsStreamsMadeWithoutLimits(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, cfg := range []jetstream.StreamConfig{
+		{Name: wire.RequestsStream, Subjects: []string{wire.RequestSubject("default")}, Retention: jetstream.WorkQueuePolicy, MaxAge: time.Hour},
+		{Name: wire.ResultsStream, Subjects: []string{wire.ResultsPrefix + ">"}, MaxAge: time.Hour},
+		{Name: wire.DeadLetterStream, Subjects: []string{wire.DeadLetterPrefix + ">"}, MaxAge: 7 * 24 * time.Hour},
+	} {
+		if _, err := js.CreateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topo := stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100, ResultTTL: time.Hour,
+		RequestsMaxBytes: 2 << 20, ResultsMaxBytes: 8 << 20, DeadLetterMaxBytes: 4 << 20,
+	}
+	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+		t.Fatal(err)
+	}
+	checkTopology(t, js, topo)
+}
+
+// TestEnsureTopologySaysWhenTheStoreHasNoRoom: the server reserves each
+// stream's byte limit in its store; a store too small for them stops the
+// start with an error naming the settings to lower, not the server's words
+// alone.
+func TestEnsureTopologySaysWhenTheStoreHasNoRoom(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.StartWith(t, &server.Options{JetStreamMaxStore: 16 << 20}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := stream.EnsureTopology(ctx, js, stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100, ResultTTL: time.Hour,
+		RequestsMaxBytes: 4 << 20, ResultsMaxBytes: 32 << 20, DeadLetterMaxBytes: 8 << 20,
+	})
+	if err == nil || !strings.Contains(err.Error(), "no room to reserve the 33554432 bytes of DETOUR_RESULTS") ||
+		!strings.Contains(err.Error(), "DETOUR_RESULTS_MAX_BYTES") {
+		t.Fatalf("EnsureTopology on a 16 MiB store: %v, want it to say the store has no room for DETOUR_RESULTS", err)
 	}
 }

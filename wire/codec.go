@@ -56,6 +56,11 @@ const (
 	// with the sequence it names the message even after the stream is
 	// created again and hands its sequences out anew.
 	HeaderRequestTime = "Detour-Request-Time"
+	// HeaderDelivery names the delivery that stored a result, unique to
+	// it: a processor whose store timed out but landed knows its own result
+	// from another processor's answer to the same request message, and
+	// replies only for its own.
+	HeaderDelivery = "Detour-Delivery"
 )
 
 // Request is a request as published on detour.requests.<chain> (docs/requests.md).

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/ask"
+	"github.com/detourhq/detour/wire"
 )
 
 // unsetDetourEnv leaves every DETOUR_* variable unset for the test (and
@@ -17,9 +19,9 @@ import (
 func unsetDetourEnv(t *testing.T) {
 	t.Helper()
 	for _, k := range []string{"DETOUR_NATS_URL", "DETOUR_NATS_CREDS", "DETOUR_NATS_TLS_CA", "DETOUR_NATS_TLS_CERT",
-		"DETOUR_NATS_TLS_KEY", "DETOUR_LISTEN", "DETOUR_DATA_DIR", "DETOUR_CONFIG", "DETOUR_WORKERS", "DETOUR_REPLICAS",
+		"DETOUR_NATS_TLS_KEY", "DETOUR_NATS_PING_INTERVAL", "DETOUR_NATS_MAX_PINGS_OUT", "DETOUR_LISTEN", "DETOUR_DATA_DIR", "DETOUR_CONFIG", "DETOUR_WORKERS", "DETOUR_REPLICAS",
 		"DETOUR_ACK_WAIT", "DETOUR_MAX_ACK_PENDING", "DETOUR_REQUEST_TTL", "DETOUR_RESULT_TTL", "DETOUR_REPLY_PREFIXES",
-		"DETOUR_MAX_PAYLOAD", "DETOUR_METRICS_ADDR", "DETOUR_LOG_LEVEL", "DETOUR_LOG_FORMAT", "DETOUR_SHUTDOWN_TIMEOUT",
+		"DETOUR_MAX_PAYLOAD", "DETOUR_REQUESTS_MAX_BYTES", "DETOUR_RESULTS_MAX_BYTES", "DETOUR_DEADLETTER_MAX_BYTES", "DETOUR_METRICS_ADDR", "DETOUR_LOG_LEVEL", "DETOUR_LOG_FORMAT", "DETOUR_SHUTDOWN_TIMEOUT",
 		"DETOUR_MAX_INVALID_DELIVERIES"} {
 		t.Setenv(k, "")
 		unsetenv(t, k)
@@ -62,6 +64,26 @@ func TestBadSettingsExit78(t *testing.T) {
 		// status first warns that it found no chain file; the settings come after.
 		if code := run(tt.args, &out, &errOut); code != config.ExitConfig || !strings.HasSuffix(errOut.String(), tt.prefix+problems) {
 			t.Errorf("processor %v: exit %d, stderr:\n%s\nwant exit 78 and:\n%s", tt.args, code, errOut.String(), tt.prefix+problems)
+		}
+	}
+}
+
+// TestReplyPrefixesThatLoopExit78: a reply prefix that covers a subject
+// detour consumes or serves would let a request make the processor publish
+// its result there: to detour.ask.<chain> the result is queued again as a
+// request, whose failed result then replaces the good one. Every such
+// prefix, and every one that covers them, stops the processor with exit
+// code 78 naming DETOUR_REPLY_PREFIXES, before it connects anywhere.
+func TestReplyPrefixesThatLoopExit78(t *testing.T) {
+	for _, prefix := range []string{
+		ask.SubjectPrefix, ask.Subject("default") + ".", wire.RequestsPrefix, wire.DeadLetterPrefix,
+		"detour.", "$JS.", "$KV.", "$SRV.", "$SYS.", ">.", "detour.>.",
+	} {
+		unsetDetourEnv(t)
+		t.Setenv("DETOUR_REPLY_PREFIXES", "_INBOX.,"+prefix)
+		var out, errOut bytes.Buffer
+		if code := run([]string{"run"}, &out, &errOut); code != config.ExitConfig || !strings.Contains(errOut.String(), "DETOUR_REPLY_PREFIXES: prefix 2 ") {
+			t.Errorf("DETOUR_REPLY_PREFIXES=_INBOX.,%s: exit %d, stderr:\n%s\nwant exit 78 naming the prefix", prefix, code, errOut.String())
 		}
 	}
 }

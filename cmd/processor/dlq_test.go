@@ -27,7 +27,7 @@ func dlqServer(t *testing.T) (jetstream.JetStream, *deadletter.Publisher) {
 	_, js := natstest.Connect(t, srv)
 	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second,
-		MaxAckPending: 10, RequestTTL: time.Hour, ResultTTL: time.Hour,
+		MaxAckPending: 10, ResultTTL: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)

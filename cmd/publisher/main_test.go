@@ -164,8 +164,7 @@ func TestAReplySubjectUnderTheProcessorsPrefixesIsSent(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
-		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000,
-		RequestTTL: time.Hour, ResultTTL: time.Hour,
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000, ResultTTL: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -399,5 +398,35 @@ func TestExamples(t *testing.T) {
 	code, stdout, _ := runPublisher(t, "-f", "../../examples/requests.jsonl", "-schema", "../../examples/answer.schema.json", "-wait=false")
 	if code != 0 || stdout != "published 4 request(s) to detour.requests.default\n" {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+// TestAFullQueueRefusesThePublishSayingSo: when DETOUR_REQUESTS holds its
+// DETOUR_REQUESTS_MAX_BYTES of requests waiting for processors, a publish is
+// refused at once, not retried, and the publisher says why and exits 1.
+func TestAFullQueueRefusesThePublishSayingSo(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	err := stream.EnsureTopology(ctx, js, stream.Topology{
+		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000, ResultTTL: time.Hour,
+		RequestsMaxBytes: 64 << 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{16 << 10, 1 << 10, 0} {
+		filler := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("x", size) + `"}]}`)
+		for {
+			if _, err := js.Publish(ctx, "detour.requests.default", filler); err != nil {
+				break
+			}
+		}
+	}
+	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
+	code, _, stderr := runPublisher(t, "-wait=false", "hello")
+	if code != 1 || !strings.Contains(stderr, "DETOUR_REQUESTS is full: requests are refused until processors have answered some") ||
+		strings.Contains(stderr, "retrying") {
+		t.Fatalf("exit %d, stderr %q; want exit 1 saying the queue is full, without retrying", code, stderr)
 	}
 }

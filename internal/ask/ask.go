@@ -52,7 +52,8 @@ const (
 	// payload once the reply subject is added; nothing was stored.
 	CodeTooLarge = "413"
 	// CodeUnavailable: not stored: no stream takes the chain's subject,
-	// JetStream is unavailable, or it did not acknowledge in time.
+	// it is full (wire.ErrFull: the description says so), JetStream is
+	// unavailable, or it did not acknowledge in time.
 	CodeUnavailable = "503"
 )
 
@@ -333,6 +334,11 @@ func (s *server) storeError(chainName, id string, err error) (string, string) {
 		s.log.Warn("a request could not be stored: no stream takes its subject", "subject", subject)
 		return CodeUnavailable, fmt.Sprintf("not stored: no stream takes %s (%s is missing; a processor puts it back when its pulls fail); try again shortly",
 			subject, wire.RequestsStream)
+	case wire.Full(err) != nil:
+		// A full queue refuses many requests in a row: each requester
+		// hears why, and the log would only repeat it.
+		s.log.Debug("a request could not be stored: the requests stream is full", "subject", subject, "err", err)
+		return CodeUnavailable, "not stored: " + wire.Full(err).Error() + "; try again shortly"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		s.log.Warn("a request could not be stored: no acknowledgement in time", "subject", subject, "timeout", StoreTimeout)
 		why := fmt.Sprintf("not confirmed: %s did not acknowledge the request within %s; it may have been stored all the same", wire.RequestsStream, StoreTimeout)

@@ -30,13 +30,17 @@ type served struct {
 	stop func() error // ends Serve and returns what it returned
 }
 
-func serve(t *testing.T, maxPayload int) *served {
+func serve(t *testing.T, maxPayload int, with ...func(*stream.Topology)) *served {
 	t.Helper()
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	err := stream.EnsureTopology(ctx, js, stream.Topology{Chains: []string{"default"}, Replicas: 1,
-		AckWait: 30 * time.Second, MaxAckPending: 100, RequestTTL: time.Hour, ResultTTL: time.Hour})
+	topo := stream.Topology{Chains: []string{"default"}, Replicas: 1,
+		AckWait: 30 * time.Second, MaxAckPending: 100, ResultTTL: time.Hour}
+	for _, w := range with {
+		w(&topo)
+	}
+	err := stream.EnsureTopology(ctx, js, topo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,6 +375,28 @@ func TestAskWithoutStream(t *testing.T) {
 		t.Fatalf("the error reply took %s", took)
 	}
 	refusal(t, reply, ask.CodeUnavailable, "no stream takes detour.requests.default")
+}
+
+// TestAskToAFullQueue: a request to a chain whose requests stream is full
+// (DETOUR_REQUESTS_MAX_BYTES of requests wait for processors) is refused
+// at once, saying so, rather than with the server's bare words.
+func TestAskToAFullQueue(t *testing.T) {
+	s := serve(t, 1<<20, func(topo *stream.Topology) { topo.RequestsMaxBytes = 64 << 10 })
+	// Large requests first, then small ones, until not even a small one fits.
+	for _, size := range []int{16 << 10, 1 << 10, 0} {
+		filler := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("x", size) + `"}]}`)
+		for {
+			if _, err := s.js.Publish(context.Background(), wire.RequestSubject("default"), filler); err != nil {
+				break
+			}
+		}
+	}
+	reply, err := s.nc.Request(ask.Subject("default"), []byte(`{"id":"late","messages":[{"role":"user","content":"hi"}]}`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusal(t, reply, ask.CodeUnavailable, "not stored: DETOUR_REQUESTS is full: requests are refused until processors have answered some")
+	refusal(t, reply, ask.CodeUnavailable, "DETOUR_REQUESTS_MAX_BYTES reached")
 }
 
 // TestServeStops: once ctx ends, Serve stops the service and returns; the

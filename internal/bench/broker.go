@@ -105,20 +105,21 @@ func (b *broker) refuseBusy(ctx context.Context) error {
 func (b *broker) detourTopology(ctx context.Context, maxAckPending int) error {
 	return stream.EnsureTopology(ctx, b.js, stream.Topology{
 		Chains: []string{benchChain}, Replicas: 1, MaxAckPending: maxAckPending,
-		AckWait:    settingDuration("AckWait"),
-		RequestTTL: settingDuration("RequestTTL"), ResultTTL: settingDuration("ResultTTL"),
+		AckWait: settingDuration("AckWait"), ResultTTL: settingDuration("ResultTTL"),
+		RequestsMaxBytes: settingBytes("RequestsMaxBytes"), ResultsMaxBytes: settingBytes("ResultsMaxBytes"),
+		DeadLetterMaxBytes: settingBytes("DeadLetterMaxBytes"),
 	})
 }
 
 // baselineTopology creates the baseline's streams and consumer with the
 // configuration of detour's.
 func (b *broker) baselineTopology(ctx context.Context, maxAckPending int) error {
-	requestTTL, resultTTL := settingDuration("RequestTTL"), settingDuration("ResultTTL")
+	resultTTL := settingDuration("ResultTTL")
 	streams := []jetstream.StreamConfig{
 		{Name: baselineStream, Subjects: []string{baselineSubject}, Retention: jetstream.WorkQueuePolicy,
-			MaxAge: requestTTL, Duplicates: min(2*time.Minute, requestTTL)},
+			MaxBytes: settingBytes("RequestsMaxBytes"), Discard: jetstream.DiscardNew, Duplicates: 2 * time.Minute},
 		{Name: baselineResults, Subjects: []string{baselinePrefix + ">"}, Retention: jetstream.LimitsPolicy,
-			MaxAge: resultTTL, Duplicates: min(2*time.Minute, resultTTL)},
+			MaxAge: resultTTL, MaxBytes: settingBytes("ResultsMaxBytes"), Duplicates: min(2*time.Minute, resultTTL)},
 	}
 	for _, cfg := range streams {
 		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {

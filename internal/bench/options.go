@@ -161,6 +161,15 @@ func settingDuration(field string) time.Duration {
 	return d
 }
 
+// settingBytes is the default of a whole-number field of config.Settings.
+func settingBytes(field string) int64 {
+	n, err := strconv.ParseInt(settingDefault(field), 10, 64)
+	if err != nil {
+		panic(fmt.Sprintf("bench: default of %s: %v", field, err))
+	}
+	return n
+}
+
 // Check reports every option out of range.
 func (o Options) Check() error {
 	var errs []error

@@ -242,6 +242,9 @@ func (c *Client) publish(ctx context.Context, chainName string, r wire.Request) 
 		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 			return nil, fmt.Errorf("client: %w %s: is chain %q configured and a processor started?", errNoStream, msg.Subject, chainName)
 		}
+		if full := wire.Full(err); full != nil {
+			return nil, fmt.Errorf("client: request %s refused: %w", r.ID, full)
+		}
 		return nil, fmt.Errorf("client: publishing request %s: %w", r.ID, err)
 	}
 	return ack, nil

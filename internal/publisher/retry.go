@@ -33,7 +33,9 @@ var errNoStream = errors.New("no stream takes the subject")
 // carries the same Nats-Msg-Id, so an attempt that landed although its ack
 // was lost is not queued twice. "No stream takes the subject" is final while
 // nothing of the run is stored yet (an unknown chain), and retried once the
-// run has stored a request (the stream is coming back after a restart).
+// run has stored a request (the stream is coming back after a restart). A
+// full requests stream (wire.ErrFull) is final: it refuses requests until
+// processors have answered some, which is for the caller to wait for.
 func (c *Client) publishRetrying(ctx context.Context, chainName string, r wire.Request, budget time.Duration, stored bool, onRetry func(error)) (*jetstream.PubAck, error) {
 	var giveUp time.Time
 	for attempt := 0; ; attempt++ {
@@ -43,7 +45,7 @@ func (c *Client) publishRetrying(ctx context.Context, chainName string, r wire.R
 		if err == nil {
 			return ack, nil
 		}
-		if ctx.Err() != nil || (errors.Is(err, errNoStream) && !stored) {
+		if ctx.Err() != nil || (errors.Is(err, errNoStream) && !stored) || errors.Is(err, wire.ErrFull) {
 			return nil, err
 		}
 		if attempt == 0 && budget > 0 {

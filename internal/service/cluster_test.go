@@ -71,7 +71,7 @@ chains:
 	nc, js := connectCluster(t, natstest.ClusterURLs(servers))
 	err := stream.EnsureTopology(ctx, js, stream.Topology{
 		Chains: file.ChainNames(), Replicas: settings.Replicas, AckWait: settings.AckWait,
-		MaxAckPending: settings.MaxAckPending, RequestTTL: settings.RequestTTL, ResultTTL: settings.ResultTTL,
+		MaxAckPending: settings.MaxAckPending, ResultTTL: settings.ResultTTL,
 	})
 	if err != nil {
 		t.Fatal(err)

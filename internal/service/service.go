@@ -94,8 +94,8 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	}
 	names := opts.File.ChainNames()
 	topology := stream.Topology{
-		Chains: names, Replicas: s.Replicas, AckWait: s.AckWait, MaxAckPending: s.MaxAckPending,
-		RequestTTL: s.RequestTTL, ResultTTL: s.ResultTTL,
+		Chains: names, Replicas: s.Replicas, AckWait: s.AckWait, MaxAckPending: s.MaxAckPending, ResultTTL: s.ResultTTL,
+		RequestsMaxBytes: s.RequestsMaxBytes, ResultsMaxBytes: s.ResultsMaxBytes, DeadLetterMaxBytes: s.DeadLetterMaxBytes,
 		// Processors share the topology: a setting of this one's that
 		// another's (or an operator's) outlasts is not applied.
 		Kept: func(what string) {
