@@ -560,6 +560,14 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 			// retry, as the answer path does for results.
 			_ = d.p.cfg.Repair.Ensure(context.WithoutCancel(ctx))
 		}
+		if wire.NoRoom(err) {
+			// The dead-letter stream is full (DETOUR_DEADLETTER_MAX_BYTES),
+			// or the whole store is: no wait of this worker's makes room.
+			// Holding it until the deadline would let a flood of poison
+			// requests take every worker of every chain for a day; the
+			// request waits in DETOUR_REQUESTS instead.
+			break
+		}
 		if !h.more() || !h.wait() {
 			break
 		}

@@ -32,6 +32,16 @@ var fullStore = map[string]string{
 	"maximum messages exceeded": "the message limit an operator set",
 }
 
+// NoRoom reports whether err, from a publish to a stream, is its refusal
+// for want of room: the stream full with discard new, or the server's whole
+// store full. Waiting a moment does not make room; answering queued
+// requests, or their dead letters ageing out, does.
+func NoRoom(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrInsufficientResources ||
+		apiErr.ErrorCode == jsErrStoreFailed && fullStore[apiErr.Description] != "")
+}
+
 // Full returns an error wrapping ErrFull that says which limit was reached,
 // when err, from a publish to RequestsStream, is its refusal for want of
 // room; nil otherwise.

@@ -112,3 +112,54 @@ chains:
 		t.Errorf("a request once the queue drained: %+v", res)
 	}
 }
+
+// TestAFullDeadLetterStreamHoldsNoWorker: when DETOUR_DEADLETTER is full,
+// poison requests whose dead letter cannot be stored wait in
+// DETOUR_REQUESTS, handed back, and hold no worker: a request of another
+// chain is answered all the same.
+func TestAFullDeadLetterStreamHoldsNoWorker(t *testing.T) {
+	h := newHarness(t)
+	bad := providertest.New(providertest.OpenAI, providertest.Status(400))
+	t.Cleanup(bad.Close)
+	good := providertest.New(providertest.OpenAI, providertest.OK())
+	t.Cleanup(good.Close)
+	file := parseChainFile(t, fmt.Sprintf(`
+providers:
+  - {name: bad, type: openai, base_url: %s, model: m, max_retries: 0}
+  - {name: good, type: openai, base_url: %s, model: m, max_retries: 0}
+chains:
+  poison: [bad]
+  fine: [good]
+`, bad.URL, good.URL))
+	settings := testSettings()
+	settings.Workers = 2
+	settings.MaxPayload = 64 << 10
+	settings.RequestsMaxBytes, settings.ResultsMaxBytes, settings.DeadLetterMaxBytes = 1<<20, 2<<20, 1<<20
+	p := h.buildProcessor(file, settings)
+	filled := 0
+	for size := 60 << 10; size >= 1; size /= 2 {
+		pad := []byte(strings.Repeat("x", size))
+		for {
+			if _, err := h.js.Publish(context.Background(), "detour.deadletter.poison", pad); err != nil {
+				break
+			}
+			filled++
+		}
+	}
+	if filled == 0 {
+		t.Fatal("the dead-letter stream took nothing")
+	}
+	p.run()
+	h.publish("poison", request("p1", "hello"))
+	h.publish("poison", request("p2", "hello"))
+	eventually(t, 10*time.Second, "both poison requests judged", func() bool { return bad.Requests() >= 2 })
+	h.publish("fine", request("ok", "hello"))
+	if res, _, err := h.result("ok", 20*time.Second); err != nil || res.Status != chain.StatusOK {
+		t.Fatalf("a request of another chain: %+v, %v; want it answered while the poison ones wait", res, err)
+	}
+	for _, id := range []string{"p1", "p2"} {
+		if _, _, err := h.result(id, 100*time.Millisecond); err == nil {
+			t.Errorf("%s has a result, want none while its dead letter cannot be stored", id)
+		}
+	}
+}
