@@ -17,6 +17,28 @@ import (
 // cap only keeps the arithmetic from overflowing.
 const maxHint = time.Duration(math.MaxInt64/int64(time.Second)) * time.Second
 
+// answeredAt is when the provider answered, by its own clock. The hints
+// that name a time (an HTTP-date Retry-After, a window's reset as a date or
+// since the epoch) are the provider's clock, and a wait read against the
+// local one would be off by as much as the two clocks differ: minutes, on a
+// processor whose clock is off, opening a cooldown where the provider asked
+// for seconds. So it is the response's Date header (RFC 9110 §6.6.1) when
+// that is further from the local time than its whole-second precision and
+// the round trip explain (dateSlack), else the local time, which is
+// precise to the millisecond the resets name.
+func answeredAt(header http.Header) time.Time {
+	now := time.Now()
+	if t, err := http.ParseTime(header.Get("Date")); err == nil && (t.Sub(now) > dateSlack || now.Sub(t) > dateSlack) {
+		return t
+	}
+	return now
+}
+
+// dateSlack is how far a Date header may be from the local time and the
+// two clocks still be taken to agree: its second is truncated, and the
+// answer took a while to arrive.
+const dateSlack = 3 * time.Second
+
 // waitHint is the longest wait the provider asked for, by any of the hints
 // it may send: Retry-After (RFC 9110 §10.2.3, decimals rounded up to whole
 // seconds), retry-after-ms (milliseconds, sent by OpenAI and Azure OpenAI),

@@ -2,6 +2,7 @@ package chain_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -74,8 +75,38 @@ func TestRetryWaitsForRetryAfterMs(t *testing.T) {
 
 // spentWindow is a 429 carrying one rate-limit window's remaining count
 // and reset.
+// callError makes one call through flavour f's adapter to a server running
+// script and returns its error.
+func callError(t *testing.T, f providertest.Flavor, script providertest.Script) error {
+	t.Helper()
+	_, err := callFlavor(t, f, script)
+	return err
+}
+
 func spentWindow(remainingKey, remaining, resetKey, reset string) providertest.Script {
 	return providertest.WithHeader(remainingKey, remaining, providertest.WithHeader(resetKey, reset, providertest.Status(429)))
+}
+
+// TestTimesAreReadOnTheProvidersClock: a provider whose clock is two
+// minutes behind (its Date header says so) names its waits as times on
+// that clock: an HTTP-date Retry-After and a reset five seconds after its
+// Date are waits of five seconds, not of none; nor, on a clock ahead, of
+// two minutes more.
+func TestTimesAreReadOnTheProvidersClock(t *testing.T) {
+	for _, skew := range []time.Duration{-2 * time.Minute, 2 * time.Minute} {
+		date := time.Now().Add(skew).Truncate(time.Second)
+		at := date.Add(5 * time.Second)
+		for name, script := range map[string]providertest.Script{
+			"Retry-After date": providertest.WithHeader("Retry-After", at.UTC().Format(http.TimeFormat), providertest.Status(429)),
+			"anthropic reset":  spentWindow("anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", at.UTC().Format(time.RFC3339)),
+		} {
+			script = providertest.WithHeader("Date", date.UTC().Format(http.TimeFormat), script)
+			ce := wantCallError(t, callError(t, providertest.Anthropic, script))
+			if ce.RetryAfter != 5*time.Second {
+				t.Errorf("skew %v, %s: RetryAfter %v, want 5s from the provider's Date", skew, name, ce.RetryAfter)
+			}
+		}
+	}
 }
 
 // TestResetsAtATimeAreRead: the resets written as a time, Anthropic's RFC

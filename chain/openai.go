@@ -12,7 +12,6 @@ import (
 	"net/http"
 	neturl "net/url"
 	"strings"
-	"time"
 
 	"github.com/detourhq/detour/internal/text"
 )
@@ -221,7 +220,7 @@ func undecodable(err error) bool {
 func httpFailure(status int, header http.Header, body []byte, apiKey string) *CallError {
 	u := decodeErrorBody(body)
 	return &CallError{
-		Class: classifyBody(status, u), StatusCode: status, RetryAfter: waitHint(header, u, time.Now()),
+		Class: classifyBody(status, u), StatusCode: status, RetryAfter: waitHint(header, u, answeredAt(header)),
 		Err: errors.New(errorText(u.text(), apiKey)),
 	}
 }
@@ -238,7 +237,7 @@ func answerFailure(status int, header http.Header, body []byte, apiKey string) *
 	}
 	msg := fmt.Sprintf("error in the %d answer (%s): %s", status, u.label(), u.text())
 	return &CallError{
-		Class: classifyBody(status, u), StatusCode: status, RetryAfter: waitHint(header, u, time.Now()),
+		Class: classifyBody(status, u), StatusCode: status, RetryAfter: waitHint(header, u, answeredAt(header)),
 		Err: errors.New(errorText(msg, apiKey)),
 	}
 }
