@@ -196,6 +196,15 @@ func TestDecodeErrorBodyBounds(t *testing.T) {
 	if slices.Contains(u.names, "deepest") || len(u.names) != maxRelayDepth+1 {
 		t.Errorf("names %v: want the top %d levels' only", u.names, maxRelayDepth+1)
 	}
+	// A message, or a body that is no error object, of megabytes is read
+	// for its words and waits as far as maxReadText.
+	long := strings.Repeat("try again in 1 ", 1<<16)
+	for _, body := range []string{`{"error":{"message":"` + long + `"}}`, long} {
+		u = decodeErrorBody([]byte(body))
+		if n := len(u.message) + len(u.raw); n > maxReadText+len("…") || n < maxReadText/2 {
+			t.Errorf("%d bytes of text kept of a %d-byte body, want at most %d", n, len(body), maxReadText)
+		}
+	}
 }
 
 func TestParseProtoDuration(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/detourhq/detour/internal/text"
 )
 
 // upstreamError is what a provider's error body says, whichever shape it
@@ -54,9 +56,22 @@ type upstreamError struct {
 // maxTitleSearch bounds how far into an HTML page the <title> is looked for.
 const maxTitleSearch = 64 << 10
 
+// maxReadText bounds each text of an error body that is read for words
+// and waits (the message, a relayed one, the raw body): the words a rule
+// looks for come first, and an 8 MiB message of "try again in 1" took
+// seconds of CPU per failed call to read whole.
+const maxReadText = 16 << 10
+
 // decodeErrorBody reads an error body of any shape upstreamError lists. It
-// never fails: what it cannot read is kept as raw text.
+// never fails: what it cannot read is kept as raw text. Its texts are cut
+// to maxReadText.
 func decodeErrorBody(body []byte) upstreamError {
+	u := decodeErrorBodyWhole(body)
+	u.message, u.detail, u.raw = text.Cut(u.message, maxReadText), text.Cut(u.detail, maxReadText), text.Cut(u.raw, maxReadText)
+	return u
+}
+
+func decodeErrorBodyWhole(body []byte) upstreamError {
 	b := bytes.TrimSpace(body)
 	if len(b) > 0 && b[0] == '<' {
 		// A proxy's or CDN's page (<!DOCTYPE html>, <html>, even XML):
