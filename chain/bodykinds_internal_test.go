@@ -128,6 +128,10 @@ func TestEachKindOfBodyIsReadWhole(t *testing.T) {
 		},
 		"a rate limit that speaks of credit or tokens stays a rate limit": {
 			{"Gitlawb/openclaude#936", 429, openRouterDailyLimit, ClassRateLimit},
+			// Bedrock's throttling names tokens, not the request's size,
+			// also where a gateway relays it with another status.
+			{"anthropics/claude-code#236", 429, `{"message":"Too many tokens, please wait before trying again."}`, ClassRateLimit},
+			{"anthropics/claude-code#236", 500, `{"error":{"message":"Too many tokens, please wait before trying again."}}`, ClassServer},
 			{"songquanpeng/one-api#1775", 429,
 				`{"error":{"code":429,"message":"Quota exceeded for quota metric 'Generate Content API requests per minute' and limit 'GenerateContent request limit per minute for a region' of service 'generativelanguage.googleapis.com' for consumer 'project_number:297700366322'.","status":"RESOURCE_EXHAUSTED"}}`, ClassRateLimit},
 		},
