@@ -265,3 +265,22 @@ func FuzzErrorBody(f *testing.F) {
 		}
 	})
 }
+
+// TestAWaitHintMakesBillingWordsARateLimit: a body that names a wait, by
+// Google's RetryInfo or in its message, is a rate limiter's, whose words of
+// quota and billing name a window, not an account out of credit: never
+// auth, whatever its status.
+func TestAWaitHintMakesBillingWordsARateLimit(t *testing.T) {
+	for _, body := range []string{
+		`{"error":{"code":503,"message":"You exceeded your current quota, please check your plan and billing details.","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"}]}}`,
+		`{"error":{"message":"You exceeded your current quota, please check your plan and billing details. Please try again in 20s."}}`,
+	} {
+		if got := classifyBody(503, decodeErrorBody([]byte(body))); got != ClassServer {
+			t.Errorf("503 %s: %s, want server (a 503 naming a wait)", body, got)
+		}
+	}
+	// Without a wait, the same words are an account out of quota.
+	if got := classifyBody(503, decodeErrorBody([]byte(`{"error":{"message":"You exceeded your current quota, please check your plan and billing details."}}`))); got != ClassAuth {
+		t.Errorf("without a wait: %s, want auth", got)
+	}
+}

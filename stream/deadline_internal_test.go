@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -42,6 +43,36 @@ func TestADeliveryExpiresAtItsDeadlineOrItsTTL(t *testing.T) {
 		}
 		if got := d.deadline(); !got.Equal(tt.want) {
 			t.Errorf("%s: deadline %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestARetryWaitsForTheEarliestReopen: a request that found every provider
+// cooling, or whose providers called all rejected it while the others
+// cooled (Undecided), comes back at the earliest reopen plus jitter, not
+// after the backoff; one that met outages comes back after the backoff,
+// never before the reopen; no delay runs past the deadline.
+func TestARetryWaitsForTheEarliestReopen(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	reopen, deadline := now.Add(2*time.Second), now.Add(time.Hour)
+	const backoff, jitter = 30 * time.Second, 100 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		ex       chain.ExhaustedError
+		deadline time.Time
+		want     time.Duration
+	}{
+		{"all cooling", chain.ExhaustedError{AllCooling: true, ReopenAt: reopen}, deadline, 2100 * time.Millisecond},
+		{"undecided", chain.ExhaustedError{Undecided: true, ReopenAt: reopen}, deadline, 2100 * time.Millisecond},
+		{"outages", chain.ExhaustedError{ReopenAt: reopen}, deadline, backoff},
+		{"outages, a later reopen", chain.ExhaustedError{ReopenAt: now.Add(time.Minute)}, deadline, time.Minute + jitter},
+		{"outages, no reopen", chain.ExhaustedError{}, deadline, backoff},
+		{"a reopen passed", chain.ExhaustedError{AllCooling: true, ReopenAt: now.Add(-time.Second)}, deadline, 10 * time.Millisecond},
+		{"the deadline first", chain.ExhaustedError{Undecided: true, ReopenAt: now.Add(time.Minute)}, now.Add(5 * time.Second), 5 * time.Second},
+		{"the deadline passed", chain.ExhaustedError{}, now.Add(-time.Second), 0},
+	} {
+		if got := retryDelay(&tc.ex, backoff, jitter, now, tc.deadline); got != tc.want {
+			t.Errorf("%s: delay %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -380,18 +380,7 @@ func (d *delivery) annotate(res *chain.Result) {
 // count that never ends before the earliest reopen. A delay never runs past
 // the deadline, so the next delivery expires the request on time.
 func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.ExhaustedError) {
-	now := d.p.cfg.Now()
-	var delay time.Duration
-	if !ex.AllCooling && !ex.Undecided {
-		delay = d.backoff()
-	}
-	if !ex.ReopenAt.IsZero() {
-		delay = max(delay, ex.ReopenAt.Sub(now)+time.Duration(rand.Int64N(int64(reopenJitter))))
-	}
-	delay = max(delay, 10*time.Millisecond)
-	if left := d.deadline().Sub(now); delay > left {
-		delay = max(left, 0)
-	}
+	delay := retryDelay(ex, d.backoff(), time.Duration(rand.Int64N(int64(reopenJitter))), d.p.cfg.Now(), d.deadline())
 	d.log().Info("no provider answered; retrying later", "delay", delay, "all_cooling", ex.AllCooling, "undecided", ex.Undecided, "deliveries", d.meta.NumDelivered)
 	reason := metrics.NakFailures
 	switch {
@@ -401,6 +390,25 @@ func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.E
 		reason = metrics.NakUndecided
 	}
 	d.nak(delay, reason)
+}
+
+// retryDelay is retryLater's delay at now for ex: the earliest reopen plus
+// jitter when no provider failed for an outage (every one cooling, or the
+// others rejecting the request), else backoff, never before the earliest
+// reopen; at least 10 ms, and never past deadline.
+func retryDelay(ex *chain.ExhaustedError, backoff, jitter time.Duration, now, deadline time.Time) time.Duration {
+	var delay time.Duration
+	if !ex.AllCooling && !ex.Undecided {
+		delay = backoff
+	}
+	if !ex.ReopenAt.IsZero() {
+		delay = max(delay, ex.ReopenAt.Sub(now)+jitter)
+	}
+	delay = max(delay, 10*time.Millisecond)
+	if left := deadline.Sub(now); delay > left {
+		delay = max(left, 0)
+	}
+	return delay
 }
 
 // sparse reports whether the nth time something fails, counting from 1,
