@@ -56,6 +56,14 @@ func TestEachKindOfBodyIsReadWhole(t *testing.T) {
 			// "invalid parameter … please try again": the request, not capacity.
 			{"(a gateway's own words)", 400, `{"error":{"message":"Invalid parameter: temperature. Please try again later with a valid value."}}`, ClassRequest},
 		},
+		"a refusal that quotes the request's own words is the request's": {
+			// A client's word in a refused field must not read as the
+			// provider's capacity: one request could then cool it.
+			{"(OpenAI's invalid_request_error shape, quoting a field)", 400,
+				`{"error":{"message":"Invalid value: 'overloaded, try again later'. Supported values are: 'none', 'auto' and 'required'.","type":"invalid_request_error","param":"tool_choice","code":"invalid_value"}}`, ClassRequest},
+			{"(Google's INVALID_ARGUMENT shape, quoting a field)", 400,
+				`{"error":{"code":400,"message":"Invalid JSON payload received. Unknown name \"temporarily unavailable\": Cannot find field.","status":"INVALID_ARGUMENT"}}`, ClassRequest},
+		},
 		"a context overflow is the request's": {
 			{"crewAIInc/crewAI-examples#121", 400,
 				`{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 8227 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, ClassRequest},

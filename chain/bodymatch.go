@@ -63,6 +63,9 @@ func ruleFor(status int, u upstreamError) *bodyRule {
 // detail and raw text, lowered, are msg; limited says the status or body
 // names a rate limit.
 func (r bodyRule) matches(u upstreamError, msg string, limited bool) bool {
+	if named(u, r.unlessNamed) {
+		return false
+	}
 	switch {
 	case r.anyError:
 		return u.found
@@ -71,15 +74,20 @@ func (r bodyRule) matches(u upstreamError, msg string, limited bool) bool {
 	case r.flagged && u.flagged:
 		return true
 	}
-	for _, name := range u.names {
-		if slices.ContainsFunc(r.names, func(n string) bool { return strings.EqualFold(n, name) }) {
-			return true
-		}
+	if named(u, r.names) {
+		return true
 	}
 	if len(r.phrases) == 0 || u.html || (limited && !r.counted && !r.limitWords) {
 		return false
 	}
 	return slices.ContainsFunc(r.phrases, func(p string) bool { return strings.Contains(msg, p) })
+}
+
+// named reports whether the body names one of names, ignoring case.
+func named(u upstreamError, names []string) bool {
+	return slices.ContainsFunc(u.names, func(name string) bool {
+		return slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, name) })
+	})
 }
 
 // rateLimited reports a status or body that names a rate limit, in which

@@ -33,6 +33,8 @@ type bodyRule struct {
 	numericCode bool
 	// anyError matches whatever error object the body holds.
 	anyError bool
+	// unlessNamed are names that keep the rule from holding.
+	unlessNamed []string
 	// sources are where the rule's words come from: the provider's
 	// documentation (a URL) or a public report that shows the body
 	// ("owner/repo#N", a GitHub issue or pull request).
@@ -128,9 +130,10 @@ var bodyRules = []bodyRule{
 		sources:     []string{"https://docs.claude.com/en/api/errors", "https://cloud.google.com/apis/design/errors", "microsoft/chat-copilot#682"},
 	},
 	{
-		description: `says the provider is overloaded, out of capacity or not ready, or asks to try again later (message "overloaded", "No endpoints found for…", "…is currently loading", …)`,
+		description: `says the provider is overloaded, out of capacity or not ready, or asks to try again later (message "overloaded", "No endpoints found for…", "…is currently loading", …), unless it names a malformed request (` + "`invalid_request_error`, `INVALID_ARGUMENT`" + `): a refusal of a request may quote its words, and no request may be worded so that its refusal cools the provider`,
 		class:       ClassServer,
 		counted:     true,
+		unlessNamed: []string{"invalid_request_error", "INVALID_ARGUMENT"},
 		names:       []string{"overloaded_error", "UNAVAILABLE", "service_unavailable", "ServiceUnavailableException", "ModelNotReadyException"},
 		phrases: []string{"overloaded", "over capacity", "at capacity", "capacity exceeded", "no capacity", "high demand",
 			"try again later", "retry later", "retry shortly", "retry your request", "wait a moment and try again",
