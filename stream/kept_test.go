@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 	"time"
 
 	"github.com/detourhq/detour/chain"
@@ -52,6 +54,29 @@ func TestAnAnswerKeptUntilTheStoreHasRoomIsPaidForOnce(t *testing.T) {
 	}
 }
 
+// unsubscribe takes the subjects of stream name away, so that a publish to
+// them finds no stream, until lift gives them back.
+func unsubscribe(t *testing.T, js jetstream.JetStream, name string) (lift func()) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	subjects := cfg.Subjects
+	cfg.Subjects = []string{"unsubscribed." + name}
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		cfg.Subjects = subjects
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // poisonRunner rejects every request as poison, counting the calls.
 type poisonRunner struct{ calls atomic.Int32 }
 
@@ -63,13 +88,16 @@ func (r *poisonRunner) Run(_ context.Context, req *chain.Request) (chain.Result,
 
 // TestAPoisonRequestWhoseDeadLetterWaitsIsNotRunAgain: every provider
 // rejected the request, each call paid for, while the dead-letter stream
-// refuses writes. The worker keeps the dead letter and the delivery, and
+// refuses writes for a while (it has lost its subject, as an operator's
+// edit leaves it). The worker keeps the dead letter and the delivery, and
 // retries until the stream takes it: handing the request back would call
-// every provider again on each redelivery while it lives.
+// every provider again on each redelivery while it lives. (A stream that
+// refuses for want of room is another matter: waiting does not make room,
+// and the request is handed back; see TestAFullDeadLetterStreamHoldsNoWorker.)
 func TestAPoisonRequestWhoseDeadLetterWaitsIsNotRunAgain(t *testing.T) {
 	runner := &poisonRunner{}
 	_, js, p := newProcessor(t, time.Hour, func() stream.Runner { return runner }, "default")
-	lift := fill(t, js, wire.DeadLetterStream, wire.DeadLetterSubject("default"))
+	lift := unsubscribe(t, js, wire.DeadLetterStream)
 	ctx := context.Background()
 	if _, err := js.Publish(ctx, wire.RequestSubject("default"), requestBody("poison")); err != nil {
 		t.Fatal(err)

@@ -573,8 +573,11 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 			// or the whole store is: no wait of this worker's makes room.
 			// Holding it until the deadline would let a flood of poison
 			// requests take every worker of every chain for a day; the
-			// request waits in DETOUR_REQUESTS instead.
-			break
+			// request waits in DETOUR_REQUESTS instead, for the longest
+			// backoff, so that a redelivery pays its providers again at
+			// most once a minute.
+			d.nak(retryDelayMax, metrics.NakError)
+			return false
 		}
 		if !h.more() || !h.wait() {
 			break
