@@ -10,8 +10,10 @@ import (
 // network does. Blackhole is a partition: every connection stays open and
 // nothing crosses it either way until Restore, when what was held back
 // arrives, as TCP's retransmissions would deliver it once a partition heals;
-// a client learns of it only from its pings. Refuse closes every connection
-// and refuses new ones until Restore, as a restarting load balancer would.
+// a client learns of it only from its pings. HoldReplies is half of one:
+// what clients send still reaches the server, and what it sends back is
+// held. Refuse closes every connection and refuses new ones until Restore,
+// as a restarting load balancer would; what was held is then lost.
 // Its methods are safe for concurrent use.
 type Proxy struct {
 	ln     net.Listener
@@ -27,6 +29,7 @@ type proxyState int
 const (
 	proxyForwarding proxyState = iota
 	proxyBlackhole
+	proxyHoldingReplies
 	proxyRefusing
 	proxyClosed
 )
@@ -56,6 +59,12 @@ func (p *Proxy) URL() string { return "nats://" + p.ln.Addr().String() }
 
 // Blackhole holds back everything sent either way, from now until Restore.
 func (p *Proxy) Blackhole() { p.set(proxyBlackhole) }
+
+// HoldReplies holds back everything the server sends, from now until
+// Restore, while what clients send still reaches it: a request the server
+// takes, whose reply (a publish's acknowledgement) is lost if Refuse comes
+// before Restore.
+func (p *Proxy) HoldReplies() { p.set(proxyHoldingReplies) }
 
 // Refuse closes every connection through the proxy, and closes each new one
 // at once, until Restore.
@@ -102,14 +111,15 @@ func (p *Proxy) accept(wg *sync.WaitGroup) {
 		}
 		p.conns[client], p.conns[server] = struct{}{}, struct{}{}
 		p.mu.Unlock()
-		wg.Go(func() { p.copy(server, client) })
-		wg.Go(func() { p.copy(client, server) })
+		wg.Go(func() { p.copy(server, client, false) })
+		wg.Go(func() { p.copy(client, server, true) })
 	}
 }
 
 // copy forwards from src to dst until either closes, holding each read
-// while the proxy is a black hole.
-func (p *Proxy) copy(dst, src net.Conn) {
+// while the proxy is a black hole, or holds replies and src is the server
+// (fromServer).
+func (p *Proxy) copy(dst, src net.Conn, fromServer bool) {
 	defer func() {
 		dst.Close()
 		src.Close()
@@ -122,7 +132,7 @@ func (p *Proxy) copy(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.pass() {
+			if !p.pass(fromServer) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -135,13 +145,14 @@ func (p *Proxy) copy(dst, src net.Conn) {
 	}
 }
 
-// pass waits while the proxy is a black hole, and reports whether it
-// forwards.
-func (p *Proxy) pass() bool {
+// pass waits while the proxy holds a read (every read in a black hole, the
+// server's, fromServer, while it holds replies), and reports whether it
+// forwards it.
+func (p *Proxy) pass(fromServer bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.state == proxyBlackhole {
+	for p.state == proxyBlackhole || (p.state == proxyHoldingReplies && fromServer) {
 		p.cond.Wait()
 	}
-	return p.state == proxyForwarding
+	return p.state == proxyForwarding || p.state == proxyHoldingReplies
 }
