@@ -573,11 +573,10 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 			// or the whole store is: no wait of this worker's makes room.
 			// Holding it until the deadline would let a flood of poison
 			// requests take every worker of every chain for a day; the
-			// request waits in DETOUR_REQUESTS instead, for the longest
-			// backoff, so that a redelivery pays its providers again at
-			// most once a minute.
-			d.nak(retryDelayMax, metrics.NakError)
-			return false
+			// request waits in DETOUR_REQUESTS instead, handed back with
+			// the backoff by delivery count, so that while the stream stays
+			// full its providers are paid again at most once a minute.
+			break
 		}
 		if !h.more() || !h.wait() {
 			break
