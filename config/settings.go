@@ -328,7 +328,7 @@ func checkReplyPrefix(p string) error {
 	}
 	for _, r := range reservedSubjects {
 		if strings.HasPrefix(p, r) || strings.HasPrefix(r, p) {
-			return fmt.Errorf("must not overlap %s>", r)
+			return fmt.Errorf("must not overlap %s>, which detour consumes or serves: a result published there would be taken as a request (use a prefix of your own, such as detour.results. or _INBOX.)", r)
 		}
 	}
 	return nil

@@ -110,12 +110,18 @@ func operatorFleet(cmd, configPath string, stderr io.Writer) (operator.Fleet, in
 	path := config.ChainFile(configPath)
 	file, err := config.LoadWithoutKeys(path)
 	_, envSet := os.LookupEnv(configVariable)
-	if errors.Is(err, os.ErrNotExist) && configPath == "" && !envSet {
+	fallback := errors.Is(err, os.ErrNotExist) && configPath == "" && !envSet
+	if fallback {
 		if running := runningFile(cmd, stderr); running != nil {
 			return operator.Fleet{File: running, Path: "the running processors' chain files", By: operator.Identity()}, 0
 		}
 	}
-	if err != nil {
+	switch {
+	case fallback:
+		fmt.Fprintf(stderr, "%s: no chain file %s here, and no running processor answered to say which providers there are\n", cmd, path)
+		fmt.Fprintln(stderr, "(name the chain file the processors run with -config FILE or DETOUR_CONFIG, or start a processor first: go run ./cmd/processor -demo)")
+		return operator.Fleet{}, config.ExitConfig
+	case err != nil:
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		if errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintln(stderr, "(name the chain file the processors run with -config FILE or DETOUR_CONFIG: it says which providers there are)")

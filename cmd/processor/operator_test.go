@@ -257,8 +257,8 @@ func TestOperatorCommandsBesideADemo(t *testing.T) {
 	processorStore(t, js) // the bucket, as a processor creates it
 
 	_, errOut := command(t, 78, "reset", "primary")
-	if !strings.Contains(errOut, "detour.yaml") {
-		t.Errorf("with no processor running: %q, want the missing chain file named", errOut)
+	if !strings.Contains(errOut, "no chain file detour.yaml here, and no running processor answered") || !strings.Contains(errOut, "-config FILE") {
+		t.Errorf("with no processor running: %q, want the missing chain file and processor named, and what to do", errOut)
 	}
 
 	file, err := config.Parse([]byte("providers:\n  - {name: primary, type: openai, model: m1, max_cooldown: 20m, auth_cooldown: 1h}\n"+

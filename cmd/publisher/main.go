@@ -119,6 +119,8 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 		problem = "give a PROMPT or -f, not both"
 	case f.file != "" && nSet:
 		problem = "-n copies a PROMPT; with -f each line is sent once"
+	case !config.ValidName(f.chain):
+		problem = fmt.Sprintf("-chain %q: a chain is named as in the chain file, with letters, digits, _ and - (at most %d)", f.chain, config.MaxNameLen)
 	case f.n < 1:
 		problem = "-n must be at least 1"
 	case f.rate < 0:

@@ -88,17 +88,18 @@ func TestFlagsRefuseWhatCannotRun(t *testing.T) {
 		args []string
 		want string
 	}{
-		"nothing to send":   {nil, "usage: publisher"},
-		"prompt and file":   {[]string{"-f", file, "hello"}, "not both"},
-		"-n with a file":    {[]string{"-f", file, "-n", "3"}, "-n copies a PROMPT"},
-		"no copies":         {[]string{"-n", "0", "hello"}, "-n must be at least 1"},
-		"negative rate":     {[]string{"-rate", "-1", "hello"}, "-rate must not be negative"},
-		"negative timeout":  {[]string{"-timeout", "-1s", "hello"}, "-timeout must not be negative"},
-		"unknown flag":      {[]string{"-bogus", "hello"}, "flag provided but not defined"},
-		"missing file":      {[]string{"-f", filepath.Join(t.TempDir(), "none.jsonl")}, "no such file"},
-		"missing schema":    {[]string{"-schema", filepath.Join(t.TempDir(), "none.json"), "hello"}, "-schema"},
-		"bad schema":        {[]string{"-schema", writeFile(t, "s.json", `{"type":"thing"}`), "hello"}, "response_schema"},
-		"schema not object": {[]string{"-schema", writeFile(t, "s.json", `[1]`), "hello"}, "not a JSON object"},
+		"nothing to send":    {nil, "usage: publisher"},
+		"prompt and file":    {[]string{"-f", file, "hello"}, "not both"},
+		"-n with a file":     {[]string{"-f", file, "-n", "3"}, "-n copies a PROMPT"},
+		"no copies":          {[]string{"-n", "0", "hello"}, "-n must be at least 1"},
+		"a chain no subject": {[]string{"-chain", "de fault", "hello"}, `-chain "de fault": a chain is named as in the chain file`},
+		"negative rate":      {[]string{"-rate", "-1", "hello"}, "-rate must not be negative"},
+		"negative timeout":   {[]string{"-timeout", "-1s", "hello"}, "-timeout must not be negative"},
+		"unknown flag":       {[]string{"-bogus", "hello"}, "flag provided but not defined"},
+		"missing file":       {[]string{"-f", filepath.Join(t.TempDir(), "none.jsonl")}, "no such file"},
+		"missing schema":     {[]string{"-schema", filepath.Join(t.TempDir(), "none.json"), "hello"}, "-schema"},
+		"bad schema":         {[]string{"-schema", writeFile(t, "s.json", `{"type":"thing"}`), "hello"}, "response_schema"},
+		"schema not object":  {[]string{"-schema", writeFile(t, "s.json", `[1]`), "hello"}, "not a JSON object"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
