@@ -191,6 +191,16 @@ func TestTrackerOperatorActs(t *testing.T) {
 			[]EventKind{EventReset}},
 		{"an operator's trip that expires", []entry{put("p.cooldown", operator, time.Minute), put("p.health", tripHealth, time.Minute), marker(90 * time.Second)},
 			[]EventKind{EventOpened, EventExpired}},
+		// The probe's success after an operator's trip of a healthy
+		// provider closes the circuit: no failures to reset, but a trip
+		// it had not succeeded since. A second trip over the half-open
+		// provider closes nothing.
+		{"an operator's trip, then the probe's success", []entry{put("p.cooldown", operator, time.Minute), put("p.health", tripHealth, time.Minute),
+			marker(90 * time.Second), put("p.health", func() Health { h := tripHealth; h.LastSuccess = t0.Add(91 * time.Second); return h }(), 91*time.Second)},
+			[]EventKind{EventOpened, EventExpired, EventClosed}},
+		{"a second operator's trip over a half-open provider", []entry{put("p.cooldown", operator, time.Minute), put("p.health", tripHealth, time.Minute),
+			marker(90 * time.Second), put("p.health", func() Health { h, _ := afterOperatorTrip(tripHealth, t0.Add(95*time.Second), 3*time.Second); return h }(), 95*time.Second)},
+			[]EventKind{EventOpened, EventExpired}},
 		{"an operator's trip, reset", []entry{put("p.cooldown", operator, time.Minute), put("p.health", tripHealth, time.Minute),
 			put("p.health", afterReset(Health{}, "bob@host", t0.Add(80*time.Second)), 80*time.Second), del("p.cooldown", 80*time.Second)},
 			[]EventKind{EventOpened, EventReset}},

@@ -266,11 +266,21 @@ func TestTripOpensAnOperatorsCooldown(t *testing.T) {
 		return strings.Contains(logs.String(), `msg="provider tripped by an operator" provider=p`) && strings.Contains(logs.String(), "by=alice@host")
 	})
 	eventually(t, 5*time.Second, "the operator's cooldown to end", func() bool { return b.State("p", time.Now()) == kvstate.StateHalfOpen })
-	if adm := b.Admit(e.ctx, "p", time.Now(), time.Second); !adm.Probe {
+	adm := b.Admit(e.ctx, "p", time.Now(), time.Second)
+	if !adm.Probe {
 		t.Fatalf("first admission after the operator's cooldown: %+v, want the probe", adm)
 	}
 	if h, _ := getHealth(t, e, "p"); h.Trips != 0 || h.LastTripS != 2 {
 		t.Errorf("health %+v, want the trip recorded, counting no trip", h)
+	}
+	// The probe of a provider tripped while healthy, with no failures to
+	// reset, closes the circuit for every processor all the same.
+	if err := b.RecordSuccess(e.ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.ReleaseProbe(e.ctx, "p", adm.Lease)
+	for name, s := range map[string]*kvstate.Store{"a": a, "b": b} {
+		eventually(t, 2*time.Second, name+" to see the circuit closed", func() bool { return s.State("p", time.Now()) == kvstate.StateClosed })
 	}
 }
 

@@ -226,16 +226,17 @@ func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Fail
 	return err
 }
 
-// RecordSuccess resets the failure count after failures; with nothing to
-// reset it writes nothing, so healthy traffic costs no KV writes.
+// RecordSuccess resets the failure count after failures, and closes a
+// half-open circuit; with nothing to reset it writes nothing, so healthy
+// traffic costs no KV writes.
 func (s *Store) RecordSuccess(ctx context.Context, provider string) error {
-	if h, ok := s.Health(provider); !ok || h.ConsecutiveFailures == 0 {
+	if h, ok := s.Health(provider); !ok || !succeeding(h) {
 		return nil
 	}
 	closed := false // set by the last try of change
 	err := s.updateHealth(ctx, provider, func(h Health) (Health, bool) {
 		closed = false
-		if h.ConsecutiveFailures == 0 {
+		if !succeeding(h) {
 			return h, false
 		}
 		closed = halfOpen(h)
@@ -250,6 +251,12 @@ func (s *Store) RecordSuccess(ctx context.Context, provider string) error {
 	}
 	return err
 }
+
+// succeeding reports whether a success changes h: it has failures to
+// reset, or a trip it has not succeeded since (half-open), such as an
+// operator's trip of a healthy provider, whose probe must close the
+// circuit although no failure was counted.
+func succeeding(h Health) bool { return h.ConsecutiveFailures > 0 || halfOpen(h) }
 
 // updateHealth applies change to the provider's health with compare-and-set.
 // The mirror's value is the first guess; after a conflict the server's value

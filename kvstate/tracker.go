@@ -102,9 +102,10 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 			ev.Kind, ev.By = EventReset, h.ResetBy
 			return []Event{ev}
 		}
-		// A reset of the failures closes the circuit only if it was open
-		// or half-open: tripped, and no success since.
-		if h.ConsecutiveFailures != 0 || !known || !halfOpen(before) {
+		// A success closes the circuit only if it was open or half-open
+		// (tripped, and no success since) and is not now: a write that
+		// trips it again (an operator's trip counts no failure) is none.
+		if h.ConsecutiveFailures != 0 || halfOpen(h) || !known || !halfOpen(before) {
 			return nil
 		}
 		ev.Kind = EventClosed
