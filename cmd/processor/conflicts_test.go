@@ -60,7 +60,7 @@ chains:
 			t.Errorf("the error log lacks %q:\n%s", want, logLine)
 		}
 	}
-	if got := gauge(t, second, "detour_config_conflicts"); got != 1 {
+	if got := gauge(t, second, `detour_config_conflicts{kind="provider"}`); got != 1 {
 		t.Errorf("detour_config_conflicts = %v, want 1", got)
 	}
 
@@ -136,7 +136,8 @@ func startInProcess(t *testing.T, url string, file *config.File, w *syncBuffer, 
 	})
 }
 
-// gauge reads an unlabelled gauge from what m's /metrics serves.
+// gauge reads a gauge, named with its labels as /metrics writes them,
+// from what m's /metrics serves.
 func gauge(t *testing.T, m *metrics.Metrics, name string) float64 {
 	t.Helper()
 	rec := httptest.NewRecorder()
