@@ -37,24 +37,35 @@ const (
 
 // watchFleet compares this processor's providers with those every other
 // running processor announces, at start and every fleetEvery until ctx
-// ends. detour_config_conflicts counts the provider names in conflict;
-// fleetLog says which conflicts are logged.
+// ends, and keeps its definitions' circuits from what it finds
+// (circuitKeeper). detour_config_conflicts counts the provider names in
+// conflict; fleetLog says which conflicts are logged.
 func (p *Processor) watchFleet(ctx context.Context) {
 	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File)}
 	l := newFleetLog(self, p.opts.Logger)
+	every := p.opts.fleetEvery
+	if every <= 0 {
+		every = fleetEvery
+	}
 	for first := true; ; first = false {
-		others, err := fleet.Discover(ctx, p.opts.Conn, ask.ServiceName, fleetReplies)
+		all, err := fleet.Discover(ctx, p.opts.Conn, ask.ServiceName, fleetReplies)
 		if err != nil && ctx.Err() == nil {
 			p.opts.Logger.Warn("asking other processors what they run", "err", err)
 		}
-		others = slices.DeleteFunc(others, func(in fleet.Instance) bool { return in.Processor == p.id })
-		conflicts := fleet.Involving(fleet.Conflicts(append(others, self)), p.id)
+		others := slices.DeleteFunc(slices.Clone(all), func(in fleet.Instance) bool { return in.Processor == p.id })
+		complete := err == nil && len(all) < fleet.MaxResponders &&
+			!slices.ContainsFunc(all, func(in fleet.Instance) bool { return in.Omitted > 0 })
+		if ctx.Err() == nil {
+			p.keeper.round(ctx, others, complete)
+		}
+		everyone := append(others, self)
+		conflicts := fleet.Involving(fleet.Conflicts(everyone), p.id)
 		p.fleetMu.Lock()
 		p.conflicts = conflicts
 		p.fleetMu.Unlock()
 		p.opts.Metrics.ConfigConflicts(len(conflicts))
 		l.round(others, conflicts, first)
-		if wait.Sleep(ctx, fleetEvery) != nil {
+		if wait.Sleep(ctx, every) != nil {
 			return
 		}
 	}
