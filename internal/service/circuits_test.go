@@ -3,8 +3,12 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
@@ -12,6 +16,7 @@ import (
 	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/service"
+	"github.com/detourhq/detour/internal/statuspage"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/wire"
 )
@@ -191,6 +196,90 @@ func TestTheNewDefinitionKeepsItsOwnCircuitUntilTheOldIsGone(t *testing.T) {
 	if res := h.ask("a", "after"); res.Provider != "primary" {
 		t.Errorf("after the takeover: answered by %q, want primary", res.Provider)
 	}
+}
+
+// TestStatusShowsCircuitsAndChainConflicts: two processors define primary
+// differently and run chain default with different providers. Once the
+// first's primary failed, which claims the name for its definition, the
+// second's /status.json names each definition's circuit (the plain name
+// for the first; primary=<short fingerprint> for its own), has a row for
+// its own circuit, and lists chain default's two lists with their
+// processors; its page shows both conflicts (with Chromium at hand).
+func TestStatusShowsCircuitsAndChainConflicts(t *testing.T) {
+	failing := providertest.New(providertest.OpenAI, providertest.Status(500))
+	defer failing.Close()
+	h := newHarness(t)
+	chainFile := func(url, chain string) *config.File {
+		return parseChainFile(t, fmt.Sprintf(`
+providers:
+  - {name: primary, type: openai, base_url: %s, model: m}
+  - {name: template, type: rules, default_reply: later}
+chains:
+  default: %s
+`, url, chain))
+	}
+	firstFile := chainFile(failing.URL, "[primary, template]")
+	h.startProcessor(firstFile, testSettings())
+	secondFile := chainFile("http://127.0.0.2:1/v1", "[template]")
+	second := h.assemble(secondFile, testSettings(), false, withMetrics(metrics.New()))
+	second.run()
+	for i := 0; failing.Requests() == 0; i++ {
+		h.ask("default", fmt.Sprintf("d%d", i))
+		if i == 50 {
+			t.Fatal("the first processor took none of 50 requests")
+		}
+	}
+	eventually(t, 10*time.Second, "the second processor finds both conflicts, and the first definition holding primary", func() bool {
+		holder, _ := second.StoreForTest().Holder("primary")
+		return len(second.Conflicts()) == 1 && len(second.ChainConflicts()) == 1 &&
+			holder.Fingerprint == fleet.Definitions(firstFile)["primary"].Fingerprint
+	})
+	own := kvstate.DefinitionCircuit("primary", fleet.Definitions(secondFile)["primary"].Fingerprint)
+	web := httptestServer(t, second.Processor)
+
+	snap := statusJSON(t, web)
+	circuits := map[string]string{}
+	for _, c := range snap.Conflicts {
+		for _, d := range c.Definitions {
+			circuits[d.BaseURL] = d.Circuit
+		}
+	}
+	if circuits[failing.URL] != "primary" || circuits["http://127.0.0.2:1/v1"] != own {
+		t.Errorf("circuits by definition %v, want the first's primary and the second's %s", circuits, own)
+	}
+	if !slices.ContainsFunc(snap.Providers, func(p statuspage.Provider) bool { return p.Provider == own }) {
+		t.Errorf("no row for the second definition's circuit %s: %+v", own, snap.Providers)
+	}
+	if len(snap.ChainConflicts) != 1 || snap.ChainConflicts[0].Chain != "default" || len(snap.ChainConflicts[0].Lists) != 2 {
+		t.Fatalf("chain conflicts %+v, want chain default's two lists", snap.ChainConflicts)
+	}
+	for _, l := range snap.ChainConflicts[0].Lists {
+		if len(l.Processors) != 1 {
+			t.Errorf("list %v on %v, want one processor", l.Providers, l.Processors)
+		}
+	}
+
+	browser := findChromium()
+	if browser == "" {
+		t.Skip("no Chromium found to render the page")
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1000, 900))...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelTimeout()
+	if err := chromedp.Do(ctx, chromedp.Navigate(web), chromedp.WaitVisible(`p.conflict[data-chain="default"]`)); err != nil {
+		t.Fatalf("the page shows no conflict of chain default: %v", err)
+	}
+	if got := text(t, ctx, `p.conflict[data-chain="default"]`); !strings.Contains(got, "[primary template] on ") || !strings.Contains(got, "[template] on ") {
+		t.Errorf("chain conflict %q, want both lists", got)
+	}
+	if got := text(t, ctx, `p.conflict[data-provider="primary"]`); !strings.Contains(got, "(circuit "+own+")") {
+		t.Errorf("provider conflict %q, want the second definition's circuit %s", got, own)
+	}
+	screenshot(t, ctx, "statuspage-conflicts.png")
 }
 
 // TestACircuitNoProcessorRunsIsCleared: a circuit of a definition of

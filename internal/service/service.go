@@ -83,9 +83,10 @@ type Processor struct {
 	// keeper keeps the circuits of this processor's definitions at each
 	// fleet check.
 	keeper *circuitKeeper
-	// conflicts is what watchFleet found last.
-	fleetMu   sync.Mutex
-	conflicts []fleet.Conflict
+	// conflicts and chainConflicts are what watchFleet found last.
+	fleetMu        sync.Mutex
+	conflicts      []fleet.Conflict
+	chainConflicts []fleet.ChainConflict
 }
 
 // New creates the topology, builds the chains and loads the provider-state

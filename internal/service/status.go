@@ -34,13 +34,14 @@ func (p *Processor) snapshot() statuspage.Snapshot {
 	now := p.clock.Now()
 	perSecond, degraded := p.opts.Metrics.Rates(now)
 	return statuspage.Snapshot{
-		Now:           now.UTC(),
-		Processor:     p.id,
-		Providers:     statuspage.Rows(now, p.store.Status(now, p.known()...), p.own...),
-		Events:        p.events.Latest(),
-		PerSecond:     perSecond,
-		DegradedShare: degraded,
-		Conflicts:     fleet.WithCircuits(p.Conflicts(), p.holder),
+		Now:            now.UTC(),
+		Processor:      p.id,
+		Providers:      statuspage.Rows(now, p.store.Status(now, p.known()...), p.own...),
+		Events:         p.events.Latest(),
+		PerSecond:      perSecond,
+		DegradedShare:  degraded,
+		Conflicts:      fleet.WithCircuits(p.Conflicts(), p.holder),
+		ChainConflicts: p.ChainConflicts(),
 	}
 }
 
