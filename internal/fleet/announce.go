@@ -83,8 +83,8 @@ type Instance struct {
 const (
 	// MaxResponders is the most announcements a round keeps.
 	MaxResponders = 256
-	// MaxPerResponder is the most definitions and chains a round keeps of
-	// one announcement.
+	// MaxPerResponder is the most definitions a round keeps of one
+	// announcement, and the most chains.
 	MaxPerResponder = 128
 	// MaxDefinitions is the most different definitions and chains' lists
 	// of providers a round keeps in all; processors that agree share one,
@@ -174,15 +174,11 @@ func (r *round) add(md map[string]string) {
 	// bounds does not change from round to round by map order alone.
 	slices.Sort(keys)
 	for _, k := range keys {
-		if len(in.Providers)+len(in.Chains) >= MaxPerResponder {
-			in.Omitted++
-			continue
-		}
 		kept := false
 		if name, ok := strings.CutPrefix(k, KeyProviderPrefix); ok {
-			kept = r.addDefinition(&in, name, md[k])
+			kept = len(in.Providers) < MaxPerResponder && r.addDefinition(&in, name, md[k])
 		} else {
-			kept = r.addChain(&in, strings.TrimPrefix(k, KeyChainPrefix), md[k])
+			kept = len(in.Chains) < MaxPerResponder && r.addChain(&in, strings.TrimPrefix(k, KeyChainPrefix), md[k])
 		}
 		if !kept {
 			in.Omitted++

@@ -81,8 +81,8 @@ func TestMetadataAnnouncesChains(t *testing.T) {
 
 // TestDiscoverBoundsForgedChains: a round keeps at most MaxVariants lists
 // of one chain name, none longer than MaxChainLength, none with a name no
-// chain file accepts; chains and definitions share MaxPerResponder of one
-// announcement.
+// chain file accepts, and MaxPerResponder chains of one announcement,
+// beside as many definitions: many chains leave out no provider.
 func TestDiscoverBoundsForgedChains(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, _ := natstest.Connect(t, srv)
@@ -113,8 +113,10 @@ func TestDiscoverBoundsForgedChains(t *testing.T) {
 		fleet.KeyChainPrefix + "fine":      list("p"),
 	}))
 	big := map[string]string{fleet.KeyProcessor: "big"}
-	for i := range fleet.MaxPerResponder {
+	for i := range fleet.MaxPerResponder + 5 {
 		big[fmt.Sprintf("%sc%03d", fleet.KeyChainPrefix, i)] = list("p")
+	}
+	for i := range fleet.MaxPerResponder {
 		big[fmt.Sprintf("%sp%03d", fleet.KeyProviderPrefix, i)] = forgedDefinition(i)
 	}
 	replies = append(replies, info(big))
@@ -144,8 +146,9 @@ func TestDiscoverBoundsForgedChains(t *testing.T) {
 				t.Errorf("odd: kept %v, left out %d; want chain fine alone, 5 left out", in.Chains, in.Omitted)
 			}
 		case in.Processor == "big":
-			if n := len(in.Chains) + len(in.Providers); n != fleet.MaxPerResponder || in.Omitted != fleet.MaxPerResponder {
-				t.Errorf("big: %d kept, %d left out; want %d each", n, in.Omitted, fleet.MaxPerResponder)
+			if len(in.Chains) != fleet.MaxPerResponder || len(in.Providers) != fleet.MaxPerResponder || in.Omitted != 5 {
+				t.Errorf("big: %d chains and %d definitions kept, %d left out; want %d each, 5 left out",
+					len(in.Chains), len(in.Providers), in.Omitted, fleet.MaxPerResponder)
 			}
 		}
 	}
