@@ -120,11 +120,15 @@ func (s *Store) Holder(provider string) (Holder, bool) {
 }
 
 // CircuitOf returns the circuit that the definition of provider with
-// fingerprint keeps now, as the mirror knows the holder (see Circuit).
-// It reads the mirror only.
+// fingerprint keeps now, as the mirror knows the holder (see Circuit); a
+// holder read without a fingerprint holds the name for a definition that
+// no processor runs. It reads the mirror only.
 func (s *Store) CircuitOf(provider, fingerprint string) string {
-	h, _ := s.Holder(provider)
-	return Circuit(provider, fingerprint, h.Fingerprint)
+	h, held := s.Holder(provider)
+	if !held || h.Fingerprint == fingerprint {
+		return provider
+	}
+	return DefinitionCircuit(provider, fingerprint)
 }
 
 // Circuits returns provider's circuits of which the mirror holds a health,

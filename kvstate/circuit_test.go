@@ -42,7 +42,9 @@ func TestCircuitNames(t *testing.T) {
 
 // TestTheFirstClaimHoldsTheName: two stores claim primary for different
 // definitions; the first holds it, for both mirrors, and the second keeps
-// a circuit of its own. A holder the bucket holds unreadable is replaced.
+// a circuit of its own. A holder whose fingerprint is none holds the name
+// for a definition no processor runs; one the bucket holds unreadable is
+// replaced by a claim.
 func TestTheFirstClaimHoldsTheName(t *testing.T) {
 	e := setup(t)
 	a, b := e.store(t, "a", nil), e.store(t, "b", nil)
@@ -65,6 +67,14 @@ func TestTheFirstClaimHoldsTheName(t *testing.T) {
 	if got := a.CircuitOf("primary", fa); got != "primary" {
 		t.Errorf("a's definition keeps %q, want primary", got)
 	}
+
+	if _, err := e.kv.Put(e.ctx, kvstate.DefinitionKey("economy"), []byte(`{"fingerprint":"not hex","by":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a holder without a fingerprint holds economy for no one", func() bool {
+		h, ok := b.Holder("economy")
+		return ok && h.Fingerprint == "" && b.CircuitOf("economy", fb) == "economy=bbbbbbbb"
+	})
 
 	if _, err := e.kv.Put(e.ctx, kvstate.DefinitionKey("backup"), []byte("not json")); err != nil {
 		t.Fatal(err)
