@@ -17,5 +17,11 @@
 // Store.Following reports whether the mirror follows, for readiness. A write
 // that finds the bucket gone recreates it and is tried on the new one.
 //
+// The keys are by circuit: a provider's name, or, for a definition of it
+// other than the one that holds the name (<provider>.definition, see
+// Holder), <provider>=<short fingerprint> (Circuit). Every method that
+// takes a provider takes a circuit; the processor maps each provider name
+// to its definition's circuit.
+//
 // kvstate knows nothing of messages or chains beyond chain's State contract.
 package kvstate

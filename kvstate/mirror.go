@@ -54,10 +54,13 @@ type mirror struct {
 	health    mirrorMap[Health]
 	cooldowns mirrorMap[Cooldown]
 	probes    mirrorMap[Probe]
+	// definitions holds the holders of provider names (<provider>.definition),
+	// by provider name; the other maps are by circuit.
+	definitions mirrorMap[Holder]
 }
 
 func newMirror() *mirror {
-	return &mirror{health: mirrorMap[Health]{}, cooldowns: mirrorMap[Cooldown]{}, probes: mirrorMap[Probe]{}}
+	return &mirror{health: mirrorMap[Health]{}, cooldowns: mirrorMap[Cooldown]{}, probes: mirrorMap[Probe]{}, definitions: mirrorMap[Holder]{}}
 }
 
 // apply folds one bucket entry into the mirror, ignoring keys of no kind it
@@ -76,6 +79,8 @@ func (m *mirror) apply(e jetstream.KeyValueEntry, ceiling func(string) time.Dura
 		return applyEntry(m.cooldowns, provider, e, b)
 	case SuffixProbe:
 		return applyEntry(m.probes, provider, e, b)
+	case SuffixDefinition:
+		return applyEntry(m.definitions, provider, e, b)
 	}
 	return nil, nil
 }

@@ -129,6 +129,10 @@ func (s *Store) deleteProbe(ctx context.Context, provider string) error {
 func (s *Store) forget(provider, kind string, rev uint64) {
 	s.keep(func(m *mirror) bool {
 		switch kind {
+		case SuffixHealth:
+			if m.health[provider].rev == rev {
+				delete(m.health, provider)
+			}
 		case SuffixCooldown:
 			if m.cooldowns[provider].rev == rev {
 				delete(m.cooldowns, provider)

@@ -48,8 +48,11 @@ func (s *CircuitState) UnmarshalText(b []byte) error {
 	return fmt.Errorf("kvstate: unknown circuit state %q", b)
 }
 
-// Status returns a row for every provider the mirror knows and every one of
-// known (the chain file's; one without state is closed), sorted by name.
+// Status returns a row for every circuit the mirror knows, a provider's
+// plain one and those of its other definitions (provider=<short
+// fingerprint>), and every one of known (the chain file's providers; one
+// without state is closed), sorted by provider name, each provider's
+// plain circuit first.
 func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 	names := map[string]bool{}
 	for _, p := range known {
@@ -67,7 +70,14 @@ func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 	for p := range names {
 		rows = append(rows, s.row(p, now))
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Provider < rows[j].Provider })
+	// By provider name, each provider's circuits after its plain one.
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := CircuitProvider(rows[i].Provider), CircuitProvider(rows[j].Provider)
+		if a != b {
+			return a < b
+		}
+		return rows[i].Provider < rows[j].Provider
+	})
 	return rows
 }
 

@@ -60,7 +60,7 @@ chains:
 			t.Errorf("the error log lacks %q:\n%s", want, logLine)
 		}
 	}
-	if got := gauge(t, second, "detour_config_conflicts"); got != 1 {
+	if got := gauge(t, second, `detour_config_conflicts{kind="provider"}`); got != 1 {
 		t.Errorf("detour_config_conflicts = %v, want 1", got)
 	}
 
@@ -136,7 +136,8 @@ func startInProcess(t *testing.T, url string, file *config.File, w *syncBuffer, 
 	})
 }
 
-// gauge reads an unlabelled gauge from what m's /metrics serves.
+// gauge reads a gauge, named with its labels as /metrics writes them,
+// from what m's /metrics serves.
 func gauge(t *testing.T, m *metrics.Metrics, name string) float64 {
 	t.Helper()
 	rec := httptest.NewRecorder()
@@ -152,4 +153,89 @@ func gauge(t *testing.T, m *metrics.Metrics, name string) float64 {
 	}
 	t.Fatalf("no %s in /metrics", name)
 	return 0
+}
+
+// TestChainConflictsAreReported starts two processors that define every
+// provider alike but run chain default with different providers: the
+// second logs an error naming both lists and the processors that run
+// them, counts the chain in detour_config_conflicts{kind="chain"} (and no
+// provider in kind="provider"), and `status` and `status -json` list both
+// lists with their processors.
+func TestChainConflictsAreReported(t *testing.T) {
+	srv := natstest.Start(t)
+	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
+	t.Setenv("DETOUR_CONFIG", t.TempDir()+"/none.yaml")
+	chainFile := func(chain string) *config.File {
+		f, err := config.Parse([]byte(`
+providers:
+  - {name: primary, type: openai, base_url: "http://127.0.0.1:1/v1", model: m, api_key_env: CHAIN_KEY}
+  - {name: template, type: rules, default_reply: later}
+chains:
+  default: `+chain+`
+`), func(string) (string, bool) { return "k", true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	var firstLog, secondLog syncBuffer
+	startInProcess(t, srv.ClientURL(), chainFile("[primary, template]"), &firstLog, nil)
+	second := metrics.New()
+	startInProcess(t, srv.ClientURL(), chainFile("[template]"), &secondLog, second)
+
+	waitUntil(t, 10*time.Second, "the second processor logs the conflict", func() bool {
+		return strings.Contains(secondLog.String(), "level=ERROR")
+	})
+	logLine := secondLog.String()
+	for _, want := range []string{"chain=default", "runs a chain of this name with different providers", `here=[template]`, "[primary template] on "} {
+		if !strings.Contains(logLine, want) {
+			t.Errorf("the error log lacks %q:\n%s", want, logLine)
+		}
+	}
+	if got := gauge(t, second, `detour_config_conflicts{kind="chain"}`); got != 1 {
+		t.Errorf(`detour_config_conflicts{kind="chain"} = %v, want 1`, got)
+	}
+	if got := gauge(t, second, `detour_config_conflicts{kind="provider"}`); got != 0 {
+		t.Errorf(`detour_config_conflicts{kind="provider"} = %v, want 0: every provider is defined alike`, got)
+	}
+
+	var out, errOut bytes.Buffer
+	if code := run([]string{"status", "-json"}, &out, &errOut); code != 0 {
+		t.Fatalf("status -json: exit %d, stderr %q", code, errOut.String())
+	}
+	var elements []struct {
+		Provider string           `json:"provider"`
+		Chain    string           `json:"chain"`
+		Lists    []fleet.HeldList `json:"lists"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &elements); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	lists := map[string]int{}
+	for _, e := range elements {
+		if e.Chain == "" {
+			continue
+		}
+		if e.Chain != "default" || e.Provider != "" {
+			t.Errorf("status -json: a chain conflict %+v, want one of chain default only", e)
+		}
+		for _, l := range e.Lists {
+			lists[strings.Join(l.Providers, " ")] += len(l.Processors)
+		}
+	}
+	if lists["primary template"] != 1 || lists["template"] != 1 || len(lists) != 2 {
+		t.Errorf("status -json: chain default's lists %v, want each on one processor:\n%s", lists, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"status"}, &out, &errOut); code != 0 {
+		t.Fatalf("status: exit %d, stderr %q", code, errOut.String())
+	}
+	for _, want := range []string{"CONFLICT: chain default has different providers", "[primary template]  on [", "[template]  on ["} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "CONFLICT: provider") {
+		t.Errorf("status shows a provider conflict where every provider is defined alike:\n%s", out.String())
+	}
 }

@@ -21,8 +21,10 @@ const resetUsage = `usage: processor reset [-config FILE] PROVIDER...
 
 Ends each provider's cooldown and clears its failures and trips, for every
 processor at once: they call it again within a moment. The providers are
-the chain file's. Logged by every processor as the operator's act
-(user@host).
+the chain file's. Where running processors define one differently, every
+definition's circuit is reset; PROVIDER=<8 hex digits> (as processor
+status shows it) resets one. Logged by every processor as the operator's
+act (user@host).
 `
 
 const tripUsage = `usage: processor trip PROVIDER -for D -reason TEXT [-config FILE]
@@ -31,7 +33,10 @@ Opens an operator's cooldown of the provider for D (whole seconds, at
 least 1s, at most its longest cooldown: the larger of max_cooldown and
 auth_cooldown): every processor skips it until then, and sends it one
 probe after (half-open). A running cooldown that ends later is left as it
-is. Logged by every processor as the operator's act (user@host).
+is. Where running processors define the provider differently, every
+definition's circuit is tripped; PROVIDER=<8 hex digits> (as processor
+status shows it) trips one. Logged by every processor as the operator's
+act (user@host).
 `
 
 // runReset runs `processor reset PROVIDER...`; the work is done by package
@@ -56,7 +61,7 @@ func runReset(args []string, stdout, stderr io.Writer) int {
 	if err := fleet.CheckReset(names); err != nil {
 		return operatorFailed("processor reset", resetUsage, err, stderr)
 	}
-	return withFleet("processor reset", "detour-reset", &fleet, stderr, func(ctx context.Context) error {
+	return withFleet("processor reset", "detour-reset", &fleet, false, stderr, func(ctx context.Context) error {
 		results, err := fleet.Reset(ctx, names)
 		if werr := operator.WriteReset(stdout, results); err == nil {
 			err = werr
@@ -92,12 +97,14 @@ func runTrip(args []string, stdout, stderr io.Writer) int {
 	if err := fleet.CheckTrip(names[0], *d, *reason); err != nil {
 		return operatorFailed("processor trip", tripUsage, err, stderr)
 	}
-	return withFleet("processor trip", "detour-trip", &fleet, stderr, func(ctx context.Context) error {
+	return withFleet("processor trip", "detour-trip", &fleet, true, stderr, func(ctx context.Context) error {
 		res, err := fleet.Trip(ctx, names[0], *d, *reason)
-		if err != nil {
-			return err
+		if res.Provider != "" {
+			if werr := operator.WriteTrip(stdout, res); err == nil {
+				err = werr
+			}
 		}
-		return operator.WriteTrip(stdout, res)
+		return err
 	})
 }
 
@@ -148,9 +155,10 @@ func runningFile(cmd string, stderr io.Writer) *config.File {
 	return operator.RunningFile(running)
 }
 
-// withFleet connects fleet like every client command and runs do; it
-// returns the exit code.
-func withFleet(cmd, name string, fleet *operator.Fleet, stderr io.Writer, do func(context.Context) error) int {
+// withFleet connects f like every client command, asks the running
+// processors what they run when running is set, and runs do; it returns
+// the exit code.
+func withFleet(cmd, name string, f *operator.Fleet, running bool, stderr io.Writer, do func(context.Context) error) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -161,7 +169,13 @@ func withFleet(cmd, name string, fleet *operator.Fleet, stderr io.Writer, do fun
 		return exitCode(err)
 	}
 	defer nc.Close()
-	fleet.JS = js
+	f.JS = js
+	if running {
+		var err error
+		if f.Running, err = fleet.Discover(ctx, nc, ask.ServiceName, fleetReplies); err != nil {
+			fmt.Fprintf(stderr, "%s: asking the running processors what they run: %s\n", cmd, text.VisibleError(err))
+		}
+	}
 	if err := do(ctx); err != nil {
 		return operatorFailed(cmd, "", err, stderr)
 	}

@@ -61,15 +61,30 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "processor status: asking the running processors what they run: %s\n", text.VisibleError(err))
 	}
-	conflicts := fleet.Conflicts(running)
+	conflicts := fleet.WithCircuits(fleet.Conflicts(running), func(provider string) string {
+		h, _ := store.Holder(provider)
+		return h.Fingerprint
+	})
+	chainConflicts := fleet.ChainConflicts(running)
 	if *asJSON {
+		// The rows, then one element per chain conflict: {"chain", "lists"}.
+		out := []any{}
+		for _, r := range fleet.WithConflicts(rows, conflicts) {
+			out = append(out, r)
+		}
+		for _, c := range chainConflicts {
+			out = append(out, c)
+		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		err = enc.Encode(fleet.WithConflicts(rows, conflicts))
+		err = enc.Encode(out)
 	} else {
 		err = kvstate.WriteStatus(stdout, rows)
 		if err == nil {
 			err = fleet.WriteConflicts(stdout, conflicts)
+		}
+		if err == nil {
+			err = fleet.WriteChainConflicts(stdout, chainConflicts)
 		}
 	}
 	if err != nil {

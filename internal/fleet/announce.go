@@ -24,17 +24,34 @@ const (
 	// KeyProviderPrefix starts the key of each provider's definition:
 	// "provider.<name>", its value the Definition as JSON.
 	KeyProviderPrefix = "provider."
+	// KeyChainPrefix starts the key of each chain's providers:
+	// "chain.<name>", its value their names in fallback order, as a JSON
+	// array.
+	KeyChainPrefix = "chain."
 )
 
-// Metadata is the announcement of a processor running file's providers, to
-// put in its micro service's metadata.
+// Metadata is the announcement of a processor running file's providers and
+// chains, to put in its micro service's metadata.
 func Metadata(processor string, file *config.File) map[string]string {
 	md := map[string]string{KeyProcessor: processor}
 	for _, p := range file.Providers {
 		b, _ := json.Marshal(Define(p))
 		md[KeyProviderPrefix+p.Name] = string(b)
 	}
+	for name, providers := range file.Chains {
+		b, _ := json.Marshal(providers)
+		md[KeyChainPrefix+name] = string(b)
+	}
 	return md
+}
+
+// Chains returns file's chains' providers by chain name.
+func Chains(file *config.File) map[string][]string {
+	out := make(map[string][]string, len(file.Chains))
+	for name, providers := range file.Chains {
+		out[name] = slices.Clone(providers)
+	}
+	return out
 }
 
 // Definitions returns file's providers' definitions by name.
@@ -50,8 +67,11 @@ func Definitions(file *config.File) map[string]Definition {
 type Instance struct {
 	Processor string                `json:"processor"`
 	Providers map[string]Definition `json:"providers"`
-	// Omitted counts the definitions of its announcement that Discover
-	// left out: over a bound, or not one a processor could announce.
+	// Chains holds each chain's providers in fallback order.
+	Chains map[string][]string `json:"chains,omitempty"`
+	// Omitted counts the definitions and chains of its announcement that
+	// Discover left out: over a bound, or not one a processor could
+	// announce.
 	Omitted int `json:"-"`
 }
 
@@ -64,14 +84,18 @@ const (
 	// MaxResponders is the most announcements a round keeps.
 	MaxResponders = 256
 	// MaxPerResponder is the most definitions a round keeps of one
-	// announcement.
+	// announcement, and the most chains.
 	MaxPerResponder = 128
-	// MaxDefinitions is the most different definitions a round keeps in
-	// all; processors that agree share one, at no further cost.
+	// MaxDefinitions is the most different definitions and chains' lists
+	// of providers a round keeps in all; processors that agree share one,
+	// at no further cost.
 	MaxDefinitions = 2048
-	// MaxVariants is the most different definitions of one provider name
-	// a round keeps.
+	// MaxVariants is the most different definitions of one provider name,
+	// or lists of providers of one chain name, a round keeps.
 	MaxVariants = 8
+	// MaxChainLength is the most providers of an announced chain a round
+	// reads; a longer chain is left out.
+	MaxChainLength = 32
 	// maxText bounds each text field of a definition, in bytes; real ones
 	// are a few dozen.
 	maxText = 512
@@ -121,14 +145,18 @@ func Discover(ctx context.Context, nc *nats.Conn, service string, wait time.Dura
 // round is what one discovery has kept so far.
 type round struct {
 	out []Instance
-	// kept counts the different definitions kept in all; variants holds
-	// them by provider name and fingerprint, shared by the announcements
-	// that agree.
+	// kept counts the different definitions and lists kept in all;
+	// variants holds the definitions by provider name and fingerprint,
+	// lists the chains' lists by chain name and the names joined, shared
+	// by the announcements that agree.
 	kept     int
 	variants map[string]map[string]Definition
+	lists    map[string]map[string][]string
 }
 
-func newRound() *round { return &round{variants: map[string]map[string]Definition{}} }
+func newRound() *round {
+	return &round{variants: map[string]map[string]Definition{}, lists: map[string]map[string][]string{}}
+}
 
 // add keeps the announcement in md, within the round's bounds.
 func (r *round) add(md map[string]string) {
@@ -136,45 +164,91 @@ func (r *round) add(md map[string]string) {
 	if !ok {
 		return
 	}
-	var names []string
+	var keys []string
 	for k := range md {
-		if name, ok := strings.CutPrefix(k, KeyProviderPrefix); ok {
-			names = append(names, name)
+		if strings.HasPrefix(k, KeyProviderPrefix) || strings.HasPrefix(k, KeyChainPrefix) {
+			keys = append(keys, k)
 		}
 	}
-	// In name order, so that what is kept of an announcement over the
+	// In key order, so that what is kept of an announcement over the
 	// bounds does not change from round to round by map order alone.
-	slices.Sort(names)
-	for _, name := range names {
-		d, ok := definitionOf(name, md[KeyProviderPrefix+name])
-		if !ok || len(in.Providers) >= MaxPerResponder {
+	slices.Sort(keys)
+	for _, k := range keys {
+		kept := false
+		if name, ok := strings.CutPrefix(k, KeyProviderPrefix); ok {
+			kept = len(in.Providers) < MaxPerResponder && r.addDefinition(&in, name, md[k])
+		} else {
+			kept = len(in.Chains) < MaxPerResponder && r.addChain(&in, strings.TrimPrefix(k, KeyChainPrefix), md[k])
+		}
+		if !kept {
 			in.Omitted++
-			continue
 		}
-		seen := r.variants[name]
-		if same, ok := seen[d.Fingerprint]; ok {
-			in.Providers[name] = same
-			continue
-		}
-		if len(seen) >= MaxVariants || r.kept >= MaxDefinitions {
-			in.Omitted++
-			continue
-		}
-		if seen == nil {
-			seen = map[string]Definition{}
-			r.variants[name] = seen
-		}
-		seen[d.Fingerprint] = d
-		in.Providers[name] = d
-		r.kept++
 	}
 	r.out = append(r.out, in)
+}
+
+// addDefinition keeps the definition announced for provider name in in,
+// if it is one a processor could announce and within the bounds.
+func (r *round) addDefinition(in *Instance, name, value string) bool {
+	d, ok := definitionOf(name, value)
+	if !ok {
+		return false
+	}
+	seen := r.variants[name]
+	if same, ok := seen[d.Fingerprint]; ok {
+		in.Providers[name] = same
+		return true
+	}
+	if len(seen) >= MaxVariants || r.kept >= MaxDefinitions {
+		return false
+	}
+	if seen == nil {
+		seen = map[string]Definition{}
+		r.variants[name] = seen
+	}
+	seen[d.Fingerprint] = d
+	in.Providers[name] = d
+	r.kept++
+	return true
+}
+
+// addChain keeps the providers announced for chain name in in, if they
+// are a list a processor could announce (chain and provider names a chain
+// file accepts, at most MaxChainLength of them) and within the bounds.
+func (r *round) addChain(in *Instance, name, value string) bool {
+	var providers []string
+	if !config.ValidName(name) || json.Unmarshal([]byte(value), &providers) != nil ||
+		len(providers) == 0 || len(providers) > MaxChainLength {
+		return false
+	}
+	for _, p := range providers {
+		if !config.ValidName(p) {
+			return false
+		}
+	}
+	joined := strings.Join(providers, ",")
+	seen := r.lists[name]
+	if same, ok := seen[joined]; ok {
+		in.Chains[name] = same
+		return true
+	}
+	if len(seen) >= MaxVariants || r.kept >= MaxDefinitions {
+		return false
+	}
+	if seen == nil {
+		seen = map[string][]string{}
+		r.lists[name] = seen
+	}
+	seen[joined] = providers
+	in.Chains[name] = providers
+	r.kept++
+	return true
 }
 
 // instanceOf reads an announcement's processor from micro metadata; add
 // reads its definitions.
 func instanceOf(md map[string]string) (Instance, bool) {
-	in := Instance{Processor: text.Cut(md[KeyProcessor], maxProcessor), Providers: map[string]Definition{}}
+	in := Instance{Processor: text.Cut(md[KeyProcessor], maxProcessor), Providers: map[string]Definition{}, Chains: map[string][]string{}}
 	if in.Processor == "" {
 		return Instance{}, false
 	}
@@ -222,6 +296,10 @@ type Conflict struct {
 type Held struct {
 	Definition
 	Processors []string `json:"processors"`
+	// Circuit is the circuit the definition keeps in the provider bucket
+	// (kvstate.Circuit), set by WithCircuits: the provider's name for the
+	// definition that holds it, provider=<short fingerprint> for another.
+	Circuit string `json:"circuit,omitempty"`
 }
 
 // String names the provider and each definition with its processors.

@@ -3,6 +3,7 @@ package fleet
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/kvstate"
@@ -36,8 +37,28 @@ func WithConflicts(rows []kvstate.ProviderStatus, conflicts []Conflict) []Status
 	return out
 }
 
+// WithCircuits returns conflicts with each definition's circuit set, where
+// holder returns the fingerprint that holds a provider name ("" when none
+// does: kvstate.Store.Holder). A name that no definition holds yet has no
+// state of any: its definitions get no circuit.
+func WithCircuits(conflicts []Conflict, holder func(provider string) string) []Conflict {
+	out := make([]Conflict, len(conflicts))
+	for i, c := range conflicts {
+		out[i] = Conflict{Provider: c.Provider, Definitions: slices.Clone(c.Definitions)}
+		if holder(c.Provider) == "" {
+			continue
+		}
+		for j := range out[i].Definitions {
+			d := &out[i].Definitions[j]
+			d.Circuit = kvstate.Circuit(c.Provider, d.Fingerprint, holder(c.Provider))
+		}
+	}
+	return out
+}
+
 // WriteConflicts prints, after the table, each provider name that running
-// processors define differently.
+// processors define differently, each definition with its processors and,
+// when WithCircuits set it, its circuit.
 func WriteConflicts(w io.Writer, conflicts []Conflict) error {
 	// Any client can answer discovery: what the announcements hold reaches
 	// the terminal through text.Visible.
@@ -50,7 +71,11 @@ func WriteConflicts(w io.Writer, conflicts []Conflict) error {
 			for i, p := range h.Processors {
 				processors[i] = text.Visible(p)
 			}
-			if _, err := fmt.Fprintf(w, "  %s  on %v\n", text.Visible(h.Definition.String()), processors); err != nil {
+			circuit := ""
+			if h.Circuit != "" {
+				circuit = "  circuit " + text.Visible(h.Circuit)
+			}
+			if _, err := fmt.Fprintf(w, "  %s  on %v%s\n", text.Visible(h.Definition.String()), processors, circuit); err != nil {
 				return err
 			}
 		}

@@ -25,9 +25,11 @@ const MaxOtherProviders = 64
 
 // ReportedProviders picks from rows, sorted by provider name as
 // kvstate.Store.Status returns them, those that /metrics and the status page
-// report: every provider of own (the processor's chain file) and, of the
-// others, those whose name is a valid provider name (config.ValidName), up
-// to MaxOtherProviders of them in name order. It returns the rows kept, in
+// report: every one of own (the processor's chain file's providers and the
+// circuits its definitions may keep) and, of the others, those whose name
+// is a valid provider name (config.ValidName) or a circuit of one
+// (provider=<short fingerprint>, kvstate.SplitCircuit), up to
+// MaxOtherProviders of them in name order. It returns the rows kept, in
 // their order, and how many it left out.
 func ReportedProviders(rows []kvstate.ProviderStatus, own []string) (kept []kvstate.ProviderStatus, omitted int) {
 	kept = make([]kvstate.ProviderStatus, 0, min(len(rows), len(own)+MaxOtherProviders))
@@ -35,7 +37,7 @@ func ReportedProviders(rows []kvstate.ProviderStatus, own []string) (kept []kvst
 	for _, r := range rows {
 		switch {
 		case slices.Contains(own, r.Provider):
-		case config.ValidName(r.Provider) && others < MaxOtherProviders:
+		case validCircuit(r.Provider) && others < MaxOtherProviders:
 			others++
 		default:
 			omitted++
@@ -44,6 +46,13 @@ func ReportedProviders(rows []kvstate.ProviderStatus, own []string) (kept []kvst
 		kept = append(kept, r)
 	}
 	return kept, omitted
+}
+
+// validCircuit reports whether name is a valid provider name or the
+// circuit of another definition of one.
+func validCircuit(name string) bool {
+	provider, _, ok := kvstate.SplitCircuit(name)
+	return ok && config.ValidName(provider)
 }
 
 // fleetCollector exports the mirror's view at scrape time, so that every

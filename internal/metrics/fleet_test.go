@@ -103,3 +103,22 @@ func TestScrapeBoundsTheProvidersOfTheBucket(t *testing.T) {
 		t.Errorf("no series %s in\n%s", want, text)
 	}
 }
+
+// TestScrapeReportsEachDefinitionsCircuit: the circuit of another
+// definition of a provider (provider=<short fingerprint>) is reported as a
+// provider of its own, among the others; a name that only looks like one
+// is left out.
+func TestScrapeReportsEachDefinitionsCircuit(t *testing.T) {
+	s := mirrorOf(t, "primary", "primary=0a0b0c0d", "primary=0a0b0c0", "=0a0b0c0d")
+	m := metrics.New()
+	report(m, s, "primary")
+	text := scrape(t, m)
+	for _, p := range []string{"primary", "primary=0a0b0c0d"} {
+		if line(text, `detour_provider_state{provider="`+p+`"}`) == "" {
+			t.Errorf("circuit %s is not reported:\n%s", p, text)
+		}
+	}
+	if line(text, "detour_provider_names_omitted 2") == "" {
+		t.Errorf("the two names that are no circuits are not counted as omitted:\n%s", text)
+	}
+}

@@ -28,7 +28,7 @@ type Metrics struct {
 	cache           *prometheus.CounterVec
 	tokens          *prometheus.CounterVec
 	cost            *prometheus.CounterVec
-	conflicts       prometheus.Gauge
+	conflicts       *prometheus.GaugeVec
 	fleet           *fleetCollector
 	rates           rates
 	models          modelLabels
@@ -86,12 +86,16 @@ func New() *Metrics {
 			Name: "detour_cache_total",
 			Help: "Requests of chains with a response cache, by chain and result (hit, miss, stale).",
 		}, []string{"chain", "result"}),
-		conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
+		conflicts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "detour_config_conflicts",
-			Help: "Provider names that another running processor defines differently (type, base URL, model or policy).",
-		}),
+			Help: "Names in conflict with another running processor, by kind: provider names it defines differently (type, base URL, model or policy), chain names it runs with different providers.",
+		}, []string{"kind"}),
 		fleet: newFleetCollector(),
 	}
+	// Both kinds are reported from the start, at 0, as an unlabelled
+	// gauge would be.
+	m.conflicts.WithLabelValues("provider")
+	m.conflicts.WithLabelValues("chain")
 	m.tokens, m.cost = newUsageCollectors()
 	m.registry.MustRegister(m.requests, m.providerCalls, m.skips, m.cooldownsOpened, m.callSeconds,
 		m.requestSeconds, m.naks, m.deadLetters, m.inFlight, m.cache, m.tokens, m.cost, m.conflicts, m.fleet,

@@ -95,10 +95,20 @@ func (l *modelLabels) label(provider, model string) string {
 	return model
 }
 
-// ConfigConflicts sets detour_config_conflicts: the number of provider
-// names that another running processor defines differently.
+// ConfigConflicts sets detour_config_conflicts{kind="provider"}: the
+// number of provider names that another running processor defines
+// differently.
 func (m *Metrics) ConfigConflicts(n int) {
 	if m != nil {
-		m.conflicts.Set(float64(n))
+		m.conflicts.WithLabelValues("provider").Set(float64(n))
+	}
+}
+
+// ChainConflicts sets detour_config_conflicts{kind="chain"}: the number of
+// chain names that another running processor runs with different
+// providers.
+func (m *Metrics) ChainConflicts(n int) {
+	if m != nil {
+		m.conflicts.WithLabelValues("chain").Set(float64(n))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/serverclock"
 	"github.com/detourhq/detour/internal/suggest"
 	"github.com/detourhq/detour/kvstate"
@@ -75,14 +77,25 @@ type Fleet struct {
 	// timed before the failures it clears, by a clock that is behind,
 	// would clear nothing.
 	Clock func() time.Time
+	// Running are the running processors' announcements (fleet.Discover):
+	// a trip of a provider also opens a cooldown of each circuit that a
+	// definition of it running somewhere keeps, with state or not yet.
+	// Nil: only the circuits with state are known.
+	Running []fleet.Instance
 }
 
-// provider returns the chain file's provider called name, or an ErrUsage
-// error that names the closest one, or lists them.
+// provider returns the chain file's provider that name, a provider name
+// or one of its circuits (provider=<short fingerprint>), belongs to, or an
+// ErrUsage error that names the closest one, or lists them.
 func (f Fleet) provider(name string) (config.Provider, error) {
-	if p, ok := lo.Find(f.File.Providers, func(p config.Provider) bool { return p.Name == name }); ok {
+	base, _, ok := kvstate.SplitCircuit(name)
+	if !ok {
+		return config.Provider{}, refuse("%q is neither a provider name nor a provider's circuit (provider=<8 hex digits of its definition's fingerprint>, as processor status shows it)", name)
+	}
+	if p, ok := lo.Find(f.File.Providers, func(p config.Provider) bool { return p.Name == base }); ok {
 		return p, nil
 	}
+	name = base
 	names := lo.Map(f.File.Providers, func(p config.Provider, _ int) string { return p.Name })
 	hint := "its providers: " + strings.Join(names, ", ")
 	if s, ok := suggest.Closest(name, names); ok {
@@ -92,7 +105,8 @@ func (f Fleet) provider(name string) (config.Provider, error) {
 }
 
 // CheckReset checks the providers a reset names, before anything is
-// connected or written: at least one, each of the chain file.
+// connected or written: at least one, each of the chain file or a circuit
+// of one.
 func (f Fleet) CheckReset(names []string) error {
 	if len(names) == 0 {
 		return refuse("name the providers to reset")
@@ -132,8 +146,10 @@ func (f Fleet) CheckTrip(name string, d time.Duration, reason string) error {
 	return nil
 }
 
-// ResetResult is what a reset did to one provider.
+// ResetResult is what a reset did to one circuit.
 type ResetResult struct {
+	// Provider is the circuit: the provider's name, or provider=<short
+	// fingerprint> for another definition's.
 	Provider string
 	kvstate.ResetOutcome
 	// NoBucket is set when the bucket does not exist yet: there is no
@@ -143,9 +159,11 @@ type ResetResult struct {
 
 // Reset ends the cooldown and clears the health of each provider named,
 // for every processor (kvstate.Store.Reset), in the order given, each
-// once. Nothing is written when a name is refused (CheckReset) or there is
-// nothing to reset. It returns the results so far with the error that
-// stopped it.
+// once: a provider's name resets its plain circuit and every other
+// definition's circuit of it with state (provider=<short fingerprint>); a
+// circuit's name, that circuit alone. Nothing is written when a name is
+// refused (CheckReset) or there is nothing to reset. It returns the
+// results so far with the error that stopped it.
 func (f Fleet) Reset(ctx context.Context, names []string) ([]ResetResult, error) {
 	if err := f.CheckReset(names); err != nil {
 		return nil, err
@@ -162,19 +180,28 @@ func (f Fleet) Reset(ctx context.Context, names []string) ([]ResetResult, error)
 	if err != nil {
 		return nil, err
 	}
-	var out []ResetResult
+	var circuits []string
 	for _, name := range names {
-		r, err := store.Reset(ctx, name, f.By)
-		out = append(out, ResetResult{Provider: name, ResetOutcome: r})
+		circuits = append(circuits, name)
+		if _, short, _ := kvstate.SplitCircuit(name); short == "" {
+			circuits = append(circuits, store.Circuits(name)...)
+		}
+	}
+	var out []ResetResult
+	for _, c := range lo.Uniq(circuits) {
+		r, err := store.Reset(ctx, c, f.By)
+		out = append(out, ResetResult{Provider: c, ResetOutcome: r})
 		if err != nil {
-			return out, fmt.Errorf("resetting %s: %w", name, err)
+			return out, fmt.Errorf("resetting %s: %w", c, err)
 		}
 	}
 	return out, nil
 }
 
-// TripResult is what a trip did.
+// TripResult is what a trip did to one circuit.
 type TripResult struct {
+	// Provider is the circuit: the provider's name, or provider=<short
+	// fingerprint> for another definition's.
 	Provider string
 	For      time.Duration
 	Reason   string
@@ -182,13 +209,20 @@ type TripResult struct {
 	// ends (kvstate.OperatorTrip.HalfOpen).
 	HalfOpen bool
 	kvstate.TripOutcome
+	// Others are the trips of the provider's other circuits, those of
+	// other definitions of it, in name order (see Fleet.Trip).
+	Others []TripResult
 }
 
 // Trip opens an operator's cooldown of provider name for d, for reason,
-// for every processor (kvstate.Store.Trip), once CheckTrip accepts it. A
-// provider with cooldowns (failure_threshold above 0) is half-open when
-// it ends; one without is closed. It fails with ErrNoBucket when no
-// processor has created the bucket yet.
+// for every processor (kvstate.Store.Trip), once CheckTrip accepts it: a
+// provider's name trips its plain circuit and, in Others, every other
+// definition's circuit of it that has state or that a running processor
+// keeps (Running); a circuit's name, that circuit alone. A provider with
+// cooldowns (failure_threshold above 0) is half-open when it ends; one
+// without is closed. It fails with ErrNoBucket when no processor has
+// created the bucket yet, and returns what it did so far with the error
+// that stopped it.
 func (f Fleet) Trip(ctx context.Context, name string, d time.Duration, reason string) (TripResult, error) {
 	if err := f.CheckTrip(name, d, reason); err != nil {
 		return TripResult{}, err
@@ -205,12 +239,44 @@ func (f Fleet) Trip(ctx context.Context, name string, d time.Duration, reason st
 	if err != nil {
 		return TripResult{}, err
 	}
-	res := TripResult{Provider: name, For: d, Reason: reason, HalfOpen: p.FailureThreshold > 0}
-	res.TripOutcome, err = store.Trip(ctx, name, kvstate.OperatorTrip{For: d, Reason: reason, By: f.By, HalfOpen: res.HalfOpen})
+	trip := func(circuit string) (TripResult, error) {
+		res := TripResult{Provider: circuit, For: d, Reason: reason, HalfOpen: p.FailureThreshold > 0}
+		res.TripOutcome, err = store.Trip(ctx, circuit, kvstate.OperatorTrip{For: d, Reason: reason, By: f.By, HalfOpen: res.HalfOpen})
+		if err != nil {
+			return res, fmt.Errorf("tripping %s: %w", circuit, err)
+		}
+		return res, nil
+	}
+	res, err := trip(name)
 	if err != nil {
-		return res, fmt.Errorf("tripping %s: %w", name, err)
+		return TripResult{}, err
+	}
+	for _, c := range f.otherCircuits(store, name) {
+		other, err := trip(c)
+		if err != nil {
+			return res, err
+		}
+		res.Others = append(res.Others, other)
 	}
 	return res, nil
+}
+
+// otherCircuits returns, for a provider's name, its circuits besides the
+// plain one: those with state, and those the running processors'
+// definitions of it keep; none for a circuit's name.
+func (f Fleet) otherCircuits(store *kvstate.Store, name string) []string {
+	if _, short, _ := kvstate.SplitCircuit(name); short != "" {
+		return nil
+	}
+	circuits := store.Circuits(name)
+	holder, _ := store.Holder(name)
+	for _, in := range f.Running {
+		if d, ok := in.Providers[name]; ok {
+			circuits = append(circuits, kvstate.Circuit(name, d.Fingerprint, holder.Fingerprint))
+		}
+	}
+	slices.Sort(circuits)
+	return slices.DeleteFunc(slices.Compact(circuits), func(c string) bool { return c == name })
 }
 
 // store is a store on kv that reads values as the processors with this
@@ -222,7 +288,8 @@ func (f Fleet) store(ctx context.Context, kv jetstream.KeyValue) (*kvstate.Store
 	}
 	clock := serverclock.New(f.Clock, serverclock.BucketTime(kv), nil)
 	_ = clock.Sync(ctx) // without a sample, the local time
-	s := kvstate.New(f.JS, kv, kvstate.Options{Now: clock.Now, Ceiling: func(p string) time.Duration { return ceilings[p] }})
+	// Each circuit of a provider as the chain file's definition of it.
+	s := kvstate.New(f.JS, kv, kvstate.Options{Now: clock.Now, Ceiling: func(c string) time.Duration { return ceilings[kvstate.CircuitProvider(c)] }})
 	if err := s.Load(ctx); err != nil {
 		return nil, err
 	}

@@ -33,8 +33,21 @@ func WriteReset(w io.Writer, results []ResetResult) error {
 }
 
 // WriteTrip prints the line of a trip: the cooldown opened and what
-// follows it, or the longer one left running.
+// follows it, or the longer one left running; then one line for each of
+// r.Others.
 func WriteTrip(w io.Writer, r TripResult) error {
+	if err := writeTrip(w, r); err != nil {
+		return err
+	}
+	for _, o := range r.Others {
+		if err := writeTrip(w, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeTrip(w io.Writer, r TripResult) error {
 	var line string
 	switch {
 	case !r.Opened:

@@ -35,26 +35,40 @@ const (
 	logDefinitionBytes = 400
 )
 
-// watchFleet compares this processor's providers with those every other
-// running processor announces, at start and every fleetEvery until ctx
-// ends. detour_config_conflicts counts the provider names in conflict;
-// fleetLog says which conflicts are logged.
+// watchFleet compares this processor's providers and chains with those
+// every other running processor announces, at start and every fleetEvery
+// until ctx ends, and keeps its definitions' circuits from what it finds
+// (circuitKeeper). detour_config_conflicts counts the provider and the
+// chain names in conflict; fleetLog says which conflicts are logged.
 func (p *Processor) watchFleet(ctx context.Context) {
-	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File)}
+	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File), Chains: fleet.Chains(p.opts.File)}
 	l := newFleetLog(self, p.opts.Logger)
+	every := p.opts.fleetEvery
+	if every <= 0 {
+		every = fleetEvery
+	}
 	for first := true; ; first = false {
-		others, err := fleet.Discover(ctx, p.opts.Conn, ask.ServiceName, fleetReplies)
+		all, err := fleet.Discover(ctx, p.opts.Conn, ask.ServiceName, fleetReplies)
 		if err != nil && ctx.Err() == nil {
 			p.opts.Logger.Warn("asking other processors what they run", "err", err)
 		}
-		others = slices.DeleteFunc(others, func(in fleet.Instance) bool { return in.Processor == p.id })
-		conflicts := fleet.Involving(fleet.Conflicts(append(others, self)), p.id)
+		others := slices.DeleteFunc(slices.Clone(all), func(in fleet.Instance) bool { return in.Processor == p.id })
+		complete := err == nil && len(all) < fleet.MaxResponders &&
+			!slices.ContainsFunc(all, func(in fleet.Instance) bool { return in.Omitted > 0 })
+		if ctx.Err() == nil {
+			p.keeper.round(ctx, others, complete)
+		}
+		everyone := append(others, self)
+		conflicts := fleet.Involving(fleet.Conflicts(everyone), p.id)
+		chainConflicts := fleet.ChainsInvolving(fleet.ChainConflicts(everyone), p.id)
 		p.fleetMu.Lock()
-		p.conflicts = conflicts
+		p.conflicts, p.chainConflicts = conflicts, chainConflicts
 		p.fleetMu.Unlock()
 		p.opts.Metrics.ConfigConflicts(len(conflicts))
+		p.opts.Metrics.ChainConflicts(len(chainConflicts))
 		l.round(others, conflicts, first)
-		if wait.Sleep(ctx, fleetEvery) != nil {
+		l.chains(chainConflicts, first)
+		if wait.Sleep(ctx, every) != nil {
 			return
 		}
 	}
@@ -70,14 +84,16 @@ type fleetLog struct {
 	self   fleet.Instance
 	logger *slog.Logger
 	// reported maps a provider name in conflict to the digest of the
-	// conflict last logged for it.
-	reported map[string]string
+	// conflict last logged for it; reportedChains a chain name in
+	// conflict.
+	reported       map[string]string
+	reportedChains map[string]string
 	// omitted is set once a check has said that it left definitions out.
 	omitted bool
 }
 
 func newFleetLog(self fleet.Instance, logger *slog.Logger) *fleetLog {
-	return &fleetLog{self: self, logger: logger, reported: map[string]string{}}
+	return &fleetLog{self: self, logger: logger, reported: map[string]string{}, reportedChains: map[string]string{}}
 }
 
 // round logs what one check found: the conflicts not logged as they stand
@@ -127,6 +143,45 @@ func (l *fleetLog) round(others []fleet.Instance, conflicts []fleet.Conflict, fi
 	}
 }
 
+// chains logs the chain conflicts one check found that are not logged as
+// they stand now, as round does the provider conflicts: at error at start,
+// at warn later, once for as long as each stays the same.
+func (l *fleetLog) chains(conflicts []fleet.ChainConflict, first bool) {
+	now := make(map[string]string, len(conflicts))
+	for _, c := range conflicts {
+		now[c.Chain] = chainConflictDigest(c)
+	}
+	maps.DeleteFunc(l.reportedChains, func(name, _ string) bool { _, ok := now[name]; return !ok })
+	for _, c := range conflicts {
+		if l.reportedChains[c.Chain] == now[c.Chain] {
+			continue
+		}
+		l.reportedChains[c.Chain] = now[c.Chain]
+		mine := strings.Join(l.self.Chains[c.Chain], " ")
+		var theirs []string
+		more := 0
+		for _, list := range c.Lists {
+			joined := strings.Join(list.Providers, " ")
+			switch {
+			case joined == mine:
+			case len(theirs) == logDefinitions:
+				more++
+			default:
+				theirs = append(theirs, text.Cut("["+joined+"] on "+namedProcessors(list.Processors), logDefinitionBytes))
+			}
+		}
+		log := l.logger.Warn
+		if first {
+			log = l.logger.Error
+		}
+		args := []any{"chain", c.Chain, "here", "[" + mine + "]", "processor", l.self.Processor, "elsewhere", theirs}
+		if more > 0 {
+			args = append(args, "elsewhere_not_shown", more)
+		}
+		log("another processor runs a chain of this name with different providers; its requests go to either: fix the chain files so that they agree", args...)
+	}
+}
+
 // namedProcessors names at most logProcessors of processors, and how many
 // more there are.
 func namedProcessors(processors []string) string {
@@ -148,6 +203,31 @@ func conflictDigest(c fleet.Conflict) string {
 		h.Write([]byte{1})
 	}
 	return string(h.Sum(nil))
+}
+
+// chainConflictDigest stands for c in fleetLog's memory: it changes when a
+// list or a processor running one does.
+func chainConflictDigest(c fleet.ChainConflict) string {
+	h := sha256.New()
+	for _, l := range c.Lists {
+		for _, p := range l.Providers {
+			fmt.Fprintf(h, "%s\x00", p)
+		}
+		h.Write([]byte{1})
+		for _, p := range l.Processors {
+			fmt.Fprintf(h, "%s\x00", p)
+		}
+		h.Write([]byte{2})
+	}
+	return string(h.Sum(nil))
+}
+
+// ChainConflicts returns the chain names this processor and another
+// running one run with different providers, as the last check found them.
+func (p *Processor) ChainConflicts() []fleet.ChainConflict {
+	p.fleetMu.Lock()
+	defer p.fleetMu.Unlock()
+	return slices.Clone(p.chainConflicts)
 }
 
 // Conflicts returns the provider names this processor and another running

@@ -47,6 +47,9 @@ type Options struct {
 	// learned as an offset from it (package serverclock), whatever it
 	// says: tests set it off by minutes.
 	Clock func() time.Time
+	// fleetEvery spaces the fleet checks after the first (watchFleet);
+	// zero means fleetEvery. Tests shorten it.
+	fleetEvery time.Duration
 }
 
 // Processor is one assembled, not yet running, processor.
@@ -69,13 +72,21 @@ type Processor struct {
 	// id names this processor in its cooldowns and its announcement.
 	id string
 	// kv is the provider bucket, providers the chain file's provider
-	// names, events the latest outage events: for the status page.
+	// names, own the circuits this processor may keep, known those to
+	// report (the providers' and the circuits they keep now), events the
+	// latest outage events: for the status page.
 	kv        jetstream.KeyValue
 	providers []string
+	own       []string
+	known     func() []string
 	events    *statuspage.Events
-	// conflicts is what watchFleet found last.
-	fleetMu   sync.Mutex
-	conflicts []fleet.Conflict
+	// keeper keeps the circuits of this processor's definitions at each
+	// fleet check.
+	keeper *circuitKeeper
+	// conflicts and chainConflicts are what watchFleet found last.
+	fleetMu        sync.Mutex
+	conflicts      []fleet.Conflict
+	chainConflicts []fleet.ChainConflict
 }
 
 // New creates the topology, builds the chains and loads the provider-state
@@ -114,19 +125,33 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		return nil, err
 	}
 	id := processorID()
-	// No cooldown of a provider this processor runs is longer than the
-	// larger of its max_cooldown and auth_cooldown: a value in the bucket
-	// that says so was not written by a processor with this chain file.
+	// Each provider keeps the circuit of this processor's definition of
+	// it (circuitState): its plain name's, or provider=<short fingerprint>
+	// while another definition holds the name. No cooldown of either is
+	// longer than the larger of its max_cooldown and auth_cooldown: a
+	// value in the bucket that says so was not written by a processor with
+	// this definition.
+	holders := map[string]kvstate.Holder{}
 	ceilings := map[string]time.Duration{}
+	var own []string // the circuits this processor may keep, for the metrics
 	for _, p := range opts.File.Providers {
-		ceilings[p.Name] = p.LongestCooldown()
+		d := fleet.Define(p)
+		holders[p.Name] = kvstate.Holder{Fingerprint: d.Fingerprint, Definition: d.String(), By: id}
+		ceilings[p.Name], ceilings[kvstate.DefinitionCircuit(p.Name, d.Fingerprint)] = p.LongestCooldown(), p.LongestCooldown()
+		own = append(own, p.Name, kvstate.DefinitionCircuit(p.Name, d.Fingerprint))
 	}
 	store := kvstate.New(js, kv, kvstate.Options{ID: id, Now: clock.Now, Logger: opts.Logger, Replicas: s.Replicas,
-		OnCooldown: func(provider string, c kvstate.Cooldown) { opts.Metrics.CooldownOpened(provider, c.Class) },
-		Ceiling:    func(provider string) time.Duration { return ceilings[provider] }})
+		OnCooldown: func(circuit string, c kvstate.Cooldown) {
+			opts.Metrics.CooldownOpened(kvstate.CircuitProvider(circuit), c.Class)
+		},
+		Ceiling: func(circuit string) time.Duration { return ceilings[circuit] }})
+	keeper := &circuitKeeper{store: store, own: holders, now: clock.Now, logger: opts.Logger,
+		kept: map[string]string{}, unheard: map[string]bool{}}
 	providers := lo.Map(opts.File.Providers, func(p config.Provider, _ int) string { return p.Name })
-	opts.Metrics.ReportStates(clock.Now, func(now time.Time) []kvstate.ProviderStatus { return store.Status(now, providers...) }, providers...)
-	built, err := chains.Build(opts.File, store, opts.HTTPClient, opts.Logger)
+	state := circuitState{store: store, holders: holders}
+	known := func() []string { return knownCircuits(providers, state) }
+	opts.Metrics.ReportStates(clock.Now, func(now time.Time) []kvstate.ProviderStatus { return store.Status(now, known()...) }, own...)
+	built, err := chains.Build(opts.File, state, opts.HTTPClient, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +179,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		return nil, err
 	}
 	return &Processor{opts: opts, js: js, store: store, clock: clock, handler: handler, chains: names, repair: repair, health: health, id: id,
-		kv: kv, providers: providers, events: statuspage.NewEvents(keptEvents)}, nil
+		kv: kv, providers: providers, own: own, known: known, keeper: keeper, events: statuspage.NewEvents(keptEvents)}, nil
 }
 
 // topologyEvery is how often a running processor checks that what it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/statuspage"
 	"github.com/detourhq/detour/kvstate"
 )
@@ -33,13 +34,14 @@ func (p *Processor) snapshot() statuspage.Snapshot {
 	now := p.clock.Now()
 	perSecond, degraded := p.opts.Metrics.Rates(now)
 	return statuspage.Snapshot{
-		Now:           now.UTC(),
-		Processor:     p.id,
-		Providers:     statuspage.Rows(now, p.store.Status(now, p.providers...), p.providers...),
-		Events:        p.events.Latest(),
-		PerSecond:     perSecond,
-		DegradedShare: degraded,
-		Conflicts:     p.Conflicts(),
+		Now:            now.UTC(),
+		Processor:      p.id,
+		Providers:      statuspage.Rows(now, p.store.Status(now, p.known()...), p.own...),
+		Events:         p.events.Latest(),
+		PerSecond:      perSecond,
+		DegradedShare:  degraded,
+		Conflicts:      fleet.WithCircuits(p.Conflicts(), p.holder),
+		ChainConflicts: p.ChainConflicts(),
 	}
 }
 
@@ -49,4 +51,11 @@ func (p *Processor) watchEvents(ctx context.Context) {
 	if err := kvstate.WatchEvents(ctx, p.kv, p.events.Add); err != nil && ctx.Err() == nil {
 		p.opts.Logger.Warn("the status page lists no outage events: watching the bucket failed", "err", err)
 	}
+}
+
+// holder is the fingerprint that holds provider's name, as the mirror
+// knows it; "" when none does.
+func (p *Processor) holder(provider string) string {
+	h, _ := p.store.Holder(provider)
+	return h.Fingerprint
 }

@@ -27,8 +27,12 @@ type Snapshot struct {
 	PerSecond float64 `json:"requests_per_second"`
 	// DegradedShare is the share (0 to 1) of those answers that were
 	// degraded.
-	DegradedShare float64          `json:"degraded_share"`
-	Conflicts     []fleet.Conflict `json:"conflicts"`
+	DegradedShare float64 `json:"degraded_share"`
+	// Conflicts are the provider names that this processor and another
+	// define differently, each definition with its circuit;
+	// ChainConflicts the chain names they run with different providers.
+	Conflicts      []fleet.Conflict      `json:"conflicts"`
+	ChainConflicts []fleet.ChainConflict `json:"chain_conflicts"`
 }
 
 // Provider is one row of the page.
@@ -79,6 +83,9 @@ func Handler(snapshot func() Snapshot) http.Handler {
 		}
 		if s.Conflicts == nil {
 			s.Conflicts = []fleet.Conflict{}
+		}
+		if s.ChainConflicts == nil {
+			s.ChainConflicts = []fleet.ChainConflict{}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")

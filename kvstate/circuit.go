@@ -1,0 +1,262 @@
+package kvstate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A provider name that running processors define differently keeps one
+// circuit per definition (DESIGN.md §5). The definition that holds the
+// name, as <provider>.definition records it, keeps the plain keys
+// <provider>.health, .cooldown and .probe; any other keeps them under its
+// circuit name, <provider>=<the first 8 hex digits of its fingerprint>.
+// "=" is a character KV keys allow (nats.go's validKeyRe,
+// [-/_=.a-zA-Z0-9]) and provider names do not (config.ValidName,
+// [A-Za-z0-9_-]), so no provider name is another's circuit.
+const (
+	// SuffixDefinition names the key that records which definition holds
+	// a provider name: <provider>.definition.
+	SuffixDefinition = "definition"
+	// circuitMark separates a provider name from a definition's short
+	// fingerprint in a circuit name.
+	circuitMark = "="
+	// shortFingerprint is how many hex digits of a fingerprint a circuit
+	// name carries.
+	shortFingerprint = 8
+	// fingerprintLen is the length of a fingerprint, in hex digits
+	// (fleet.Definition.Fingerprint).
+	fingerprintLen = 16
+	// maxDefinitionText bounds the one-line definition a holder carries.
+	maxDefinitionText = 2048
+)
+
+// DefinitionKey returns the bucket key that records which definition
+// holds provider's plain keys.
+func DefinitionKey(provider string) string { return provider + "." + SuffixDefinition }
+
+// Holder is the value of <provider>.definition: the definition whose
+// circuit keeps the provider's plain keys.
+type Holder struct {
+	// Fingerprint is the definition's fingerprint: 16 hex digits
+	// (fleet.Definition.Fingerprint); read as "" when it is none, a
+	// definition no processor runs.
+	Fingerprint string `json:"fingerprint"`
+	// Definition is the definition on one line, for whoever reads the key.
+	Definition string `json:"definition,omitempty"`
+	// By is the processor that wrote the key.
+	By string `json:"by"`
+}
+
+// bound holds h to what a processor writes and names the fields it
+// changed.
+func (h *Holder) bound(b bounds) []string {
+	var notes []string
+	if !isFingerprint(h.Fingerprint, fingerprintLen) {
+		h.Fingerprint = ""
+		notes = append(notes, "fingerprint")
+	}
+	b.text(&h.Definition, maxDefinitionText, "definition", &notes)
+	b.text(&h.By, maxBy, "by", &notes)
+	return notes
+}
+
+// Circuit returns the circuit a definition of provider with fingerprint
+// keeps, where holder is the fingerprint that holds the name ("" when none
+// does): provider itself for the holder, or when none holds it, else
+// provider=<the first 8 hex digits of fingerprint>.
+func Circuit(provider, fingerprint, holder string) string {
+	if holder == "" || holder == fingerprint {
+		return provider
+	}
+	return DefinitionCircuit(provider, fingerprint)
+}
+
+// DefinitionCircuit returns the circuit name of the definition of provider
+// with fingerprint, for when another definition holds the name:
+// provider=<the first 8 hex digits of fingerprint>; provider itself for a
+// fingerprint shorter than that, which no processor announces.
+func DefinitionCircuit(provider, fingerprint string) string {
+	if len(fingerprint) < shortFingerprint {
+		return provider
+	}
+	return provider + circuitMark + fingerprint[:shortFingerprint]
+}
+
+// SplitCircuit returns the provider name of a circuit and the short
+// fingerprint of its definition, "" for a provider's plain circuit. ok is
+// false for a name that is neither a plain name nor provider=<8 hex
+// digits>.
+func SplitCircuit(circuit string) (provider, short string, ok bool) {
+	provider, short, found := strings.Cut(circuit, circuitMark)
+	if !found {
+		return circuit, "", true
+	}
+	return provider, short, provider != "" && isFingerprint(short, shortFingerprint)
+}
+
+// CircuitProvider returns the provider name of a circuit.
+func CircuitProvider(circuit string) string {
+	provider, _, _ := strings.Cut(circuit, circuitMark)
+	return provider
+}
+
+// isFingerprint reports whether s is n lowercase hex digits.
+func isFingerprint(s string, n int) bool {
+	return len(s) == n && strings.Trim(s, "0123456789abcdef") == ""
+}
+
+// Holder returns the mirrored holder of provider's plain keys.
+func (s *Store) Holder(provider string) (Holder, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	h, ok := s.m.definitions[provider]
+	return h.value, ok
+}
+
+// CircuitOf returns the circuit that the definition of provider with
+// fingerprint keeps now, as the mirror knows the holder (see Circuit); a
+// holder read without a fingerprint holds the name for a definition that
+// no processor runs. It reads the mirror only.
+func (s *Store) CircuitOf(provider, fingerprint string) string {
+	h, held := s.Holder(provider)
+	if !held || h.Fingerprint == fingerprint {
+		return provider
+	}
+	return DefinitionCircuit(provider, fingerprint)
+}
+
+// Circuits returns provider's circuits of which the mirror holds a health,
+// cooldown or probe key: the plain one and those of other definitions,
+// sorted.
+func (s *Store) Circuits(provider string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	add := func(circuit string) {
+		if CircuitProvider(circuit) == provider && !slices.Contains(out, circuit) {
+			out = append(out, circuit)
+		}
+	}
+	for c := range s.m.health {
+		add(c)
+	}
+	for c := range s.m.cooldowns {
+		add(c)
+	}
+	for c := range s.m.probes {
+		add(c)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Claim records h as the holder of provider's plain keys if none is
+// recorded (KV Create: the first writer wins). It changes nothing when
+// another holder is recorded, except one the bucket holds unreadable,
+// which it replaces at its revision.
+func (s *Store) Claim(ctx context.Context, provider string, h Holder) error {
+	key := DefinitionKey(provider)
+	data, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("kvstate: encoding %s: %w", key, err)
+	}
+	rev, err := s.kv.Create(ctx, key, data)
+	if err == nil {
+		s.keep(func(m *mirror) bool { return m.definitions.set(provider, h, rev) })
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("kvstate: creating %s: %w", key, err)
+	}
+	e, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return nil // gone or unreadable now: the next claim tries again
+	}
+	held, _, err := decode[Holder](e.Value(), boundsFor(provider, e.Created(), nil))
+	if err == nil {
+		s.keep(func(m *mirror) bool { return m.definitions.set(provider, held, e.Revision()) })
+		return nil
+	}
+	if rev, err = s.kv.Update(ctx, key, data, e.Revision()); err == nil {
+		s.keep(func(m *mirror) bool { return m.definitions.set(provider, h, rev) })
+	}
+	return nil // a conflict: someone else wrote it meanwhile
+}
+
+// TakeOver makes h the holder of provider's plain keys in place of the
+// holder the mirror knows, whose definition no processor runs any more:
+// it deletes the plain circuit's health, cooldown and probe (they describe
+// an endpoint nobody calls), then replaces the holder with compare-and-set.
+// The deletions come first so that a processor of h's definition, which
+// moves to the plain keys when the watch brings the new holder, has seen
+// them first: one watch delivers a bucket's changes in order. It reports
+// false, having deleted the old keys all the same, when the holder changed
+// meanwhile (another processor took over first), or when none is known.
+func (s *Store) TakeOver(ctx context.Context, provider string, h Holder) (bool, error) {
+	s.mu.RLock()
+	cur, ok := s.m.definitions[provider]
+	s.mu.RUnlock()
+	if !ok {
+		return false, nil
+	}
+	if err := s.Clear(ctx, provider); err != nil {
+		return false, err
+	}
+	key := DefinitionKey(provider)
+	data, err := json.Marshal(h)
+	if err != nil {
+		return false, fmt.Errorf("kvstate: encoding %s: %w", key, err)
+	}
+	rev, err := s.kv.Update(ctx, key, data, cur.rev)
+	if casConflict(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("kvstate: writing %s: %w", key, err)
+	}
+	s.keep(func(m *mirror) bool { return m.definitions.set(provider, h, rev) })
+	return true, nil
+}
+
+// Clear deletes circuit's health, cooldown and probe keys, each at the
+// revision read, for a circuit that no processor runs any more. A key
+// written again meanwhile is read again and deleted.
+func (s *Store) Clear(ctx context.Context, circuit string) error {
+	for _, kind := range []string{SuffixHealth, SuffixCooldown, SuffixProbe} {
+		if err := s.clearKey(ctx, circuit, kind); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) clearKey(ctx context.Context, circuit, kind string) error {
+	key := circuit + "." + kind
+	for attempt := range maxCASRetries {
+		e, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("kvstate: reading %s: %w", key, err)
+		}
+		err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+		if err == nil {
+			s.forget(circuit, kind, e.Revision())
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
+		}
+		if err := casPause(ctx, attempt); err != nil {
+			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
+		}
+	}
+	return fmt.Errorf("kvstate: deleting %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
+}
