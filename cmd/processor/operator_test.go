@@ -246,7 +246,8 @@ func TestWatchShowsTheOperatorsActs(t *testing.T) {
 // TestOperatorCommandsBesideADemo: with no chain file named and no
 // detour.yaml at hand (beside `processor -demo`), reset and trip take the
 // providers and their longest cooldowns from the running processors'
-// announcements; with none running, the missing chain file is exit 78.
+// announcements, and status lists those providers; with none running, the
+// missing chain file is exit 78.
 func TestOperatorCommandsBesideADemo(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
@@ -272,6 +273,10 @@ func TestOperatorCommandsBesideADemo(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
 
+	// status lists them too, with or without recorded state.
+	if out, _ := command(t, 0, "status"); !strings.Contains(out, "template  closed") {
+		t.Errorf("status beside the processors:\n%s\nwant every provider they announce, template among them", out)
+	}
 	out, _ := command(t, 0, "trip", "primary", "-for", "30s", "-reason", "maintenance")
 	if !strings.HasPrefix(out, "primary: tripped by ") {
 		t.Errorf("trip: %q", out)

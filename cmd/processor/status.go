@@ -56,11 +56,16 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "processor status: %s\n", text.VisibleError(err))
 		return 1
 	}
-	rows := store.Status(serverNow(ctx, kv), known...)
 	running, err := fleet.Discover(ctx, nc, ask.ServiceName, fleetReplies)
 	if err != nil {
 		fmt.Fprintf(stderr, "processor status: asking the running processors what they run: %s\n", text.VisibleError(err))
 	}
+	if known == nil {
+		// No chain file at hand (beside a demo): the providers the
+		// running processors announce, as reset and trip take them.
+		known = fleet.Providers(running)
+	}
+	rows := store.Status(serverNow(ctx, kv), known...)
 	conflicts := fleet.WithCircuits(fleet.Conflicts(running), func(provider string) string {
 		h, _ := store.Holder(provider)
 		return h.Fingerprint

@@ -103,6 +103,19 @@ const (
 	maxProcessor = 300
 )
 
+// Providers returns the provider names that instances announce, sorted,
+// each once.
+func Providers(instances []Instance) []string {
+	var names []string
+	for _, in := range instances {
+		for name := range in.Providers {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // Discover asks every instance of the micro service service for its info
 // and returns the announcements that arrive within wait, within the bounds
 // above; an instance that announces nothing (no processor key) is left out.
