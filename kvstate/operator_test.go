@@ -284,6 +284,47 @@ func TestTripOpensAnOperatorsCooldown(t *testing.T) {
 	}
 }
 
+// TestASuccessInFlightAtATripLeavesItHalfOpen: the success of a call that
+// was in flight when an operator tripped a healthy provider, coming while
+// the operator's cooldown runs, closes nothing: when it ends the provider
+// is half-open, one request first, not open to every worker at once.
+func TestASuccessInFlightAtATripLeavesItHalfOpen(t *testing.T) {
+	e := setup(t)
+	b := e.store(t, "proc-b", nil)
+	if _, err := e.operatorStore(t).Trip(e.ctx, "p", kvstate.OperatorTrip{For: 2 * time.Second, Reason: "maintenance", By: "alice@host", HalfOpen: true}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "b to skip the provider", func() bool { return b.State("p", time.Now()) == kvstate.StateOpen })
+	_, rev := getHealth(t, e, "p")
+	if err := b.RecordSuccess(e.ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, after := getHealth(t, e, "p"); after != rev {
+		t.Errorf("a success during the operator's cooldown wrote the health (revision %d, was %d)", after, rev)
+	}
+	eventually(t, 5*time.Second, "the operator's cooldown to end", func() bool { return b.State("p", time.Now()) != kvstate.StateOpen })
+	if got := b.State("p", time.Now()); got != kvstate.StateHalfOpen {
+		t.Fatalf("after the operator's cooldown: %s, want half-open", got)
+	}
+	// Its probe's success closes the circuit, and writes once: later
+	// successes have nothing to change.
+	if err := b.RecordSuccess(e.ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	_, closedRev := getHealth(t, e, "p")
+	if got := b.State("p", time.Now()); got != kvstate.StateClosed {
+		t.Fatalf("after the probe's success: %s, want closed", got)
+	}
+	for range 3 {
+		if err := b.RecordSuccess(e.ctx, "p"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, rev := getHealth(t, e, "p"); rev != closedRev {
+		t.Errorf("a success with nothing to change wrote revision %d (was %d)", rev, closedRev)
+	}
+}
+
 // TestTripLeavesALongerCooldownAndExtendsAShorterOne: a trip never shortens
 // a running cooldown (the hour a 401 opened stays, and nothing is written)
 // and replaces one that ends sooner.

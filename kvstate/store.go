@@ -230,13 +230,14 @@ func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Fail
 // half-open circuit; with nothing to reset it writes nothing, so healthy
 // traffic costs no KV writes.
 func (s *Store) RecordSuccess(ctx context.Context, provider string) error {
-	if h, ok := s.Health(provider); !ok || !succeeding(h) {
+	now := s.opts.Now()
+	if h, ok := s.Health(provider); !ok || !succeeding(h, now) {
 		return nil
 	}
 	closed := false // set by the last try of change
 	err := s.updateHealth(ctx, provider, func(h Health) (Health, bool) {
 		closed = false
-		if !succeeding(h) {
+		if !succeeding(h, now) {
 			return h, false
 		}
 		closed = halfOpen(h)
@@ -252,11 +253,16 @@ func (s *Store) RecordSuccess(ctx context.Context, provider string) error {
 	return err
 }
 
-// succeeding reports whether a success changes h: it has failures to
-// reset, or a trip it has not succeeded since (half-open), such as an
-// operator's trip of a healthy provider, whose probe must close the
-// circuit although no failure was counted.
-func succeeding(h Health) bool { return h.ConsecutiveFailures > 0 || halfOpen(h) }
+// succeeding reports whether a success at now changes h: it has failures
+// to reset, or a trip whose cooldown has ended and that it has not
+// succeeded since (half-open), such as an operator's trip of a healthy
+// provider, whose probe must close the circuit although no failure was
+// counted. The success of a call in flight when such a trip opened, coming
+// while its cooldown runs, closes nothing: the provider must still be
+// probed, one request first, when the cooldown ends.
+func succeeding(h Health, now time.Time) bool {
+	return h.ConsecutiveFailures > 0 || halfOpen(h) && !tripRunning(h, chain.CooldownPolicy{}, now)
+}
 
 // updateHealth applies change to the provider's health with compare-and-set.
 // The mirror's value is the first guess; after a conflict the server's value
