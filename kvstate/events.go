@@ -96,17 +96,20 @@ func (e Event) String() string {
 // a bucket created anew, the end of every outage of the old one, then
 // every entry.
 func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event)) error {
-	return watchEvents(ctx, kv, nil, false, report)
+	return watchEvents(ctx, kv, nil, nil, report)
 }
 
 // WatchEventsWithState is WatchEvents that first reports, as one EventState
 // event each, the state of every provider the bucket holds and every one
-// of known, as the values read at the start of the watch show it.
-func WatchEventsWithState(ctx context.Context, kv jetstream.KeyValue, known []string, report func(Event)) error {
-	return watchEvents(ctx, kv, known, true, report)
+// of known, as the values read at the start of the watch show it at the
+// time now says (the NATS server's, for the command: processors judge by
+// it).
+func WatchEventsWithState(ctx context.Context, kv jetstream.KeyValue, known []string, now func() time.Time, report func(Event)) error {
+	return watchEvents(ctx, kv, known, now, report)
 }
 
-func watchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, withState bool, report func(Event)) error {
+func watchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, now func() time.Time, report func(Event)) error {
+	withState := now != nil
 	w, err := openWatch(ctx, kv, nil)
 	if err != nil && ctx.Err() != nil {
 		return nil // stopped while starting (Ctrl-C): a stop, not a failure
@@ -122,7 +125,7 @@ func watchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, wit
 		w.follow(ctx, nil, func(e jetstream.KeyValueEntry) {
 			if e == nil {
 				if !live && withState {
-					for _, ev := range t.states(time.Now(), known) {
+					for _, ev := range t.states(now(), known) {
 						report(ev)
 					}
 				}

@@ -166,7 +166,9 @@ func watch(ctx context.Context, configPath string, asJSON bool, stdout, stderr i
 	defer nc.Close()
 	enc := json.NewEncoder(stdout)
 	fmt.Fprintf(stderr, "watching %s: the state of every provider, then outage events (opened, expired, probe, closed, reset); Ctrl-C to stop\n", kvstate.Bucket)
-	err = kvstate.WatchEventsWithState(ctx, kv, known, func(e kvstate.Event) {
+	clock := serverclock.New(nil, serverclock.BucketTime(kv), nil)
+	_ = clock.Sync(ctx) // without a sample, the local time
+	err = kvstate.WatchEventsWithState(ctx, kv, known, clock.Now, func(e kvstate.Event) {
 		if asJSON {
 			_ = enc.Encode(e)
 			return
