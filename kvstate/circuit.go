@@ -67,11 +67,14 @@ func (h *Holder) bound(b bounds) []string {
 }
 
 // Circuit returns the circuit a definition of provider with fingerprint
-// keeps, where holder is the fingerprint that holds the name ("" when none
-// does): provider itself for the holder, or when none holds it, else
-// provider=<the first 8 hex digits of fingerprint>.
-func Circuit(provider, fingerprint, holder string) string {
-	if holder == "" || holder == fingerprint {
+// keeps, where holder is the holder of the name and held says whether one
+// is recorded: provider itself when none is, or for the holder's
+// definition; else provider=<the first 8 hex digits of fingerprint>. A
+// holder without a fingerprint (one the bucket holds that is none) holds
+// the name for a definition no processor runs: every running one keeps a
+// circuit of its own.
+func Circuit(provider, fingerprint string, holder Holder, held bool) string {
+	if !held || (holder.Fingerprint != "" && holder.Fingerprint == fingerprint) {
 		return provider
 	}
 	return DefinitionCircuit(provider, fingerprint)
@@ -120,15 +123,11 @@ func (s *Store) Holder(provider string) (Holder, bool) {
 }
 
 // CircuitOf returns the circuit that the definition of provider with
-// fingerprint keeps now, as the mirror knows the holder (see Circuit); a
-// holder read without a fingerprint holds the name for a definition that
-// no processor runs. It reads the mirror only.
+// fingerprint keeps now, as the mirror knows the holder (see Circuit). It
+// reads the mirror only.
 func (s *Store) CircuitOf(provider, fingerprint string) string {
 	h, held := s.Holder(provider)
-	if !held || h.Fingerprint == fingerprint {
-		return provider
-	}
-	return DefinitionCircuit(provider, fingerprint)
+	return Circuit(provider, fingerprint, h, held)
 }
 
 // Circuits returns provider's circuits of which the mirror holds a health,
@@ -157,9 +156,11 @@ func (s *Store) Circuits(provider string) []string {
 }
 
 // Claim records h as the holder of provider's plain keys if none is
-// recorded (KV Create: the first writer wins). It changes nothing when
-// another holder is recorded, except one the bucket holds unreadable,
-// which it replaces at its revision.
+// recorded (KV Create: the first writer wins), and puts the holder it
+// finds in the mirror, whoever won. It changes nothing when another
+// holder is recorded, except one the bucket holds unreadable, which it
+// replaces at its revision. A bucket found gone is recreated, once, as
+// for a health write, and the claim made on the new one.
 func (s *Store) Claim(ctx context.Context, provider string, h Holder) error {
 	key := DefinitionKey(provider)
 	data, err := json.Marshal(h)
@@ -167,6 +168,12 @@ func (s *Store) Claim(ctx context.Context, provider string, h Holder) error {
 		return fmt.Errorf("kvstate: encoding %s: %w", key, err)
 	}
 	rev, err := s.kv.Create(ctx, key, data)
+	if bucketGone(err) {
+		if err := s.recreateBucket(ctx); err != nil {
+			return fmt.Errorf("kvstate: creating %s: %w", key, err)
+		}
+		rev, err = s.kv.Create(ctx, key, data)
+	}
 	if err == nil {
 		s.keep(func(m *mirror) bool { return m.definitions.set(provider, h, rev) })
 		return nil
@@ -195,9 +202,13 @@ func (s *Store) Claim(ctx context.Context, provider string, h Holder) error {
 // an endpoint nobody calls), then replaces the holder with compare-and-set.
 // The deletions come first so that a processor of h's definition, which
 // moves to the plain keys when the watch brings the new holder, has seen
-// them first: one watch delivers a bucket's changes in order. It reports
-// false, having deleted the old keys all the same, when the holder changed
-// meanwhile (another processor took over first), or when none is known.
+// them first: one watch delivers a bucket's changes in order. Before it
+// deletes anything it reads the holder from the server: a mirror one
+// delivery behind another processor's take-over would otherwise delete the
+// winner's fresh keys. It reports false, having deleted nothing, when the
+// holder changed meanwhile (another processor took over first), or when
+// none is known; false, with the old keys deleted, when it changes between
+// that read and the compare-and-set.
 func (s *Store) TakeOver(ctx context.Context, provider string, h Holder) (bool, error) {
 	s.mu.RLock()
 	cur, ok := s.m.definitions[provider]
@@ -205,10 +216,21 @@ func (s *Store) TakeOver(ctx context.Context, provider string, h Holder) (bool, 
 	if !ok {
 		return false, nil
 	}
+	key := DefinitionKey(provider)
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("kvstate: reading %s: %w", key, err)
+	}
+	if e.Revision() != cur.rev {
+		s.apply(e) // the mirror learns the new holder now
+		return false, nil
+	}
 	if err := s.Clear(ctx, provider); err != nil {
 		return false, err
 	}
-	key := DefinitionKey(provider)
 	data, err := json.Marshal(h)
 	if err != nil {
 		return false, fmt.Errorf("kvstate: encoding %s: %w", key, err)

@@ -10,14 +10,19 @@ import (
 )
 
 // TestCircuitNames: the holder of a name and a name no one holds keep the
-// plain circuit; another definition keeps provider=<the first 8 hex
-// digits of its fingerprint>, which SplitCircuit reads back, and which no
-// provider name can be.
+// plain circuit; another definition, and every definition while a holder
+// without a fingerprint holds the name (for a definition no processor
+// runs), keeps provider=<the first 8 hex digits of its fingerprint>, which
+// SplitCircuit reads back, and which no provider name can be.
 func TestCircuitNames(t *testing.T) {
 	const mine, theirs = "0123456789abcdef", "fedcba9876543210"
-	for _, tc := range []struct{ holder, want string }{{"", "primary"}, {mine, "primary"}, {theirs, "primary=01234567"}} {
-		if got := kvstate.Circuit("primary", mine, tc.holder); got != tc.want {
-			t.Errorf("Circuit(primary, %s, held by %q) = %q, want %q", mine, tc.holder, got, tc.want)
+	for _, tc := range []struct {
+		holder string
+		held   bool
+		want   string
+	}{{"", false, "primary"}, {mine, true, "primary"}, {theirs, true, "primary=01234567"}, {"", true, "primary=01234567"}} {
+		if got := kvstate.Circuit("primary", mine, kvstate.Holder{Fingerprint: tc.holder}, tc.held); got != tc.want {
+			t.Errorf("Circuit(primary, %s, held by %q: %v) = %q, want %q", mine, tc.holder, tc.held, got, tc.want)
 		}
 	}
 	for _, tc := range []struct {
@@ -137,8 +142,66 @@ func TestTakeOverClearsTheOldDefinitionsCircuit(t *testing.T) {
 	if _, err := e.kv.Put(e.ctx, kvstate.DefinitionKey("primary"), []byte(`{"fingerprint":"0000000000000004","by":"fourth"}`)); err != nil {
 		t.Fatal(err)
 	}
+	// The winner's processors have written the plain circuit's health
+	// since: the stale store must not delete it.
+	fresh4 := `{"consecutive_failures":1,"last_class":"server","last_failure":"2026-01-01T00:00:00Z"}`
+	if _, err := e.kv.Put(e.ctx, kvstate.HealthKey("primary"), []byte(fresh4)); err != nil {
+		t.Fatal(err)
+	}
 	if took, err := stale.TakeOver(e.ctx, "primary", kvstate.Holder{Fingerprint: fo, By: "stale"}); err != nil || took {
 		t.Errorf("a take-over from a holder replaced meanwhile: %v, %v; want false", took, err)
+	}
+	if _, err := e.kv.Get(e.ctx, kvstate.HealthKey("primary")); err != nil {
+		t.Errorf("the winner's health of primary: %v, want it kept by a take-over that lost", err)
+	}
+	if h, _ := stale.Holder("primary"); h.Fingerprint != "0000000000000004" {
+		t.Errorf("after losing, the stale store's mirror holds %+v, want the holder it read", h)
+	}
+}
+
+// TestALosingClaimLearnsTheHolder: a claim that finds another holder puts
+// that holder in the mirror at once, before any watch delivers it, so the
+// failure recorded next goes to the definition's own circuit.
+func TestALosingClaimLearnsTheHolder(t *testing.T) {
+	e := setup(t)
+	late := kvstate.New(e.js, e.kv, kvstate.Options{ID: "late"}) // loaded, not followed
+	if err := late.Load(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := e.store(t, "first", nil)
+	const ff, fl = "ffffffffffffffff", "1111111111111111"
+	if err := first.Claim(e.ctx, "primary", kvstate.Holder{Fingerprint: ff, By: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Claim(e.ctx, "primary", kvstate.Holder{Fingerprint: fl, By: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok := late.Holder("primary"); !ok || h.Fingerprint != ff {
+		t.Errorf("after a losing claim the mirror holds %+v (%v), want the first holder", h, ok)
+	}
+	if got := late.CircuitOf("primary", fl); got != "primary=11111111" {
+		t.Errorf("the losing definition keeps %q, want primary=11111111", got)
+	}
+}
+
+// TestAClaimRecreatesAGoneBucket: a claim that finds the bucket deleted
+// creates it again, as a health write does, and claims on the new one.
+func TestAClaimRecreatesAGoneBucket(t *testing.T) {
+	e := setup(t)
+	s := e.store(t, "a", nil)
+	if err := e.js.DeleteKeyValue(e.ctx, kvstate.Bucket); err != nil {
+		t.Fatal(err)
+	}
+	const fa = "aaaaaaaaaaaaaaaa"
+	if err := s.Claim(e.ctx, "primary", kvstate.Holder{Fingerprint: fa, By: "a"}); err != nil {
+		t.Fatalf("Claim with the bucket gone: %v", err)
+	}
+	kv, err := e.js.KeyValue(e.ctx, kvstate.Bucket)
+	if err != nil {
+		t.Fatalf("the bucket is still gone: %v", err)
+	}
+	if _, err := kv.Get(e.ctx, kvstate.DefinitionKey("primary")); err != nil {
+		t.Errorf("primary.definition in the new bucket: %v", err)
 	}
 }
 

@@ -66,10 +66,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		known = fleet.Providers(running)
 	}
 	rows := store.Status(serverNow(ctx, kv), known...)
-	conflicts := fleet.WithCircuits(fleet.Conflicts(running), func(provider string) string {
-		h, _ := store.Holder(provider)
-		return h.Fingerprint
-	})
+	conflicts := fleet.WithCircuits(fleet.Conflicts(running), store.Holder)
 	chainConflicts := fleet.ChainConflicts(running)
 	if *asJSON {
 		// The rows, then one element per chain conflict: {"chain", "lists"}.

@@ -16,6 +16,7 @@ import (
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/kvstate"
 )
 
 // TestChainConflicts finds the chains run with different providers, and
@@ -158,15 +159,26 @@ func TestDiscoverBoundsForgedChains(t *testing.T) {
 }
 
 // TestWithCircuits names each definition's circuit: the plain name for
-// the holder's, provider=<short fingerprint> for another; WriteConflicts
-// prints it beside the definition.
+// the holder's, provider=<short fingerprint> for another, each its own
+// under a holder without a fingerprint, none while no one holds the name;
+// WriteConflicts prints it beside the definition.
 func TestWithCircuits(t *testing.T) {
 	held := fleet.Held{Definition: fleet.Definition{Fingerprint: "aaaaaaaaaaaaaaaa", Type: "openai", BaseURL: "http://old"}, Processors: []string{"p1"}}
 	other := fleet.Held{Definition: fleet.Definition{Fingerprint: "bbbbbbbbbbbbbbbb", Type: "openai", BaseURL: "http://new"}, Processors: []string{"p2"}}
 	conflicts := []fleet.Conflict{{Provider: "primary", Definitions: []fleet.Held{held, other}}}
-	got := fleet.WithCircuits(conflicts, func(string) string { return held.Fingerprint })
+	got := fleet.WithCircuits(conflicts, func(string) (kvstate.Holder, bool) { return kvstate.Holder{Fingerprint: held.Fingerprint}, true })
 	if got[0].Definitions[0].Circuit != "primary" || got[0].Definitions[1].Circuit != "primary=bbbbbbbb" {
 		t.Fatalf("circuits %+v", got[0].Definitions)
+	}
+	none := fleet.WithCircuits(conflicts, func(string) (kvstate.Holder, bool) { return kvstate.Holder{}, false })
+	if none[0].Definitions[0].Circuit != "" || none[0].Definitions[1].Circuit != "" {
+		t.Errorf("circuits of a name no one holds %+v, want none", none[0].Definitions)
+	}
+	// A holder without a fingerprint holds the name for a definition no
+	// processor runs, as kvstate.Store.CircuitOf reads it.
+	nobody := fleet.WithCircuits(conflicts, func(string) (kvstate.Holder, bool) { return kvstate.Holder{By: "x"}, true })
+	if nobody[0].Definitions[0].Circuit != "primary=aaaaaaaa" || nobody[0].Definitions[1].Circuit != "primary=bbbbbbbb" {
+		t.Errorf("circuits under a holder without a fingerprint %+v, want each definition's own", nobody[0].Definitions)
 	}
 	if conflicts[0].Definitions[0].Circuit != "" {
 		t.Error("WithCircuits changed the conflicts it was given")

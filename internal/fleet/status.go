@@ -37,20 +37,23 @@ func WithConflicts(rows []kvstate.ProviderStatus, conflicts []Conflict) []Status
 	return out
 }
 
-// WithCircuits returns conflicts with each definition's circuit set, where
-// holder returns the fingerprint that holds a provider name ("" when none
-// does: kvstate.Store.Holder). A name that no definition holds yet has no
-// state of any: its definitions get no circuit.
-func WithCircuits(conflicts []Conflict, holder func(provider string) string) []Conflict {
+// WithCircuits returns conflicts with each definition's circuit set
+// (kvstate.Circuit), where holder returns the holder of a provider name and
+// whether one is recorded (kvstate.Store.Holder). A name that no
+// definition holds yet has no state of any: its definitions get no
+// circuit. A holder without a fingerprint holds the name for a definition
+// no processor runs: every definition gets a circuit of its own.
+func WithCircuits(conflicts []Conflict, holder func(provider string) (kvstate.Holder, bool)) []Conflict {
 	out := make([]Conflict, len(conflicts))
 	for i, c := range conflicts {
 		out[i] = Conflict{Provider: c.Provider, Definitions: slices.Clone(c.Definitions)}
-		if holder(c.Provider) == "" {
+		h, held := holder(c.Provider)
+		if !held {
 			continue
 		}
 		for j := range out[i].Definitions {
 			d := &out[i].Definitions[j]
-			d.Circuit = kvstate.Circuit(c.Provider, d.Fingerprint, holder(c.Provider))
+			d.Circuit = kvstate.Circuit(c.Provider, d.Fingerprint, h, held)
 		}
 	}
 	return out

@@ -3,6 +3,7 @@ package operator_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +162,81 @@ func TestTripOpensEveryDefinitionsCircuit(t *testing.T) {
 	waitState(t, processor, otherCircuit, kvstate.StateOpen)
 	if processor.State("primary", time.Now()) != kvstate.StateClosed {
 		t.Errorf("trip %s opened the plain circuit too", otherCircuit)
+	}
+}
+
+// TestATripBeforeAnyClaimCoolsEveryDefinition: no definition holds
+// primary yet, and the running processors announce two: `trip primary`
+// opens the plain circuit and each definition's own, so that whichever
+// definition's first failure then claims the name, the other, which moves
+// to its own circuit, is cooling too.
+func TestATripBeforeAnyClaimCoolsEveryDefinition(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	kv, err := kvstate.OpenBucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	processor := kvstate.New(js, kv, kvstate.Options{ID: "proc-1"})
+	kvstatetest.Follow(t, ctx, processor)
+	f := fleet(t)
+	f.JS = js
+	f.Running = []fleetpkg.Instance{
+		{Processor: "proc-1", Providers: map[string]fleetpkg.Definition{"primary": {Fingerprint: holderFingerprint}}},
+		{Processor: "proc-2", Providers: map[string]fleetpkg.Definition{"primary": {Fingerprint: otherFingerprint}}},
+	}
+	res, err := f.Trip(ctx, "primary", time.Minute, "vendor maintenance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others []string
+	for _, o := range res.Others {
+		others = append(others, o.Provider)
+	}
+	if want := []string{"primary=11111111", otherCircuit}; !res.Opened || !slices.Equal(others, want) {
+		t.Fatalf("trip primary: opened %v, others %v; want primary and %v", res.Opened, others, want)
+	}
+	// The first failure claims the name for the first definition.
+	if err := processor.Claim(ctx, "primary", kvstate.Holder{Fingerprint: holderFingerprint, By: "proc-1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, fp := range []string{holderFingerprint, otherFingerprint} {
+		waitState(t, processor, processor.CircuitOf("primary", fp), kvstate.StateOpen)
+	}
+}
+
+// TestATripUnderAHolderWithoutAFingerprint: a .definition whose
+// fingerprint is none holds primary for a definition no processor runs,
+// so every running definition keeps a circuit of its own
+// (kvstate.Store.CircuitOf): `trip primary` opens each of them.
+func TestATripUnderAHolderWithoutAFingerprint(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	kv, err := kvstate.OpenBucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, kvstate.DefinitionKey("primary"), []byte(`{"fingerprint":"not hex","by":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	processor := kvstate.New(js, kv, kvstate.Options{ID: "proc-1"})
+	kvstatetest.Follow(t, ctx, processor)
+	f := fleet(t)
+	f.JS = js
+	f.Running = []fleetpkg.Instance{
+		{Processor: "proc-1", Providers: map[string]fleetpkg.Definition{"primary": {Fingerprint: holderFingerprint}}},
+		{Processor: "proc-2", Providers: map[string]fleetpkg.Definition{"primary": {Fingerprint: otherFingerprint}}},
+	}
+	if _, err := f.Trip(ctx, "primary", time.Minute, "vendor maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	for _, fp := range []string{holderFingerprint, otherFingerprint} {
+		c := processor.CircuitOf("primary", fp)
+		if c == "primary" {
+			t.Fatalf("definition %s keeps the plain circuit under a holder without a fingerprint", fp)
+		}
+		waitState(t, processor, c, kvstate.StateOpen)
 	}
 }

@@ -263,16 +263,28 @@ func (f Fleet) Trip(ctx context.Context, name string, d time.Duration, reason st
 
 // otherCircuits returns, for a provider's name, its circuits besides the
 // plain one: those with state, and those the running processors'
-// definitions of it keep; none for a circuit's name.
+// definitions of it keep; none for a circuit's name. While no definition
+// holds the name yet, and the running processors announce more than one
+// definition of it, each keeps the plain name now but all but one will
+// keep a circuit of their own once the first failure claims it
+// (kvstate.Store.Claim): every definition's own circuit is tripped too, so
+// that whichever holds the name then, each of them is cooling.
 func (f Fleet) otherCircuits(store *kvstate.Store, name string) []string {
 	if _, short, _ := kvstate.SplitCircuit(name); short != "" {
 		return nil
 	}
 	circuits := store.Circuits(name)
-	holder, _ := store.Holder(name)
+	var fingerprints []string
 	for _, in := range f.Running {
-		if d, ok := in.Providers[name]; ok {
-			circuits = append(circuits, kvstate.Circuit(name, d.Fingerprint, holder.Fingerprint))
+		if d, ok := in.Providers[name]; ok && !slices.Contains(fingerprints, d.Fingerprint) {
+			fingerprints = append(fingerprints, d.Fingerprint)
+		}
+	}
+	_, held := store.Holder(name)
+	for _, fp := range fingerprints {
+		circuits = append(circuits, store.CircuitOf(name, fp))
+		if !held && len(fingerprints) > 1 {
+			circuits = append(circuits, kvstate.DefinitionCircuit(name, fp))
 		}
 	}
 	slices.Sort(circuits)

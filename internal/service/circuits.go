@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -48,13 +49,15 @@ func (c circuitState) Cooling(provider string, now time.Time) (time.Time, bool) 
 	return c.store.Cooling(c.circuit(provider), now)
 }
 
+// RecordFailure claims provider's name when none holds it, and records the
+// failure whatever the claim did: a claim that fails leaves the name to
+// the plain circuit, which is where the failure then goes.
 func (c circuitState) RecordFailure(ctx context.Context, provider string, f chain.Failure) error {
+	var claimed error
 	if _, held := c.store.Holder(provider); !held {
-		if err := c.store.Claim(ctx, provider, c.holders[provider]); err != nil {
-			return err
-		}
+		claimed = c.store.Claim(ctx, provider, c.holders[provider])
 	}
-	return c.store.RecordFailure(ctx, c.circuit(provider), f)
+	return errors.Join(claimed, c.store.RecordFailure(ctx, c.circuit(provider), f))
 }
 
 func (c circuitState) RecordSuccess(ctx context.Context, provider string) error {
@@ -65,18 +68,24 @@ func (c circuitState) RecordSuccess(ctx context.Context, provider string) error 
 // processor's definitions:
 //   - a name held by a definition that no running processor announced at
 //     two checks in a row is taken over (kvstate.Store.TakeOver), which
-//     clears the old definition's plain keys, once this definition's own
-//     circuit is closed with no failure counted, so that the move loses
-//     nothing of it: after a rolling change of a provider's definition the
-//     plain name belongs to the new one within two checks;
+//     clears the old definition's plain keys, once the plain circuit is
+//     not cooling and this definition's own circuit is closed with no
+//     failure counted, so that the move loses nothing of either: after a
+//     rolling change of a provider's definition the plain name belongs to
+//     the new one within two checks of the old one's last processor's stop
+//     and of the end of its cooldown;
 //   - once this definition holds the name, its own provider=<short
 //     fingerprint> circuit is of no more use, and is cleared; so is any
 //     other definition's that no running processor announced at two
-//     checks in a row.
+//     checks in a row; neither while it cools.
 //
 // Two checks, not one: a processor that has just started may not answer
-// the first, and its circuit must not be lost for that. A check decides
-// only when it was complete: no error, and nothing left out over
+// the first, and its circuit must not be lost for that. A cooling circuit
+// is never taken over nor cleared: its processors may be restarting, or
+// cut off from the others for a while, and its cooldown key ends by its
+// TTL whatever happens, so waiting costs nothing, while clearing it would
+// send the restarted processors to the failing endpoint again. A check
+// decides only when it was complete: no error, and nothing left out over
 // Discover's bounds (a forger filling them could otherwise hide a running
 // definition).
 type circuitKeeper struct {
@@ -115,7 +124,7 @@ func (k *circuitKeeper) keep(ctx context.Context, provider string, others []flee
 	h, held := k.store.Holder(provider)
 	gone := held && h.Fingerprint != mine && complete && !announced(others, provider, h.Fingerprint)
 	switch {
-	case gone && (!unheard[heldKey(provider, h)] || !k.unused(own)):
+	case gone && (!unheard[heldKey(provider, h)] || !k.unused(own) || k.cooling(provider)):
 		k.unheard[heldKey(provider, h)] = true // taken over if unheard at the next check too
 	case gone:
 		took, err := k.store.TakeOver(ctx, provider, k.own[provider])
@@ -128,7 +137,7 @@ func (k *circuitKeeper) keep(ctx context.Context, provider string, others []flee
 		}
 	}
 	circuits := k.store.Circuits(provider)
-	if k.store.CircuitOf(provider, mine) == provider && slices.Contains(circuits, own) {
+	if k.store.CircuitOf(provider, mine) == provider && slices.Contains(circuits, own) && !k.cooling(own) {
 		if err := k.store.Clear(ctx, own); err != nil {
 			return err
 		}
@@ -141,8 +150,8 @@ func (k *circuitKeeper) keep(ctx context.Context, provider string, others []flee
 		if !ok || short == "" || c == own || announcedShort(others, provider, short) {
 			continue
 		}
-		if !unheard[c] {
-			k.unheard[c] = true // cleared if unheard at the next check too
+		if !unheard[c] || k.cooling(c) {
+			k.unheard[c] = true // cleared if unheard, and not cooling, at the next check too
 			continue
 		}
 		if err := k.store.Clear(ctx, c); err != nil {
@@ -163,6 +172,12 @@ func heldKey(provider string, h kvstate.Holder) string {
 func (k *circuitKeeper) unused(circuit string) bool {
 	h, _ := k.store.Health(circuit)
 	return k.store.State(circuit, k.now()) == kvstate.StateClosed && h.ConsecutiveFailures == 0
+}
+
+// cooling reports whether circuit is open: its cooldown runs.
+func (k *circuitKeeper) cooling(circuit string) bool {
+	_, cooling := k.store.Cooling(circuit, k.now())
+	return cooling
 }
 
 // report logs a change of the circuit that provider keeps: at warn when

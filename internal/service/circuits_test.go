@@ -26,13 +26,19 @@ import (
 // template that answers whatever primary does not.
 func primaryChain(t *testing.T, chainName, baseURL string) *config.File {
 	t.Helper()
+	return primaryChainCooling(t, chainName, baseURL, "60s")
+}
+
+// primaryChainCooling is primaryChain with a cooldown of its own.
+func primaryChainCooling(t *testing.T, chainName, baseURL, cooldown string) *config.File {
+	t.Helper()
 	return parseChainFile(t, fmt.Sprintf(`
 providers:
-  - {name: primary, type: openai, base_url: %s, model: m, max_retries: 0, failure_threshold: 3, cooldown: 60s}
+  - {name: primary, type: openai, base_url: %s, model: m, max_retries: 0, failure_threshold: 3, cooldown: %s}
   - {name: template, type: rules, default_reply: later}
 chains:
   %s: [primary, template]
-`, baseURL, chainName))
+`, baseURL, cooldown, chainName))
 }
 
 // waitServing waits until a processor serves chainName: its consumer has
@@ -97,24 +103,24 @@ func TestEachDefinitionTripsItsOwnCircuit(t *testing.T) {
 }
 
 // TestARollingChangeStartsAFreshCircuit: the processors of primary's old
-// definition tripped it and stopped; a processor of the new definition
-// (another endpoint, failing too) starts and takes the name over. The new
-// definition carries none of the old one's failures or cooldown: its
-// endpoint is called at once, and its circuit trips after exactly
-// failure_threshold calls of its own, as a first trip.
+// definition tripped it (for a second) and stopped; a processor of the
+// new definition (another endpoint, failing too) starts and, once the old
+// cooldown has ended, takes the name over. The new definition carries
+// none of the old one's failures or trips: its circuit trips after
+// exactly failure_threshold calls of its own, as a first trip.
 func TestARollingChangeStartsAFreshCircuit(t *testing.T) {
 	oldEndpoint := providertest.New(providertest.OpenAI, providertest.Status(500))
 	defer oldEndpoint.Close()
 	newEndpoint := providertest.New(providertest.OpenAI, providertest.Status(500))
 	defer newEndpoint.Close()
 	h := newHarness(t)
-	old := h.buildProcessor(primaryChain(t, "a", oldEndpoint.URL), testSettings())
+	old := h.buildProcessor(primaryChainCooling(t, "a", oldEndpoint.URL, "1s"), testSettings())
 	old.run()
-	for i := range 4 {
+	for i := range 3 {
 		h.ask("a", fmt.Sprintf("old%d", i))
 	}
-	if got := oldEndpoint.Requests(); got != 3 {
-		t.Fatalf("the old endpoint was called %d times, want 3 before its circuit tripped", got)
+	if health, _ := old.StoreForTest().Health("primary"); health.Trips != 1 {
+		t.Fatalf("the old definition's health %+v, want it tripped", health)
 	}
 	oldHolder, _ := old.StoreForTest().Holder("primary")
 	old.stop()
@@ -143,15 +149,16 @@ func TestARollingChangeStartsAFreshCircuit(t *testing.T) {
 // calls its endpoint, never skipping it for the old one's cooldown, on a
 // circuit of its own, primary=<short fingerprint>, which records its
 // failure and success. Once the old processor stopped, the new definition
-// takes the plain name over: the old one's health and cooldown are
-// cleared, and so is the new one's own circuit, of no more use.
+// takes the plain name over once the old cooldown (of a few seconds) has
+// ended: the old one's health is cleared, and so is the new one's own
+// circuit, of no more use.
 func TestTheNewDefinitionKeepsItsOwnCircuitUntilTheOldIsGone(t *testing.T) {
 	oldEndpoint := providertest.New(providertest.OpenAI, providertest.Status(500))
 	defer oldEndpoint.Close()
 	newEndpoint := providertest.New(providertest.OpenAI, providertest.FailFirst(1, providertest.Status(500), providertest.OK()))
 	defer newEndpoint.Close()
 	h := newHarness(t)
-	old := h.buildProcessor(primaryChain(t, "a", oldEndpoint.URL), testSettings())
+	old := h.buildProcessor(primaryChainCooling(t, "a", oldEndpoint.URL, "3s"), testSettings())
 	old.run()
 	for i := range 3 {
 		h.ask("a", fmt.Sprintf("old%d", i))
@@ -200,11 +207,15 @@ func TestTheNewDefinitionKeepsItsOwnCircuitUntilTheOldIsGone(t *testing.T) {
 
 // TestStatusShowsCircuitsAndChainConflicts: two processors define primary
 // differently and run chain default with different providers. Once the
-// first's primary failed, which claims the name for its definition, the
-// second's /status.json names each definition's circuit (the plain name
-// for the first; primary=<short fingerprint> for its own), has a row for
-// its own circuit, and lists chain default's two lists with their
-// processors; its page shows both conflicts (with Chromium at hand).
+// first's primary failed, which claims the name for its definition and
+// trips it (so that no check that misses the first processor's answer
+// takes the name over), the second's /status.json names each
+// definition's circuit (the plain name for the first;
+// primary=<short fingerprint> for its own), has a row for its own
+// circuit, and lists chain default's two lists with their processors; its
+// page shows both conflicts (with Chromium at hand). The second checks
+// the fleet often, and the snapshot is read until a check has found the
+// conflicts: none of this hangs on one check's answers.
 func TestStatusShowsCircuitsAndChainConflicts(t *testing.T) {
 	failing := providertest.New(providertest.OpenAI, providertest.Status(500))
 	defer failing.Close()
@@ -212,7 +223,7 @@ func TestStatusShowsCircuitsAndChainConflicts(t *testing.T) {
 	chainFile := func(url, chain string) *config.File {
 		return parseChainFile(t, fmt.Sprintf(`
 providers:
-  - {name: primary, type: openai, base_url: %s, model: m}
+  - {name: primary, type: openai, base_url: %s, model: m, failure_threshold: 1}
   - {name: template, type: rules, default_reply: later}
 chains:
   default: %s
@@ -221,7 +232,7 @@ chains:
 	firstFile := chainFile(failing.URL, "[primary, template]")
 	h.startProcessor(firstFile, testSettings())
 	secondFile := chainFile("http://127.0.0.2:1/v1", "[template]")
-	second := h.assemble(secondFile, testSettings(), false, withMetrics(metrics.New()))
+	second := h.assemble(secondFile, testSettings(), false, withMetrics(metrics.New()), service.FleetEveryForTest(50*time.Millisecond))
 	second.run()
 	for i := 0; failing.Requests() == 0; i++ {
 		h.ask("default", fmt.Sprintf("d%d", i))
@@ -229,15 +240,15 @@ chains:
 			t.Fatal("the first processor took none of 50 requests")
 		}
 	}
-	eventually(t, 10*time.Second, "the second processor finds both conflicts, and the first definition holding primary", func() bool {
-		holder, _ := second.StoreForTest().Holder("primary")
-		return len(second.Conflicts()) == 1 && len(second.ChainConflicts()) == 1 &&
-			holder.Fingerprint == fleet.Definitions(firstFile)["primary"].Fingerprint
-	})
 	own := kvstate.DefinitionCircuit("primary", fleet.Definitions(secondFile)["primary"].Fingerprint)
 	web := httptestServer(t, second.Processor)
-
-	snap := statusJSON(t, web)
+	var snap statuspage.Snapshot
+	eventually(t, 10*time.Second, "the second processor's status finds both conflicts, and the first definition holding primary", func() bool {
+		holder, _ := second.StoreForTest().Holder("primary")
+		snap = statusJSON(t, web)
+		return len(snap.Conflicts) == 1 && len(snap.ChainConflicts) == 1 &&
+			holder.Fingerprint == fleet.Definitions(firstFile)["primary"].Fingerprint
+	})
 	circuits := map[string]string{}
 	for _, c := range snap.Conflicts {
 		for _, d := range c.Definitions {
@@ -285,8 +296,10 @@ chains:
 // TestACircuitNoProcessorRunsIsCleared: a circuit of a definition of
 // primary that no running processor announces (its processors stopped)
 // is cleared by a processor that runs primary, after two checks; the
-// circuit of a definition that runs is kept, with its failure, and the
-// holder (whose failure came first) keeps the name.
+// circuit of a definition that runs is kept, with its failures and
+// cooldown (a cooling circuit is never cleared, so a check that misses
+// its processor's answer costs it nothing), and the holder (whose failure
+// came first) keeps the name.
 func TestACircuitNoProcessorRunsIsCleared(t *testing.T) {
 	failing := providertest.New(providertest.OpenAI, providertest.Status(500))
 	defer failing.Close()
@@ -302,12 +315,15 @@ func TestACircuitNoProcessorRunsIsCleared(t *testing.T) {
 	otherFile := primaryChain(t, "b", failing.URL)
 	other := h.assemble(otherFile, testSettings(), false, every)
 	other.run()
-	h.ask("b", "b0")
+	for i := range 3 {
+		h.ask("b", fmt.Sprintf("b%d", i))
+	}
 	running := kvstate.DefinitionCircuit("primary", fleet.Definitions(otherFile)["primary"].Fingerprint)
 	store := holder.StoreForTest()
-	eventually(t, 5*time.Second, "the holder sees the other definition's failure", func() bool {
+	eventually(t, 5*time.Second, "the holder sees the other definition's trip", func() bool {
 		health, ok := store.Health(running)
-		return ok && health.ConsecutiveFailures == 1
+		_, cooling := store.Cooling(running, time.Now())
+		return ok && health.ConsecutiveFailures == 3 && cooling
 	})
 
 	const gone = "primary=0a0b0c0d"
@@ -322,8 +338,8 @@ func TestACircuitNoProcessorRunsIsCleared(t *testing.T) {
 		_, ok := store.Health(gone)
 		return !ok
 	})
-	if health, ok := store.Health(running); !ok || health.ConsecutiveFailures != 1 {
-		t.Errorf("the running definition's circuit %s: %+v (%v), want its failure kept", running, health, ok)
+	if health, ok := store.Health(running); !ok || health.ConsecutiveFailures != 3 {
+		t.Errorf("the running definition's circuit %s: %+v (%v), want its failures kept", running, health, ok)
 	}
 	if got, _ := store.Holder("primary"); got.Fingerprint != fleet.Definitions(holderFile)["primary"].Fingerprint {
 		t.Errorf("primary is held by %+v, want the first definition still: it runs", got)

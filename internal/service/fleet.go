@@ -53,10 +53,8 @@ func (p *Processor) watchFleet(ctx context.Context) {
 			p.opts.Logger.Warn("asking other processors what they run", "err", err)
 		}
 		others := slices.DeleteFunc(slices.Clone(all), func(in fleet.Instance) bool { return in.Processor == p.id })
-		complete := err == nil && len(all) < fleet.MaxResponders &&
-			!slices.ContainsFunc(all, func(in fleet.Instance) bool { return in.Omitted > 0 })
 		if ctx.Err() == nil {
-			p.keeper.round(ctx, others, complete)
+			p.keeper.round(ctx, others, complete(all, err))
 		}
 		everyone := append(others, self)
 		conflicts := fleet.Involving(fleet.Conflicts(everyone), p.id)
@@ -72,6 +70,15 @@ func (p *Processor) watchFleet(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// complete reports whether a check that found all, with err, may judge
+// that a definition runs nowhere (circuitKeeper): it could ask, and no
+// announcement was left out over Discover's bounds, in number of
+// responders or within one.
+func complete(all []fleet.Instance, err error) bool {
+	return err == nil && len(all) < fleet.MaxResponders &&
+		!slices.ContainsFunc(all, func(in fleet.Instance) bool { return in.Omitted > 0 })
 }
 
 // fleetLog logs the conflicts each check finds. A conflict found at start

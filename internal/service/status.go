@@ -40,7 +40,7 @@ func (p *Processor) snapshot() statuspage.Snapshot {
 		Events:         p.events.Latest(),
 		PerSecond:      perSecond,
 		DegradedShare:  degraded,
-		Conflicts:      fleet.WithCircuits(p.Conflicts(), p.holder),
+		Conflicts:      fleet.WithCircuits(p.Conflicts(), p.store.Holder),
 		ChainConflicts: p.ChainConflicts(),
 	}
 }
@@ -51,11 +51,4 @@ func (p *Processor) watchEvents(ctx context.Context) {
 	if err := kvstate.WatchEvents(ctx, p.kv, p.events.Add); err != nil && ctx.Err() == nil {
 		p.opts.Logger.Warn("the status page lists no outage events: watching the bucket failed", "err", err)
 	}
-}
-
-// holder is the fingerprint that holds provider's name, as the mirror
-// knows it; "" when none does.
-func (p *Processor) holder(provider string) string {
-	h, _ := p.store.Holder(provider)
-	return h.Fingerprint
 }
