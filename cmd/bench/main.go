@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/detourhq/detour/internal/bench"
+	"github.com/detourhq/detour/cmd/bench/internal/bench"
 )
 
 func main() {

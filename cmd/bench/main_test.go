@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/detourhq/detour/internal/bench"
+	"github.com/detourhq/detour/cmd/bench/internal/bench"
 )
 
 // TestMain lets the test binary stand in for the bench binary: the bench

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/cmd/processor/internal/chains"
+	"github.com/detourhq/detour/cmd/processor/internal/demo"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/chains"
-	"github.com/detourhq/detour/internal/demo"
 	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/internal/suggest"
 )

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detourhq/detour/cmd/processor/internal/ask"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/ask"
 	"github.com/detourhq/detour/wire"
 )
 

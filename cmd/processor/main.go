@@ -20,11 +20,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/detourhq/detour/cmd/processor/internal/demo"
+	"github.com/detourhq/detour/cmd/processor/internal/service"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/buildinfo"
-	"github.com/detourhq/detour/internal/demo"
 	"github.com/detourhq/detour/internal/metrics"
-	"github.com/detourhq/detour/internal/service"
 	"github.com/detourhq/detour/natsconn"
 )
 

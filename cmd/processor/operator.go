@@ -10,10 +10,10 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/detourhq/detour/cmd/processor/internal/ask"
+	"github.com/detourhq/detour/cmd/processor/internal/fleet"
+	"github.com/detourhq/detour/cmd/processor/internal/operator"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/ask"
-	"github.com/detourhq/detour/internal/fleet"
-	"github.com/detourhq/detour/internal/operator"
 	"github.com/detourhq/detour/internal/text"
 )
 

@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/cmd/processor/internal/ask"
+	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/ask"
-	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/kvstate/kvstatetest"

@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/samber/lo"
 
+	"github.com/detourhq/detour/cmd/processor/internal/ask"
+	"github.com/detourhq/detour/cmd/processor/internal/fleet"
+	"github.com/detourhq/detour/cmd/processor/internal/serverclock"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/ask"
-	"github.com/detourhq/detour/internal/fleet"
-	"github.com/detourhq/detour/internal/serverclock"
 	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/kvstate"
 )

@@ -16,9 +16,9 @@ import (
 
 	"github.com/detourhq/detour/cache"
 	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/cmd/processor/internal/ask"
+	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/internal/ask"
-	"github.com/detourhq/detour/internal/fleet"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/internal/text/texttest"
 	"github.com/detourhq/detour/kvstate"

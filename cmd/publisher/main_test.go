@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,41 +21,127 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/internal/service"
 	"github.com/detourhq/detour/stream"
 )
 
-// startProcessor runs an embedded server and a processor with chainFile on
-// it until the test ends, and points the publisher at it.
+// startProcessor runs an embedded server and, on it, a processor process
+// with chainFile until the test ends, and points the publisher at it. The
+// processor is the real command, built once for the test binary: the
+// publisher is tested against what it talks to in production.
 func startProcessor(t *testing.T, chainFile string) {
 	t.Helper()
 	srv := natstest.Start(t)
-	nc, _ := natstest.Connect(t, srv)
-	file, err := config.Parse([]byte(chainFile), func(string) (string, bool) { return "", false })
-	if err != nil {
+	path := writeFile(t, "detour.yaml", chainFile)
+	cmd := exec.Command(processorBinary(t))
+	cmd.Dir = t.TempDir()
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DETOUR_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "DETOUR_NATS_URL="+srv.ClientURL(), "DETOUR_CONFIG="+path, "DETOUR_METRICS_ADDR=",
+		"DETOUR_DATA_DIR="+t.TempDir(), "DETOUR_WORKERS=8", "DETOUR_REPLICAS=1")
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	settings := config.Settings{
-		Workers: 8, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000,
-		RequestTTL: time.Hour, ResultTTL: time.Hour, ReplyPrefixes: []string{"detour.results.", "_INBOX."},
-		MaxPayload: 1 << 20, ShutdownTimeout: 5 * time.Second,
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := service.New(ctx, service.Options{Settings: settings, File: file, Conn: nc, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := p.Run(ctx); err != nil {
-			t.Errorf("processor: %v", err)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("processor output:\n%s", out.String())
 		}
 	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
 	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
+	waitServing(t, srv.ClientURL(), exited, &out)
+}
+
+// waitServing waits until a processor serves detour.ask (its consumers and
+// subjects are in place by then), failing the test if it exits first.
+func waitServing(t *testing.T, url string, exited <-chan error, out *syncBuffer) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := nc.Request("$SRV.PING.detour", nil, time.Second); err == nil {
+			return
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the processor exited (%v):\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no processor serving after a minute:\n%s", out.String())
+		}
+	}
+}
+
+// TestMain removes the processor binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// processorBinary builds ./cmd/processor once per test binary; the build
+// cache makes it cheap when the processor's own tests have built it.
+func processorBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "detour-publisher-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "processor")
+		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if out, err := exec.Command(goTool, "build", "-o", binPath, "../processor").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ../processor: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// syncBuffer collects a process's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func soloChain(url string) string {

@@ -1,0 +1,43 @@
+package operator
+
+import (
+	"sort"
+	"time"
+
+	"github.com/detourhq/detour/cmd/processor/internal/fleet"
+	"github.com/detourhq/detour/config"
+)
+
+// RunningFile is a chain file of the providers that running processors
+// announce (fleet.Discover), for the commands run where no chain file is at
+// hand, beside a demo for one: each provider's name, type, failure
+// threshold and longest cooldown, nothing else, sorted by name. Where
+// processors define a name differently, the definition with the shortest
+// longest cooldown counts, so that no processor cuts a trip short; one
+// that announces no longest cooldown is left out. nil when no processor
+// announced a provider.
+func RunningFile(instances []fleet.Instance) *config.File {
+	byName := map[string]config.Provider{}
+	for _, in := range instances {
+		for name, d := range in.Providers {
+			longest := time.Duration(d.LongestCooldownS) * time.Second
+			if longest <= 0 {
+				continue // announced by a processor too old to say it
+			}
+			p, seen := byName[name]
+			if seen && p.MaxCooldown <= longest {
+				continue
+			}
+			byName[name] = config.Provider{Name: name, Type: config.ProviderType(d.Type), FailureThreshold: d.FailureThreshold, MaxCooldown: longest}
+		}
+	}
+	if len(byName) == 0 {
+		return nil
+	}
+	file := &config.File{}
+	for _, p := range byName {
+		file.Providers = append(file.Providers, p)
+	}
+	sort.Slice(file.Providers, func(i, j int) bool { return file.Providers[i].Name < file.Providers[j].Name })
+	return file
+}

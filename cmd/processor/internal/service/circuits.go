@@ -1,0 +1,230 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/cmd/processor/internal/fleet"
+	"github.com/detourhq/detour/kvstate"
+)
+
+// circuitState is the chains' State: the provider-state store, with each
+// provider name mapped, at every call, to the circuit of this processor's
+// definition of it (kvstate.Store.CircuitOf): the plain name while its
+// definition holds the name, or none does, provider=<short fingerprint>
+// while another does. The chains keep the provider's name in results and
+// attempts; only the keys differ.
+//
+// The first failure recorded of a name that no definition holds claims it
+// for this processor's (kvstate.Store.Claim), before it is written: the
+// definition that first writes a circuit of the name holds its plain keys,
+// and healthy traffic writes nothing, the claim included.
+type circuitState struct {
+	store *kvstate.Store
+	// holders holds this processor's definition of each provider, as the
+	// holder of its name.
+	holders map[string]kvstate.Holder
+}
+
+var _ chain.State = circuitState{}
+
+func (c circuitState) circuit(provider string) string {
+	return c.store.CircuitOf(provider, c.holders[provider].Fingerprint)
+}
+
+func (c circuitState) Admit(ctx context.Context, provider string, now time.Time, lease time.Duration) chain.Admission {
+	return c.store.Admit(ctx, c.circuit(provider), now, lease)
+}
+
+func (c circuitState) ReleaseProbe(ctx context.Context, provider string, lease uint64) error {
+	return c.store.ReleaseProbe(ctx, c.circuit(provider), lease)
+}
+
+func (c circuitState) Cooling(provider string, now time.Time) (time.Time, bool) {
+	return c.store.Cooling(c.circuit(provider), now)
+}
+
+// RecordFailure claims provider's name when none holds it, and records the
+// failure whatever the claim did: a claim that fails leaves the name to
+// the plain circuit, which is where the failure then goes.
+func (c circuitState) RecordFailure(ctx context.Context, provider string, f chain.Failure) error {
+	var claimed error
+	if _, held := c.store.Holder(provider); !held {
+		claimed = c.store.Claim(ctx, provider, c.holders[provider])
+	}
+	return errors.Join(claimed, c.store.RecordFailure(ctx, c.circuit(provider), f))
+}
+
+func (c circuitState) RecordSuccess(ctx context.Context, provider string) error {
+	return c.store.RecordSuccess(ctx, c.circuit(provider))
+}
+
+// circuitKeeper keeps, at every fleet check, the circuits of this
+// processor's definitions:
+//   - a name held by a definition that no running processor announced at
+//     two checks in a row is taken over (kvstate.Store.TakeOver), which
+//     clears the old definition's plain keys, once the plain circuit is
+//     not cooling and this definition's own circuit is closed with no
+//     failure counted, so that the move loses nothing of either: after a
+//     rolling change of a provider's definition the plain name belongs to
+//     the new one within two checks of the old one's last processor's stop
+//     and of the end of its cooldown;
+//   - once this definition holds the name, its own provider=<short
+//     fingerprint> circuit is of no more use, and is cleared; so is any
+//     other definition's that no running processor announced at two
+//     checks in a row; neither while it cools.
+//
+// Two checks, not one: a processor that has just started may not answer
+// the first, and its circuit must not be lost for that. A cooling circuit
+// is never taken over nor cleared: its processors may be restarting, or
+// cut off from the others for a while, and its cooldown key ends by its
+// TTL whatever happens, so waiting costs nothing, while clearing it would
+// send the restarted processors to the failing endpoint again. A check
+// decides only when it was complete: no error, and nothing left out over
+// Discover's bounds (a forger filling them could otherwise hide a running
+// definition).
+type circuitKeeper struct {
+	store  *kvstate.Store
+	own    map[string]kvstate.Holder
+	now    func() time.Time
+	logger *slog.Logger
+	// kept is the circuit each provider kept at the last check; unheard
+	// holds the circuits of other definitions, and the holders (by
+	// heldKey), that no running processor announced at the last complete
+	// check.
+	kept    map[string]string
+	unheard map[string]bool
+}
+
+// round keeps the circuits after one check, which found others running;
+// complete says whether it may judge that a definition runs nowhere.
+func (k *circuitKeeper) round(ctx context.Context, others []fleet.Instance, complete bool) {
+	// What the last check did not hear of, and is there still, is cleared
+	// if this one does not either.
+	unheard := k.unheard
+	k.unheard = map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(k.own)) {
+		if err := k.keep(ctx, name, others, complete, unheard); err != nil && ctx.Err() == nil {
+			k.logger.Warn("keeping a provider's circuits failed; will try again", "provider", name, "err", err)
+		}
+		k.report(name)
+	}
+}
+
+// keep takes over provider's name for this processor's definition, and
+// clears circuits of no more use, as circuitKeeper says.
+func (k *circuitKeeper) keep(ctx context.Context, provider string, others []fleet.Instance, complete bool, unheard map[string]bool) error {
+	mine := k.own[provider].Fingerprint
+	own := kvstate.DefinitionCircuit(provider, mine)
+	h, held := k.store.Holder(provider)
+	gone := held && h.Fingerprint != mine && complete && !announced(others, provider, h.Fingerprint)
+	switch {
+	case gone && (!unheard[heldKey(provider, h)] || !k.unused(own) || k.cooling(provider)):
+		k.unheard[heldKey(provider, h)] = true // taken over if unheard at the next check too
+	case gone:
+		took, err := k.store.TakeOver(ctx, provider, k.own[provider])
+		if err != nil {
+			return err
+		}
+		if took {
+			k.logger.Info("this processor's definition of the provider takes its name's circuit over: no running processor runs the definition that held it, whose health, cooldown and probe were cleared",
+				"provider", provider, "was", h.Fingerprint+" "+h.Definition)
+		}
+	}
+	circuits := k.store.Circuits(provider)
+	if k.store.CircuitOf(provider, mine) == provider && slices.Contains(circuits, own) && !k.cooling(own) {
+		if err := k.store.Clear(ctx, own); err != nil {
+			return err
+		}
+	}
+	if !complete {
+		return nil
+	}
+	for _, c := range circuits {
+		_, short, ok := kvstate.SplitCircuit(c)
+		if !ok || short == "" || c == own || announcedShort(others, provider, short) {
+			continue
+		}
+		if !unheard[c] || k.cooling(c) {
+			k.unheard[c] = true // cleared if unheard, and not cooling, at the next check too
+			continue
+		}
+		if err := k.store.Clear(ctx, c); err != nil {
+			return err
+		}
+		k.logger.Info("cleared the circuit of a definition of the provider that no running processor runs", "provider", provider, "circuit", c)
+	}
+	return nil
+}
+
+// heldKey stands for the holder h of provider's name in unheard.
+func heldKey(provider string, h kvstate.Holder) string {
+	return kvstate.DefinitionKey(provider) + " " + h.Fingerprint
+}
+
+// unused reports whether circuit is closed with no failure counted: moving
+// off it loses nothing.
+func (k *circuitKeeper) unused(circuit string) bool {
+	h, _ := k.store.Health(circuit)
+	return k.store.State(circuit, k.now()) == kvstate.StateClosed && h.ConsecutiveFailures == 0
+}
+
+// cooling reports whether circuit is open: its cooldown runs.
+func (k *circuitKeeper) cooling(circuit string) bool {
+	_, cooling := k.store.Cooling(circuit, k.now())
+	return cooling
+}
+
+// report logs a change of the circuit that provider keeps: at warn when
+// another definition holds the name (a conflict), at info when this one
+// comes to hold it.
+func (k *circuitKeeper) report(provider string) {
+	circuit := k.store.CircuitOf(provider, k.own[provider].Fingerprint)
+	before, seen := k.kept[provider]
+	k.kept[provider] = circuit
+	switch {
+	case circuit == before:
+	case circuit != provider:
+		h, _ := k.store.Holder(provider)
+		k.logger.Warn("another definition of this provider name holds its circuit; this processor's definition keeps a circuit of its own",
+			"provider", provider, "circuit", circuit, "holder", h.Fingerprint+" "+h.Definition)
+	case seen:
+		k.logger.Info("this processor's definition of the provider now holds its name's circuit", "provider", provider, "was", before)
+	}
+}
+
+// announced reports whether any of instances runs provider as the
+// definition with fingerprint.
+func announced(instances []fleet.Instance, provider, fingerprint string) bool {
+	return slices.ContainsFunc(instances, func(in fleet.Instance) bool {
+		d, ok := in.Providers[provider]
+		return ok && d.Fingerprint == fingerprint
+	})
+}
+
+// announcedShort reports whether any of instances runs provider as a
+// definition whose circuit name carries short.
+func announcedShort(instances []fleet.Instance, provider, short string) bool {
+	return slices.ContainsFunc(instances, func(in fleet.Instance) bool {
+		d, ok := in.Providers[provider]
+		return ok && kvstate.DefinitionCircuit(provider, d.Fingerprint) == provider+"="+short
+	})
+}
+
+// knownCircuits is what the metrics and the status page report besides the
+// bucket's other names: every provider of the chain file, and the circuit
+// this processor's definition of each keeps now.
+func knownCircuits(providers []string, state circuitState) []string {
+	out := slices.Clone(providers)
+	for _, p := range providers {
+		if c := state.circuit(p); c != p {
+			out = append(out, c)
+		}
+	}
+	return out
+}
