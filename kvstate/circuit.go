@@ -167,13 +167,7 @@ func (s *Store) Claim(ctx context.Context, provider string, h Holder) error {
 	if err != nil {
 		return fmt.Errorf("kvstate: encoding %s: %w", key, err)
 	}
-	rev, err := s.kv.Create(ctx, key, data)
-	if bucketGone(err) {
-		if err := s.recreateBucket(ctx); err != nil {
-			return fmt.Errorf("kvstate: creating %s: %w", key, err)
-		}
-		rev, err = s.kv.Create(ctx, key, data)
-	}
+	rev, err := s.create(ctx, key, data)
 	if err == nil {
 		s.keep(func(m *mirror) bool { return m.definitions.set(provider, h, rev) })
 		return nil

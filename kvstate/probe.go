@@ -87,10 +87,7 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 	if err != nil {
 		return chain.Admission{Until: p.Until}
 	}
-	rev, err := s.kv.Create(ctx, ProbeKey(provider), data, jetstream.KeyTTL(lease))
-	if bucketGone(err) && s.recreateBucket(ctx) == nil {
-		rev, err = s.kv.Create(ctx, ProbeKey(provider), data, jetstream.KeyTTL(lease))
-	}
+	rev, err := s.create(ctx, ProbeKey(provider), data, jetstream.KeyTTL(lease))
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		rev, err = s.takeOverLapsed(ctx, provider, data, now, lease)
 	}

@@ -34,6 +34,21 @@ func bucketGone(err error) bool {
 		errors.Is(err, jetstream.ErrBucketNotFound)
 }
 
+// create is kv.Create that, finding the bucket gone, creates the bucket
+// again (recreateBucket) and the key on it, once: a single write must not
+// be lost to a deleted bucket. An error of the re-creation is returned as
+// the create's.
+func (s *Store) create(ctx context.Context, key string, data []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	rev, err := s.kv.Create(ctx, key, data, opts...)
+	if !bucketGone(err) {
+		return rev, err
+	}
+	if err := s.recreateBucket(ctx); err != nil {
+		return 0, err
+	}
+	return s.kv.Create(ctx, key, data, opts...)
+}
+
 // recreateBucket creates the bucket again, with OpenBucket as at start, after
 // a write or the watch found it gone: once for every caller that finds it gone
 // at once, and only if it is still gone (another processor may have been
