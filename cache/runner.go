@@ -13,7 +13,6 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/logs"
-	"github.com/detourhq/detour/internal/metrics"
 )
 
 // maxClockSkew is how far in the future of this processor's clock an
@@ -49,9 +48,22 @@ type Config struct {
 	Now func() time.Time
 	// Logger reports cache reads and writes that failed; nil discards.
 	Logger *slog.Logger
-	// Metrics counts hits, misses and stale answers; nil counts nothing.
-	Metrics *metrics.Metrics
+	// Observer is told how the cache took part in each request; nil tells
+	// nobody.
+	Observer Observer
 }
+
+// Observer is told how the cache took part in a request of chain (hit,
+// miss or stale), for metrics: the processor's metrics implement it from
+// outside, so cache never imports them. It must not block.
+type Observer interface {
+	Cache(chain string, status chain.CacheStatus)
+}
+
+// nobody observes nothing: the Observer of a Runner given none.
+type nobody struct{}
+
+func (nobody) Cache(string, chain.CacheStatus) {}
 
 // Runner answers a chain's requests from the cache when it can, runs the
 // chain otherwise and stores what may be kept. It implements the same Run
@@ -76,6 +88,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nobody{}
 	}
 	cfg.Logger = logs.OrDiscard(cfg.Logger).With("chain", cfg.Chain)
 	return &Runner{cfg: cfg}, nil
@@ -143,7 +158,7 @@ func (r *Runner) follow(req *chain.Request, o outcome) chain.Result {
 		res.Cache, res.AgeS, res.Attempts, res.LatencyMs, res.Cost = chain.CacheHit, 0, []chain.Attempt{}, 0, nil
 	}
 	if o.err == nil {
-		r.cfg.Metrics.Cache(r.cfg.Chain, string(res.Cache))
+		r.cfg.Observer.Cache(r.cfg.Chain, res.Cache)
 	}
 	return res
 }
@@ -173,7 +188,7 @@ func (r *Runner) lookup(ctx context.Context, key string, req chain.Request) (cha
 		found = false
 	}
 	if found && !req.Cache.NoCache && e.Fresh(now) {
-		r.cfg.Metrics.Cache(r.cfg.Chain, string(chain.CacheHit))
+		r.cfg.Observer.Cache(r.cfg.Chain, chain.CacheHit)
 		return r.hit(req, e, now), nil
 	}
 	if found {
@@ -181,11 +196,11 @@ func (r *Runner) lookup(ctx context.Context, key string, req chain.Request) (cha
 	}
 	res, err := r.cfg.Next.Run(ctx, &req)
 	if err == nil && res.Cache == chain.CacheStale {
-		r.cfg.Metrics.Cache(r.cfg.Chain, string(chain.CacheStale))
+		r.cfg.Observer.Cache(r.cfg.Chain, chain.CacheStale)
 		return res, nil
 	}
 	res.Cache = chain.CacheMiss
-	r.cfg.Metrics.Cache(r.cfg.Chain, string(chain.CacheMiss))
+	r.cfg.Observer.Cache(r.cfg.Chain, chain.CacheMiss)
 	if err == nil && readable && r.storable(res, req) {
 		r.store(ctx, key, rev, res)
 	}

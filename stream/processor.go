@@ -18,7 +18,6 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/logs"
-	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/wire"
 )
@@ -75,8 +74,9 @@ type ProcessorConfig struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Metrics records outcomes; nil records nothing.
-	Metrics *metrics.Metrics
+	// Observer is told each delivery's outcome, for metrics; nil tells
+	// nobody.
+	Observer Observer
 	// Repair recreates the results stream when storing a result finds it
 	// gone; nil leaves the answers retrying until someone else does.
 	Repair *Repairer
@@ -141,6 +141,9 @@ func NewProcessor(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cf
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = nobody{}
+	}
 	cfg.Logger = logs.OrDiscard(cfg.Logger)
 	results, err := js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
@@ -167,13 +170,13 @@ func (p *Processor) Handle(ctx context.Context, chainName string, msg jetstream.
 	if !ok {
 		p.cfg.Logger.Info("a request being worked on here was delivered again; handing it back", "chain", chainName,
 			"seq", meta.Sequence.Stream, "deliveries", meta.NumDelivered)
-		d.nak(d.backoff(), metrics.NakError)
+		d.nak(d.backoff(), NakError)
 		return
 	}
 	defer p.seqs.end(meta.Sequence.Stream)
 	d.settledHere = settled
-	p.cfg.Metrics.InFlight(1)
-	defer p.cfg.Metrics.InFlight(-1)
+	p.cfg.Observer.InFlight(1)
+	defer p.cfg.Observer.InFlight(-1)
 	// Admitting and running are siblings rather than one function: what the
 	// admission needs is off the stack while a provider is waited on (see
 	// chain.Chain.Run).
@@ -250,12 +253,12 @@ func (d *delivery) admit(ctx context.Context) Runner {
 			// store would, or such requests go round until a first
 			// delivery happens to fail a store.
 			d.p.resultStored(ctx, err)
-			d.nak(retryDelayBase, metrics.NakError)
+			d.nak(retryDelayBase, NakError)
 			return nil
 		}
 		if answered {
 			_ = d.msg.Ack()
-			d.p.cfg.Metrics.Settled(d.chain, metrics.OutcomeAlreadyAnswered)
+			d.p.cfg.Observer.Settled(d.chain, OutcomeAlreadyAnswered)
 			return nil
 		}
 	}
@@ -292,7 +295,7 @@ func (d *delivery) run(ctx context.Context, runner Runner) {
 func (d *delivery) unrunnable(ctx, runCtx context.Context, err error) {
 	switch {
 	case ctx.Err() != nil:
-		d.nak(0, metrics.NakShutdown)
+		d.nak(0, NakShutdown)
 	case runCtx.Err() != nil:
 		d.expire(ctx, nil)
 	default:
@@ -304,8 +307,8 @@ func (d *delivery) unrunnable(ctx, runCtx context.Context, err error) {
 // back to be retried, or expired.
 func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 	d.annotate(res)
-	d.p.cfg.Metrics.Attempts(res.Attempts)
-	d.p.cfg.Metrics.Usage(*res)
+	d.p.cfg.Observer.Attempts(res.Attempts)
+	d.p.cfg.Observer.Usage(*res)
 	var exhausted *chain.ExhaustedError
 	switch {
 	case err == nil:
@@ -321,7 +324,7 @@ func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 		d.retryLater(ctx, *res, exhausted)
 	case ctx.Err() != nil:
 		// Shutdown: hand the request to another processor at once.
-		d.nak(0, metrics.NakShutdown)
+		d.nak(0, NakShutdown)
 	default: // the request's own deadline ended the run
 		d.expire(ctx, res.Attempts)
 	}
@@ -382,12 +385,12 @@ func (d *delivery) annotate(res *chain.Result) {
 func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.ExhaustedError) {
 	delay := retryDelay(ex, d.backoff(), time.Duration(rand.Int64N(int64(reopenJitter))), d.p.cfg.Now(), d.deadline())
 	d.log().Info("no provider answered; retrying later", "delay", delay, "all_cooling", ex.AllCooling, "undecided", ex.Undecided, "deliveries", d.meta.NumDelivered)
-	reason := metrics.NakFailures
+	reason := NakFailures
 	switch {
 	case ex.AllCooling:
-		reason = metrics.NakAllCooling
+		reason = NakAllCooling
 	case ex.Undecided:
-		reason = metrics.NakUndecided
+		reason = NakUndecided
 	}
 	d.nak(delay, reason)
 }
@@ -423,15 +426,15 @@ func (d *delivery) backoff() time.Duration {
 }
 
 // nak hands the delivery back, after delay (none when zero), and counts why.
-func (d *delivery) nak(delay time.Duration, reason metrics.NakReason) {
+func (d *delivery) nak(delay time.Duration, reason NakReason) {
 	if delay > 0 {
 		_ = d.msg.NakWithDelay(delay)
 	} else {
 		_ = d.msg.Nak()
 	}
-	d.p.cfg.Metrics.Nak(d.chain, reason)
-	d.p.cfg.Metrics.Settled(d.chain, metrics.OutcomeRetry)
-	if reason == metrics.NakShutdown {
+	d.p.cfg.Observer.Nak(d.chain, reason)
+	d.p.cfg.Observer.Settled(d.chain, OutcomeRetry)
+	if reason == NakShutdown {
 		d.p.handBack()
 	}
 }
@@ -556,8 +559,8 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 		err := d.p.dlq.Publish(ctx, letter)
 		if err == nil {
 			d.log().Warn("dead-lettered", "reason", reason, "err", cause)
-			d.p.cfg.Metrics.DeadLetter(d.chain, reason)
-			d.p.cfg.Metrics.Settled(d.chain, metrics.DeadLettered(reason))
+			d.p.cfg.Observer.DeadLetter(d.chain, reason)
+			d.p.cfg.Observer.Settled(d.chain, DeadLettered(reason))
 			return true
 		}
 		if n := d.meta.NumDelivered; sparse(n) && sparse(try) { // an outage logs a few lines per request
@@ -583,9 +586,9 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 		}
 	}
 	if ctx.Err() != nil {
-		d.nak(0, metrics.NakShutdown)
+		d.nak(0, NakShutdown)
 	} else {
-		d.nak(d.backoff(), metrics.NakError)
+		d.nak(d.backoff(), NakError)
 	}
 	return false
 }

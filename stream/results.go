@@ -14,7 +14,6 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -38,13 +37,13 @@ func (d *delivery) answer(ctx context.Context, res *chain.Result) {
 		return
 	}
 	_ = d.msg.Ack()
-	outcome := metrics.OutcomeOK
+	outcome := OutcomeOK
 	if res.Degraded {
-		outcome = metrics.OutcomeDegraded
+		outcome = OutcomeDegraded
 	}
-	d.p.cfg.Metrics.Settled(d.chain, outcome)
+	d.p.cfg.Observer.Settled(d.chain, outcome)
 	now := d.p.cfg.Now()
-	d.p.cfg.Metrics.Answered(d.chain, now.Sub(d.meta.Timestamp), now, res.Degraded)
+	d.p.cfg.Observer.Answered(d.chain, now.Sub(d.meta.Timestamp), now, res.Degraded)
 }
 
 // answeredElsewhere acks a delivery whose result, of status, was not stored
@@ -53,7 +52,7 @@ func (d *delivery) answeredElsewhere(status chain.Status) {
 	d.log().Info("another delivery answered the request meanwhile; its result stands, and this one is neither stored nor replied",
 		"status", status, "deliveries", d.meta.NumDelivered)
 	_ = d.msg.Ack()
-	d.p.cfg.Metrics.Settled(d.chain, metrics.OutcomeAlreadyAnswered)
+	d.p.cfg.Observer.Settled(d.chain, OutcomeAlreadyAnswered)
 }
 
 // unstored settles a delivery whose answer keep could not store after
@@ -67,7 +66,7 @@ func (d *delivery) unstored(ctx context.Context, res *chain.Result, attempts int
 		res.Content = ""
 		d.fail(ctx, deadletter.ReasonTooLarge, *res, err)
 	case ctx.Err() != nil: // shutdown: another processor takes it at once
-		d.nak(0, metrics.NakShutdown)
+		d.nak(0, NakShutdown)
 	default:
 		d.log().Error("publishing result; the request expires before its answer can be stored", "attempts", attempts, "err", err)
 		// A failed result names no answer (results.md): only what was

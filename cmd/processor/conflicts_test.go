@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/service"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/natstest"
 )
 

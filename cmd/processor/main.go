@@ -21,10 +21,10 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/cmd/processor/internal/demo"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/service"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/buildinfo"
-	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/natsconn"
 )
 

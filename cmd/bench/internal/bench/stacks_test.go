@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/detourhq/detour/internal/metrics"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func TestProcessorMemoryReadsTheGoCollectorsMetrics(t *testing.T) {
-	srv := httptest.NewServer(metrics.New().Handler(nil))
+	srv := httptest.NewServer(promhttp.Handler())
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	first, err := processorMemory(t.Context(), addr)

@@ -13,10 +13,10 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/service"
 	"github.com/detourhq/detour/cmd/processor/internal/statuspage"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/wire"
 )

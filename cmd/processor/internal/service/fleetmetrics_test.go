@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/service"
-	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/kvstate"
 )
 

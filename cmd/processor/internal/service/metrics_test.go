@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/service"
-	"github.com/detourhq/detour/internal/metrics"
 )
 
 // TestMetricsCountWhatHappened runs the outage scenario with metrics on and

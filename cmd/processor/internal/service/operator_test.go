@@ -13,10 +13,10 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/operator"
 	"github.com/detourhq/detour/cmd/processor/internal/service"
 	"github.com/detourhq/detour/cmd/processor/internal/statuspage"
-	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/kvstate"
 )
 

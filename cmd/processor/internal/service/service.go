@@ -21,11 +21,11 @@ import (
 	"github.com/detourhq/detour/cmd/processor/internal/ask"
 	"github.com/detourhq/detour/cmd/processor/internal/chains"
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/serverclock"
 	"github.com/detourhq/detour/cmd/processor/internal/statuspage"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/logs"
-	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/stream"
@@ -170,7 +170,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	handler, err := stream.NewProcessor(ctx, opts.Conn, js, stream.ProcessorConfig{
 		Chains: runners, ReplyPrefixes: s.ReplyPrefixes, MaxPayload: s.MaxPayload,
 		RequestTTL: s.RequestTTL, AckWait: s.AckWait, MaxInvalidDeliveries: s.MaxInvalidDeliveries,
-		Logger: opts.Logger, Metrics: opts.Metrics, Repair: repair, Health: health, Now: clock.Now,
+		Logger: opts.Logger, Observer: opts.Metrics, Repair: repair, Health: health, Now: clock.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -337,7 +337,7 @@ func cachedRunners(opts Options, built map[string]*chain.Chain, store *cache.Sto
 		}
 		r, err := cache.New(cache.Config{
 			Chain: name, Next: c, Store: store, Settings: cache.Settings{TTL: settings.TTL, StaleTTL: settings.StaleTTL},
-			Providers: opts.File.Chains[name], Rules: rules, Logger: opts.Logger, Metrics: opts.Metrics, Now: now,
+			Providers: opts.File.Chains[name], Rules: rules, Logger: opts.Logger, Observer: opts.Metrics, Now: now,
 		})
 		if err != nil {
 			return nil, err

@@ -13,8 +13,8 @@ import (
 const keptEvents = 20
 
 // Handler serves what DETOUR_METRICS_ADDR offers: /metrics, /healthz and
-// /readyz (internal/metrics, /readyz from Ready) and the live status page
-// on / with its data on /status.json (internal/statuspage).
+// /readyz (the metrics package, /readyz from Ready) and the live status page
+// on / with its data on /status.json (statuspage).
 func (p *Processor) Handler() http.Handler {
 	mux := http.NewServeMux()
 	m := p.opts.Metrics.Handler(p.Ready)

@@ -15,9 +15,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/operator"
 	"github.com/detourhq/detour/cmd/processor/internal/service"
-	"github.com/detourhq/detour/internal/metrics"
 )
 
 // TestStatusPage loads / in headless Chromium while a provider fails: the

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
-	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/kvstate"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/statuspage"
-	"github.com/detourhq/detour/internal/metrics"
 	"github.com/detourhq/detour/kvstate"
 )
 

@@ -9,8 +9,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/detourhq/detour/cache"
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/stream"
+)
+
+// Metrics observes the consume loop and the response cache from outside,
+// through the interfaces they declare.
+var (
+	_ stream.Observer = (*Metrics)(nil)
+	_ cache.Observer  = (*Metrics)(nil)
 )
 
 // Metrics holds every collector detour exports, on its own registry.
@@ -46,7 +55,7 @@ func New() *Metrics {
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "detour_requests_total",
-			Help: fmt.Sprintf("Deliveries settled, by chain and outcome (%s).", list(Outcomes())),
+			Help: fmt.Sprintf("Deliveries settled, by chain and outcome (%s).", list(stream.Outcomes())),
 		}, []string{"chain", "outcome"}),
 		providerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "detour_provider_calls_total",
@@ -72,7 +81,7 @@ func New() *Metrics {
 		}, []string{"chain"}),
 		naks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "detour_naks_total",
-			Help: fmt.Sprintf("Deliveries handed back, by chain and reason (%s).", list(NakReasons())),
+			Help: fmt.Sprintf("Deliveries handed back, by chain and reason (%s).", list(stream.NakReasons())),
 		}, []string{"chain", "reason"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "detour_dead_letters_total",
@@ -104,7 +113,7 @@ func New() *Metrics {
 }
 
 // Settled counts a delivery's outcome.
-func (m *Metrics) Settled(chainName string, outcome Outcome) {
+func (m *Metrics) Settled(chainName string, outcome stream.Outcome) {
 	if m != nil {
 		m.requests.WithLabelValues(labelValue(chainName), string(outcome)).Inc()
 	}
@@ -140,7 +149,7 @@ func (m *Metrics) Answered(chainName string, sincePublished time.Duration, now t
 }
 
 // Nak counts a delivery handed back for later.
-func (m *Metrics) Nak(chainName string, reason NakReason) {
+func (m *Metrics) Nak(chainName string, reason stream.NakReason) {
 	if m != nil {
 		m.naks.WithLabelValues(labelValue(chainName), string(reason)).Inc()
 	}
@@ -169,8 +178,8 @@ func (m *Metrics) InFlight(delta int) {
 
 // Cache counts a request of a chain with a response cache by how the cache
 // took part: "hit", "miss" or "stale".
-func (m *Metrics) Cache(chainName, result string) {
+func (m *Metrics) Cache(chainName string, result chain.CacheStatus) {
 	if m != nil {
-		m.cache.WithLabelValues(labelValue(chainName), labelValue(result)).Inc()
+		m.cache.WithLabelValues(labelValue(chainName), labelValue(string(result))).Inc()
 	}
 }

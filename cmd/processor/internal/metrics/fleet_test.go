@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/kvstate/kvstatetest"

@@ -1,12 +1,44 @@
-package metrics
+package stream
 
 import (
-	"strings"
-	"unicode/utf8"
+	"time"
 
+	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/internal/text"
 )
+
+// Observer is told what the consume loop does with each delivery, for
+// metrics: the processor's metrics implement it from outside, so stream
+// never imports them. Its methods are called from every worker at once
+// and must not block.
+type Observer interface {
+	// Settled counts a delivery's outcome.
+	Settled(chain string, outcome Outcome)
+	// Attempts reports a run's provider calls and skips.
+	Attempts(attempts []chain.Attempt)
+	// Usage reports an answer's tokens and cost.
+	Usage(res chain.Result)
+	// Answered reports a result stored now, sincePublished after its
+	// request was published.
+	Answered(chain string, sincePublished time.Duration, now time.Time, degraded bool)
+	// Nak reports a delivery handed back for later.
+	Nak(chain string, reason NakReason)
+	// DeadLetter reports a dead-lettered request.
+	DeadLetter(chain string, reason deadletter.Reason)
+	// InFlight moves the count of deliveries being worked on by delta.
+	InFlight(delta int)
+}
+
+// nobody observes nothing: the Observer of a processor given none.
+type nobody struct{}
+
+func (nobody) Settled(string, Outcome)                         {}
+func (nobody) Attempts([]chain.Attempt)                        {}
+func (nobody) Usage(chain.Result)                              {}
+func (nobody) Answered(string, time.Duration, time.Time, bool) {}
+func (nobody) Nak(string, NakReason)                           {}
+func (nobody) DeadLetter(string, deadletter.Reason)            {}
+func (nobody) InFlight(int)                                    {}
 
 // Outcome is how a delivery was settled: the outcome label of
 // detour_requests_total. Its values are those below and, for a request
@@ -70,30 +102,4 @@ const (
 // NakReasons lists every NAK reason.
 func NakReasons() []NakReason {
 	return []NakReason{NakAllCooling, NakUndecided, NakFailures, NakShutdown, NakError}
-}
-
-// list joins label values for a help text: "a, b, c".
-func list[T ~string](values []T) string {
-	s := make([]string, len(values))
-	for i, v := range values {
-		s[i] = string(v)
-	}
-	return strings.Join(s, ", ")
-}
-
-// maxLabelLen bounds a label value taken from outside data, in bytes. A
-// model name comes from a provider's answer, and one of a megabyte would be
-// kept in every series it labels.
-const maxLabelLen = 128
-
-// labelValue makes s fit to be a label value. The registry panics on a
-// value that is not valid UTF-8, and chain, provider and model names reach
-// the labels from outside (the chain file, a provider's answer): a panic
-// while a delivery is settled would stop the processor, so bytes that are
-// not UTF-8 become U+FFFD, and a value past maxLabelLen is cut (text.Cut).
-func labelValue(s string) string {
-	if len(s) <= maxLabelLen && utf8.ValidString(s) {
-		return s
-	}
-	return text.Cut(strings.ToValidUTF8(s, "\uFFFD"), maxLabelLen)
 }

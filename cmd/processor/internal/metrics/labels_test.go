@@ -8,8 +8,9 @@ import (
 	"testing"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/deadletter"
-	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/stream"
 )
 
 // TestLabelValues pins every label value: dashboards and alerts select on
@@ -17,14 +18,14 @@ import (
 func TestLabelValues(t *testing.T) {
 	outcomes := []string{"ok", "degraded", "retry", "already_answered",
 		"bad_request", "bad_reply_subject", "too_large", "expired", "poison", "invalid_output"}
-	if got := strs(metrics.Outcomes()); !slices.Equal(got, outcomes) {
+	if got := strs(stream.Outcomes()); !slices.Equal(got, outcomes) {
 		t.Errorf("Outcomes() = %v, want %v", got, outcomes)
 	}
 	naks := []string{"all_cooling", "undecided", "failures", "shutdown", "error"}
-	if got := strs(metrics.NakReasons()); !slices.Equal(got, naks) {
+	if got := strs(stream.NakReasons()); !slices.Equal(got, naks) {
 		t.Errorf("NakReasons() = %v, want %v", got, naks)
 	}
-	if got := metrics.DeadLettered(deadletter.ReasonExpired); got != "expired" {
+	if got := stream.DeadLettered(deadletter.ReasonExpired); got != "expired" {
 		t.Errorf("DeadLettered(expired) = %q, want the reason itself", got)
 	}
 }
@@ -33,10 +34,10 @@ func TestLabelValues(t *testing.T) {
 // names every value its label takes, and that the values count.
 func TestHelpListsLabelValues(t *testing.T) {
 	m := metrics.New()
-	for _, o := range metrics.Outcomes() {
+	for _, o := range stream.Outcomes() {
 		m.Settled("default", o)
 	}
-	for _, r := range metrics.NakReasons() {
+	for _, r := range stream.NakReasons() {
 		m.Nak("default", r)
 	}
 	for _, r := range deadletter.Reasons() {
@@ -47,8 +48,8 @@ func TestHelpListsLabelValues(t *testing.T) {
 		name, label string
 		values      []string
 	}{
-		{"detour_requests_total", "outcome", strs(metrics.Outcomes())},
-		{"detour_naks_total", "reason", strs(metrics.NakReasons())},
+		{"detour_requests_total", "outcome", strs(stream.Outcomes())},
+		{"detour_naks_total", "reason", strs(stream.NakReasons())},
 		{"detour_dead_letters_total", "reason", strs(deadletter.Reasons())},
 	}
 	for _, c := range cases {
@@ -104,8 +105,8 @@ func strs[T ~string](values []T) []string {
 // any length is cut at 128 bytes, marked "…".
 func TestLabelValuesFromOutsideAreMadeValid(t *testing.T) {
 	m := metrics.New()
-	m.Settled("c\xff", metrics.OutcomeOK)
-	m.Nak("c\xff", metrics.NakFailures)
+	m.Settled("c\xff", stream.OutcomeOK)
+	m.Nak("c\xff", stream.NakFailures)
 	m.Attempts([]chain.Attempt{{Provider: "p\xff", Outcome: chain.OutcomeFailed, Class: chain.ClassNetwork}})
 	m.Usage(chain.Result{Status: chain.StatusOK, Provider: "p\xff", Model: "m\xff", Usage: chain.Usage{PromptTokens: 1}})
 	long := strings.Repeat("é", 100) // 200 bytes
@@ -117,6 +118,27 @@ func TestLabelValuesFromOutsideAreMadeValid(t *testing.T) {
 		`detour_provider_calls_total{class="network",provider="p` + "\uFFFD" + `"} 1`,
 		`detour_tokens_total{kind="prompt",model="m` + "\uFFFD" + `",provider="p` + "\uFFFD" + `"} 1`,
 		`detour_tokens_total{kind="prompt",model="` + long[:128] + `…",provider="p"} 1`,
+	} {
+		if line(text, series) == "" {
+			t.Errorf("no series %s in\n%s", series, text)
+		}
+	}
+}
+
+// TestCacheCountsByResult: detour_cache_total counts each request of a
+// chain with a response cache by how the cache took part, as the cache's
+// Runner tells its Observer.
+func TestCacheCountsByResult(t *testing.T) {
+	m := metrics.New()
+	m.Cache("c", chain.CacheMiss)
+	m.Cache("c", chain.CacheHit)
+	m.Cache("c", chain.CacheHit)
+	m.Cache("c", chain.CacheStale)
+	text := scrape(t, m)
+	for _, series := range []string{
+		`detour_cache_total{chain="c",result="hit"} 2`,
+		`detour_cache_total{chain="c",result="miss"} 1`,
+		`detour_cache_total{chain="c",result="stale"} 1`,
 	} {
 		if line(text, series) == "" {
 			t.Errorf("no series %s in\n%s", series, text)

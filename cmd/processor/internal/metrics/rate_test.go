@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 )
 
 // TestRates counts answers of the last minute, the current second left

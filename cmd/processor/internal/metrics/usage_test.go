@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/internal/metrics"
+	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 )
 
 // TestUsageCountsOnlyWhatWasPaidFor: an answer from a provider counts its
