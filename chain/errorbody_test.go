@@ -54,7 +54,7 @@ type bodyCase struct {
 }
 
 // TestErrorBodyClassTable runs every row of the body table (chain's
-// bodyRules, README's "What happens to a request") through both adapters
+// bodyRules, docs/failures.md's "Reading the error body") through both adapters
 // against the real fake server: the class, the status code kept, the
 // upstream message kept, and what must never be repeated.
 func TestErrorBodyClassTable(t *testing.T) {

@@ -51,7 +51,7 @@ type Failure struct {
 	Started time.Time
 	// CooldownFor, when positive, opens a cooldown of exactly this length
 	// at once (auth failures, a Retry-After longer than max_retry_wait;
-	// DESIGN.md), also when this failure reaches the threshold.
+	// docs/failures.md, Cooldowns), also when this failure reaches the threshold.
 	CooldownFor time.Duration
 	Policy      CooldownPolicy
 }

@@ -12,10 +12,11 @@ import (
 )
 
 // A provider name that running processors define differently keeps one
-// circuit per definition (DESIGN.md §5). The definition that holds the
-// name, as <provider>.definition records it, keeps the plain keys
-// <provider>.health, .cooldown and .probe; any other keeps them under its
-// circuit name, <provider>=<the first 8 hex digits of its fingerprint>.
+// circuit per definition (docs/state.md, "One circuit per definition"). The
+// definition that holds the name, as <provider>.definition records it, keeps
+// the plain keys <provider>.health, .cooldown and .probe; any other keeps
+// them under its circuit name, <provider>=<the first 8 hex digits of its
+// fingerprint>.
 // "=" is a character KV keys allow (nats.go's validKeyRe,
 // [-/_=.a-zA-Z0-9]) and provider names do not (config.ValidName,
 // [A-Za-z0-9_-]), so no provider name is another's circuit.

@@ -267,7 +267,7 @@ func TestAfterFailureAfterShortCooldownFor(t *testing.T) {
 
 // TestAfterFailureAtTheThresholdKeepsItsOwnCooldown: a failure that asks
 // for a cooldown of its own (a wait hint, auth) opens exactly that one
-// (DESIGN.md: "a cooldown of exactly that length"), also when it is the
+// (docs/failures.md, Cooldowns: "opens exactly that cooldown"), also when it is the
 // failure that reaches the threshold: a provider that keeps answering
 // Retry-After: 30 is asked again every 30 s, as it says.
 func TestAfterFailureAtTheThresholdKeepsItsOwnCooldown(t *testing.T) {
@@ -385,8 +385,8 @@ func TestTripRunning(t *testing.T) {
 // TestAfterFailureInHalfOpenTrips: a provider tripped by a failure that
 // asked for a cooldown of its own (a wait hint, auth) is below its
 // threshold when that cooldown ends. Its probe's failure must still open
-// the next, longer cooldown (DESIGN.md §5: "failure opens the next, longer
-// cooldown"); counting up to the threshold again would let one probe after
+// the next, longer cooldown (docs/failures.md, Cooldowns: "a counted failure
+// opens the next, longer cooldown"); counting up to the threshold again would let one probe after
 // another reach a provider known to be down.
 func TestAfterFailureInHalfOpenTrips(t *testing.T) {
 	p := policy(5, 5*time.Second, time.Hour, time.Hour)

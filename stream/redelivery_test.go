@@ -434,8 +434,8 @@ func TestADeliveryOfARequestBeingWorkedOnCallsNothing(t *testing.T) {
 }
 
 // TestAFailedResultThatCannotBeStoredIsKept: a request dead-lettered while
-// the results stream refuses writes still gets its failed result (DESIGN.md
-// §6: no waiting client is left without an answer). The worker keeps the
+// the results stream refuses writes still gets its failed result: no waiting
+// client is left without an answer (docs/failures.md, Dead letters). The worker keeps the
 // delivery and retries the result, as it does an answer, and terminates the
 // request once the result is stored; the dead letter is stored once.
 func TestAFailedResultThatCannotBeStoredIsKept(t *testing.T) {

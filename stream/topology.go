@@ -295,7 +295,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, want jetstream.
 	cur := c.CachedInfo().Config
 	cfg := cur
 	cfg.Description, cfg.FilterSubject, cfg.AckPolicy, cfg.MaxDeliver = want.Description, want.FilterSubject, want.AckPolicy, want.MaxDeliver
-	cfg.BackOff = nil // it would skew NakWithDelay (DESIGN §2)
+	cfg.BackOff = nil // it would skew NakWithDelay's delays (docs/failures.md, "When no provider answers")
 	cfg.AckWait = max(cur.AckWait, want.AckWait)
 	if cfg.AckWait != want.AckWait {
 		kept("consumer %s keeps its AckWait of %s, longer than this processor's %s: this processor's heartbeats come more often than needed",
@@ -319,10 +319,10 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, want jetstream.
 // served reports whether a processor serves the chain of a requests
 // subject: its consumer has a pull waiting or a delivery unacknowledged.
 // The subject of a chain no processor serves any more is left out, so that
-// a publish to it fails at once (DESIGN §2) rather than wait for a
-// processor that may never come; what it holds stays, for its consumer. A
-// chain whose processor is between two pulls at that moment is put back by
-// that processor's next check (Repairer).
+// a publish to it fails at once (docs/README.md, "Subjects and streams")
+// rather than wait for a processor that may never come; what it holds
+// stays, for its consumer. A chain whose processor is between two pulls at
+// that moment is put back by that processor's next check (Repairer).
 func served(ctx context.Context, js jetstream.JetStream, subject string) bool {
 	chainName, ok := strings.CutPrefix(subject, wire.RequestsPrefix)
 	if !ok {

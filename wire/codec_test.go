@@ -212,7 +212,7 @@ func TestDecodeRequestID(t *testing.T) {
 	}{
 		{name: "field", body: `{"id":"abc",` + msgs + `}`, header: hdr(nats.MsgIdHdr, "hdr-id"), seq: 9, wantID: "abc"},
 		{name: "msg id header", body: `{` + msgs + `}`, header: hdr(nats.MsgIdHdr, "hdr-id"), seq: 9, wantID: "hdr-id"},
-		// An id given empty is not a subject token (DESIGN.md); one left
+		// An id given empty is not a subject token (docs/requests.md, id); one left
 		// out, or null, falls back to the header.
 		{name: "empty field", body: `{"id":"",` + msgs + `}`, header: hdr(nats.MsgIdHdr, "hdr-id"), seq: 9, wantErr: true},
 		{name: "null field falls back to header", body: `{"id":null,` + msgs + `}`, header: hdr(nats.MsgIdHdr, "hdr-id"), seq: 9, wantID: "hdr-id"},

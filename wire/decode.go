@@ -130,7 +130,7 @@ func invalidUTF8At(data []byte) int {
 	return len(data)
 }
 
-// errEmptyID refuses an id given as "": no subject token (DESIGN.md),
+// errEmptyID refuses an id given as "": no subject token (docs/requests.md, id),
 // where one left out falls back to Nats-Msg-Id or the sequence.
 var errEmptyID = fmt.Errorf("%w: id must not be empty; leave it out to be named by Nats-Msg-Id or the stream sequence", ErrBadRequest)
 

@@ -475,7 +475,7 @@ func TestInterruptedSummaryAgreesWithItself(t *testing.T) {
 	}
 }
 
-// TestExamples: the README's example requests file and schema are read as
+// TestExamples: the example requests file and schema of docs/commands.md are read as
 // written and sent.
 func TestExamples(t *testing.T) {
 	solo := providertest.New(providertest.OpenAI, providertest.OK())

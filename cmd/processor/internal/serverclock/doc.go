@@ -1,6 +1,6 @@
 // Package serverclock keeps the NATS server's time as a processor reads
 // it. Processors whose own clocks differ by minutes must agree on when a
-// cooldown, a probe lease or a deadline ends (DESIGN.md §5), so every one of
+// cooldown, a probe lease or a deadline ends (docs/state.md), so every one of
 // them judges those by the server's clock, the one that stamps JetStream's
 // entries and messages, and not by its own.
 //

@@ -15,7 +15,7 @@ import (
 
 // The scenarios of this file run processors whose own clocks are minutes
 // off the NATS server's: they judge cooldowns and deadlines by the
-// server's time all the same (DESIGN.md §5).
+// server's time all the same (docs/state.md: times are the NATS server's).
 
 // skewedChain is primary, tripped by one 503 for 10 s, then backup.
 func skewedChain(t *testing.T, primaryURL, backupURL string) *config.File {

@@ -196,7 +196,7 @@ chains:
 // once, with one failure counted of a threshold of five. Across its expiry
 // the dead provider receives one call, the probe, however many retries the
 // provider allows, and the probe's failure opens the next, longer cooldown
-// (DESIGN.md §5). Before, probe after probe went to it until five failures
+// (docs/failures.md, Cooldowns). Before, probe after probe went to it until five failures
 // had been counted.
 func TestAProbeAfterACooldownOfItsOwnTrips(t *testing.T) {
 	dead := providertest.New(providertest.OpenAI, providertest.FailFirst(1, providertest.Status(401), providertest.Status(503)))
