@@ -134,7 +134,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown rule key", provider("name: p\ntype: rules\ndefault_reply: x\nrules:\n  - match: [a]\n    reply: b\n    weight: 1"), "line 8: providers[0] \"p\": rules[0]: unknown key \"weight\"\nkeys of a rule: match, reply"},
 		{"two documents", provider(base) + "---\nproviders: []\n", "line 7: only one YAML document is allowed (remove the second ---)"},
 		{"key given twice", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  d: [p]\n  d: [q]\n", "line 5: chains: key \"d\" is given twice (first on line 4)"},
-		{"empty list item", "providers:\n  - ~\n  - {name: p, type: openai, model: m}\nchains:\n  d: [p]\n", "line 2: providers[0]: must be a mapping of keys such as name: and type: (got nothing)"},
+		{"empty list item", "providers:\n  - ~\n  - {name: p, type: openai, model: m}\nchains:\n  d: [p]\n", "line 2: providers[0]: must not be empty"},
 		{"bare number duration", provider(base + "timeout: 30"), "line 5: providers[0] \"p\": timeout: must be a duration such as 500ms, 30s or 10m (got \"30\")"},
 		{"bad duration", provider(base + "cooldown: soon"), "line 5: providers[0] \"p\": cooldown: must be a duration such as 500ms, 30s or 10m (got \"soon\")"},
 		{"fraction count", provider(base + "max_retries: 1.5"), "line 5: providers[0] \"p\": max_retries: must be a whole number (got \"1.5\")"},

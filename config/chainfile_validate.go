@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,87 +46,66 @@ func (f *File) Validate() error {
 // about, so that Parse can name its line.
 func (f *File) problems() []problem {
 	var out []problem
-	if len(f.Providers) == 0 {
-		out = append(out, problem{path: path{"providers"}, text: "must list at least one provider"})
-	}
-	seen := make(map[string]int, len(f.Providers))
-	for i, p := range f.Providers {
-		at := path{"providers", strconv.Itoa(i)}
-		for _, pp := range p.problems() {
-			out = append(out, problem{path: append(at, pp.path...), text: pp.text})
-		}
-		if first, dup := seen[p.Name]; dup && p.Name != "" {
-			out = append(out, problem{path: at.child("name"), text: fmt.Sprintf("already used by providers[%d]", first)})
-		} else {
-			seen[p.Name] = i
-		}
-	}
-	if len(f.Chains) == 0 {
-		out = append(out, problem{path: path{"chains"}, text: "must define at least one chain"})
-	}
-	for _, name := range f.ChainNames() {
-		out = append(out, f.chainProblems(name)...)
-	}
-	return out
-}
-
-func (f *File) chainProblems(name string) []problem {
-	var out []problem
-	at := path{"chains", name}
 	bad := func(p path, format string, args ...any) {
 		out = append(out, problem{path: p, text: fmt.Sprintf(format, args...)})
 	}
-	if !nameRE.MatchString(name) {
-		bad(at, "chain name must match [A-Za-z0-9_-]+")
-	} else if len(name) > MaxNameLen {
-		bad(at, "chain name must be at most %d characters (got %d)", MaxNameLen, len(name))
-	}
-	c := f.Cache(name)
-	for _, d := range []struct {
-		key string
-		d   time.Duration
-	}{{"cache_ttl", c.TTL}, {"stale_ttl", c.StaleTTL}} {
-		switch {
-		case d.d < 0:
-			bad(at.child(d.key), "must not be negative")
-		case d.d%time.Second != 0:
-			bad(at.child(d.key), "must be a whole number of seconds (got %s)", d.d)
-		case d.d > MaxCachePeriod:
-			bad(at.child(d.key), "must be at most %s (got %s)", MaxCachePeriod, d.d)
-		}
-	}
-	if c.TTL <= 0 && c.StaleTTL > 0 {
-		bad(at.child("stale_ttl"), "needs a cache_ttl above 0 (the cache is off without one)")
-	}
-	chain := f.Chains[name]
-	if len(chain) == 0 {
-		bad(at, "must list at least one provider")
-		return out
+	if len(f.Providers) == 0 {
+		bad(path{"providers"}, "must list at least one provider")
 	}
 	names := make([]string, len(f.Providers))
 	for i, p := range f.Providers {
-		names[i] = p.Name
-	}
-	first := make(map[string]int, len(chain))
-	for i, pname := range chain {
-		ip := at.child(strconv.Itoa(i))
-		if j, dup := first[pname]; dup {
-			bad(ip, "provider %q already at [%d]", pname, j)
-			continue
+		at := path{"providers", strconv.Itoa(i)}
+		if j := slices.Index(names[:i], p.Name); j >= 0 && p.Name != "" {
+			bad(at.child("name"), "already used by providers[%d]", j)
 		}
-		first[pname] = i
-		p, ok := f.Provider(pname)
-		switch {
-		case !ok:
-			msg := fmt.Sprintf("unknown provider %q", pname)
-			if s, ok := suggest.Closest(pname, names); ok {
-				msg += fmt.Sprintf("; did you mean %q?", s)
+		names[i] = p.Name
+		p.check(func(key path, format string, args ...any) { bad(append(at, key...), format, args...) })
+	}
+	if len(f.Chains) == 0 {
+		bad(path{"chains"}, "must define at least one chain")
+	}
+	for _, name := range f.ChainNames() {
+		at, chain, c := path{"chains", name}, f.Chains[name], f.Cache(name)
+		if !nameRE.MatchString(name) {
+			bad(at, "chain name must match [A-Za-z0-9_-]+")
+		} else if len(name) > MaxNameLen {
+			bad(at, "chain name must be at most %d characters (got %d)", MaxNameLen, len(name))
+		}
+		for _, kd := range []struct {
+			key string
+			d   time.Duration
+		}{{"cache_ttl", c.TTL}, {"stale_ttl", c.StaleTTL}} {
+			switch key, d := kd.key, kd.d; {
+			case d < 0:
+				bad(at.child(key), "must not be negative")
+			case d%time.Second != 0:
+				bad(at.child(key), "must be a whole number of seconds (got %s)", d)
+			case d > MaxCachePeriod:
+				bad(at.child(key), "must be at most %s (got %s)", MaxCachePeriod, d)
 			}
-			bad(ip, "%s", msg)
-		case p.Type == TypeRules && i != len(chain)-1:
-			// A rules provider always answers, so anything after it could
-			// never be reached.
-			bad(ip, "rules provider %q may only be last in a chain", pname)
+		}
+		if c.TTL <= 0 && c.StaleTTL > 0 {
+			bad(at.child("stale_ttl"), "needs a cache_ttl above 0 (the cache is off without one)")
+		}
+		if len(chain) == 0 {
+			bad(at, "must list at least one provider")
+		}
+		for i, pname := range chain {
+			ip := at.child(strconv.Itoa(i))
+			p, ok := f.Provider(pname)
+			s, close := suggest.Closest(pname, names)
+			switch j := slices.Index(chain, pname); {
+			case j < i:
+				bad(ip, "provider %q already at [%d]", pname, j)
+			case !ok && close:
+				bad(ip, "unknown provider %q; did you mean %q?", pname, s)
+			case !ok:
+				bad(ip, "unknown provider %q", pname)
+			case p.Type == TypeRules && i != len(chain)-1:
+				// A rules provider always answers, so anything after it
+				// could never be reached.
+				bad(ip, "rules provider %q may only be last in a chain", pname)
+			}
 		}
 	}
 	return out
@@ -135,14 +115,9 @@ func (f *File) chainProblems(name string) []problem {
 // provider's, and low enough that a cost stays finite for any usage.
 const MaxPricePerMTok = 1e6
 
-// problems lists what is wrong with one provider, each path relative to
-// the provider.
-func (p Provider) problems() []problem {
-	var out []problem
-	bad := func(p path, format string, args ...any) {
-		out = append(out, problem{path: p, text: fmt.Sprintf(format, args...)})
-	}
-
+// check reports what is wrong with one provider, each place under the
+// provider's.
+func (p Provider) check(bad func(key path, format string, args ...any)) {
 	switch {
 	case p.Name == "":
 		bad(path{"name"}, "required")
@@ -208,18 +183,18 @@ func (p Provider) problems() []problem {
 		}
 	}
 
-	if pr := p.Price; pr != nil && p.Type != TypeRules {
-		for _, v := range []struct {
+	if p.Price != nil && p.Type != TypeRules {
+		for _, kv := range []struct {
 			key string
 			v   float64
-		}{{"input_per_mtok", pr.InputPerMTok}, {"output_per_mtok", pr.OutputPerMTok}} {
-			switch at := (path{"price", v.key}); {
-			case math.IsInf(v.v, 0) || math.IsNaN(v.v):
-				bad(at, "must be a number such as 2.5 (got %g)", v.v)
-			case v.v < 0:
-				bad(at, "must not be negative (got %g)", v.v)
-			case v.v > MaxPricePerMTok:
-				bad(at, "must be at most %g (got %g)", float64(MaxPricePerMTok), v.v)
+		}{{"input_per_mtok", p.Price.InputPerMTok}, {"output_per_mtok", p.Price.OutputPerMTok}} {
+			switch at, v := (path{"price", kv.key}), kv.v; {
+			case math.IsInf(v, 0) || math.IsNaN(v):
+				bad(at, "must be a number such as 2.5 (got %g)", v)
+			case v < 0:
+				bad(at, "must not be negative (got %g)", v)
+			case v > MaxPricePerMTok:
+				bad(at, "must be at most %g (got %g)", float64(MaxPricePerMTok), v)
 			}
 		}
 	}
@@ -229,26 +204,22 @@ func (p Provider) problems() []problem {
 			bad(path{key}, "must be positive")
 		}
 	}
-	nonNegative := func(key string, d time.Duration) {
-		if d < 0 {
+	nonNegative := func(key string, n int64) {
+		if n < 0 {
 			bad(path{key}, "must not be negative")
 		}
 	}
 	positive("timeout", p.Timeout)
 	positive("backoff_base", p.BackoffBase)
-	nonNegative("backoff_max", p.BackoffMax)
-	nonNegative("max_retry_wait", p.MaxRetryWait)
+	nonNegative("backoff_max", int64(p.BackoffMax))
+	nonNegative("max_retry_wait", int64(p.MaxRetryWait))
 	positive("cooldown", p.Cooldown)
-	nonNegative("max_cooldown", p.MaxCooldown)
-	nonNegative("trip_window", p.TripWindow)
+	nonNegative("max_cooldown", int64(p.MaxCooldown))
+	nonNegative("trip_window", int64(p.TripWindow))
 	// The KV store cannot hold a TTL shorter than a second.
 	positive("auth_cooldown", p.AuthCooldown)
-	if p.MaxRetries < 0 {
-		bad(path{"max_retries"}, "must not be negative")
-	}
-	if p.FailureThreshold < 0 {
-		bad(path{"failure_threshold"}, "must not be negative")
-	}
+	nonNegative("max_retries", int64(p.MaxRetries))
+	nonNegative("failure_threshold", int64(p.FailureThreshold))
 	if p.BackoffBase > 0 && p.BackoffMax >= 0 && p.BackoffMax < p.BackoffBase {
 		bad(path{"backoff_max"}, "must be at least backoff_base (%s)", p.BackoffBase)
 	}
@@ -264,7 +235,6 @@ func (p Provider) problems() []problem {
 			bad(path{c.key}, "must be a whole number of seconds (got %s)", c.d)
 		}
 	}
-	return out
 }
 
 func checkBaseURL(s string) error {
