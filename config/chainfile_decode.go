@@ -77,8 +77,9 @@ func (c *rawChain) UnmarshalYAML(n *yaml.Node) error {
 	case yaml.SequenceNode:
 		err = n.Decode(&c.Providers)
 	case yaml.MappingNode:
+		known := keys(reflect.TypeFor[rawChain]())
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if k := n.Content[i]; k.ShortTag() != "!!merge" && !slices.Contains(keys(reflect.TypeFor[rawChain]()), k.Value) {
+			if k := n.Content[i]; k.ShortTag() != "!!merge" && !slices.Contains(known, k.Value) {
 				c.errs = append(c.errs, fmt.Sprintf("line %d: field %s not found in type config.rawChain", k.Line, k.Value))
 			}
 		}
@@ -235,11 +236,12 @@ func (raw *rawFile) build(lookupEnv func(string) (string, bool), r *report) *Fil
 		if pr := rp.Price; pr != nil {
 			// A key left out is refused here, so its 0 never leaves Parse.
 			p.Price = &Price{InputPerMTok: or(pr.InputPerMTok, 0), OutputPerMTok: or(pr.OutputPerMTok, 0)}
-			for j, v := range []*float64{pr.InputPerMTok, pr.OutputPerMTok} {
-				if v == nil {
-					key := keys(reflect.TypeFor[rawPrice]())[j]
-					r.later = append(r.later, problem{path: path{"providers", strconv.Itoa(i), "price", key}, text: "required (0 for free)"})
-				}
+			at := path{"providers", strconv.Itoa(i), "price"}
+			if pr.InputPerMTok == nil {
+				r.later = append(r.later, problem{path: at.child("input_per_mtok"), text: "required (0 for free)"})
+			}
+			if pr.OutputPerMTok == nil {
+				r.later = append(r.later, problem{path: at.child("output_per_mtok"), text: "required (0 for free)"})
 			}
 		}
 		if p.BaseURL == "" && p.Type == TypeOpenAI {

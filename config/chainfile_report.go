@@ -107,11 +107,11 @@ type entry struct {
 // report gathers the problems of a file and where its places are.
 type report struct {
 	entries  []entry
-	at       map[string]int // path id → its first entry
-	problems []problem      // with their line
-	later    []problem      // placed by path, as validation's are
-	refused  map[string]bool
-	quiet    map[string]bool // places validation says nothing of (see covered)
+	at       map[string]int  // path id → its first entry
+	problems []problem       // with their line
+	later    []problem       // placed by path, as validation's are
+	refused  map[string]bool // places whose value yaml refused (see refuse)
+	quiet    map[string]bool // places, but not what they hold, validation says nothing of
 	unsure   map[string]bool // kinds of mapping with an unknown key and no close known one
 }
 
