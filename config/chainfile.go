@@ -204,12 +204,12 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
-	raw, d := decode(data)
+	raw, r := decode(data)
 	var f *File
 	if raw != nil {
-		f = raw.build(lookupEnv)
+		f = raw.build(lookupEnv, r)
 	}
-	if e := d.fileError(f); e != nil {
+	if e := r.fileError(f); e != nil {
 		return nil, e
 	}
 	return f, nil

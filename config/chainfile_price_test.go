@@ -35,9 +35,9 @@ func TestParsePriceErrors(t *testing.T) {
 	}{
 		{"not a mapping", provider(base + "price: 3"), "line 5: providers[0] \"p\": price: must be a mapping such as {input_per_mtok: 2.5, output_per_mtok: 10} (got \"3\")"},
 		{"negative", provider(base + "price:\n  input_per_mtok: -1\n  output_per_mtok: 1"), "line 6: providers[0] \"p\": price: input_per_mtok: must not be negative (got -1)"},
-		{"huge", provider(base + "price:\n  input_per_mtok: 1\n  output_per_mtok: 1e308"), "line 7: providers[0] \"p\": price: output_per_mtok: must be at most 1e+06 (got 1e308)"},
+		{"huge", provider(base + "price:\n  input_per_mtok: 1\n  output_per_mtok: 1e308"), "line 7: providers[0] \"p\": price: output_per_mtok: must be at most 1e+06 (got 1e+308)"},
 		{"text", provider(base + "price:\n  input_per_mtok: cheap\n  output_per_mtok: 1"), "line 6: providers[0] \"p\": price: input_per_mtok: must be a number such as 2.5 (got \"cheap\")"},
-		{"infinite", provider(base + "price:\n  input_per_mtok: 1\n  output_per_mtok: .inf"), "line 7: providers[0] \"p\": price: output_per_mtok: must be a number such as 2.5 (got \".inf\")"},
+		{"infinite", provider(base + "price:\n  input_per_mtok: 1\n  output_per_mtok: .inf"), "line 7: providers[0] \"p\": price: output_per_mtok: must be a number such as 2.5 (got +Inf)"},
 		{"key left out", provider(base + "price:\n  input_per_mtok: 1"), "line 6: providers[0] \"p\": price: output_per_mtok: required (0 for free)"},
 		{"typo", provider(base + "price:\n  input_per_mtok: 1\n  output_per_mtk: 2"), "line 7: providers[0] \"p\": price: unknown key \"output_per_mtk\"; did you mean \"output_per_mtok\"?"},
 		{"rules", provider("name: p\ntype: rules\ndefault_reply: x\nprice: {input_per_mtok: 1, output_per_mtok: 1}"), "line 5: providers[0] \"p\": price: not allowed for type rules, which calls no paid API"},

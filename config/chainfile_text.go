@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"unicode/utf8"
-
-	"go.yaml.in/yaml/v3"
 )
 
-// This file holds what the decoder checks of a chain file before and
-// around the YAML itself: that it is text, and how many nodes it has.
+// This file holds what decode checks of a chain file before the YAML
+// parser reads it: that it is text.
 
 // notText finds the first character the YAML parser refuses without a
 // place: a byte that does not begin a valid UTF-8 sequence, or a control
@@ -36,16 +34,4 @@ func notText(data []byte) (line int, what string, found bool) {
 		i += size
 	}
 	return 0, "", false
-}
-
-// nodes counts the nodes of the tree under n, each once: aliases are not
-// followed.
-func nodes(n *yaml.Node) int {
-	count, stack := 0, []*yaml.Node{n}
-	for len(stack) > 0 {
-		n, stack = stack[len(stack)-1], stack[:len(stack)-1]
-		count++
-		stack = append(stack, n.Content...)
-	}
-	return count
 }

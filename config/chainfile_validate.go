@@ -3,8 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,186 +31,200 @@ func validEnvName(s string) bool { return envNameRE.MatchString(s) }
 // It is exported for files built in code (the demo) and never reveals an API
 // key. Parse's errors name each problem's line as well.
 func (f *File) Validate() error {
+	names := make([]string, len(f.Providers))
+	for i, p := range f.Providers {
+		names[i] = p.Name
+	}
 	var errs []error
 	for _, p := range f.problems() {
-		errs = append(errs, errors.New(p.text))
+		errs = append(errs, errors.New(join(where(p.path, names), p.text)))
 	}
 	return errors.Join(errs...)
 }
 
 // problems lists what is wrong with f, each problem with the place it is
-// about (see decoder), so that Parse can name its line.
-func (f *File) problems() []pathProblem {
-	var out []pathProblem
+// about, so that Parse can name its line.
+func (f *File) problems() []problem {
+	var out []problem
+	bad := func(p path, format string, args ...any) {
+		out = append(out, problem{path: p, text: fmt.Sprintf(format, args...)})
+	}
 	if len(f.Providers) == 0 {
-		out = append(out, pathProblem{path: "providers", text: "providers: must list at least one provider"})
-	}
-	seen := make(map[string]int, len(f.Providers))
-	for i, p := range f.Providers {
-		where := fmt.Sprintf("providers[%d]", i)
-		if p.Name != "" {
-			where += fmt.Sprintf(" %q", p.Name)
-		}
-		path := child("providers", i)
-		for _, pp := range p.problems() {
-			out = append(out, pathProblem{path: child(path, pp.path), text: join(where, pp.text)})
-		}
-		if first, dup := seen[p.Name]; dup && p.Name != "" {
-			out = append(out, pathProblem{path: child(path, "name"), text: fmt.Sprintf("%s: name: already used by providers[%d]", where, first)})
-		} else {
-			seen[p.Name] = i
-		}
-	}
-
-	if len(f.Chains) == 0 {
-		out = append(out, pathProblem{path: "chains", text: "chains: must define at least one chain"})
-	}
-	for _, name := range f.ChainNames() {
-		out = append(out, f.chainProblems(name)...)
-	}
-	return out
-}
-
-func (f *File) chainProblems(name string) []pathProblem {
-	var out []pathProblem
-	path := child("chains", name)
-	bad := func(path, format string, args ...any) {
-		out = append(out, pathProblem{path: path, text: fmt.Sprintf(format, args...)})
-	}
-	where := "chains." + name
-	if !nameRE.MatchString(name) {
-		where = fmt.Sprintf("chains.%q", name)
-		bad(path, "%s: chain name must match [A-Za-z0-9_-]+", where)
-	} else if len(name) > MaxNameLen {
-		bad(path, "%s: chain name must be at most %d characters (got %d)", where, MaxNameLen, len(name))
-	}
-	out = append(out, f.cacheProblems(name, path, where)...)
-	chain := f.Chains[name]
-	if len(chain) == 0 {
-		bad(path, "%s: must list at least one provider", where)
-		return out
+		bad(path{"providers"}, "must list at least one provider")
 	}
 	names := make([]string, len(f.Providers))
 	for i, p := range f.Providers {
-		names[i] = p.Name
-	}
-	at := make(map[string]int, len(chain))
-	for i, pname := range chain {
-		ip := child(path, i)
-		if first, dup := at[pname]; dup {
-			bad(ip, "%s[%d]: provider %q already at [%d]", where, i, pname, first)
-			continue
+		at := path{"providers", strconv.Itoa(i)}
+		if j := slices.Index(names[:i], p.Name); j >= 0 && p.Name != "" {
+			bad(at.child("name"), "already used by providers[%d]", j)
 		}
-		at[pname] = i
-		p, ok := f.Provider(pname)
-		switch {
-		case !ok:
-			msg := fmt.Sprintf("%s[%d]: unknown provider %q", where, i, pname)
-			if s, ok := suggest.Closest(pname, names); ok {
-				msg += fmt.Sprintf("; did you mean %q?", s)
+		names[i] = p.Name
+		p.check(func(key path, format string, args ...any) { bad(append(at, key...), format, args...) })
+	}
+	if len(f.Chains) == 0 {
+		bad(path{"chains"}, "must define at least one chain")
+	}
+	for _, name := range f.ChainNames() {
+		at, chain, c := path{"chains", name}, f.Chains[name], f.Cache(name)
+		if !nameRE.MatchString(name) {
+			bad(at, "chain name must match [A-Za-z0-9_-]+")
+		} else if len(name) > MaxNameLen {
+			bad(at, "chain name must be at most %d characters (got %d)", MaxNameLen, len(name))
+		}
+		for _, kd := range []struct {
+			key string
+			d   time.Duration
+		}{{"cache_ttl", c.TTL}, {"stale_ttl", c.StaleTTL}} {
+			switch key, d := kd.key, kd.d; {
+			case d < 0:
+				bad(at.child(key), "must not be negative")
+			case d%time.Second != 0:
+				bad(at.child(key), "must be a whole number of seconds (got %s)", d)
+			case d > MaxCachePeriod:
+				bad(at.child(key), "must be at most %s (got %s)", MaxCachePeriod, d)
 			}
-			bad(ip, "%s", msg)
-		case p.Type == TypeRules && i != len(chain)-1:
-			// A rules provider always answers, so anything after it could
-			// never be reached.
-			bad(ip, "%s[%d]: rules provider %q may only be last in a chain", where, i, pname)
+		}
+		if c.TTL <= 0 && c.StaleTTL > 0 {
+			bad(at.child("stale_ttl"), "needs a cache_ttl above 0 (the cache is off without one)")
+		}
+		if len(chain) == 0 {
+			bad(at, "must list at least one provider")
+		}
+		for i, pname := range chain {
+			ip := at.child(strconv.Itoa(i))
+			p, ok := f.Provider(pname)
+			s, close := suggest.Closest(pname, names)
+			switch j := slices.Index(chain, pname); {
+			case j < i:
+				bad(ip, "provider %q already at [%d]", pname, j)
+			case !ok && close:
+				bad(ip, "unknown provider %q; did you mean %q?", pname, s)
+			case !ok:
+				bad(ip, "unknown provider %q", pname)
+			case p.Type == TypeRules && i != len(chain)-1:
+				// A rules provider always answers, so anything after it
+				// could never be reached.
+				bad(ip, "rules provider %q may only be last in a chain", pname)
+			}
 		}
 	}
 	return out
 }
 
-// problems lists what is wrong with one provider, each text starting with
-// the key at fault and each path relative to the provider.
-func (p Provider) problems() []pathProblem {
-	var out []pathProblem
-	bad := func(key, format string, args ...any) {
-		out = append(out, pathProblem{path: key, text: fmt.Sprintf("%s: %s", key, fmt.Sprintf(format, args...))})
-	}
+// MaxPricePerMTok bounds a price per million tokens: far above any
+// provider's, and low enough that a cost stays finite for any usage.
+const MaxPricePerMTok = 1e6
 
+// check reports what is wrong with one provider, each place under the
+// provider's.
+func (p Provider) check(bad func(key path, format string, args ...any)) {
 	switch {
 	case p.Name == "":
-		bad("name", "required")
+		bad(path{"name"}, "required")
 	case !nameRE.MatchString(p.Name):
-		bad("name", "must match [A-Za-z0-9_-]+")
+		bad(path{"name"}, "must match [A-Za-z0-9_-]+")
 	case len(p.Name) > MaxNameLen:
-		bad("name", "must be at most %d characters (got %d)", MaxNameLen, len(p.Name))
+		bad(path{"name"}, "must be at most %d characters (got %d)", MaxNameLen, len(p.Name))
 	}
 
 	switch p.Type {
 	case "":
-		bad("type", "required (openai, anthropic or rules)")
+		bad(path{"type"}, "required (openai, anthropic or rules)")
 	case TypeOpenAI, TypeAnthropic:
 		if p.Model == "" {
-			bad("model", "required for type %s", p.Type)
+			bad(path{"model"}, "required for type %s", p.Type)
 		}
 		if err := checkBaseURL(p.BaseURL); err != nil {
-			bad("base_url", "%v", err)
+			bad(path{"base_url"}, "%v", err)
 		}
 		if len(p.Rules) > 0 {
-			bad("rules", "only allowed for type rules")
+			bad(path{"rules"}, "only allowed for type rules")
 		}
 		if p.DefaultReply != "" {
-			bad("default_reply", "only allowed for type rules")
+			bad(path{"default_reply"}, "only allowed for type rules")
 		}
 	case TypeRules:
 		if p.DefaultReply == "" {
-			bad("default_reply", "required for type rules")
+			bad(path{"default_reply"}, "required for type rules")
 		}
 		for _, kv := range [][2]string{{"base_url", p.BaseURL}, {"model", p.Model}, {"api_key_env", p.APIKeyEnv}} {
 			if kv[1] != "" {
-				bad(kv[0], "not allowed for type rules")
+				bad(path{kv[0]}, "not allowed for type rules")
 			}
 		}
 		if p.Price != nil {
-			bad("price", "not allowed for type rules, which calls no paid API")
+			bad(path{"price"}, "not allowed for type rules, which calls no paid API")
 		}
 		for i, r := range p.Rules {
-			out = append(out, r.problems(i)...)
+			at := path{"rules", strconv.Itoa(i)}
+			if len(r.Match) == 0 {
+				bad(at.child("match"), "must list at least one phrase")
+			}
+			for j, m := range r.Match {
+				if strings.TrimSpace(m) == "" {
+					bad(at.child("match").child(strconv.Itoa(j)), "must not be empty")
+				}
+			}
+			if r.Reply == "" {
+				bad(at.child("reply"), "required")
+			}
 		}
 	default:
-		bad("type", "must be openai, anthropic or rules (got %q)", p.Type)
+		bad(path{"type"}, "must be openai, anthropic or rules (got %q)", p.Type)
 	}
 
 	// Only the variable's name is ever printed, never its value.
 	if p.APIKeyEnv != "" && p.Type != TypeRules {
 		switch {
 		case !validEnvName(p.APIKeyEnv):
-			bad("api_key_env", "%q is not a valid environment variable name", p.APIKeyEnv)
+			bad(path{"api_key_env"}, "%q is not a valid environment variable name", p.APIKeyEnv)
 		case p.APIKey == "":
-			bad("api_key_env", "environment variable %s is not set or empty", p.APIKeyEnv)
+			bad(path{"api_key_env"}, "environment variable %s is not set or empty", p.APIKeyEnv)
+		}
+	}
+
+	if p.Price != nil && p.Type != TypeRules {
+		for _, kv := range []struct {
+			key string
+			v   float64
+		}{{"input_per_mtok", p.Price.InputPerMTok}, {"output_per_mtok", p.Price.OutputPerMTok}} {
+			switch at, v := (path{"price", kv.key}), kv.v; {
+			case math.IsInf(v, 0) || math.IsNaN(v):
+				bad(at, "must be a number such as 2.5 (got %g)", v)
+			case v < 0:
+				bad(at, "must not be negative (got %g)", v)
+			case v > MaxPricePerMTok:
+				bad(at, "must be at most %g (got %g)", float64(MaxPricePerMTok), v)
+			}
 		}
 	}
 
 	positive := func(key string, d time.Duration) {
 		if d <= 0 {
-			bad(key, "must be positive")
+			bad(path{key}, "must be positive")
 		}
 	}
-	nonNegative := func(key string, d time.Duration) {
-		if d < 0 {
-			bad(key, "must not be negative")
+	nonNegative := func(key string, n int64) {
+		if n < 0 {
+			bad(path{key}, "must not be negative")
 		}
 	}
 	positive("timeout", p.Timeout)
 	positive("backoff_base", p.BackoffBase)
-	nonNegative("backoff_max", p.BackoffMax)
-	nonNegative("max_retry_wait", p.MaxRetryWait)
+	nonNegative("backoff_max", int64(p.BackoffMax))
+	nonNegative("max_retry_wait", int64(p.MaxRetryWait))
 	positive("cooldown", p.Cooldown)
-	nonNegative("max_cooldown", p.MaxCooldown)
-	nonNegative("trip_window", p.TripWindow)
+	nonNegative("max_cooldown", int64(p.MaxCooldown))
+	nonNegative("trip_window", int64(p.TripWindow))
 	// The KV store cannot hold a TTL shorter than a second.
 	positive("auth_cooldown", p.AuthCooldown)
-	if p.MaxRetries < 0 {
-		bad("max_retries", "must not be negative")
-	}
-	if p.FailureThreshold < 0 {
-		bad("failure_threshold", "must not be negative")
-	}
+	nonNegative("max_retries", int64(p.MaxRetries))
+	nonNegative("failure_threshold", int64(p.FailureThreshold))
 	if p.BackoffBase > 0 && p.BackoffMax >= 0 && p.BackoffMax < p.BackoffBase {
-		bad("backoff_max", "must be at least backoff_base (%s)", p.BackoffBase)
+		bad(path{"backoff_max"}, "must be at least backoff_base (%s)", p.BackoffBase)
 	}
 	if p.Cooldown > 0 && p.MaxCooldown >= 0 && p.MaxCooldown < p.Cooldown {
-		bad("max_cooldown", "must be at least cooldown (%s)", p.Cooldown)
+		bad(path{"max_cooldown"}, "must be at least cooldown (%s)", p.Cooldown)
 	}
 	// Cooldowns become KV key TTLs, which are whole seconds.
 	for _, c := range []struct {
@@ -215,30 +232,9 @@ func (p Provider) problems() []pathProblem {
 		d   time.Duration
 	}{{"cooldown", p.Cooldown}, {"max_cooldown", p.MaxCooldown}, {"auth_cooldown", p.AuthCooldown}} {
 		if c.d > 0 && c.d%time.Second != 0 {
-			bad(c.key, "must be a whole number of seconds (got %s)", c.d)
+			bad(path{c.key}, "must be a whole number of seconds (got %s)", c.d)
 		}
 	}
-	return out
-}
-
-func (r Rule) problems(i int) []pathProblem {
-	var out []pathProblem
-	path := child("rules", i)
-	bad := func(path, format string, args ...any) {
-		out = append(out, pathProblem{path: path, text: fmt.Sprintf(format, args...)})
-	}
-	if len(r.Match) == 0 {
-		bad(child(path, "match"), "rules[%d]: match: must list at least one phrase", i)
-	}
-	for j, m := range r.Match {
-		if strings.TrimSpace(m) == "" {
-			bad(child(child(path, "match"), j), "rules[%d]: match[%d]: must not be empty", i, j)
-		}
-	}
-	if r.Reply == "" {
-		bad(child(path, "reply"), "rules[%d]: reply: required", i)
-	}
-	return out
 }
 
 func checkBaseURL(s string) error {
@@ -256,33 +252,6 @@ func checkBaseURL(s string) error {
 // MaxCachePeriod bounds cache_ttl and stale_ttl: a year each, so that
 // their sum, an entry's TTL, cannot overflow.
 const MaxCachePeriod = 365 * 24 * time.Hour
-
-// cacheProblems lists what is wrong with a chain's cache settings.
-func (f *File) cacheProblems(name, path, where string) []pathProblem {
-	var out []pathProblem
-	c := f.Cache(name)
-	check := func(key string, d time.Duration) {
-		text := ""
-		switch {
-		case d < 0:
-			text = "must not be negative"
-		case d%time.Second != 0:
-			text = fmt.Sprintf("must be a whole number of seconds (got %s)", d)
-		case d > MaxCachePeriod:
-			text = fmt.Sprintf("must be at most %s (got %s)", MaxCachePeriod, d)
-		}
-		if text != "" {
-			out = append(out, pathProblem{path: child(path, key), text: fmt.Sprintf("%s: %s: %s", where, key, text)})
-		}
-	}
-	check("cache_ttl", c.TTL)
-	check("stale_ttl", c.StaleTTL)
-	if c.TTL <= 0 && c.StaleTTL > 0 {
-		out = append(out, pathProblem{path: child(path, "stale_ttl"),
-			text: fmt.Sprintf("%s: stale_ttl: needs a cache_ttl above 0 (the cache is off without one)", where)})
-	}
-	return out
-}
 
 // MaxNameLen bounds a provider or chain name, in bytes. A name goes into
 // KV subjects and consumer names: a provider named with 4,000 characters
