@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -176,7 +177,7 @@ func (c *Client) Run(ctx context.Context, chainName string, reqs []wire.Request,
 // or when opts.Stop closes; the requests after that are marked as not
 // published.
 func (c *Client) publishAll(ctx context.Context, chainName string, reqs []wire.Request, col *collector, opts Options) (int, error) {
-	pacer := NewPacer(opts.Rate)
+	pacer := wait.NewPacer(opts.Rate)
 	pacing, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if opts.Stop != nil {
