@@ -39,6 +39,7 @@ import (
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/buildinfo"
 	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/internal/requestfile"
 	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/natsconn"
 	"github.com/detourhq/detour/wire"
@@ -153,7 +154,7 @@ func (f flags) requests(stdin io.Reader, replyPrefixes []string) ([]wire.Request
 			r, name = file, f.file
 		}
 		var err error
-		if reqs, err = publisher.ReadRequests(r, name, replyPrefixes); err != nil {
+		if reqs, err = requestfile.Read(r, name, replyPrefixes); err != nil {
 			return nil, err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/internal/requestfile"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -53,7 +54,7 @@ func writeRequests(t *testing.T, n int) []wire.Request {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	reqs, err := publisher.ReadRequests(f, path, nil)
+	reqs, err := requestfile.Read(f, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
 		}
 		file.Write(append(line, '\n'))
 	}
-	if _, err := publisher.ReadRequests(strings.NewReader(file.String()), "reqs.jsonl", nil); err != nil {
+	if _, err := requestfile.Read(strings.NewReader(file.String()), "reqs.jsonl", nil); err != nil {
 		t.Fatalf("client refuses a request: %v", err)
 	}
 	outcomes, err := c.Run(context.Background(), "default", reqs, publisher.Options{Wait: true, Timeout: 3 * time.Second})
