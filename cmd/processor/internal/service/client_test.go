@@ -7,7 +7,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/client"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -19,7 +19,7 @@ func TestClientCollectsEveryResult(t *testing.T) {
 	h := newHarness(t)
 	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
 
-	c, err := publisher.New(h.nc)
+	c, err := client.New(h.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestClientCollectsEveryResult(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	outcomes, err := c.Run(ctx, "default", reqs, publisher.Options{Wait: true})
+	outcomes, err := c.PublishAll(ctx, "default", reqs, client.Options{Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +52,11 @@ func TestClientReportsAnUnknownChain(t *testing.T) {
 	defer solo.Close()
 	h := newHarness(t)
 	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
-	c, err := publisher.New(h.nc)
+	c, err := client.New(h.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Run(context.Background(), "nosuch", []wire.Request{{Messages: []chain.Message{{Role: "user", Content: "x"}}}}, publisher.Options{Wait: true})
+	_, err = c.PublishAll(context.Background(), "nosuch", []wire.Request{{Messages: []chain.Message{{Role: "user", Content: "x"}}}}, client.Options{Wait: true})
 	if err == nil {
 		t.Fatal("publishing to an unknown chain succeeded")
 	}

@@ -1,11 +1,11 @@
-package publisher_test
+package requests_test
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/cmd/publisher/internal/requests"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -24,7 +24,7 @@ func TestReadSchema(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			schema, err := publisher.ReadSchema(strings.NewReader(tt.doc))
+			schema, err := requests.ReadSchema(strings.NewReader(tt.doc))
 			switch {
 			case tt.want == "" && (err != nil || schema == nil):
 				t.Fatalf("error %v", err)
@@ -38,8 +38,8 @@ func TestReadSchema(t *testing.T) {
 func TestWithSchemaKeepsARequestsOwnSchema(t *testing.T) {
 	own := map[string]any{"type": "string"}
 	shared := map[string]any{"type": "object"}
-	reqs := append(publisher.Copies("x", 2), wire.Request{ResponseSchema: own})
-	publisher.WithSchema(reqs, shared)
+	reqs := append(requests.Copies("x", 2), wire.Request{ResponseSchema: own})
+	requests.WithSchema(reqs, shared)
 	for i, want := range []map[string]any{shared, shared, own} {
 		if !reflect.DeepEqual(reqs[i].ResponseSchema, want) {
 			t.Errorf("request %d schema %v, want %v", i, reqs[i].ResponseSchema, want)
@@ -53,7 +53,7 @@ func TestReadSchemaRefusesTextReadOtherThanWritten(t *testing.T) {
 		"{\"enum\":[\"a\xffb\"]}": "the schema is not valid UTF-8 at byte 11",
 		`{"const":"x\udfff"}`:     "the schema has a lone UTF-16 surrogate escape at byte 11",
 	} {
-		_, err := publisher.ReadSchema(strings.NewReader(schema))
+		_, err := requests.ReadSchema(strings.NewReader(schema))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", schema, err, want)
 		}

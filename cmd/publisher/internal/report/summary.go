@@ -1,4 +1,4 @@
-package publisher
+package report
 
 import (
 	"cmp"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/client"
 	"github.com/detourhq/detour/internal/percentile"
 	"github.com/detourhq/detour/internal/text"
 )
@@ -120,7 +121,7 @@ func share(part, whole int) float64 {
 }
 
 // Summarize adds up the outcomes of a run on chainName.
-func Summarize(chainName string, outcomes []Outcome) Summary {
+func Summarize(chainName string, outcomes []client.Outcome) Summary {
 	s := Summary{Chain: chainName, Requests: len(outcomes)}
 	type key struct{ provider, model string }
 	rows := map[key]*Row{}

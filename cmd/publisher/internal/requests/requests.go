@@ -1,4 +1,4 @@
-package publisher
+package requests
 
 import (
 	"bytes"
@@ -6,10 +6,60 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/requestfile"
 	"github.com/detourhq/detour/wire"
 )
+
+// Source is where the requests of a run come from: N copies of Prompt, or
+// the lines of File ("-" for standard input); then Schema, when set, names a
+// JSON Schema file put into each request that has no response_schema.
+type Source struct {
+	Prompt string
+	N      int
+	File   string
+	Schema string
+}
+
+// Load builds the requests of src. A file's reply_to must start with one of
+// replyPrefixes, the processors' DETOUR_REPLY_PREFIXES; a bad line is a
+// *requestfile.FileError and nothing is returned. Errors of the schema name
+// -schema, the flag that gave it.
+func Load(src Source, stdin io.Reader, replyPrefixes []string) ([]wire.Request, error) {
+	var reqs []wire.Request
+	if src.File == "" {
+		reqs = Copies(src.Prompt, src.N)
+	} else {
+		r, name := stdin, "stdin"
+		if src.File != "-" {
+			file, err := os.Open(src.File)
+			if err != nil {
+				return nil, err
+			}
+			defer file.Close()
+			r, name = file, src.File
+		}
+		var err error
+		if reqs, err = requestfile.Read(r, name, replyPrefixes); err != nil {
+			return nil, err
+		}
+	}
+	if src.Schema != "" {
+		file, err := os.Open(src.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("-schema: %w", err)
+		}
+		defer file.Close()
+		schema, err := ReadSchema(file)
+		if err != nil {
+			return nil, fmt.Errorf("-schema %s: %w", src.Schema, err)
+		}
+		WithSchema(reqs, schema)
+	}
+	return reqs, nil
+}
 
 // Copies returns n requests that each ask prompt as one user message.
 func Copies(prompt string, n int) []wire.Request {
