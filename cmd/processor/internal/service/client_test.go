@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,4 +62,45 @@ func TestClientReportsAnUnknownChain(t *testing.T) {
 		t.Fatal("publishing to an unknown chain succeeded")
 	}
 	t.Log(err)
+}
+
+// TestClientSendAndResult: Send publishes and returns the processor's
+// annotated result; a request past its deadline comes back as a failed
+// result with a nil error, as the client documents; and a request published
+// without waiting is collected later by Result, from DETOUR_RESULTS.
+func TestClientSendAndResult(t *testing.T) {
+	solo := providertest.New(providertest.OpenAI, providertest.OK())
+	defer solo.Close()
+	h := newHarness(t)
+	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
+	c, err := client.New(h.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	res, err := c.Send(ctx, "default", request("sent", "hello"))
+	if err != nil || res.ID != "sent" || res.Status != chain.StatusOK || res.Model != "solo-model" || res.Provider != "solo" {
+		t.Fatalf("Send: %+v, %v; want ok from solo", res, err)
+	}
+
+	late := request("late", "hello")
+	late.Deadline = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	res, err = c.Send(ctx, "default", late)
+	if err != nil || res.Status != chain.StatusFailed || !strings.HasPrefix(res.Error, "expired") {
+		t.Fatalf("Send past the deadline: %+v, %v; want a failed result saying expired, and no error", res, err)
+	}
+
+	receipt, err := c.Publish(ctx, "default", request("later", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.Result(ctx, receipt)
+	if err != nil || res.ID != "later" || res.Status != chain.StatusOK {
+		t.Fatalf("Result: %+v, %v; want ok", res, err)
+	}
+	if solo.Requests() != 2 {
+		t.Errorf("%d provider calls, want 2 (the late request is not asked)", solo.Requests())
+	}
 }
