@@ -30,8 +30,8 @@ import (
 // when the endpoint refused the request or could not store it; it wraps
 // nats.ErrNoResponders when no processor serves the chain, and ctx's error
 // when the wait ended first (the request may be stored all the same: its
-// result is then under detour.results.<id>, where Result reads it, and the
-// error names the id).
+// result is then under detour.results.<id>, where Result reads it; give req
+// an ID to know where).
 func (c *Client) Ask(ctx context.Context, chainName string, req wire.Request) (chain.Result, error) {
 	if req.ID == "" {
 		req.ID = nuid.Next()

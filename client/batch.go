@@ -71,9 +71,11 @@ type Options struct {
 	Stop <-chan struct{}
 }
 
-// PublishAll publishes reqs to chainName in order, each as Publish does,
-// and, when opts.Wait is set, collects their results as Send does, on one
-// subscription. Requests without an id get a NUID; reqs itself is not
+// PublishAll publishes reqs to chainName in order, each as Publish does
+// (a failed publish retried for up to opts.Timeout, and ErrNoStream retried
+// too once a request of the run was stored: the stream is coming back after
+// a restart), and, when opts.Wait is set, collects their results as Send
+// does, on one subscription. Requests without an id get a NUID; reqs itself is not
 // modified. The outcomes are in the order of reqs, one per request, whatever
 // happened. The error is non-nil when publishing failed or the context ended
 // before every request was sent (the results of those that were sent are
