@@ -13,6 +13,10 @@ const (
 	RequestsPrefix   = "detour.requests."
 	ResultsPrefix    = "detour.results."
 	DeadLetterPrefix = "detour.deadletter."
+
+	// AskPrefix is where processors serve request/reply: the micro service
+	// "detour" has an endpoint on AskPrefix+<chain> for each chain.
+	AskPrefix = "detour.ask."
 )
 
 // RequestSubject is where requests for chain are published.
@@ -20,6 +24,9 @@ func RequestSubject(chain string) string { return RequestsPrefix + chain }
 
 // ResultSubject is where the result of request id is stored.
 func ResultSubject(id string) string { return ResultsPrefix + id }
+
+// AskSubject is the request/reply endpoint of chain.
+func AskSubject(chain string) string { return AskPrefix + chain }
 
 // IsResultSubject reports whether subject is captured by the results stream.
 func IsResultSubject(subject string) bool { return strings.HasPrefix(subject, ResultsPrefix) }

@@ -15,7 +15,7 @@ import (
 	"github.com/detourhq/detour/cmd/processor/internal/chains"
 	"github.com/detourhq/detour/cmd/processor/internal/demo"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/internal/requestfile"
 	"github.com/detourhq/detour/internal/suggest"
 )
 
@@ -67,7 +67,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)
 		return 2
 	}
-	samples, err := publisher.ReadSamples(f, *samplesPath)
+	samples, err := requestfile.ReadSamples(f, *samplesPath)
 	f.Close()
 	if err != nil {
 		fmt.Fprintf(stderr, "processor check: %v\n", err)

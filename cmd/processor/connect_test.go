@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/client"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/natsconn"
 	"github.com/detourhq/detour/wire"
 )
@@ -125,7 +125,7 @@ func servesAndStops(t *testing.T, bin string, env []string, url string, opts nat
 		t.Fatalf("client: %v", err)
 	}
 	defer nc.Close()
-	c, err := publisher.New(nc)
+	c, err := client.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func servesAndStops(t *testing.T, bin string, env []string, url string, opts nat
 	id := nuid.Next()
 	req := wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: "hello"}}}
 	for {
-		if _, err = c.Run(ctx, "default", []wire.Request{req}, publisher.Options{}); err == nil {
+		if _, err = c.Publish(ctx, "default", req); err == nil {
 			break
 		}
 		if _, exited := p.exitCode(300 * time.Millisecond); exited || ctx.Err() != nil {

@@ -26,10 +26,11 @@ import (
 )
 
 // startProcessor runs an embedded server and, on it, a processor process
-// with chainFile until the test ends, and points the publisher at it. The
-// processor is the real command, built once for the test binary: the
-// publisher is tested against what it talks to in production.
-func startProcessor(t *testing.T, chainFile string) {
+// with chainFile until the test ends, points the publisher at it, and
+// returns the server's URL. The processor is the real command, built once
+// for the test binary: the publisher is tested against what it talks to in
+// production.
+func startProcessor(t *testing.T, chainFile string) (url string) {
 	t.Helper()
 	srv := natstest.Start(t)
 	path := writeFile(t, "detour.yaml", chainFile)
@@ -63,6 +64,7 @@ func startProcessor(t *testing.T, chainFile string) {
 	})
 	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
 	waitServing(t, srv.ClientURL(), exited, &out)
+	return srv.ClientURL()
 }
 
 // waitServing waits until a processor serves detour.ask (its consumers and

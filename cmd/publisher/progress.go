@@ -10,7 +10,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/client"
 )
 
 // progress is the bar a bulk run draws on a terminal's stderr; on anything
@@ -63,20 +63,20 @@ func isTerminal(w io.Writer) bool {
 }
 
 // published counts a publish, when the bar counts publishes.
-func (p *progress) published(publisher.Outcome) {
+func (p *progress) published(client.Outcome) {
 	if p.noun == "published" {
-		p.add(publisher.Outcome{})
+		p.add(client.Outcome{})
 	}
 }
 
 // result counts a result, when the bar counts results.
-func (p *progress) result(o publisher.Outcome) {
+func (p *progress) result(o client.Outcome) {
 	if p.noun == "results" {
 		p.add(o)
 	}
 }
 
-func (p *progress) add(o publisher.Outcome) {
+func (p *progress) add(o client.Outcome) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.bar == nil {

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
-	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/internal/text/texttest"
 )
 
@@ -44,23 +41,5 @@ func TestAnswerIsPrintedAsEscapes(t *testing.T) {
 	texttest.AssertVisible(t, stdout)
 	if want := "  one\\x1b]52;c;cHduZWQ=\\a\ntwo\\r\\x1b[K\\u202e\n"; !strings.HasSuffix(stdout, want) {
 		t.Fatalf("stdout %q, want it to end %q", stdout, want)
-	}
-}
-
-// TestPrintOutcomesShowsControlsAsEscapes: the fields of a result, which
-// any client that can publish to the reply subject can forge, are printed
-// as escapes, and a missing result's id too.
-func TestPrintOutcomesShowsControlsAsEscapes(t *testing.T) {
-	var out bytes.Buffer
-	printOutcomes(&out, []publisher.Outcome{
-		{ID: "q1", Result: chain.Result{ID: "q1\x1b[2J", Status: "ok\r", Content: "a", Model: "m\x1b]0;t\a", Provider: "p\n"}},
-		{ID: "q2\x1b[8m", Err: publisher.ErrNoResult},
-	})
-	texttest.AssertVisible(t, out.String())
-	want := `q1\x1b[2J  ok\r  model=m\x1b]0;t\a provider=p\n degraded=false attempts=0 latency=0ms` + "\n" +
-		"  error: \n" +
-		`q2\x1b[8m  no result: ` + publisher.ErrNoResult.Error() + "\n"
-	if out.String() != want {
-		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
 	}
 }

@@ -9,7 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/internal/percentile"
+	"github.com/detourhq/detour/internal/wait"
 )
 
 // latencyResult is what one run at the offered rate measured.
@@ -90,14 +91,14 @@ func (b *Bench) latencyRun(ctx context.Context, run runSpec) (res latencyResult,
 		lat = append(lat, seen[i].Sub(published[i]))
 	}
 	slices.Sort(lat)
-	return latencyResult{p50: publisher.Percentile(lat, 50), p99: publisher.Percentile(lat, 99), n: len(lat)}, nil
+	return latencyResult{p50: percentile.Of(lat, 50), p99: percentile.Of(lat, 99), n: len(lat)}, nil
 }
 
 // offer publishes n requests at the configured rate, without waiting for
 // their PubAcks in between, and returns when each was published. It stops
 // if a process of ps exits.
 func (b *Bench) offer(ctx context.Context, subject, tag string, n int, ps []*proc) ([]time.Time, error) {
-	pacer := publisher.NewPacer(float64(b.opts.Rate))
+	pacer := wait.NewPacer(float64(b.opts.Rate))
 	published := make([]time.Time, n)
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	for i := range n {

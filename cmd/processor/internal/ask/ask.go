@@ -30,11 +30,11 @@ import (
 // (docs/requests.md#requestreply).
 const (
 	ServiceName   = "detour"
-	SubjectPrefix = "detour.ask."
+	SubjectPrefix = wire.AskPrefix
 )
 
 // Subject is the endpoint of chain.
-func Subject(chain string) string { return SubjectPrefix + chain }
+func Subject(chain string) string { return wire.AskSubject(chain) }
 
 // Codes of the error replies (micro's Nats-Service-Error-Code header), after
 // the HTTP statuses of the same meaning. A JetStream error that carries a

@@ -19,6 +19,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/client"
 	"github.com/detourhq/detour/cmd/processor/internal/ask"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/wire"
@@ -318,4 +319,45 @@ chains:
 		t.Fatalf("answer %+v (%v), want the ok result of asked-before", res, err)
 	}
 	<-stopped
+}
+
+// TestClientAsk: the Go client's Ask against the processors' endpoint. The
+// reply is the result; a request the endpoint refuses is an *AskError with
+// its code, its reason as the sentinel of wire, and the failed result the
+// reply carries; the same id asked again within the duplicate window is
+// refused 409; a chain nobody serves is no responders.
+func TestClientAsk(t *testing.T) {
+	h := newHarness(t)
+	startAskers(t, h)
+	c, err := client.New(h.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	req := wire.Request{ID: "client-ask", Messages: []chain.Message{{Role: "user", Content: "hi"}}, Metadata: chain.Metadata{"tenant": "acme"}}
+	res, err := c.Ask(ctx, "default", req)
+	if err != nil || res.ID != "client-ask" || res.Status != chain.StatusOK || res.Content != "template answer" || res.Metadata["tenant"] != "acme" {
+		t.Fatalf("Ask: %+v, %v; want the template's ok result with the metadata", res, err)
+	}
+	if stored, _ := h.waitResult("client-ask", 5*time.Second); stored.Content != res.Content {
+		t.Fatalf("stored result %+v, want the one replied", stored)
+	}
+
+	var refused *client.AskError
+	_, err = c.Ask(ctx, "default", req)
+	if !errors.As(err, &refused) || refused.Code != ask.CodeDuplicate {
+		t.Fatalf("Ask again: %v; want an AskError %s", err, ask.CodeDuplicate)
+	}
+
+	_, err = c.Ask(ctx, "default", wire.Request{ID: "no-messages"})
+	if !errors.As(err, &refused) || refused.Code != ask.CodeBadRequest || !errors.Is(err, wire.ErrBadRequest) ||
+		refused.Result.ID != "no-messages" || refused.Result.Status != chain.StatusFailed || refused.Result.Error != refused.Description {
+		t.Fatalf("Ask without messages: %#v; want an AskError %s carrying the failed result", err, ask.CodeBadRequest)
+	}
+
+	if _, err := c.Ask(ctx, "nosuch", req); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("Ask an unknown chain: %v; want no responders", err)
+	}
 }

@@ -2,12 +2,13 @@ package service_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/client"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -19,7 +20,7 @@ func TestClientCollectsEveryResult(t *testing.T) {
 	h := newHarness(t)
 	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
 
-	c, err := publisher.New(h.nc)
+	c, err := client.New(h.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,7 @@ func TestClientCollectsEveryResult(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	outcomes, err := c.Run(ctx, "default", reqs, publisher.Options{Wait: true})
+	outcomes, err := c.PublishAll(ctx, "default", reqs, client.Options{Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,13 +53,54 @@ func TestClientReportsAnUnknownChain(t *testing.T) {
 	defer solo.Close()
 	h := newHarness(t)
 	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
-	c, err := publisher.New(h.nc)
+	c, err := client.New(h.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Run(context.Background(), "nosuch", []wire.Request{{Messages: []chain.Message{{Role: "user", Content: "x"}}}}, publisher.Options{Wait: true})
+	_, err = c.PublishAll(context.Background(), "nosuch", []wire.Request{{Messages: []chain.Message{{Role: "user", Content: "x"}}}}, client.Options{Wait: true})
 	if err == nil {
 		t.Fatal("publishing to an unknown chain succeeded")
 	}
 	t.Log(err)
+}
+
+// TestClientSendAndResult: Send publishes and returns the processor's
+// annotated result; a request past its deadline comes back as a failed
+// result with a nil error, as the client documents; and a request published
+// without waiting is collected later by Result, from DETOUR_RESULTS.
+func TestClientSendAndResult(t *testing.T) {
+	solo := providertest.New(providertest.OpenAI, providertest.OK())
+	defer solo.Close()
+	h := newHarness(t)
+	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
+	c, err := client.New(h.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	res, err := c.Send(ctx, "default", request("sent", "hello"))
+	if err != nil || res.ID != "sent" || res.Status != chain.StatusOK || res.Model != "solo-model" || res.Provider != "solo" {
+		t.Fatalf("Send: %+v, %v; want ok from solo", res, err)
+	}
+
+	late := request("late", "hello")
+	late.Deadline = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	res, err = c.Send(ctx, "default", late)
+	if err != nil || res.Status != chain.StatusFailed || !strings.HasPrefix(res.Error, "expired") {
+		t.Fatalf("Send past the deadline: %+v, %v; want a failed result saying expired, and no error", res, err)
+	}
+
+	receipt, err := c.Publish(ctx, "default", request("later", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.Result(ctx, receipt)
+	if err != nil || res.ID != "later" || res.Status != chain.StatusOK {
+		t.Fatalf("Result: %+v, %v; want ok", res, err)
+	}
+	if solo.Requests() != 2 {
+		t.Errorf("%d provider calls, want 2 (the late request is not asked)", solo.Requests())
+	}
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/client"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -50,11 +50,11 @@ chains:
 		id := fmt.Sprintf("big%d", i)
 		reqs[i] = request(id, "request "+id+" "+pad)
 	}
-	client, err := publisher.New(nc)
+	c, err := client.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	outcomes, err := client.Run(context.Background(), "default", reqs, publisher.Options{Timeout: 10 * time.Second})
+	outcomes, err := c.PublishAll(context.Background(), "default", reqs, client.Options{Timeout: 10 * time.Second})
 	if !errors.Is(err, wire.ErrFull) || !strings.Contains(err.Error(), "DETOUR_REQUESTS_MAX_BYTES reached") {
 		t.Fatalf("publishing a backlog past the queue's limit: %v, want it refused as full", err)
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
+	"github.com/detourhq/detour/client"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/internal/publisher"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -47,7 +47,7 @@ func TestPublisherRidesOutAServerRestart(t *testing.T) {
 		h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), settings)
 	}
 
-	c, err := publisher.New(nc)
+	c, err := client.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,15 +58,15 @@ func TestPublisherRidesOutAServerRestart(t *testing.T) {
 	}
 	var published, retries atomic.Int64
 	done := make(chan struct{})
-	var outcomes []publisher.Outcome
+	var outcomes []client.Outcome
 	var runErr error
 	go func() {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		outcomes, runErr = c.Run(ctx, "default", reqs, publisher.Options{
+		outcomes, runErr = c.PublishAll(ctx, "default", reqs, client.Options{
 			Wait: true, Rate: 100, Timeout: time.Minute,
-			OnPublished: func(publisher.Outcome) { published.Add(1) },
+			OnPublished: func(client.Outcome) { published.Add(1) },
 			OnRetry:     func(error) { retries.Add(1) },
 		})
 	}()

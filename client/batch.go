@@ -1,10 +1,10 @@
-package publisher
+package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,43 +13,20 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/wire"
 )
 
-// Client sends requests over one NATS connection.
-type Client struct {
-	nc *nats.Conn
-	js jetstream.JetStream
-}
-
-// New returns a Client on nc.
-func New(nc *nats.Conn) (*Client, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{nc: nc, js: js}, nil
-}
-
-// Outcome is what became of one request: its result, or why none arrived.
+// Outcome is what became of one request of PublishAll: its result, or why
+// none arrived. Its Receipt always has the ID; the rest of it is zero when
+// the request was not published.
 type Outcome struct {
-	ID     string
+	Receipt
 	Result chain.Result // zero (empty Status) when no result arrived
-	Err    error        // ErrNoResult or ErrNotPublished when Result is zero
-	// Published is when the request was handed to JetStream; zero when it
-	// was not sent.
-	Published time.Time
+	Err    error        // wraps ErrNoResult or ErrNotPublished when Result is zero
 	// Arrived is when the result reached the client or, for a result read
 	// back from DETOUR_RESULTS, when the server stored it.
 	Arrived time.Time
-	// Duplicate is set when JetStream took the request's id for one sent
-	// earlier within its duplicate window: the result is that request's, and
-	// its end-to-end time says nothing about this run.
-	Duplicate bool
-	// RequestSeq is the request's sequence in DETOUR_REQUESTS (for a
-	// duplicate, the earlier request's); a stored result that answers
-	// another sequence is not this request's.
-	RequestSeq uint64
 }
 
 // HasResult reports whether a result arrived.
@@ -64,29 +41,19 @@ func (o Outcome) EndToEnd() (d time.Duration, ok bool) {
 	return o.Arrived.Sub(o.Published), true
 }
 
-// ErrNoResult is reported for a request whose result did not arrive in time.
-var ErrNoResult = errors.New("no result before the timeout")
-
-// ErrNotPublished is reported for a request that was never sent because
-// publishing stopped (an error, Options.Stop, or the context ended) before
-// its turn.
-var ErrNotPublished = errors.New("not published")
-
-// ErrStopped is why requests were not published after Options.Stop closed.
-var ErrStopped = errors.New("stopped")
-
-// Options tune a run. The zero value publishes as fast as acks come back and
-// does not wait for results.
+// Options tune PublishAll. The zero value publishes as fast as
+// acknowledgements come back and does not wait for results.
 type Options struct {
 	// Wait makes the run wait for every request's result.
 	Wait bool
-	// Rate is how many requests are published per second; 0 or less means
-	// as fast as possible. See Pacer.
+	// Rate is how many requests are published per second, on a fixed
+	// schedule: a slow publish is made up for by the next ones rather than
+	// lowering the rate. 0 or less publishes as fast as possible.
 	Rate float64
 	// Timeout bounds the wait for results once the last request is
 	// published, and how long one failed publish is retried (a server
 	// restart); 0 waits and retries until the context ends. Publishing
-	// itself is not bounded by it, so a slow -rate does not eat into the
+	// itself is not bounded by it, so a slow Rate does not eat into the
 	// wait.
 	Timeout time.Duration
 	// OnRetry, if set, is called with the error of each publish that is
@@ -94,7 +61,8 @@ type Options struct {
 	OnRetry func(error)
 	// OnPublished is called after each request is published, OnResult once
 	// per result that arrives. Calls are never concurrent with each other;
-	// they run on the client's goroutines and must return quickly.
+	// they run on the client's goroutines (OnResult on a NATS subscription's)
+	// and must return quickly.
 	OnPublished func(Outcome)
 	OnResult    func(Outcome)
 	// Stop, when closed, ends publishing early: the requests not yet sent
@@ -103,22 +71,31 @@ type Options struct {
 	Stop <-chan struct{}
 }
 
-// Run publishes reqs to chainName and, when opts.Wait is set, collects
-// their results. Requests without an id get a unique one; each is published
-// with Nats-Msg-Id so a retried publish is not queued twice. The outcomes are
-// in the order of reqs, one per request, whatever happened; the error is
-// non-nil when publishing failed or the context ended before every request
-// was sent (then the outcomes of the requests that were sent are still
-// collected), and alone when nothing was sent. Stopping through opts.Stop is
-// not an error.
-func (c *Client) Run(ctx context.Context, chainName string, reqs []wire.Request, opts Options) ([]Outcome, error) {
+// PublishAll publishes reqs to chainName in order, each as Publish does
+// (a failed publish retried for up to opts.Timeout, and ErrNoStream retried
+// too once a request of the run was stored: the stream is coming back after
+// a restart), and, when opts.Wait is set, collects their results as Send
+// does, on one subscription. Requests without an id get a NUID; reqs itself is not
+// modified. The outcomes are in the order of reqs, one per request, whatever
+// happened. The error is non-nil when publishing failed or the context ended
+// before every request was sent (the results of those that were sent are
+// still collected), and alone when nothing was sent; an id that is not a
+// subject token (wire.ErrBadRequest) or that two requests share sends
+// nothing. Stopping through opts.Stop is not an error. Once the wait ends,
+// one last read of DETOUR_RESULTS, at most 5 s even after ctx ended, picks
+// up the results whose replies were missed.
+func (c *Client) PublishAll(ctx context.Context, chainName string, reqs []wire.Request, opts Options) ([]Outcome, error) {
+	reqs = slices.Clone(reqs)
 	inbox := c.nc.NewInbox()
 	col := newCollector(reqs, opts)
 	replySubjects := map[string]bool{}
+	var invalid error
 	for i := range reqs {
 		r := &reqs[i]
 		if r.ID == "" {
 			r.ID = nuid.Next()
+		} else if invalid == nil { // the first bad id is reported
+			invalid = checkID(i, r.ID, col.index)
 		}
 		if opts.Wait {
 			if r.ReplyTo == "" {
@@ -129,6 +106,10 @@ func (c *Client) Run(ctx context.Context, chainName string, reqs []wire.Request,
 		}
 		col.outcomes[i].ID = r.ID
 		col.index[r.ID] = i
+	}
+	if invalid != nil {
+		col.unsent(0, invalid)
+		return col.outcomes, invalid
 	}
 	if opts.Wait {
 		// A request that names its own reply subject is answered there, not
@@ -142,7 +123,9 @@ func (c *Client) Run(ctx context.Context, chainName string, reqs []wire.Request,
 				}
 			})
 			if err != nil {
-				return col.outcomes, fmt.Errorf("client: subscribing to %s: %w", subject, err)
+				err = fmt.Errorf("client: subscribing to %s: %w", subject, err)
+				col.unsent(0, err)
+				return col.outcomes, err
 			}
 			defer sub.Unsubscribe()
 		}
@@ -167,16 +150,29 @@ func (c *Client) Run(ctx context.Context, chainName string, reqs []wire.Request,
 	}
 	defer cancel()
 	c.await(waitCtx, col)
-	c.collectStored(col, col.pending(false))
+	c.collectStored(context.WithoutCancel(ctx), col, col.pending(false))
 	col.finish()
 	return col.outcomes, pubErr
+}
+
+// checkID refuses the id of request i when it cannot be a subject token (a
+// processor would dead-letter the request, and the reply subject the run
+// gives it would not be one) or when an earlier request has it, in index.
+func checkID(i int, id string, index map[string]int) error {
+	if err := wire.ValidateID(id); err != nil {
+		return fmt.Errorf("client: request %d: %w", i, err)
+	}
+	if first, twice := index[id]; twice {
+		return fmt.Errorf("client: request %d: id %q is already request %d's", i, id, first)
+	}
+	return nil
 }
 
 // publishAll publishes reqs in order, paced, and stops at the first error
 // or when opts.Stop closes; the requests after that are marked as not
 // published.
 func (c *Client) publishAll(ctx context.Context, chainName string, reqs []wire.Request, col *collector, opts Options) (int, error) {
-	pacer := NewPacer(opts.Rate)
+	pacer := wait.NewPacer(opts.Rate)
 	pacing, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if opts.Stop != nil {
@@ -222,40 +218,21 @@ func (c *Client) await(ctx context.Context, col *collector) {
 			// Every 5 s, look for all pending results too: a reply lost on
 			// the inbox (a reconnect) is still stored.
 			if ids := col.pending(n%10 != 0); len(ids) > 0 {
-				c.collectStored(col, ids)
+				c.collectStored(ctx, col, ids)
 			}
 		}
 	}
 }
 
-func (c *Client) publish(ctx context.Context, chainName string, r wire.Request) (*jetstream.PubAck, error) {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("client: encoding request %s: %w", r.ID, err)
-	}
-	msg := nats.NewMsg(wire.RequestSubject(chainName))
-	msg.Data = body
-	msg.Header.Set(wire.HeaderContentType, wire.JSON.ContentType())
-	msg.Header.Set(wire.HeaderMsgID, r.ID)
-	ack, err := c.js.PublishMsg(ctx, msg)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-			return nil, fmt.Errorf("client: %w %s: is chain %q configured and a processor started?", errNoStream, msg.Subject, chainName)
-		}
-		if full := wire.Full(err); full != nil {
-			return nil, fmt.Errorf("client: request %s refused: %w", r.ID, full)
-		}
-		return nil, fmt.Errorf("client: publishing request %s: %w", r.ID, err)
-	}
-	return ack, nil
-}
+// collectStoredTimeout bounds one read of the pending results.
+const collectStoredTimeout = 5 * time.Second
 
 // collectStored reads the results of ids from DETOUR_RESULTS.
-func (c *Client) collectStored(col *collector, ids []string) {
+func (c *Client) collectStored(ctx context.Context, col *collector, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, collectStoredTimeout)
 	defer cancel()
 	s, err := c.js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
@@ -312,14 +289,14 @@ func (col *collector) answers(id string, h nats.Header) bool {
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	i, ok := col.index[id]
-	return ok && wire.Answers(h, time.Time{}, col.outcomes[i].RequestSeq, time.Time{}) // its acknowledgement has no time
+	return ok && wire.Answers(h, time.Time{}, col.outcomes[i].Seq, time.Time{}) // its acknowledgement has no time
 }
 
 func (col *collector) published(i int, at time.Time, ack *jetstream.PubAck) {
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	col.outcomes[i].Published, col.outcomes[i].Duplicate = at, ack.Duplicate
-	col.outcomes[i].RequestSeq = ack.Sequence
+	col.outcomes[i].Seq = ack.Sequence
 	if col.opts.OnPublished != nil {
 		col.opts.OnPublished(col.outcomes[i])
 	}

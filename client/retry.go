@@ -1,4 +1,4 @@
-package publisher
+package client
 
 import (
 	"context"
@@ -24,9 +24,6 @@ const (
 	publishAttemptTimeout = 2 * time.Second
 )
 
-// errNoStream is a publish that no stream took: the chain is unknown.
-var errNoStream = errors.New("no stream takes the subject")
-
 // publishRetrying publishes r, retrying a failed publish with backoff for up
 // to budget after the first failure (until ctx ends when budget is 0): a
 // server restart or a leader election must not end a run. Every attempt
@@ -45,7 +42,7 @@ func (c *Client) publishRetrying(ctx context.Context, chainName string, r wire.R
 		if err == nil {
 			return ack, nil
 		}
-		if ctx.Err() != nil || (errors.Is(err, errNoStream) && !stored) || errors.Is(err, wire.ErrFull) {
+		if ctx.Err() != nil || (errors.Is(err, ErrNoStream) && !stored) || errors.Is(err, wire.ErrFull) {
 			return nil, err
 		}
 		if attempt == 0 && budget > 0 {

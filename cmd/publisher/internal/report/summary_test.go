@@ -1,4 +1,4 @@
-package publisher_test
+package report_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/client"
+	"github.com/detourhq/detour/cmd/publisher/internal/report"
 	"github.com/detourhq/detour/internal/text"
 )
 
@@ -21,61 +22,22 @@ func ms(n ...int) []time.Duration {
 	return out
 }
 
-func seq(from, to int) []time.Duration {
-	var n []int
-	for i := from; i <= to; i++ {
-		n = append(n, i)
-	}
-	return ms(n...)
-}
-
-func TestPercentileIsNearestRank(t *testing.T) {
-	tests := map[string]struct {
-		sorted        []time.Duration
-		p50, p95, p99 time.Duration
-	}{
-		"none":            {nil, 0, 0, 0},
-		"one":             {ms(7), 7 * time.Millisecond, 7 * time.Millisecond, 7 * time.Millisecond},
-		"two":             {ms(1, 9), 1 * time.Millisecond, 9 * time.Millisecond, 9 * time.Millisecond},
-		"three":           {ms(1, 2, 3), 2 * time.Millisecond, 3 * time.Millisecond, 3 * time.Millisecond},
-		"four":            {ms(1, 2, 3, 4), 2 * time.Millisecond, 4 * time.Millisecond, 4 * time.Millisecond},
-		"ten":             {seq(1, 10), 5 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond},
-		"twenty":          {seq(1, 20), 10 * time.Millisecond, 19 * time.Millisecond, 20 * time.Millisecond},
-		"hundred":         {seq(1, 100), 50 * time.Millisecond, 95 * time.Millisecond, 99 * time.Millisecond},
-		"thousand":        {seq(1, 1000), 500 * time.Millisecond, 950 * time.Millisecond, 990 * time.Millisecond},
-		"one slow of 100": {append(ms(make([]int, 99)...), time.Second), 0, 0, 0},
-		"two slow of 100": {append(ms(make([]int, 98)...), time.Second, time.Second), 0, 0, time.Second},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			for p, want := range map[float64]time.Duration{50: tt.p50, 95: tt.p95, 99: tt.p99} {
-				if got := publisher.Percentile(tt.sorted, p); got != want {
-					t.Errorf("p%v = %s, want %s", p, got, want)
-				}
-			}
-		})
-	}
-	if got := publisher.Percentile(seq(1, 10), 100); got != 10*time.Millisecond {
-		t.Errorf("p100 = %s, want the largest", got)
-	}
-}
-
 func TestQuantilesOfSortsItsInput(t *testing.T) {
-	q := publisher.QuantilesOf(ms(30, 10, 20))
-	want := publisher.Quantiles{N: 3, P50: 20 * time.Millisecond, P95: 30 * time.Millisecond, P99: 30 * time.Millisecond}
+	q := report.QuantilesOf(ms(30, 10, 20))
+	want := report.Quantiles{N: 3, P50: 20 * time.Millisecond, P95: 30 * time.Millisecond, P99: 30 * time.Millisecond}
 	if q != want {
 		t.Fatalf("quantiles %+v, want %+v", q, want)
 	}
 	if s := q.String(); s != "20/30/30 ms" {
 		t.Fatalf("String() = %q", s)
 	}
-	if s := publisher.QuantilesOf(ms(1, 2)).String(); s != "1/2/2 ms" {
+	if s := report.QuantilesOf(ms(1, 2)).String(); s != "1/2/2 ms" {
 		t.Fatalf("String() = %q", s)
 	}
-	if s := publisher.QuantilesOf([]time.Duration{1500 * time.Microsecond}).String(); s != "1.5/1.5/1.5 ms" {
+	if s := report.QuantilesOf([]time.Duration{1500 * time.Microsecond}).String(); s != "1.5/1.5/1.5 ms" {
 		t.Fatalf("String() = %q", s)
 	}
-	if s := (publisher.Quantiles{}).String(); s != "-" {
+	if s := (report.Quantiles{}).String(); s != "-" {
 		t.Fatalf("String() of none = %q", s)
 	}
 }
@@ -93,19 +55,19 @@ type fake struct {
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func outcomes(fakes ...fake) []publisher.Outcome {
-	out := make([]publisher.Outcome, len(fakes))
+func outcomes(fakes ...fake) []client.Outcome {
+	out := make([]client.Outcome, len(fakes))
 	for i, f := range fakes {
-		o := publisher.Outcome{ID: "r" + string(rune('a'+i))}
+		o := client.Outcome{Receipt: client.Receipt{ID: "r" + string(rune('a'+i))}}
 		if f.unsent {
-			o.Err = publisher.ErrNotPublished
+			o.Err = client.ErrNotPublished
 			out[i] = o
 			continue
 		}
 		o.Published = t0.Add(time.Duration(i) * 10 * time.Millisecond)
 		o.Duplicate = f.dup
 		if f.status == "" {
-			o.Err = publisher.ErrNoResult
+			o.Err = client.ErrNoResult
 			out[i] = o
 			continue
 		}
@@ -129,30 +91,30 @@ func TestSummarize(t *testing.T) {
 	}
 	failed := fake{status: chain.StatusFailed, latencyMs: 40, e2e: 50 * time.Millisecond}
 	tests := map[string]struct {
-		in   []publisher.Outcome
-		want publisher.Summary
+		in   []client.Outcome
+		want report.Summary
 		rows []string // provider/model results ok degraded failed latency e2e
 	}{
 		"nothing": {
 			in:   nil,
-			want: publisher.Summary{Chain: "c"},
+			want: report.Summary{Chain: "c"},
 		},
 		"all ok on the first provider": {
 			in: outcomes(primary(10, 20*time.Millisecond), primary(30, 40*time.Millisecond)),
-			want: publisher.Summary{Chain: "c", Requests: 2, Sent: 2, Results: 2, OK: 2,
+			want: report.Summary{Chain: "c", Requests: 2, Sent: 2, Results: 2, OK: 2,
 				Span:     50 * time.Millisecond, // first publish at +0, last arrival at +10+40
-				Latency:  publisher.Quantiles{N: 2, P50: 10 * time.Millisecond, P95: 30 * time.Millisecond, P99: 30 * time.Millisecond},
-				EndToEnd: publisher.Quantiles{N: 2, P50: 20 * time.Millisecond, P95: 40 * time.Millisecond, P99: 40 * time.Millisecond}},
+				Latency:  report.Quantiles{N: 2, P50: 10 * time.Millisecond, P95: 30 * time.Millisecond, P99: 30 * time.Millisecond},
+				EndToEnd: report.Quantiles{N: 2, P50: 20 * time.Millisecond, P95: 40 * time.Millisecond, P99: 40 * time.Millisecond}},
 			rows: []string{"primary/p-model 2 2 0 0 10/30/30 ms 20/40/40 ms"},
 		},
 		"degraded, failed, missing and unsent": {
 			in: outcomes(backup(5, 8*time.Millisecond), primary(1, 2*time.Millisecond), failed,
 				backup(7, 9*time.Millisecond), fake{}, fake{unsent: true}),
-			want: publisher.Summary{Chain: "c", Requests: 6, Sent: 5, Results: 4, OK: 3, Failed: 1, Missing: 1, Unsent: 1,
+			want: report.Summary{Chain: "c", Requests: 6, Sent: 5, Results: 4, OK: 3, Failed: 1, Missing: 1, Unsent: 1,
 				Degraded: 2, MissingIDs: []string{"re"},
 				Span:     70 * time.Millisecond, // the failed result, published at +20, arrives at +70
-				Latency:  publisher.Quantiles{N: 4, P50: 5 * time.Millisecond, P95: 40 * time.Millisecond, P99: 40 * time.Millisecond},
-				EndToEnd: publisher.Quantiles{N: 4, P50: 8 * time.Millisecond, P95: 50 * time.Millisecond, P99: 50 * time.Millisecond}},
+				Latency:  report.Quantiles{N: 4, P50: 5 * time.Millisecond, P95: 40 * time.Millisecond, P99: 40 * time.Millisecond},
+				EndToEnd: report.Quantiles{N: 4, P50: 8 * time.Millisecond, P95: 50 * time.Millisecond, P99: 50 * time.Millisecond}},
 			rows: []string{
 				"primary/p-model 1 1 0 0 1/1/1 ms 2/2/2 ms",
 				"backup/b-model 2 2 2 0 5/7/7 ms 8/9/9 ms",
@@ -161,14 +123,14 @@ func TestSummarize(t *testing.T) {
 		},
 		"a duplicate has a result but no end-to-end time": {
 			in: outcomes(fake{provider: "primary", model: "p-model", status: chain.StatusOK, latencyMs: 3, dup: true}),
-			want: publisher.Summary{Chain: "c", Requests: 1, Sent: 1, Results: 1, OK: 1, Duplicates: 1,
-				Latency: publisher.Quantiles{N: 1, P50: 3 * time.Millisecond, P95: 3 * time.Millisecond, P99: 3 * time.Millisecond}},
+			want: report.Summary{Chain: "c", Requests: 1, Sent: 1, Results: 1, OK: 1, Duplicates: 1,
+				Latency: report.Quantiles{N: 1, P50: 3 * time.Millisecond, P95: 3 * time.Millisecond, P99: 3 * time.Millisecond}},
 			rows: []string{"primary/p-model 1 1 0 0 3/3/3 ms -"},
 		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := publisher.Summarize("c", tt.in)
+			got := report.Summarize("c", tt.in)
 			var rows []string
 			for _, r := range got.Rows {
 				rows = append(rows, strings.Join([]string{r.Provider + "/" + r.Model, strconv.Itoa(r.Results), strconv.Itoa(r.OK),
@@ -187,14 +149,14 @@ func TestSummarize(t *testing.T) {
 
 func TestSummaryFailuresAndDegradedShare(t *testing.T) {
 	tests := map[string]struct {
-		s        publisher.Summary
+		s        report.Summary
 		failures int
 		share    float64
 	}{
-		"clean":              {publisher.Summary{OK: 10}, 0, 0},
-		"no answers":         {publisher.Summary{Missing: 3}, 3, 0},
-		"every kind of loss": {publisher.Summary{OK: 4, Degraded: 1, Failed: 1, Missing: 2, Unsent: 3}, 6, 0.25},
-		"all degraded":       {publisher.Summary{OK: 8, Degraded: 8}, 0, 1},
+		"clean":              {report.Summary{OK: 10}, 0, 0},
+		"no answers":         {report.Summary{Missing: 3}, 3, 0},
+		"every kind of loss": {report.Summary{OK: 4, Degraded: 1, Failed: 1, Missing: 2, Unsent: 3}, 6, 0.25},
+		"all degraded":       {report.Summary{OK: 8, Degraded: 8}, 0, 1},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -209,7 +171,7 @@ func TestSummaryFailuresAndDegradedShare(t *testing.T) {
 }
 
 func TestSummaryText(t *testing.T) {
-	s := publisher.Summarize("default", outcomes(
+	s := report.Summarize("default", outcomes(
 		fake{provider: "primary", model: "p-model", status: chain.StatusOK, latencyMs: 12, e2e: 30 * time.Millisecond},
 		fake{provider: "backup", model: "b-model", position: 1, status: chain.StatusOK, latencyMs: 80, e2e: 95 * time.Millisecond},
 		fake{status: chain.StatusFailed, latencyMs: 200, e2e: 210 * time.Millisecond},
@@ -246,7 +208,7 @@ func TestSummaryTextShowsControlsAsEscapes(t *testing.T) {
 	)
 	outs[1].ID = "id\r\x1b[K\u202e"
 	var b strings.Builder
-	if err := publisher.Summarize("default", outs).WriteText(&b); err != nil {
+	if err := report.Summarize("default", outs).WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
 	got := b.String()
@@ -271,7 +233,7 @@ func TestSummaryTextShowsControlsAsEscapes(t *testing.T) {
 func TestSummaryTextStopped(t *testing.T) {
 	ok := fake{provider: "primary", model: "p-model", status: chain.StatusOK, latencyMs: 10, e2e: 20 * time.Millisecond}
 	unsent := fake{unsent: true}
-	s := publisher.Summarize("default", outcomes(ok, ok, ok, unsent, unsent, unsent, unsent, unsent))
+	s := report.Summarize("default", outcomes(ok, ok, ok, unsent, unsent, unsent, unsent, unsent))
 	var b strings.Builder
 	if err := s.WriteText(&b); err != nil {
 		t.Fatal(err)
@@ -293,7 +255,7 @@ TOTAL                8         3        3   0 (0.0%)  0       10/10/10 ms       
 }
 
 func TestSummaryJSON(t *testing.T) {
-	s := publisher.Summarize("default", outcomes(
+	s := report.Summarize("default", outcomes(
 		fake{provider: "primary", model: "p-model", status: chain.StatusOK, latencyMs: 12, e2e: 30 * time.Millisecond},
 		fake{provider: "backup", model: "b-model", position: 1, status: chain.StatusOK, latencyMs: 80, e2e: 95 * time.Millisecond},
 		fake{},
@@ -325,7 +287,7 @@ func TestSummaryJSON(t *testing.T) {
 	if backup["provider"] != "backup" || backup["degraded_share"] != 1.0 || backup["results"] != 1.0 {
 		t.Errorf("backup row %v", backup)
 	}
-	empty, _ := json.Marshal(publisher.Summarize("x", nil))
+	empty, _ := json.Marshal(report.Summarize("x", nil))
 	if !strings.Contains(string(empty), `"latency_ms":{"n":0,"p50":null,"p95":null,"p99":null}`) ||
 		!strings.Contains(string(empty), `"by_model":[]`) || !strings.Contains(string(empty), `"missing_ids":[]`) {
 		t.Errorf("empty summary %s", empty)

@@ -1,4 +1,4 @@
-package service_test
+package main
 
 import (
 	"context"
@@ -13,9 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/client"
+	"github.com/detourhq/detour/cmd/publisher/internal/report"
+	"github.com/detourhq/detour/internal/requestfile"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -29,6 +33,26 @@ providers:
 chains:
   default: [primary, backup]
 `, primaryURL, backupURL)
+}
+
+// newClient connects a client to the server at url until the test ends.
+func newClient(t *testing.T, url string) *client.Client {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// request builds a one-message request.
+func request(id, prompt string) wire.Request {
+	return wire.Request{ID: id, Messages: []chain.Message{{Role: "user", Content: prompt}}}
 }
 
 // writeRequests writes n requests as JSON Lines, odd lines with messages and
@@ -53,7 +77,7 @@ func writeRequests(t *testing.T, n int) []wire.Request {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	reqs, err := publisher.ReadRequests(f, path, nil)
+	reqs, err := requestfile.Read(f, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,20 +95,14 @@ func TestPublisherBulkRunSummarisesDegradedAnswers(t *testing.T) {
 	defer primary.Close()
 	backup := providertest.New(providertest.OpenAI, providertest.OK())
 	defer backup.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, degradingChain(primary.URL, backup.URL)), testSettings())
-
-	c, err := publisher.New(h.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, startProcessor(t, degradingChain(primary.URL, backup.URL)))
 	var published, results atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	outcomes, err := c.Run(ctx, "default", writeRequests(t, n), publisher.Options{
+	outcomes, err := c.PublishAll(ctx, "default", writeRequests(t, n), client.Options{
 		Wait: true, Rate: rate, Timeout: 30 * time.Second,
-		OnPublished: func(publisher.Outcome) { published.Add(1) },
-		OnResult:    func(publisher.Outcome) { results.Add(1) },
+		OnPublished: func(client.Outcome) { published.Add(1) },
+		OnResult:    func(client.Outcome) { results.Add(1) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +128,7 @@ func TestPublisherBulkRunSummarisesDegradedAnswers(t *testing.T) {
 		t.Errorf("50 publishes at %v/s spread over %s; want about %s", rate, spread, time.Duration(float64(n-1)/rate*float64(time.Second)))
 	}
 
-	s := publisher.Summarize("default", outcomes)
+	s := report.Summarize("default", outcomes)
 	var text strings.Builder
 	_ = s.WriteText(&text)
 	t.Logf("summary:\n%s", text.String())
@@ -141,11 +159,11 @@ func TestPublisherBulkRunSummarisesDegradedAnswers(t *testing.T) {
 	// publish, no provider is called, and the run reads the earlier results
 	// back from DETOUR_RESULTS instead of waiting for its timeout.
 	start := time.Now()
-	again, err := c.Run(ctx, "default", writeRequests(t, n), publisher.Options{Wait: true, Timeout: 30 * time.Second})
+	again, err := c.PublishAll(ctx, "default", writeRequests(t, n), client.Options{Wait: true, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2 := publisher.Summarize("default", again)
+	s2 := report.Summarize("default", again)
 	if s2.Duplicates != n || s2.OK != n || s2.Degraded != failing || s2.Failures() != 0 || s2.EndToEnd.N != 0 {
 		t.Errorf("repeat summary %+v; want %d duplicates answered by the earlier results", s2, n)
 	}
@@ -170,12 +188,7 @@ func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
 		return providertest.OK()(n, req)
 	})
 	defer solo.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
-	c, err := publisher.New(h.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, startProcessor(t, soloChain(solo.URL)))
 	reqs := []wire.Request{
 		request("fine", "hello"),
 		request("late", "hello"),
@@ -192,21 +205,21 @@ func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
 		}
 		file.Write(append(line, '\n'))
 	}
-	if _, err := publisher.ReadRequests(strings.NewReader(file.String()), "reqs.jsonl", nil); err != nil {
+	if _, err := requestfile.Read(strings.NewReader(file.String()), "reqs.jsonl", nil); err != nil {
 		t.Fatalf("client refuses a request: %v", err)
 	}
-	outcomes, err := c.Run(context.Background(), "default", reqs, publisher.Options{Wait: true, Timeout: 3 * time.Second})
+	outcomes, err := c.PublishAll(context.Background(), "default", reqs, client.Options{Wait: true, Timeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := publisher.Summarize("default", outcomes)
+	s := report.Summarize("default", outcomes)
 	if s.OK != 1 || s.Failed != 2 || s.Missing != 1 || s.Failures() != 3 || fmt.Sprint(s.MissingIDs) != "[lost]" {
 		t.Fatalf("summary %+v; want 1 ok, 2 failed, 1 missing (lost)", s)
 	}
 	if o := outcomes[2]; !o.HasResult() || !strings.HasPrefix(o.Result.Error, "bad_reply_subject: ") {
 		t.Errorf("refused request outcome %+v; want a failed result saying bad_reply_subject", o)
 	}
-	if o := outcomes[3]; o.HasResult() || !errors.Is(o.Err, publisher.ErrNoResult) {
+	if o := outcomes[3]; o.HasResult() || !errors.Is(o.Err, client.ErrNoResult) {
 		t.Errorf("lost request outcome %+v; want ErrNoResult", o)
 	}
 	if len(s.Rows) != 2 || s.Rows[1].Provider != "" || s.Rows[1].Failed != 2 {
@@ -220,17 +233,12 @@ func TestPublisherCountsFailedAndMissingResults(t *testing.T) {
 func TestPublisherStopEndsSendingNotWaiting(t *testing.T) {
 	solo := providertest.New(providertest.OpenAI, providertest.Slow(200*time.Millisecond, providertest.OK()))
 	defer solo.Close()
-	h := newHarness(t)
-	h.startProcessor(parseChainFile(t, okChain(t, solo.URL)), testSettings())
-	c, err := publisher.New(h.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, startProcessor(t, soloChain(solo.URL)))
 	stop := make(chan struct{})
 	var published int
-	outcomes, err := c.Run(context.Background(), "default", writeRequests(t, 20), publisher.Options{
+	outcomes, err := c.PublishAll(context.Background(), "default", writeRequests(t, 20), client.Options{
 		Wait: true, Rate: 50, Timeout: 20 * time.Second, Stop: stop,
-		OnPublished: func(publisher.Outcome) {
+		OnPublished: func(client.Outcome) {
 			if published++; published == 5 {
 				close(stop)
 			}
@@ -239,11 +247,11 @@ func TestPublisherStopEndsSendingNotWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stopping is not an error: %v", err)
 	}
-	s := publisher.Summarize("default", outcomes)
+	s := report.Summarize("default", outcomes)
 	if s.Sent != 5 || s.OK != 5 || s.Missing != 0 || s.Unsent != 15 || s.Failures() != 15 {
 		t.Fatalf("summary %+v; want 5 sent and answered, 15 not sent", s)
 	}
-	if o := outcomes[19]; !errors.Is(o.Err, publisher.ErrNotPublished) || !errors.Is(o.Err, publisher.ErrStopped) {
+	if o := outcomes[19]; !errors.Is(o.Err, client.ErrNotPublished) || !errors.Is(o.Err, client.ErrStopped) {
 		t.Errorf("unsent outcome error %v; want ErrNotPublished and ErrStopped", o.Err)
 	}
 }

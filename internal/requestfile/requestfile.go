@@ -1,4 +1,4 @@
-package publisher
+package requestfile
 
 import (
 	"bufio"
@@ -89,7 +89,7 @@ type fileLine struct {
 	Prompt string `json:"prompt"`
 }
 
-// ReadRequests reads a JSON Lines file of requests, one JSON object a line in
+// Read reads a JSON Lines file of requests, one JSON object a line in
 // the shape of docs/requests.md (blank lines are skipped). A line may give
 // "prompt": "text" instead of "messages", meaning one user message. Every line
 // is checked as a processor would check it, and also for unknown fields,
@@ -99,7 +99,7 @@ type fileLine struct {
 // replyPrefixes are the processors' DETOUR_REPLY_PREFIXES, which a line's
 // reply_to must start with (a processor dead-letters any other); nil
 // admits any valid subject.
-func ReadRequests(r io.Reader, name string, replyPrefixes []string) ([]wire.Request, error) {
+func Read(r io.Reader, name string, replyPrefixes []string) ([]wire.Request, error) {
 	lines, err := readLines(r, name, replyPrefixes)
 	if err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func ReadRequests(r io.Reader, name string, replyPrefixes []string) ([]wire.Requ
 	return lo.Map(lines, func(l checkedLine, _ int) wire.Request { return l.req }), nil
 }
 
-// ReadSamples reads a requests file as ReadRequests does and returns what
+// ReadSamples reads a requests file as Read does and returns what
 // the chain is asked for each line, response_schema compiled. Each sample's
 // ID is the line's id or, when it gives none, "line N": the name the check
 // command shows it under. Samples are not sent, so any valid reply_to
@@ -269,59 +269,4 @@ func check(req wire.Request, replyPrefixes []string) (chain.Request, error) {
 		return chain.Request{}, err
 	}
 	return d.ChainRequest(context.Background(), nil)
-}
-
-// Copies returns n requests that each ask prompt as one user message.
-func Copies(prompt string, n int) []wire.Request {
-	reqs := make([]wire.Request, n)
-	for i := range reqs {
-		reqs[i] = wire.Request{Messages: []chain.Message{{Role: "user", Content: prompt}}}
-	}
-	return reqs
-}
-
-// maxSchemaFile bounds the schema file read, in bytes: well above
-// chain.MaxSchemaBytes, which CompileSchema holds it to.
-const maxSchemaFile = 4 * chain.MaxSchemaBytes
-
-// ReadSchema reads a JSON Schema document, which must be one JSON object,
-// and checks that it compiles as a processor would compile it.
-func ReadSchema(r io.Reader) (map[string]any, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxSchemaFile+1))
-	switch {
-	case err != nil:
-		return nil, err
-	case len(data) > maxSchemaFile:
-		return nil, fmt.Errorf("larger than %d bytes, more than a response_schema may be", maxSchemaFile)
-	}
-	// Text read other than written would change an enum, a const or a
-	// pattern, as a processor refuses such a body.
-	if err := wire.CheckJSONText(data, "the schema"); err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var schema map[string]any
-	if err := dec.Decode(&schema); err != nil {
-		return nil, fmt.Errorf("not a JSON object: %w", err)
-	}
-	if schema == nil {
-		return nil, errors.New("not a JSON object: null")
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("more than one JSON value")
-	}
-	if _, err := chain.CompileSchema(schema); err != nil {
-		return nil, err
-	}
-	return schema, nil
-}
-
-// WithSchema puts schema into the response_schema of every request that has
-// none of its own; a request that names one keeps it.
-func WithSchema(reqs []wire.Request, schema map[string]any) {
-	for i := range reqs {
-		if reqs[i].ResponseSchema == nil {
-			reqs[i].ResponseSchema = schema
-		}
-	}
 }

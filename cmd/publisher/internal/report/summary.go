@@ -1,4 +1,4 @@
-package publisher
+package report
 
 import (
 	"cmp"
@@ -13,21 +13,10 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/client"
+	"github.com/detourhq/detour/internal/percentile"
 	"github.com/detourhq/detour/internal/text"
 )
-
-// Percentile returns the p-th percentile (0 < p <= 100) of sorted by the
-// nearest-rank method: the smallest value that at least p% of the values
-// are less than or equal to. It is always one of the values, never an
-// interpolation; it is 0 when sorted is empty.
-func Percentile(sorted []time.Duration, p float64) time.Duration {
-	n := len(sorted)
-	if n == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p * float64(n) / 100))
-	return sorted[min(max(rank, 1), n)-1]
-}
 
 // Quantiles are the 50th, 95th and 99th percentiles of N durations.
 type Quantiles struct {
@@ -38,7 +27,7 @@ type Quantiles struct {
 // QuantilesOf computes the Quantiles of ds, which it sorts in place.
 func QuantilesOf(ds []time.Duration) Quantiles {
 	slices.Sort(ds)
-	return Quantiles{N: len(ds), P50: Percentile(ds, 50), P95: Percentile(ds, 95), P99: Percentile(ds, 99)}
+	return Quantiles{N: len(ds), P50: percentile.Of(ds, 50), P95: percentile.Of(ds, 95), P99: percentile.Of(ds, 99)}
 }
 
 // MarshalJSON writes the percentiles in milliseconds to the microsecond;
@@ -132,7 +121,7 @@ func share(part, whole int) float64 {
 }
 
 // Summarize adds up the outcomes of a run on chainName.
-func Summarize(chainName string, outcomes []Outcome) Summary {
+func Summarize(chainName string, outcomes []client.Outcome) Summary {
 	s := Summary{Chain: chainName, Requests: len(outcomes)}
 	type key struct{ provider, model string }
 	rows := map[key]*Row{}

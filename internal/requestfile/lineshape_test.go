@@ -1,4 +1,4 @@
-package publisher_test
+package requestfile_test
 
 import (
 	"flag"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/internal/requestfile"
 )
 
 var update = flag.Bool("update", false, "rewrite the testdata/*.golden files")
@@ -22,7 +22,7 @@ func TestReadRequestsGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, err = publisher.ReadRequests(f, path, nil)
+	_, err = requestfile.Read(f, path, nil)
 	if err == nil {
 		t.Fatal("accepted")
 	}

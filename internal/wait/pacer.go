@@ -1,10 +1,8 @@
-package publisher
+package wait
 
 import (
 	"context"
 	"time"
-
-	"github.com/detourhq/detour/internal/wait"
 )
 
 // Pacer spaces publishes at a fixed rate. It keeps an absolute schedule (the
@@ -25,7 +23,7 @@ func NewPacer(rate float64) *Pacer {
 	if rate <= 0 {
 		return &Pacer{}
 	}
-	return newPacer(rate, time.Now, wait.Sleep)
+	return newPacer(rate, time.Now, Sleep)
 }
 
 func newPacer(rate float64, now func() time.Time, sleep func(context.Context, time.Duration) error) *Pacer {

@@ -1,4 +1,4 @@
-package publisher_test
+package requestfile_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/internal/publisher"
+	"github.com/detourhq/detour/internal/requestfile"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -19,7 +19,7 @@ func TestReadRequestsAcceptsTheRequestShapeAndPrompts(t *testing.T) {
    
 {"id":"a-3","prompt":"with crlf","response_schema":{"type":"object","required":["a"],"properties":{"a":{"type":"string"}}}}` + "\r\n" +
 		`{"messages":[{"role":"user","content":"no newline at the end"}],"deadline":"2030-01-01T00:00:00Z"}`
-	reqs, err := publisher.ReadRequests(strings.NewReader(file), "good.jsonl", nil)
+	reqs, err := requestfile.Read(strings.NewReader(file), "good.jsonl", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,15 +72,15 @@ func TestReadRequestsReportsABadLine(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			file := good + "\n\n" + tt.line + "\n" + good + "\n"
 			badLine := 3 + strings.Count(tt.line, "\n")
-			reqs, err := publisher.ReadRequests(strings.NewReader(file), "reqs.jsonl", []string{"detour.results.", "_INBOX."})
+			reqs, err := requestfile.Read(strings.NewReader(file), "reqs.jsonl", []string{"detour.results.", "_INBOX."})
 			if err == nil {
 				t.Fatalf("accepted: %+v", reqs)
 			}
 			if reqs != nil {
 				t.Errorf("returned %d requests with the error; want none", len(reqs))
 			}
-			var fileErr *publisher.FileError
-			var lineErr *publisher.LineError
+			var fileErr *requestfile.FileError
+			var lineErr *requestfile.LineError
 			if !errors.As(err, &fileErr) || !errors.As(err, &lineErr) {
 				t.Fatalf("error %T %v; want a *FileError holding a *LineError", err, err)
 			}
@@ -102,7 +102,7 @@ func TestReadRequestsRefusesTextReadOtherThanWritten(t *testing.T) {
 		"{\"id\":\"a\xffb\",\"prompt\":\"x\"}": "line 1: the line is not valid UTF-8 at byte 8",
 		`{"prompt":"x\ud800"}`:                 "line 1: the line has a lone UTF-16 surrogate escape at byte 12",
 	} {
-		_, err := publisher.ReadRequests(strings.NewReader(line), "reqs.jsonl", nil)
+		_, err := requestfile.Read(strings.NewReader(line), "reqs.jsonl", nil)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", line, err, want)
 		}
@@ -112,7 +112,7 @@ func TestReadRequestsRefusesTextReadOtherThanWritten(t *testing.T) {
 // TestReadRequestsChecksTheSchema: a response_schema is compiled as a
 // processor would compile it.
 func TestReadRequestsChecksTheSchema(t *testing.T) {
-	_, err := publisher.ReadRequests(strings.NewReader(`{"prompt":"x","response_schema":{"type":12}}`), "reqs.jsonl", nil)
+	_, err := requestfile.Read(strings.NewReader(`{"prompt":"x","response_schema":{"type":12}}`), "reqs.jsonl", nil)
 	if err == nil || !strings.Contains(err.Error(), "line 1: bad request: response_schema is not a valid JSON Schema: at /type") {
 		t.Fatalf("error %v; want line 1 and response_schema", err)
 	}
@@ -120,8 +120,8 @@ func TestReadRequestsChecksTheSchema(t *testing.T) {
 
 func TestReadRequestsReportsTenBadLinesAndCountsTheRest(t *testing.T) {
 	file := strings.Repeat("hello\n", 25)
-	_, err := publisher.ReadRequests(strings.NewReader(file), "words.txt", nil)
-	var fileErr *publisher.FileError
+	_, err := requestfile.Read(strings.NewReader(file), "words.txt", nil)
+	var fileErr *requestfile.FileError
 	if !errors.As(err, &fileErr) {
 		t.Fatalf("error %v; want a *FileError", err)
 	}
@@ -134,53 +134,15 @@ func TestReadRequestsReportsTenBadLinesAndCountsTheRest(t *testing.T) {
 }
 
 func TestReadRequestsRefusesAnEmptyFile(t *testing.T) {
-	if _, err := publisher.ReadRequests(strings.NewReader("\n  \n"), "empty.jsonl", nil); err == nil || !strings.Contains(err.Error(), "no requests") {
+	if _, err := requestfile.Read(strings.NewReader("\n  \n"), "empty.jsonl", nil); err == nil || !strings.Contains(err.Error(), "no requests") {
 		t.Fatalf("error %v; want no requests", err)
-	}
-}
-
-func TestReadSchema(t *testing.T) {
-	tests := map[string]struct {
-		doc  string
-		want string // error substring; empty for success
-	}{
-		"object":           {`{"type":"object","required":["answer"]}`, ""},
-		"not json":         {`{"type":`, "not a JSON object"},
-		"not an object":    {`["type"]`, "not a JSON object"},
-		"null":             {`null`, "not a JSON object"},
-		"two documents":    {`{} {}`, "more than one JSON value"},
-		"does not compile": {`{"type":"thing"}`, "response_schema"},
-		"remote reference": {`{"$ref":"https://example.com/schema.json"}`, "response_schema"},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			schema, err := publisher.ReadSchema(strings.NewReader(tt.doc))
-			switch {
-			case tt.want == "" && (err != nil || schema == nil):
-				t.Fatalf("error %v", err)
-			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-				t.Fatalf("error %v; want %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func TestWithSchemaKeepsARequestsOwnSchema(t *testing.T) {
-	own := map[string]any{"type": "string"}
-	shared := map[string]any{"type": "object"}
-	reqs := append(publisher.Copies("x", 2), wire.Request{ResponseSchema: own})
-	publisher.WithSchema(reqs, shared)
-	for i, want := range []map[string]any{shared, shared, own} {
-		if !reflect.DeepEqual(reqs[i].ResponseSchema, want) {
-			t.Errorf("request %d schema %v, want %v", i, reqs[i].ResponseSchema, want)
-		}
 	}
 }
 
 // TestReadRequestsTakesTheCacheFields: a line may carry the cache controls
 // and scope, which are checked like the processor checks them.
 func TestReadRequestsTakesTheCacheFields(t *testing.T) {
-	reqs, err := publisher.ReadRequests(strings.NewReader(`{"prompt":"hi","cache_scope":"t-1","cache":{"no_store":true,"stale_if_error":0}}`), "cache.jsonl", nil)
+	reqs, err := requestfile.Read(strings.NewReader(`{"prompt":"hi","cache_scope":"t-1","cache":{"no_store":true,"stale_if_error":0}}`), "cache.jsonl", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +150,7 @@ func TestReadRequestsTakesTheCacheFields(t *testing.T) {
 		t.Fatalf("request %+v, want the cache fields", reqs[0])
 	}
 	for _, line := range []string{`{"prompt":"hi","cache":{"no_stor":true}}`, `{"prompt":"hi","cache_scope":"a.b"}`} {
-		if _, err := publisher.ReadRequests(strings.NewReader(line), "bad.jsonl", nil); err == nil {
+		if _, err := requestfile.Read(strings.NewReader(line), "bad.jsonl", nil); err == nil {
 			t.Errorf("%s: accepted", line)
 		}
 	}
@@ -198,21 +160,8 @@ func TestReadRequestsTakesTheCacheFields(t *testing.T) {
 // scalars; a response_schema holds lists and objects.
 func TestReadRequestsTakesNestedSchemas(t *testing.T) {
 	line := `{"prompt":"x","response_schema":{"type":"object","required":["answer"],"properties":{"answer":{"type":"string"}}}}`
-	reqs, err := publisher.ReadRequests(strings.NewReader(line), "reqs.jsonl", nil)
+	reqs, err := requestfile.Read(strings.NewReader(line), "reqs.jsonl", nil)
 	if err != nil || len(reqs) != 1 {
-		t.Fatalf("ReadRequests: %d requests, %v; want one", len(reqs), err)
-	}
-}
-
-// TestReadSchemaRefusesTextReadOtherThanWritten: as for a requests line.
-func TestReadSchemaRefusesTextReadOtherThanWritten(t *testing.T) {
-	for schema, want := range map[string]string{
-		"{\"enum\":[\"a\xffb\"]}": "the schema is not valid UTF-8 at byte 11",
-		`{"const":"x\udfff"}`:     "the schema has a lone UTF-16 surrogate escape at byte 11",
-	} {
-		_, err := publisher.ReadSchema(strings.NewReader(schema))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: %v, want %q", schema, err, want)
-		}
+		t.Fatalf("Read: %d requests, %v; want one", len(reqs), err)
 	}
 }
