@@ -1,5 +1,5 @@
 // Package stream is detour's JetStream side: the topology of streams and
-// consumers, the embedded server, and the consume loop that takes each
+// consumers, and the consume loop that takes each
 // delivery through its life:
 // decode, check the deadline, skip what was already answered, run the chain
 // with InProgress heartbeats, then publish and ack, NAK with a delay, or

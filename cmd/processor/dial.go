@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/detourhq/detour/cmd/processor/internal/embedded"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/natsconn"
-	"github.com/detourhq/detour/stream"
 )
 
 // dial connects the processor as the settings say: to DETOUR_NATS_URL, or
@@ -21,7 +21,7 @@ func dial(ctx context.Context, s config.Settings, dataDir, name string, logger *
 	if s.NATSURL != "" {
 		return natsconn.Dial(s, name, logger)
 	}
-	srv, err := stream.StartEmbedded(ctx, s.Listen, dataDir)
+	srv, err := embedded.Start(ctx, s.Listen, dataDir)
 	if err != nil {
 		return nil, listenError(s.Listen, err)
 	}
@@ -35,14 +35,14 @@ func checkListen(s config.Settings) error {
 	if s.NATSURL != "" {
 		return nil
 	}
-	return listenError(s.Listen, stream.CheckListen(s.Listen))
+	return listenError(s.Listen, embedded.CheckListen(s.Listen))
 }
 
 // listenError says what to do about a busy DETOUR_LISTEN.
 func listenError(listen string, err error) error {
-	if errors.Is(err, stream.ErrListenInUse) {
+	if errors.Is(err, embedded.ErrListenInUse) {
 		return fmt.Errorf("embedded NATS server: %s: %w (by another processor or NATS server?); "+
-			"set DETOUR_LISTEN to a free host:port, or DETOUR_NATS_URL to use the server there", listen, stream.ErrListenInUse)
+			"set DETOUR_LISTEN to a free host:port, or DETOUR_NATS_URL to use the server there", listen, embedded.ErrListenInUse)
 	}
 	return err
 }

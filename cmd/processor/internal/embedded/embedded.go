@@ -1,4 +1,4 @@
-package stream
+package embedded
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// embeddedReadyLimit bounds how long StartEmbedded waits for the server to
-// take connections; embeddedReadyPoll is how often it looks meanwhile, and
+// readyLimit bounds how long Start waits for the server to
+// take connections; readyPoll is how often it looks meanwhile, and
 // so how soon it notices that its context ended.
 const (
-	embeddedReadyLimit = 10 * time.Second
-	embeddedReadyPoll  = 100 * time.Millisecond
+	readyLimit = 10 * time.Second
+	readyPoll  = 100 * time.Millisecond
 )
 
 // ErrListenInUse reports that another process listens on the embedded
@@ -39,7 +39,7 @@ func CheckListen(listen string) error {
 	return l.Close()
 }
 
-// StartEmbedded starts a NATS server with JetStream in this process, storing
+// Start starts a NATS server with JetStream in this process, storing
 // in dataDir and listening on listen (host:port) so other clients, such as
 // the publisher or the nats CLI, can connect. It first checks the address
 // as CheckListen does, so a busy one fails at once and creates nothing (not
@@ -49,7 +49,7 @@ func CheckListen(listen string) error {
 // Shut it down with Shutdown/WaitForShutdown after the processor's
 // connection has drained; natsconn.DialInProcess hands that to the
 // connection's Close.
-func StartEmbedded(ctx context.Context, listen, dataDir string) (*server.Server, error) {
+func Start(ctx context.Context, listen, dataDir string) (*server.Server, error) {
 	host, portText, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("stream: embedded server address %q: %w", listen, err)
@@ -76,7 +76,7 @@ func StartEmbedded(ctx context.Context, listen, dataDir string) (*server.Server,
 		return nil, fmt.Errorf("stream: embedded server: %w", err)
 	}
 	go s.Start()
-	for limit := time.Now().Add(embeddedReadyLimit); !s.ReadyForConnections(embeddedReadyPoll); {
+	for limit := time.Now().Add(readyLimit); !s.ReadyForConnections(readyPoll); {
 		switch {
 		case ctx.Err() != nil:
 			s.Shutdown()
@@ -85,7 +85,7 @@ func StartEmbedded(ctx context.Context, listen, dataDir string) (*server.Server,
 		case time.Now().After(limit):
 			s.Shutdown()
 			s.WaitForShutdown()
-			return nil, fmt.Errorf("stream: embedded server on %s did not start within %s", listen, embeddedReadyLimit)
+			return nil, fmt.Errorf("stream: embedded server on %s did not start within %s", listen, readyLimit)
 		}
 	}
 	return s, nil

@@ -1,4 +1,4 @@
-package stream_test
+package embedded_test
 
 import (
 	"context"
@@ -9,20 +9,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/cmd/processor/internal/embedded"
 )
 
-// TestStartEmbeddedBusyAddress: an address another process listens on
+// TestStartBusyAddress: an address another process listens on
 // fails at once with ErrListenInUse, and the store is not created.
-func TestStartEmbeddedBusyAddress(t *testing.T) {
+func TestStartBusyAddress(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer busy.Close()
 	dataDir := filepath.Join(t.TempDir(), "detour-data")
-	srv, err := stream.StartEmbedded(context.Background(), busy.Addr().String(), dataDir)
-	if !errors.Is(err, stream.ErrListenInUse) {
+	srv, err := embedded.Start(context.Background(), busy.Addr().String(), dataDir)
+	if !errors.Is(err, embedded.ErrListenInUse) {
 		if srv != nil {
 			srv.Shutdown()
 		}
@@ -36,32 +36,32 @@ func TestStartEmbeddedBusyAddress(t *testing.T) {
 	}
 }
 
-// TestStartEmbeddedStoppedDuringStartUp: a context that ends during
+// TestStartStoppedDuringStartUp: a context that ends during
 // start-up stops the server and returns the context's error; the address
 // is free again.
-func TestStartEmbeddedStoppedDuringStartUp(t *testing.T) {
+func TestStartStoppedDuringStartUp(t *testing.T) {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	srv, err := stream.StartEmbedded(ctx, addr, t.TempDir())
+	srv, err := embedded.Start(ctx, addr, t.TempDir())
 	if !errors.Is(err, context.Canceled) || srv != nil {
 		t.Fatalf("StartEmbedded with its context ended: %v, %v; want context.Canceled", srv, err)
 	}
-	if err := stream.CheckListen(addr); err != nil {
+	if err := embedded.CheckListen(addr); err != nil {
 		t.Fatalf("the address is still taken: %v", err)
 	}
 }
 
-// TestStartEmbedded: a free address starts a server that takes
+// TestStart: a free address starts a server that takes
 // connections.
-func TestStartEmbedded(t *testing.T) {
+func TestStart(t *testing.T) {
 	addr := freeAddr(t)
-	srv, err := stream.StartEmbedded(context.Background(), addr, t.TempDir())
+	srv, err := embedded.Start(context.Background(), addr, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	if !srv.ReadyForConnections(time.Second) || !errors.Is(stream.CheckListen(addr), stream.ErrListenInUse) {
+	if !srv.ReadyForConnections(time.Second) || !errors.Is(embedded.CheckListen(addr), embedded.ErrListenInUse) {
 		t.Fatal("the server does not listen")
 	}
 }
