@@ -13,6 +13,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/internal/topology"
 )
 
 // maxClockSkew is how far in the future of this processor's clock an
@@ -174,7 +175,7 @@ func (r *Runner) lookup(ctx context.Context, key string, req chain.Request) (cha
 		// Not served; the answer of this miss replaces it.
 		r.cfg.Logger.Warn("an invalid entry in the response cache; treating it as absent", "err", err)
 		readable = true
-	case Gone(err):
+	case topology.Gone(err):
 		// Deleted (nats kv rm): created again now, so that this answer
 		// is kept; the new bucket holds nothing, revision 0.
 		r.cfg.Logger.Warn("the response cache bucket is gone; creating it again", "err", err)
@@ -246,7 +247,7 @@ func (r *Runner) store(ctx context.Context, key string, rev uint64, res chain.Re
 	err := r.cfg.Store.Put(ctx, key, newEntry(res, r.cfg.Settings, r.cfg.Now()), rev)
 	switch {
 	case err == nil, errors.Is(err, ErrConflict):
-	case Gone(err):
+	case topology.Gone(err):
 		r.cfg.Logger.Warn("the response cache bucket is gone; creating it again", "err", err)
 		r.ensure(ctx)
 	default:

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -123,21 +124,12 @@ func (s *Store) Put(ctx context.Context, key string, e Entry, rev uint64) error 
 	if err != nil {
 		return fmt.Errorf("cache: encoding %s: %w", key, err)
 	}
-	_, err = s.js.Publish(ctx, subject(key), data,
-		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(keyTTL(e)))
-	var apiErr *jetstream.APIError
+	_, err = topology.Replace(ctx, s.js, subject(key), data, rev, keyTTL(e))
 	switch {
-	case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
-		return fmt.Errorf("%w (%w): %w", ErrConflict, jetstream.ErrKeyRevisionMismatch, err)
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return fmt.Errorf("%w (%w)", ErrConflict, err)
 	case err != nil:
 		return fmt.Errorf("cache: storing %s: %w", key, err)
 	}
 	return nil
-}
-
-// Gone reports whether err says that the bucket's stream does not exist.
-func Gone(err error) bool {
-	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) ||
-		errors.Is(err, nats.ErrNoResponders)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -192,7 +193,7 @@ func (c *Client) publish(ctx context.Context, chainName string, r wire.Request) 
 	msg.Header.Set(wire.HeaderMsgID, r.ID)
 	ack, err := c.js.PublishMsg(ctx, msg)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		if topology.Gone(err) {
 			return nil, fmt.Errorf("client: %w %s: is chain %q configured and a processor started?", ErrNoStream, msg.Subject, chainName)
 		}
 		if full := wire.Full(err); full != nil {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -32,7 +32,7 @@ func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, t
 			s.opened(provider, c, rev)
 			return nil, nil
 		}
-		if bucketGone(err) && !recreated {
+		if topology.Gone(err) && !recreated {
 			// The trip is recorded in the health value already; the key
 			// must not be lost to a deleted bucket either.
 			recreated = true
@@ -75,22 +75,10 @@ func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, t
 }
 
 // replace writes value to key at revision rev with a fresh TTL, in one
-// atomic step: KeyValue.Update would make the key permanent, so this
-// publishes to the key's subject with an expected last sequence and a
-// per-message TTL (ADR-43), as KeyValue.Create does for a new key. A
-// conflict is reported as jetstream.ErrKeyRevisionMismatch.
+// atomic step (topology.Replace): KeyValue.Update would make the key
+// permanent. A conflict is reported as jetstream.ErrKeyRevisionMismatch.
 func (s *Store) replace(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
-	msg := &nats.Msg{Subject: "$KV." + Bucket + "." + key, Data: value, Header: nats.Header{}}
-	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		return 0, fmt.Errorf("%w: %w", jetstream.ErrKeyRevisionMismatch, err)
-	}
-	if err != nil {
-		return 0, err
-	}
-	return ack.Sequence, nil
+	return topology.Replace(ctx, s.js, "$KV."+Bucket+"."+key, value, rev, ttl)
 }
 
 // opened applies a cooldown this store wrote to its mirror at once and

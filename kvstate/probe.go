@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/topology"
 )
 
 // SuffixProbe names the half-open lease key: <provider>.probe.
@@ -141,7 +142,7 @@ func (s *Store) ReleaseProbe(ctx context.Context, provider string, lease uint64)
 	}
 	err := s.kv.Delete(ctx, ProbeKey(provider), jetstream.LastRevision(lease))
 	// A lease that is gone, with its bucket or replaced, needs no release.
-	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyNotFound) && !bucketGone(err) {
+	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyNotFound) && !topology.Gone(err) {
 		return fmt.Errorf("kvstate: releasing %s: %w", ProbeKey(provider), err)
 	}
 	return nil

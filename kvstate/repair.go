@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/internal/wait"
 )
 
@@ -23,16 +23,9 @@ const (
 	recreateTimeout = 10 * time.Second
 )
 
-// errBucketGone marks the bucket found not to exist.
-var errBucketGone = errors.New("bucket does not exist")
-
-// bucketGone reports whether err says the bucket does not exist: a write no
-// stream takes, a read no stream answers, or the API saying so.
-func bucketGone(err error) bool {
-	return errors.Is(err, errBucketGone) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrStreamNotFound) ||
-		errors.Is(err, jetstream.ErrBucketNotFound)
-}
+// errBucketGone marks the bucket found not to exist; topology.Gone reports
+// it as such.
+var errBucketGone = fmt.Errorf("bucket %w", topology.ErrGone)
 
 // create is kv.Create that, finding the bucket gone, creates the bucket
 // again (recreateBucket) and the key on it, once: a single write must not
@@ -40,7 +33,7 @@ func bucketGone(err error) bool {
 // the create's.
 func (s *Store) create(ctx context.Context, key string, data []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
 	rev, err := s.kv.Create(ctx, key, data, opts...)
-	if !bucketGone(err) {
+	if !topology.Gone(err) {
 		return rev, err
 	}
 	if err := s.recreateBucket(ctx); err != nil {

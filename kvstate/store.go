@@ -17,6 +17,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/coalesce"
 	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/internal/topology"
 )
 
 // Bucket is the KV bucket that holds provider state.
@@ -295,7 +296,7 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 		case err == nil:
 			s.keep(func(m *mirror) bool { return m.health.set(provider, next, rev) })
 			return nil
-		case bucketGone(err) && !recreated:
+		case topology.Gone(err) && !recreated:
 			recreated = true
 			if err := s.recreateBucket(ctx); err != nil {
 				return fmt.Errorf("kvstate: writing %s: %w", key, err)

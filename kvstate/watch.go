@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/internal/wait"
 )
 
@@ -214,7 +215,7 @@ func incarnation(ctx context.Context, kv jetstream.KeyValue) (time.Time, error) 
 	defer cancel()
 	st, err := kv.Status(ctx)
 	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
+	case topology.Gone(err):
 		return time.Time{}, fmt.Errorf("kvstate: %s: %w: %w", Bucket, errBucketGone, err)
 	case err != nil:
 		return time.Time{}, fmt.Errorf("kvstate: checking %s: %w", Bucket, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -103,7 +104,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 	consumers := make([]jetstream.Consumer, len(cfg.Chains))
 	for i, name := range cfg.Chains {
 		cons, err := js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(name))
-		if streamGone(err) && cfg.Repair != nil && cfg.Repair.Ensure(ctx) == nil {
+		if topology.Gone(err) && cfg.Repair != nil && cfg.Repair.Ensure(ctx) == nil {
 			cons, err = js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(name))
 		}
 		if err != nil && ctx.Err() != nil {
@@ -240,7 +241,7 @@ func (c *chainPuller) settle(err error) {
 	} else {
 		c.log.Debug("pulling requests failed again", "chain", c.chain, "err", err)
 	}
-	if streamGone(err) {
+	if topology.Gone(err) {
 		_ = c.repair.Ensure(c.ctx)
 	}
 	select {

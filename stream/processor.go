@@ -19,6 +19,7 @@ import (
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/text"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -566,7 +567,7 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 		if n := d.meta.NumDelivered; sparse(n) && sparse(try) { // an outage logs a few lines per request
 			d.log().Error("dead-lettering failed; will retry", "reason", reason, "deliveries", n, "try", try, "err", err)
 		}
-		if streamGone(err) {
+		if topology.Gone(err) {
 			// The dead-letter stream was deleted: put it back before the
 			// retry, as the answer path does for results.
 			_ = d.p.cfg.Repair.Ensure(context.WithoutCancel(ctx))

@@ -8,11 +8,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/internal/coalesce"
 	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/wire"
 )
@@ -129,15 +129,6 @@ func (r *Repairer) missing(ctx context.Context) (missing []string, streamGone bo
 	return missing, streamGone, nil
 }
 
-// streamGone reports whether a publish or API error says that no stream
-// takes the subject or that the stream or consumer does not exist, the
-// errors that a repair can cure.
-func streamGone(err error) bool {
-	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
-		errors.Is(err, jetstream.ErrConsumerDeleted)
-}
-
 // resultStored records the outcome of one attempt to store a result. A
 // failure makes the processor not ready until a later store succeeds; one
 // that says the results stream is gone repairs the topology first, so that
@@ -157,7 +148,7 @@ func (p *Processor) resultStored(ctx context.Context, err error) {
 	case changed:
 		p.cfg.Logger.Info("results are stored again")
 	}
-	if err != nil && streamGone(err) {
+	if err != nil && topology.Gone(err) {
 		_ = p.cfg.Repair.Ensure(ctx)
 	}
 }

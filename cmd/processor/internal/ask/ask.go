@@ -23,6 +23,7 @@ import (
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/buildinfo"
 	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -330,7 +331,7 @@ func (s *server) storeError(chainName, id string, err error) (string, string) {
 	case errors.Is(err, nats.ErrMaxPayload):
 		return CodeTooLarge, fmt.Sprintf("too large: with its headers the request is over the server's max payload of %d bytes",
 			s.cfg.Conn.MaxPayload())
-	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+	case topology.Gone(err):
 		s.log.Warn("a request could not be stored: no stream takes its subject", "subject", subject)
 		return CodeUnavailable, fmt.Sprintf("not stored: no stream takes %s (%s is missing; a processor puts it back when its pulls fail); try again shortly",
 			subject, wire.RequestsStream)
