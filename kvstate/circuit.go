@@ -54,17 +54,13 @@ type Holder struct {
 	By string `json:"by"`
 }
 
-// bound holds h to what a processor writes and names the fields it
-// changed.
-func (h *Holder) bound(b bounds) []string {
-	var notes []string
+// check reads a fingerprint that is not one (16 lowercase hex digits) as
+// none: the name is then held for a definition no processor runs.
+func (h *Holder) check() error {
 	if !isFingerprint(h.Fingerprint, fingerprintLen) {
 		h.Fingerprint = ""
-		notes = append(notes, "fingerprint")
 	}
-	b.text(&h.Definition, maxDefinitionText, "definition", &notes)
-	b.text(&h.By, maxBy, "by", &notes)
-	return notes
+	return nil
 }
 
 // Circuit returns the circuit a definition of provider with fingerprint
@@ -180,7 +176,7 @@ func (s *Store) Claim(ctx context.Context, provider string, h Holder) error {
 	if err != nil {
 		return nil // gone or unreadable now: the next claim tries again
 	}
-	held, _, err := decode[Holder](e.Value(), boundsFor(provider, e.Created(), nil))
+	held, err := decode[Holder](e.Value())
 	if err == nil {
 		s.keep(func(m *mirror) bool { return m.definitions.set(provider, held, e.Revision()) })
 		return nil

@@ -53,7 +53,7 @@ func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, t
 		}
 		// Bounded as the mirror bounds it: a hand-written key that claims to
 		// run for years is replaced like any that ends sooner than c.
-		held, _, err := decode[Cooldown](cur.Value(), boundsFor(provider, cur.Created(), s.opts.Ceiling))
+		held, err := decode[Cooldown](cur.Value())
 		h, _ := s.Health(provider)
 		if err == nil && !held.Until.Before(c.Until) && !resetEnds(held, h) {
 			s.keep(func(m *mirror) bool { return m.cooldowns.set(provider, held, cur.Revision()) })

@@ -2,7 +2,6 @@ package kvstate
 
 import (
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -30,21 +29,22 @@ func (m mirrorMap[T]) set(provider string, value T, rev uint64) bool {
 
 // applyEntry folds a watcher entry into m: a put stores its value, bounded
 // (see bounds), a delete or purge (including a TTL expiry marker) removes
-// the key. notes names the fields of the value that were out of range.
-func applyEntry[T any, P boundedValue[T]](m mirrorMap[T], provider string, e jetstream.KeyValueEntry, b bounds) (notes []string, err error) {
+// the key. A value that does not decode or breaks its rules (check) is
+// not taken, and the error says why.
+func applyEntry[T any, P checked[T]](m mirrorMap[T], provider string, e jetstream.KeyValueEntry) error {
 	if cur, ok := m[provider]; ok && cur.rev >= e.Revision() {
-		return nil, nil
+		return nil
 	}
 	if e.Operation() != jetstream.KeyValuePut {
 		delete(m, provider)
-		return nil, nil
+		return nil
 	}
-	value, notes, err := decode[T, P](e.Value(), b)
+	value, err := decode[T, P](e.Value())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	m[provider] = versioned[T]{value: value, rev: e.Revision()}
-	return notes, nil
+	return nil
 }
 
 // mirror is a local copy of the bucket, one map per kind of key. Revisions
@@ -64,23 +64,21 @@ func newMirror() *mirror {
 }
 
 // apply folds one bucket entry into the mirror, ignoring keys of no kind it
-// knows and entries older than what it holds. ceiling is Options.Ceiling;
-// notes names the fields of the value that were out of range.
-func (m *mirror) apply(e jetstream.KeyValueEntry, ceiling func(string) time.Duration) (notes []string, err error) {
+// knows and entries older than what it holds.
+func (m *mirror) apply(e jetstream.KeyValueEntry) error {
 	provider, kind, ok := strings.Cut(e.Key(), ".")
 	if !ok {
-		return nil, nil
+		return nil
 	}
-	b := boundsFor(provider, e.Created(), ceiling)
 	switch kind {
 	case SuffixHealth:
-		return applyEntry(m.health, provider, e, b)
+		return applyEntry(m.health, provider, e)
 	case SuffixCooldown:
-		return applyEntry(m.cooldowns, provider, e, b)
+		return applyEntry(m.cooldowns, provider, e)
 	case SuffixProbe:
-		return applyEntry(m.probes, provider, e, b)
+		return applyEntry(m.probes, provider, e)
 	case SuffixDefinition:
-		return applyEntry(m.definitions, provider, e, b)
+		return applyEntry(m.definitions, provider, e)
 	}
-	return nil, nil
+	return nil
 }

@@ -82,7 +82,7 @@ func (s *Store) deleteEndedCooldown(ctx context.Context, provider string, h Heal
 		if err != nil {
 			return fmt.Errorf("kvstate: reading %s: %w", key, err)
 		}
-		c, _, err := decode[Cooldown](e.Value(), boundsFor(provider, e.Created(), s.opts.Ceiling))
+		c, err := decode[Cooldown](e.Value())
 		if err == nil && !resetEnds(c, h) {
 			return nil // opened after the reset: not the reset's to end
 		}

@@ -118,7 +118,7 @@ func (s *Store) takeOverLapsed(ctx context.Context, provider string, data []byte
 	if err != nil {
 		return 0, jetstream.ErrKeyExists // removed meanwhile: the next admission creates it
 	}
-	held, _, err := decode[Probe](cur.Value(), boundsFor(provider, cur.Created(), s.opts.Ceiling))
+	held, err := decode[Probe](cur.Value())
 	// The holder's until is by its clock: a lease is lapsed only clockSkew
 	// past it, or two calls could probe a provider just recovering.
 	if err == nil && held.Until.Add(clockSkew).After(now) {

@@ -63,11 +63,6 @@ type Options struct {
 	// Replicas is the replica count of the bucket when this store recreates
 	// it (OpenBucket's); zero means 1.
 	Replicas int
-	// Ceiling returns the longest cooldown to believe of provider: a value
-	// read from the bucket that describes a longer one is read as that
-	// long. Nil, or zero for a provider, means DefaultCeiling, which also
-	// caps it.
-	Ceiling func(provider string) time.Duration
 }
 
 // Store is a processor's view of the bucket: a mirror fed by a watcher plus
@@ -134,18 +129,14 @@ func (s *Store) apply(e jetstream.KeyValueEntry) {
 }
 
 // applyTo folds e into the mirror that target returns under s.mu, and logs
-// a value that is unreadable or out of range: once per revision the watch
-// delivers, not at every read of the mirror.
+// a value that does not decode or breaks its rules: once per revision the
+// watch delivers, not at every read of the mirror.
 func (s *Store) applyTo(target func() *mirror, e jetstream.KeyValueEntry) {
 	s.mu.Lock()
-	notes, err := target().apply(e, s.opts.Ceiling)
+	err := target().apply(e)
 	s.mu.Unlock()
-	switch {
-	case err != nil:
-		s.opts.Logger.Warn("ignoring unreadable value", "key", e.Key(), "err", err)
-	case len(notes) > 0:
-		s.opts.Logger.Warn("value out of range, read within what a processor writes",
-			"key", e.Key(), "revision", e.Revision(), "fields", notes)
+	if err != nil {
+		s.opts.Logger.Warn("ignoring unreadable value", "key", e.Key(), "revision", e.Revision(), "err", err)
 	}
 }
 
@@ -379,14 +370,11 @@ func (s *Store) fetchHealth(ctx context.Context, provider string) (versioned[Hea
 	case err != nil:
 		return versioned[Health]{}, fmt.Errorf("kvstate: reading %s: %w", HealthKey(provider), err)
 	}
-	// Bounded as the mirror bounds it, so that the write that follows puts
-	// back a value in range; the watch logs what was out of range.
-	b := boundsFor(provider, e.Created(), s.opts.Ceiling)
-	h, _, err := decode[Health](e.Value(), b)
+	h, err := decode[Health](e.Value())
 	if err != nil {
 		// An unreadable value is overwritten rather than blocking every write.
 		s.opts.Logger.Warn("overwriting unreadable health value", "key", e.Key(), "err", err)
-		h.bound(b)
+		h = Health{}
 	}
 	return versioned[Health]{value: h, rev: e.Revision()}, nil
 }

@@ -45,12 +45,10 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		return nil
 	}
 	ev := Event{Time: e.Created(), Provider: provider}
-	// A watch knows no provider's settings: DefaultCeiling bounds it.
-	b := boundsFor(provider, e.Created(), nil)
 	put := e.Operation() == jetstream.KeyValuePut
 	switch {
 	case kind == SuffixCooldown && put:
-		c, _, err := decode[Cooldown](e.Value(), b)
+		c, err := decode[Cooldown](e.Value())
 		if err != nil || resetEnds(c, t.health[provider]) {
 			return nil // a trip that raced the last reset: over already
 		}
@@ -78,7 +76,7 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		}
 		return t.end(provider, ev.Time)
 	case kind == SuffixProbe && put:
-		p, _, err := decode[Probe](e.Value(), b)
+		p, err := decode[Probe](e.Value())
 		if err != nil {
 			return nil
 		}
@@ -87,7 +85,7 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 	case kind == SuffixHealth && !put:
 		return t.healthDeleted(provider, ev.Time)
 	case kind == SuffixHealth && put:
-		h, _, err := decode[Health](e.Value(), b)
+		h, err := decode[Health](e.Value())
 		if err != nil {
 			return nil
 		}

@@ -121,9 +121,8 @@ func (f Fleet) CheckReset(names []string) error {
 
 // CheckTrip checks a trip of provider name for d, for reason: a provider
 // of the chain file; d whole seconds, at least one (KV TTLs are), and no
-// longer than the provider's longest cooldown, which processors read a
-// longer one as (a maintenance window must not be cut short without a
-// word); a reason of at most 300 bytes.
+// longer than the provider's longest cooldown: no trip of the provider
+// runs longer than its chain file lets it; a reason of at most 300 bytes.
 func (f Fleet) CheckTrip(name string, d time.Duration, reason string) error {
 	p, err := f.provider(name)
 	if err != nil {
@@ -134,8 +133,8 @@ func (f Fleet) CheckTrip(name string, d time.Duration, reason string) error {
 		return refuse("-for %s: a cooldown is whole seconds, at least 1s (KV TTLs are)", d)
 	case d > limit:
 		return refuse("-for %s is longer than %s's longest cooldown in %s, %s (the larger of its max_cooldown and auth_cooldown): "+
-			"processors would end it after %s. Trip for at most %s (and again before it ends), or raise max_cooldown in the chain file the processors run",
-			d, name, f.Path, limit, limit, limit)
+			"no trip of it runs longer. Trip for at most %s (and again before it ends), or raise max_cooldown in the chain file the processors run",
+			d, name, f.Path, limit, limit)
 	}
 	switch {
 	case strings.TrimSpace(reason) == "":
@@ -291,17 +290,12 @@ func (f Fleet) otherCircuits(store *kvstate.Store, name string) []string {
 	return slices.DeleteFunc(slices.Compact(circuits), func(c string) bool { return c == name })
 }
 
-// store is a store on kv that reads values as the processors with this
-// chain file read them, loaded once: a snapshot, not followed.
+// store is a store on kv, loaded once: a snapshot, not followed.
 func (f Fleet) store(ctx context.Context, kv jetstream.KeyValue) (*kvstate.Store, error) {
-	ceilings := map[string]time.Duration{}
-	for _, p := range f.File.Providers {
-		ceilings[p.Name] = p.LongestCooldown()
-	}
 	clock := serverclock.New(f.Clock, serverclock.BucketTime(kv), nil)
 	_ = clock.Sync(ctx) // without a sample, the local time
 	// Each circuit of a provider as the chain file's definition of it.
-	s := kvstate.New(f.JS, kv, kvstate.Options{Now: clock.Now, Ceiling: func(c string) time.Duration { return ceilings[kvstate.CircuitProvider(c)] }})
+	s := kvstate.New(f.JS, kv, kvstate.Options{Now: clock.Now})
 	if err := s.Load(ctx); err != nil {
 		return nil, err
 	}

@@ -127,24 +127,18 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	id := processorID()
 	// Each provider keeps the circuit of this processor's definition of
 	// it (circuitState): its plain name's, or provider=<short fingerprint>
-	// while another definition holds the name. No cooldown of either is
-	// longer than the larger of its max_cooldown and auth_cooldown: a
-	// value in the bucket that says so was not written by a processor with
-	// this definition.
+	// while another definition holds the name.
 	holders := map[string]kvstate.Holder{}
-	ceilings := map[string]time.Duration{}
 	var own []string // the circuits this processor may keep, for the metrics
 	for _, p := range opts.File.Providers {
 		d := fleet.Define(p)
 		holders[p.Name] = kvstate.Holder{Fingerprint: d.Fingerprint, Definition: d.String(), By: id}
-		ceilings[p.Name], ceilings[kvstate.DefinitionCircuit(p.Name, d.Fingerprint)] = p.LongestCooldown(), p.LongestCooldown()
 		own = append(own, p.Name, kvstate.DefinitionCircuit(p.Name, d.Fingerprint))
 	}
 	store := kvstate.New(js, kv, kvstate.Options{ID: id, Now: clock.Now, Logger: opts.Logger, Replicas: s.Replicas,
 		OnCooldown: func(circuit string, c kvstate.Cooldown) {
 			opts.Metrics.CooldownOpened(kvstate.CircuitProvider(circuit), c.Class)
-		},
-		Ceiling: func(circuit string) time.Duration { return ceilings[circuit] }})
+		}})
 	keeper := &circuitKeeper{store: store, own: holders, now: clock.Now, logger: opts.Logger,
 		kept: map[string]string{}, unheard: map[string]bool{}}
 	providers := lo.Map(opts.File.Providers, func(p config.Provider, _ int) string { return p.Name })

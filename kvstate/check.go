@@ -1,0 +1,92 @@
+package kvstate
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The bucket is the fleet's own: its values are written by processors and
+// by `processor trip` and `reset`. A value is still checked once, where it
+// is decoded, against the rules every writer keeps, so that a key edited by
+// hand into something no writer makes is ignored, and logged, rather than
+// breaking every reader (a time past year 9999 cannot be written as JSON,
+// and status -json and /status.json write every provider's row).
+
+// maxCount bounds failure and trip counts: far above any real outage, far
+// below where an increment overflows and a provider never trips again.
+const maxCount = 1_000_000_000
+
+// checked is a value of the bucket that knows the rules its writers keep.
+type checked[T any] interface {
+	*T
+	check() error
+}
+
+// decode reads a value of the bucket and checks it. The error says what
+// does not decode, or which rule the value breaks.
+func decode[T any, P checked[T]](data []byte) (T, error) {
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		return v, err
+	}
+	return v, P(&v).check()
+}
+
+// check reports the first rule h breaks.
+func (h *Health) check() error {
+	return firstErr(count("consecutive_failures", h.ConsecutiveFailures), count("trips", h.Trips),
+		length("last_trip_s", h.LastTripS),
+		writable("last_failure", h.LastFailure), writable("last_success", h.LastSuccess),
+		writable("reset_at", h.ResetAt), writable("last_trip", h.LastTrip),
+		writable("last_trip + last_trip_s", h.LastTrip.Add(time.Duration(h.LastTripS)*time.Second)))
+}
+
+// check reports the first rule c breaks.
+func (c *Cooldown) check() error {
+	return firstErr(count("trip", c.Trip), length("duration_s", c.DurationS), writable("until", c.Until))
+}
+
+// check reports whether p's until can be written.
+func (p *Probe) check() error { return writable("until", p.Until) }
+
+func count(field string, n int) error {
+	if n < 0 || n > maxCount {
+		return fmt.Errorf("%s %d is outside 0 to %d", field, n, maxCount)
+	}
+	return nil
+}
+
+// length checks a length in whole seconds: from 0 to a century.
+func length(field string, s int64) error {
+	if s < 0 || s > 100*365*24*3600 {
+		return fmt.Errorf("%s %d is outside 0 to a hundred years", field, s)
+	}
+	return nil
+}
+
+// writable checks that t, in UTC, is a time RFC 3339 and time.Time's JSON
+// can write: in the years 0000 to 9999.
+func writable(field string, t time.Time) error {
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("%s %s is outside the years 0000 to 9999", field, t.Format(time.RFC3339))
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clockSkew is how far a processor's clock may run ahead of the NATS
+// server's: a probe lease is lapsed only this long past its until.
+const clockSkew = time.Minute
+
+// maxBy bounds the processor id or operator a processor writes in a value;
+// real ids are <hostname>-<pid>-<random>, operators user@host.
+const maxBy = 300
