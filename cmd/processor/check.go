@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/cmd/internal/requestfile"
 	"github.com/detourhq/detour/cmd/processor/internal/chains"
 	"github.com/detourhq/detour/cmd/processor/internal/demo"
 	"github.com/detourhq/detour/config"
-	"github.com/detourhq/detour/internal/requestfile"
 	"github.com/detourhq/detour/internal/suggest"
 )
 

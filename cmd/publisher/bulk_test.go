@@ -18,8 +18,8 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/client"
+	"github.com/detourhq/detour/cmd/internal/requestfile"
 	"github.com/detourhq/detour/cmd/publisher/internal/report"
-	"github.com/detourhq/detour/internal/requestfile"
 	"github.com/detourhq/detour/wire"
 )
 

@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/internal/requestfile"
+	"github.com/detourhq/detour/cmd/internal/requestfile"
 	"github.com/detourhq/detour/wire"
 )
 

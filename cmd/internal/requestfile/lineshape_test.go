@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/detourhq/detour/internal/requestfile"
+	"github.com/detourhq/detour/cmd/internal/requestfile"
 )
 
 var update = flag.Bool("update", false, "rewrite the testdata/*.golden files")

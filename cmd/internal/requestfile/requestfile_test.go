@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/internal/requestfile"
+	"github.com/detourhq/detour/cmd/internal/requestfile"
 	"github.com/detourhq/detour/wire"
 )
 
