@@ -23,9 +23,9 @@ import (
 	"github.com/detourhq/detour/cmd/processor/internal/demo"
 	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/service"
+	"github.com/detourhq/detour/cmd/processor/internal/supervise"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/buildinfo"
-	"github.com/detourhq/detour/natsconn"
 )
 
 func main() {
@@ -213,42 +213,31 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	if err != nil {
 		return err
 	}
+	// The metrics server outlives the processor's shutdown, so /readyz
+	// reports it not ready while it drains. A connection closed for good
+	// stops the processor like a signal, and it exits non-zero saying why,
+	// so that its supervisor restarts it.
+	var outside, inside []supervise.Part
 	if metricsPort != nil {
-		// The metrics server outlives the consume loop's shutdown, so
-		// /readyz reports the processor not ready while it drains.
-		metricsCtx, stopMetrics := context.WithCancel(context.Background())
-		served := make(chan error, 1)
-		go func() { served <- metricsPort.Serve(metricsCtx, p.Handler()) }()
-		defer func() {
-			stopMetrics()
-			if err := <-served; err != nil {
+		outside = append(outside, func(ctx context.Context) error {
+			if err := metricsPort.Serve(ctx, p.Handler()); err != nil {
 				logger.Warn("metrics server", "err", err)
 			}
-		}()
+			return nil
+		})
 		logger.Info("serving the status page on /, and /metrics, /healthz and /readyz", "addr", settings.MetricsAddr)
 	}
-	// A connection closed for good stops the processor like a signal, and
-	// it exits non-zero saying why, so that its supervisor restarts it.
-	runCtx, stopRun := context.WithCancelCause(ctx)
-	defer stopRun(nil)
-	go func() { // ends with runCtx, at the latest when serve returns
+	inside = append(inside, p.Run, func(ctx context.Context) error {
 		select {
 		case err := <-conn.Lost():
-			stopRun(err)
-		case <-runCtx.Done():
+			return err
+		case <-ctx.Done():
+			return nil
 		}
-	}()
+	})
 	if demoMode {
-		trickled := make(chan struct{})
-		go func() { defer close(trickled); _ = demo.Trickle(runCtx, conn.NATS(), 2*time.Second, logger) }()
-		defer func() { stopRun(nil); <-trickled }()
+		inside = append(inside, func(ctx context.Context) error { _ = demo.Trickle(ctx, conn.NATS(), 2*time.Second, logger); return nil })
 		logger.Info("demo: try `go run ./cmd/publisher \"hello\"` in another terminal")
 	}
-	if err := p.Run(runCtx); err != nil {
-		return err
-	}
-	if cause := context.Cause(runCtx); errors.Is(cause, natsconn.ErrLost) {
-		return cause
-	}
-	return nil
+	return supervise.Run(ctx, outside, inside)
 }

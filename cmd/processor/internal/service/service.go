@@ -24,6 +24,7 @@ import (
 	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/serverclock"
 	"github.com/detourhq/detour/cmd/processor/internal/statuspage"
+	"github.com/detourhq/detour/cmd/processor/internal/supervise"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/wait"
@@ -190,103 +191,88 @@ func (p *Processor) keepTopology(ctx context.Context) {
 	}
 }
 
-// Run runs the processor's three actors until ctx ends, and returns once all
-// have returned: the provider-state mirror, which follows the bucket
-// (kvstate.Store.Run, which watches again and recreates the bucket should
-// it be lost), the consume loop, which takes every chain's requests and
-// shuts down gracefully when ctx ends, and the request/reply service
-// (ask.Serve: the micro service "detour" on detour.ask.<chain>), which
-// stops taking requests when the consume loop does, before it drains, and
-// announces in its metadata what this processor runs under each provider
-// name (see watchFleet, which compares that with the other processors').
-// Beside them, a watch of the bucket keeps the latest outage events for the
-// status page (Handler), and the clock keeps learning the NATS server's
-// time, until the mirror stops. The mirror stops only after the consume loop has returned, so that requests
-// still in flight while it drains see other processors' cooldowns. Should
-// the mirror end first, or the service fail to start, the consume loop
-// stops as if ctx had ended, and Run returns why. Call Run once.
+// Run runs the processor until ctx ends, and returns once every part has.
+// Its parts run in two stages (supervise.Run), whose nesting is the
+// shutdown order:
+//   - outside, for as long as anything inside runs: the provider-state
+//     mirror, which follows the bucket (kvstate.Store.Run, which watches
+//     again and recreates the bucket should it be lost), a watch of the
+//     bucket that keeps the latest outage events for the status page
+//     (Handler), and the clock that keeps learning the NATS server's time;
+//     so requests still in flight while the consume loop drains see other
+//     processors' cooldowns, judged by the server's time;
+//   - inside, until ctx ends: the consume loop, which takes every chain's
+//     requests and shuts down gracefully; the request/reply service
+//     (ask.Serve: the micro service "detour" on detour.ask.<chain>), which
+//     stops taking requests when the consume loop does, before it drains,
+//     and announces in its metadata what this processor runs under each
+//     provider name (see watchFleet, which compares that with the other
+//     processors'); the fleet check; and the topology keeper.
+//
+// Should the mirror end by itself, or the service fail to start, the consume
+// loop stops as if ctx had ended, and Run returns why. Call Run once.
 func (p *Processor) Run(ctx context.Context) error {
 	p.opts.Logger.Info("processing", "chains", p.chains, "workers", p.opts.Settings.Workers)
-	consumeCtx, stopConsuming := context.WithCancelCause(ctx)
-	defer stopConsuming(nil)
-	mirrorCtx, stopMirror := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopMirror()
-	mirrored := make(chan error, 1)
-	go func() { // ends with mirrorCtx, cancelled once the consume loop returned
-		err := p.store.Run(mirrorCtx)
-		if mirrorCtx.Err() == nil { // it is not meant to end before it is stopped
-			if err == nil {
-				err = errors.New("kvstate: Run returned")
-			}
-			err = fmt.Errorf("service: the provider-state mirror stopped following the bucket: %w", err)
-			stopConsuming(err)
-		}
-		mirrored <- err
-	}()
-
-	eventsDone, clockDone := make(chan struct{}), make(chan struct{})
-	go func() { // ends with mirrorCtx
-		defer close(eventsDone)
-		p.watchEvents(mirrorCtx)
-	}()
-	go func() { // ends with mirrorCtx: the mirror's judgements need the server's time till the end
-		defer close(clockDone)
-		_ = p.clock.Run(mirrorCtx)
-	}()
-	defer func() { stopMirror(); <-eventsDone; <-clockDone }()
-
-	asked := make(chan error, 1)
-	go func() { // ends with consumeCtx, when the consume loop stops taking work
-		err := ask.Serve(consumeCtx, ask.Config{
-			Conn: p.opts.Conn, JetStream: p.js, Chains: p.chains,
-			ReplyPrefixes: p.opts.Settings.ReplyPrefixes, MaxPayload: p.opts.Settings.MaxPayload,
-			Logger: p.opts.Logger, Metadata: fleet.Metadata(p.id, p.opts.File),
-		})
-		if err != nil {
-			err = fmt.Errorf("service: request/reply: %w", err)
-			stopConsuming(err)
-		}
-		asked <- err
-	}()
-
-	fleetDone := make(chan struct{})
-	go func() { // ends with consumeCtx
-		defer close(fleetDone)
-		p.watchFleet(consumeCtx)
-	}()
-	defer func() { stopConsuming(nil); <-fleetDone }()
-
-	topologyDone := make(chan struct{})
-	go func() { // ends with consumeCtx
-		defer close(topologyDone)
-		p.keepTopology(consumeCtx)
-	}()
-	defer func() { stopConsuming(nil); <-topologyDone }()
-
-	p.consuming.Store(true)
-	defer p.consuming.Store(false)
-	// Not ready from the moment the stop begins: the drain that follows
-	// takes no new work.
-	stopReady := context.AfterFunc(consumeCtx, func() {
-		p.consuming.Store(false)
-		p.opts.Logger.Info("shutting down: taking no new requests; those in flight may finish",
-			"shutdown_timeout", p.opts.Settings.ShutdownTimeout, "cause", context.Cause(consumeCtx))
-	})
-	defer stopReady()
-	err := stream.Consume(consumeCtx, p.js, p.handler, stream.ConsumerConfig{
-		Chains: p.chains, Workers: p.opts.Settings.Workers,
-		ShutdownTimeout: p.opts.Settings.ShutdownTimeout, Logger: p.opts.Logger,
-		Repair: p.repair, Health: p.health,
-	})
-	askErr := <-asked
-	stopMirror()
-	if err := errors.Join(<-mirrored, askErr, err); err != nil {
+	err := supervise.Run(ctx,
+		[]supervise.Part{p.mirror, quiet(p.watchEvents), func(ctx context.Context) error { _ = p.clock.Run(ctx); return nil }},
+		[]supervise.Part{p.consume, p.serveAsk, quiet(p.watchFleet), quiet(p.keepTopology)},
+	)
+	if err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
 		p.opts.Logger.Info("shutdown complete", "handed_back", p.handler.HandedBack())
 	}
 	return nil
+}
+
+// quiet is a part that never fails.
+func quiet(run func(context.Context)) supervise.Part {
+	return func(ctx context.Context) error { run(ctx); return nil }
+}
+
+// mirror follows the bucket until ctx ends; it is not meant to end before.
+func (p *Processor) mirror(ctx context.Context) error {
+	err := p.store.Run(ctx)
+	if ctx.Err() != nil {
+		return err
+	}
+	if err == nil {
+		err = errors.New("kvstate: Run returned")
+	}
+	return fmt.Errorf("service: the provider-state mirror stopped following the bucket: %w", err)
+}
+
+// serveAsk serves request/reply until ctx ends.
+func (p *Processor) serveAsk(ctx context.Context) error {
+	err := ask.Serve(ctx, ask.Config{
+		Conn: p.opts.Conn, JetStream: p.js, Chains: p.chains,
+		ReplyPrefixes: p.opts.Settings.ReplyPrefixes, MaxPayload: p.opts.Settings.MaxPayload,
+		Logger: p.opts.Logger, Metadata: fleet.Metadata(p.id, p.opts.File),
+	})
+	if err != nil {
+		return fmt.Errorf("service: request/reply: %w", err)
+	}
+	return nil
+}
+
+// consume runs the consume loop until ctx ends and its deliveries have
+// drained. The processor is ready while it takes work: not from the moment
+// the stop begins, since the drain that follows takes no new work.
+func (p *Processor) consume(ctx context.Context) error {
+	p.consuming.Store(true)
+	defer p.consuming.Store(false)
+	stopReady := context.AfterFunc(ctx, func() {
+		p.consuming.Store(false)
+		p.opts.Logger.Info("shutting down: taking no new requests; those in flight may finish",
+			"shutdown_timeout", p.opts.Settings.ShutdownTimeout, "cause", context.Cause(ctx))
+	})
+	defer stopReady()
+	return stream.Consume(ctx, p.js, p.handler, stream.ConsumerConfig{
+		Chains: p.chains, Workers: p.opts.Settings.Workers,
+		ShutdownTimeout: p.opts.Settings.ShutdownTimeout, Logger: p.opts.Logger,
+		Repair: p.repair, Health: p.health,
+	})
 }
 
 // Ready reports whether the processor takes work: Run's consume loop taking
