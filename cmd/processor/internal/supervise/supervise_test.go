@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/detourhq/detour/cmd/processor/internal/supervise"
 )
@@ -51,7 +52,9 @@ func TestInnerStagesStopFirst(t *testing.T) {
 	middle := []supervise.Part{j.part("middle", &started, nil)}
 	inner := []supervise.Part{func(ctx context.Context) error {
 		<-ctx.Done()
-		// The outer stages are still running while this part drains.
+		// A drain that takes a while: the outer stages must still be
+		// running when it is over, not merely be stopped after it began.
+		time.Sleep(50 * time.Millisecond)
 		j.add("inner")
 		return nil
 	}}
@@ -115,6 +118,41 @@ func TestAPartThatEndsQuietlyStopsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := j.get(), []string{"consume", "mirror"}; !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+}
+
+// TestAFailingInnerPartStopsEveryStage: a part of the inner stage that
+// fails by itself stops the rest of its stage, whose parts see its error as
+// their context's cause, and only then the outer stage; Run returns that
+// error first, before one an outer part returns as it stops.
+func TestAFailingInnerPartStopsEveryStage(t *testing.T) {
+	var j journal
+	var started sync.WaitGroup
+	askFailed := errors.New("ask failed")
+	mirrorStopped := errors.New("mirror stopped badly")
+	var cause error
+	inner := []supervise.Part{
+		func(context.Context) error { started.Wait(); j.add("ask"); return askFailed },
+		func(ctx context.Context) error {
+			started.Done()
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			time.Sleep(50 * time.Millisecond) // draining
+			j.add("consume")
+			return nil
+		},
+	}
+	started.Add(1)
+	outer := []supervise.Part{j.part("mirror", &started, mirrorStopped)}
+	err := supervise.Run(t.Context(), outer, inner)
+	if err == nil || err.Error() != "ask failed\nmirror stopped badly" {
+		t.Fatalf("Run: %v, want the inner error first, then the outer one", err)
+	}
+	if !errors.Is(cause, askFailed) {
+		t.Errorf("the consume part saw cause %v, want %v", cause, askFailed)
+	}
+	if got, want := j.get(), []string{"ask", "consume", "mirror"}; !slices.Equal(got, want) {
 		t.Fatalf("order %v, want %v", got, want)
 	}
 }
