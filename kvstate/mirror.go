@@ -57,10 +57,13 @@ type mirror struct {
 	// definitions holds the holders of provider names (<provider>.definition),
 	// by provider name; the other maps are by circuit.
 	definitions mirrorMap[Holder]
+	// running holds the records of running processors
+	// (<processor>.running), by the key's first token.
+	running mirrorMap[Running]
 }
 
 func newMirror() *mirror {
-	return &mirror{health: mirrorMap[Health]{}, cooldowns: mirrorMap[Cooldown]{}, probes: mirrorMap[Probe]{}, definitions: mirrorMap[Holder]{}}
+	return &mirror{health: mirrorMap[Health]{}, cooldowns: mirrorMap[Cooldown]{}, probes: mirrorMap[Probe]{}, definitions: mirrorMap[Holder]{}, running: mirrorMap[Running]{}}
 }
 
 // apply folds one bucket entry into the mirror, ignoring keys of no kind it
@@ -79,6 +82,8 @@ func (m *mirror) apply(e jetstream.KeyValueEntry) error {
 		return applyEntry(m.probes, provider, e)
 	case SuffixDefinition:
 		return applyEntry(m.definitions, provider, e)
+	case SuffixRunning:
+		return applyEntry(m.running, provider, e)
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/detourhq/detour/cmd/processor/internal/ask"
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/cmd/processor/internal/operator"
 	"github.com/detourhq/detour/config"
@@ -141,14 +140,14 @@ func operatorFleet(cmd, configPath string, stderr io.Writer) (operator.Fleet, in
 // runningFile asks the running processors for their providers
 // (operator.RunningFile); nil when none can be reached or none answers.
 func runningFile(cmd string, stderr io.Writer) *config.File {
-	nc, _, err := connectClient("detour-operator")
+	nc, js, err := connectClient("detour-operator")
 	if err != nil {
 		return nil
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	running, err := fleet.Discover(ctx, nc, ask.ServiceName, fleetReplies)
+	running, err := fleet.Running(ctx, js)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: asking the running processors what they run: %s\n", cmd, text.VisibleError(err))
 	}
@@ -172,7 +171,7 @@ func withFleet(cmd, name string, f *operator.Fleet, running bool, stderr io.Writ
 	f.JS = js
 	if running {
 		var err error
-		if f.Running, err = fleet.Discover(ctx, nc, ask.ServiceName, fleetReplies); err != nil {
+		if f.Running, err = fleet.Running(ctx, js); err != nil {
 			fmt.Fprintf(stderr, "%s: asking the running processors what they run: %s\n", cmd, text.VisibleError(err))
 		}
 	}

@@ -12,10 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/cmd/processor/internal/ask"
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/natstest"
@@ -250,12 +248,12 @@ func TestWatchShowsTheOperatorsActs(t *testing.T) {
 // missing chain file is exit 78.
 func TestOperatorCommandsBesideADemo(t *testing.T) {
 	srv := natstest.Start(t)
-	nc, js := natstest.Connect(t, srv)
+	_, js := natstest.Connect(t, srv)
 	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
 	t.Setenv("DETOUR_CONFIG", "")
 	os.Unsetenv("DETOUR_CONFIG") // restored by t.Setenv's cleanup
 	t.Chdir(t.TempDir())
-	processorStore(t, js) // the bucket, as a processor creates it
+	store := processorStore(t, js) // the bucket, as a processor creates it
 
 	_, errOut := command(t, 78, "reset", "primary")
 	if !strings.Contains(errOut, "no chain file detour.yaml here, and no running processor answered") || !strings.Contains(errOut, "-config FILE") {
@@ -267,11 +265,10 @@ func TestOperatorCommandsBesideADemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := micro.AddService(nc, micro.Config{Name: ask.ServiceName, Version: "1.0.0", Metadata: fleet.Metadata("proc-1", file)})
-	if err != nil {
+	// A processor running file records it in the bucket.
+	if err := store.Record(context.Background(), "proc-1", fleet.Record("proc-1", file), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = svc.Stop() })
 
 	// status lists them too, with or without recorded state.
 	if out, _ := command(t, 0, "status"); !strings.Contains(out, "template  closed") {

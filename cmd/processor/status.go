@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/samber/lo"
 
-	"github.com/detourhq/detour/cmd/processor/internal/ask"
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/cmd/processor/internal/serverclock"
 	"github.com/detourhq/detour/config"
@@ -56,13 +55,10 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "processor status: %s\n", text.VisibleError(err))
 		return 1
 	}
-	running, err := fleet.Discover(ctx, nc, ask.ServiceName, fleetReplies)
-	if err != nil {
-		fmt.Fprintf(stderr, "processor status: asking the running processors what they run: %s\n", text.VisibleError(err))
-	}
+	running := fleet.Instances(store.Running())
 	if known == nil {
 		// No chain file at hand (beside a demo): the providers the
-		// running processors announce, as reset and trip take them.
+		// running processors run, as reset and trip take them.
 		known = fleet.Providers(running)
 	}
 	rows := store.Status(serverNow(ctx, kv), known...)

@@ -12,11 +12,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/cache"
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/cmd/processor/internal/ask"
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/natstest"
@@ -67,12 +66,12 @@ func plantProviderState(t *testing.T, nc *nats.Conn) {
 	}
 }
 
-// forgeAnnouncements answers the fleet's question as two processors that
+// forgeRecords writes in the bucket the records of two processors that
 // define "primary" differently, with terminal controls in their ids and
-// definitions.
-func forgeAnnouncements(t *testing.T, nc *nats.Conn) {
+// definitions, as a hand could.
+func forgeRecords(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	subject, err := micro.ControlSubject(micro.InfoVerb, ask.ServiceName, "")
+	kv, err := js.KeyValue(t.Context(), kvstate.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,24 +79,16 @@ func forgeAnnouncements(t *testing.T, nc *nats.Conn) {
 		{Fingerprint: "0000000000000000", Type: "openai", BaseURL: "http://evil\x1b[31m m\x1b[5m p\r\x1b[Kforged", Model: "m\nFORGED LINE", Policy: "p\u202eevil"},
 		{Fingerprint: "1111111111111111", Type: "openai", BaseURL: "http://good/v1", Model: "m", Policy: "timeout=30s"},
 	} {
-		def, _ := json.Marshal(d)
-		info, _ := json.Marshal(micro.Info{ServiceIdentity: micro.ServiceIdentity{Metadata: map[string]string{
-			fleet.KeyProcessor:                  "forged-" + strconv.Itoa(i) + "\x1b]0;pwned\a\x1b[2J",
-			fleet.KeyProviderPrefix + "primary": string(def),
-		}}})
-		sub, err := nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond(info) })
-		if err != nil {
+		id := "forged-" + strconv.Itoa(i) + "\x1b]0;pwned\a\x1b[2J"
+		record, _ := json.Marshal(fleet.Instance{Processor: id, Providers: map[string]fleet.Definition{"primary": d}})
+		if _, err := kv.Put(t.Context(), kvstate.RunningKey(id), record); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = sub.Unsubscribe() })
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
 	}
 }
 
 // TestStatusShowsOutsideTextAsEscapes: `processor status` prints provider
-// names and errors from the bucket, and forged fleet announcements in its
+// names and errors from the bucket, and forged processor records in its
 // CONFLICT block, as escapes.
 func TestStatusShowsOutsideTextAsEscapes(t *testing.T) {
 	srv := natstest.Start(t)
@@ -108,7 +99,7 @@ func TestStatusShowsOutsideTextAsEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	plantProviderState(t, nc)
-	forgeAnnouncements(t, nc)
+	forgeRecords(t, js)
 
 	var out, errOut bytes.Buffer
 	if code := run([]string{"status"}, &out, &errOut); code != 0 {

@@ -87,8 +87,8 @@ func ChainsInvolving(conflicts []ChainConflict, processor string) []ChainConflic
 // WriteChainConflicts prints, after the table, each chain name that
 // running processors run with different providers.
 func WriteChainConflicts(w io.Writer, conflicts []ChainConflict) error {
-	// Any client can answer discovery: what the announcements hold reaches
-	// the terminal through text.Visible.
+	// Anyone who can write the bucket can write a record: what the records
+	// hold reaches the terminal through text.Visible.
 	for _, c := range conflicts {
 		if _, err := fmt.Fprintf(w, "\nCONFLICT: chain %s has different providers on running processors (its requests go to either):\n", text.Visible(c.Chain)); err != nil {
 			return err

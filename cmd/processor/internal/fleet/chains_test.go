@@ -3,15 +3,10 @@ package fleet_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/config"
@@ -59,102 +54,32 @@ func TestChainConflicts(t *testing.T) {
 	}
 }
 
-// TestMetadataAnnouncesChains: what Metadata announces of the chains is
-// what Discover reads back.
-func TestMetadataAnnouncesChains(t *testing.T) {
-	f := &config.File{Providers: []config.Provider{provider("https://a.example.com/v1")},
-		Chains: map[string][]string{"default": {"primary"}, "other": {"primary"}}}
-	srv := natstest.Start(t)
-	nc, _ := natstest.Connect(t, srv)
-	svc, err := micro.AddService(nc, micro.Config{Name: "detour", Version: "1.0.0", Metadata: fleet.Metadata("p1", f)})
+// TestRunningReadsTheBucket: the commands beside a fleet read what its
+// processors record, chains and definitions, from the provider bucket;
+// before any processor created the bucket, nothing runs.
+func TestRunningReadsTheBucket(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.Start(t))
+	ctx := context.Background()
+	if got, err := fleet.Running(ctx, js); err != nil || got != nil {
+		t.Fatalf("without the bucket: %+v, %v; want none", got, err)
+	}
+	kv, err := kvstate.OpenBucket(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Stop()
-	got, err := fleet.Discover(context.Background(), nc, "detour", time.Second)
-	if err != nil || len(got) != 1 {
-		t.Fatalf("Discover = %+v, %v", got, err)
+	f := &config.File{Providers: []config.Provider{provider("https://a.example.com/v1")},
+		Chains: map[string][]string{"default": {"primary"}, "other": {"primary"}}}
+	for _, id := range []string{"p1", "p2"} {
+		if err := kvstate.New(js, kv, kvstate.Options{ID: id}).Record(ctx, id, fleet.Record(id, f), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := fleet.Running(ctx, js)
+	if err != nil || len(got) != 2 || got[0].Processor != "p1" || got[1].Processor != "p2" {
+		t.Fatalf("Running = %+v, %v; want p1 and p2", got, err)
 	}
 	if !slices.Equal(got[0].Chains["default"], []string{"primary"}) || len(got[0].Chains) != 2 || len(got[0].Providers) != 1 {
 		t.Errorf("read back %+v, want both chains and the provider", got[0])
-	}
-}
-
-// TestDiscoverBoundsForgedChains: a round keeps at most MaxVariants lists
-// of one chain name, none longer than MaxChainLength, none with a name no
-// chain file accepts, and MaxPerResponder chains of one announcement,
-// beside as many definitions: many chains leave out no provider.
-func TestDiscoverBoundsForgedChains(t *testing.T) {
-	srv := natstest.Start(t)
-	nc, _ := natstest.Connect(t, srv)
-	forger, _ := natstest.Connect(t, srv)
-	info := func(md map[string]string) []byte {
-		b, err := json.Marshal(micro.Info{ServiceIdentity: micro.ServiceIdentity{Name: "detour", ID: "x", Version: "1.0.0", Metadata: md}, Type: micro.InfoResponseType})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	list := func(names ...string) string { b, _ := json.Marshal(names); return string(b) }
-	var replies [][]byte
-	for i := range 20 {
-		replies = append(replies, info(map[string]string{fleet.KeyProcessor: fmt.Sprintf("variant-%d", i),
-			fleet.KeyChainPrefix + "default": list(fmt.Sprintf("p%d", i))}))
-	}
-	long := make([]string, fleet.MaxChainLength+1)
-	for i := range long {
-		long[i] = fmt.Sprintf("p%d", i)
-	}
-	replies = append(replies, info(map[string]string{fleet.KeyProcessor: "odd",
-		fleet.KeyChainPrefix + "long":      list(long...),
-		fleet.KeyChainPrefix + "bad name!": list("p"),
-		fleet.KeyChainPrefix + "badmember": list("p q"),
-		fleet.KeyChainPrefix + "empty":     list(),
-		fleet.KeyChainPrefix + "notjson":   "{",
-		fleet.KeyChainPrefix + "fine":      list("p"),
-	}))
-	big := map[string]string{fleet.KeyProcessor: "big"}
-	for i := range fleet.MaxPerResponder + 5 {
-		big[fmt.Sprintf("%sc%03d", fleet.KeyChainPrefix, i)] = list("p")
-	}
-	for i := range fleet.MaxPerResponder {
-		big[fmt.Sprintf("%sp%03d", fleet.KeyProviderPrefix, i)] = forgedDefinition(i)
-	}
-	replies = append(replies, info(big))
-	sub, err := forger.Subscribe("$SRV.INFO.detour", func(m *nats.Msg) {
-		for _, r := range replies {
-			_ = forger.Publish(m.Reply, r)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := forger.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	got, err := fleet.Discover(context.Background(), nc, "detour", 3*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lists := 0
-	for _, in := range got {
-		switch {
-		case strings.HasPrefix(in.Processor, "variant-"):
-			lists += len(in.Chains)
-		case in.Processor == "odd":
-			if len(in.Chains) != 1 || in.Chains["fine"] == nil || in.Omitted != 5 {
-				t.Errorf("odd: kept %v, left out %d; want chain fine alone, 5 left out", in.Chains, in.Omitted)
-			}
-		case in.Processor == "big":
-			if len(in.Chains) != fleet.MaxPerResponder || len(in.Providers) != fleet.MaxPerResponder || in.Omitted != 5 {
-				t.Errorf("big: %d chains and %d definitions kept, %d left out; want %d each, 5 left out",
-					len(in.Chains), len(in.Providers), in.Omitted, fleet.MaxPerResponder)
-			}
-		}
-	}
-	if lists != fleet.MaxVariants {
-		t.Errorf("%d lists of chain default kept, want %d", lists, fleet.MaxVariants)
 	}
 }
 

@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -77,16 +78,16 @@ func TestConflicts(t *testing.T) {
 	}
 }
 
-// TestMetadataRoundTrip: what Metadata announces is what Conflicts needs.
-func TestMetadataRoundTrip(t *testing.T) {
+// TestRecordRoundTrip: what Record writes is what Instances reads back, and
+// it never holds the API key.
+func TestRecordRoundTrip(t *testing.T) {
 	f := &config.File{Providers: []config.Provider{provider("https://a.example.com/v1")}}
-	md := fleet.Metadata("p1", f)
-	if md[fleet.KeyProcessor] != "p1" || !strings.Contains(md[fleet.KeyProviderPrefix+"primary"], `"base_url":"https://a.example.com/v1"`) {
-		t.Errorf("metadata %v", md)
+	record := fleet.Record("p1", f)
+	got := fleet.Instances([]json.RawMessage{record, json.RawMessage(`{"providers":{}}`), json.RawMessage(`[1]`)})
+	if len(got) != 1 || got[0].Processor != "p1" || got[0].Providers["primary"].BaseURL != "https://a.example.com/v1" {
+		t.Errorf("read back %+v from %s; want p1's alone (a record without a processor, or not an object, is left out)", got, record)
 	}
-	for k, v := range md {
-		if strings.Contains(k+v, "sk-SECRET") {
-			t.Errorf("metadata %s reveals the key", k)
-		}
+	if strings.Contains(string(record), "sk-SECRET") {
+		t.Errorf("the record reveals the key: %s", record)
 	}
 }

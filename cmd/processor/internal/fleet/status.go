@@ -63,8 +63,8 @@ func WithCircuits(conflicts []Conflict, holder func(provider string) (kvstate.Ho
 // processors define differently, each definition with its processors and,
 // when WithCircuits set it, its circuit.
 func WriteConflicts(w io.Writer, conflicts []Conflict) error {
-	// Any client can answer discovery: what the announcements hold reaches
-	// the terminal through text.Visible.
+	// Anyone who can write the bucket can write a record: what the records
+	// hold reaches the terminal through text.Visible.
 	for _, c := range conflicts {
 		if _, err := fmt.Fprintf(w, "\nCONFLICT: provider %s is defined differently by running processors:\n", text.Visible(c.Provider)); err != nil {
 			return err

@@ -77,7 +77,7 @@ type Fleet struct {
 	// timed before the failures it clears, by a clock that is behind,
 	// would clear nothing.
 	Clock func() time.Time
-	// Running are the running processors' announcements (fleet.Discover):
+	// Running are the running processors' records (fleet.Running):
 	// a trip of a provider also opens a cooldown of each circuit that a
 	// definition of it running somewhere keeps, with state or not yet.
 	// Nil: only the circuits with state are known.
@@ -263,7 +263,7 @@ func (f Fleet) Trip(ctx context.Context, name string, d time.Duration, reason st
 // otherCircuits returns, for a provider's name, its circuits besides the
 // plain one: those with state, and those the running processors'
 // definitions of it keep; none for a circuit's name. While no definition
-// holds the name yet, and the running processors announce more than one
+// holds the name yet, and the running processors record more than one
 // definition of it, each keeps the plain name now but all but one will
 // keep a circuit of their own once the first failure claims it
 // (kvstate.Store.Claim): every definition's own circuit is tripped too, so

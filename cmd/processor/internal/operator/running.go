@@ -9,20 +9,20 @@ import (
 )
 
 // RunningFile is a chain file of the providers that running processors
-// announce (fleet.Discover), for the commands run where no chain file is at
+// record (fleet.Running), for the commands run where no chain file is at
 // hand, beside a demo for one: each provider's name, type, failure
 // threshold and longest cooldown, nothing else, sorted by name. Where
 // processors define a name differently, the definition with the shortest
 // longest cooldown counts, so that no processor cuts a trip short; one
-// that announces no longest cooldown is left out. nil when no processor
-// announced a provider.
+// that records no longest cooldown is left out. nil when no processor
+// recorded a provider.
 func RunningFile(instances []fleet.Instance) *config.File {
 	byName := map[string]config.Provider{}
 	for _, in := range instances {
 		for name, d := range in.Providers {
 			longest := time.Duration(d.LongestCooldownS) * time.Second
 			if longest <= 0 {
-				continue // announced by a processor too old to say it
+				continue // recorded by a processor too old to say it
 			}
 			p, seen := byName[name]
 			if seen && p.MaxCooldown <= longest {

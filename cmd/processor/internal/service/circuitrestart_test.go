@@ -5,25 +5,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/micro"
-
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/cmd/processor/internal/ask"
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/cmd/processor/internal/service"
 	"github.com/detourhq/detour/kvstate"
 )
 
 // waitFleetChecks waits until the running processors have begun n+1 fleet
-// checks from now, each seen as its discovery request ($SRV.INFO.detour):
-// a processor's checks follow one another, so n of them have ended.
+// checks from now, each seen as the write of its record
+// (<processor>.running): a processor's checks follow one another, so n of
+// them have ended.
 func (h *harness) waitFleetChecks(n int) {
 	h.t.Helper()
-	subject, err := micro.ControlSubject(micro.InfoVerb, ask.ServiceName, "")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	sub, err := h.nc.SubscribeSync(subject)
+	sub, err := h.nc.SubscribeSync("$KV." + kvstate.Bucket + ".*." + kvstate.SuffixRunning)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func (c circuitState) RecordSuccess(ctx context.Context, provider string) error 
 
 // circuitKeeper keeps, at every fleet check, the circuits of this
 // processor's definitions:
-//   - a name held by a definition that no running processor announced at
+//   - a name held by a definition that no running processor recorded at
 //     two checks in a row is taken over (kvstate.Store.TakeOver), which
 //     clears the old definition's plain keys, once the plain circuit is
 //     not cooling and this definition's own circuit is closed with no
@@ -76,7 +76,7 @@ func (c circuitState) RecordSuccess(ctx context.Context, provider string) error 
 //     and of the end of its cooldown;
 //   - once this definition holds the name, its own provider=<short
 //     fingerprint> circuit is of no more use, and is cleared; so is any
-//     other definition's that no running processor announced at two
+//     other definition's that no running processor recorded at two
 //     checks in a row; neither while it cools.
 //
 // Two checks, not one: a processor that has just started may not answer
@@ -85,9 +85,8 @@ func (c circuitState) RecordSuccess(ctx context.Context, provider string) error 
 // cut off from the others for a while, and its cooldown key ends by its
 // TTL whatever happens, so waiting costs nothing, while clearing it would
 // send the restarted processors to the failing endpoint again. A check
-// decides only when it was complete: no error, and nothing left out over
-// Discover's bounds (a forger filling them could otherwise hide a running
-// definition).
+// decides only when it was complete: its mirror following the bucket, so
+// that it holds every running processor's record.
 type circuitKeeper struct {
 	store  *kvstate.Store
 	own    map[string]kvstate.Holder
@@ -95,7 +94,7 @@ type circuitKeeper struct {
 	logger *slog.Logger
 	// kept is the circuit each provider kept at the last check; unheard
 	// holds the circuits of other definitions, and the holders (by
-	// heldKey), that no running processor announced at the last complete
+	// heldKey), that no running processor recorded at the last complete
 	// check.
 	kept    map[string]string
 	unheard map[string]bool

@@ -10,22 +10,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/detourhq/detour/cmd/processor/internal/ask"
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/internal/wait"
 )
 
-const (
-	// fleetReplies is how long a check waits for other processors to
-	// announce what they run.
-	fleetReplies = 500 * time.Millisecond
-	// fleetEvery spaces the checks after the first, which runs at start.
-	fleetEvery = 30 * time.Second
-)
+// fleetEvery spaces the checks after the first, which runs at start.
+const fleetEvery = 30 * time.Second
 
-// Bounds of one conflict's log line: a forged announcement can hold
-// thousands of definitions and processors, and every processor logs it.
+// Bounds of one conflict's log line: a fleet of many processors would
+// otherwise name them all on every line.
 const (
 	// logDefinitions is the most definitions from elsewhere one line names.
 	logDefinitions = 4
@@ -35,26 +29,37 @@ const (
 	logDefinitionBytes = 400
 )
 
-// watchFleet compares this processor's providers and chains with those
-// every other running processor announces, at start and every fleetEvery
-// until ctx ends, and keeps its definitions' circuits from what it finds
-// (circuitKeeper). detour_config_conflicts counts the provider and the
-// chain names in conflict; fleetLog says which conflicts are logged.
+// watchFleet records in the provider bucket what this processor runs
+// (kvstate.Store.Record, renewed at every check, with a TTL of three
+// checks, so that the record of a processor that stopped without a word
+// expires), and compares it with every other running processor's record
+// in the mirror, at start and every fleetEvery until ctx ends; then it
+// withdraws its record. It keeps its definitions' circuits from what it
+// finds (circuitKeeper). detour_config_conflicts counts the provider and
+// the chain names in conflict; fleetLog says which conflicts are logged.
 func (p *Processor) watchFleet(ctx context.Context) {
 	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File), Chains: fleet.Chains(p.opts.File)}
+	record := fleet.Record(p.id, p.opts.File)
 	l := newFleetLog(self, p.opts.Logger)
 	every := p.opts.fleetEvery
 	if every <= 0 {
 		every = fleetEvery
 	}
-	for first := true; ; first = false {
-		all, err := fleet.Discover(ctx, p.opts.Conn, ask.ServiceName, fleetReplies)
-		if err != nil && ctx.Err() == nil {
-			p.opts.Logger.Warn("asking other processors what they run", "err", err)
+	ttl := max(time.Second, (3 * every).Round(time.Second))
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := p.store.Withdraw(ctx, p.id); err != nil {
+			p.opts.Logger.Warn("withdrawing the record of what this processor runs; it expires within its TTL", "ttl", ttl, "err", err)
 		}
-		others := slices.DeleteFunc(slices.Clone(all), func(in fleet.Instance) bool { return in.Processor == p.id })
+	}()
+	for first := true; ; first = false {
+		if err := p.store.Record(ctx, p.id, record, ttl); err != nil && ctx.Err() == nil {
+			p.opts.Logger.Warn("recording what this processor runs", "err", err)
+		}
+		others := slices.DeleteFunc(fleet.Instances(p.store.Running()), func(in fleet.Instance) bool { return in.Processor == p.id })
 		if ctx.Err() == nil {
-			p.keeper.round(ctx, others, complete(all, err))
+			p.keeper.round(ctx, others, p.store.Following())
 		}
 		everyone := append(others, self)
 		conflicts := fleet.Involving(fleet.Conflicts(everyone), p.id)
@@ -64,7 +69,7 @@ func (p *Processor) watchFleet(ctx context.Context) {
 		p.fleetMu.Unlock()
 		p.opts.Metrics.ConfigConflicts(len(conflicts))
 		p.opts.Metrics.ChainConflicts(len(chainConflicts))
-		l.round(others, conflicts, first)
+		l.round(conflicts, first)
 		l.chains(chainConflicts, first)
 		if wait.Sleep(ctx, every) != nil {
 			return
@@ -72,21 +77,12 @@ func (p *Processor) watchFleet(ctx context.Context) {
 	}
 }
 
-// complete reports whether a check that found all, with err, may judge
-// that a definition runs nowhere (circuitKeeper): it could ask, and no
-// announcement was left out over Discover's bounds, in number of
-// responders or within one.
-func complete(all []fleet.Instance, err error) bool {
-	return err == nil && len(all) < fleet.MaxResponders &&
-		!slices.ContainsFunc(all, func(in fleet.Instance) bool { return in.Omitted > 0 })
-}
-
 // fleetLog logs the conflicts each check finds. A conflict found at start
 // is logged at error, naming both sides: this processor is the newcomer
 // whose chain file differs. One found later (another processor started
 // since) is logged at warn, once for as long as it stays the same. What it
 // remembers is one digest per provider name of this processor in conflict
-// now, so announcements that change every round cost no memory that grows.
+// now, so records that change every round cost no memory that grows.
 type fleetLog struct {
 	self   fleet.Instance
 	logger *slog.Logger
@@ -95,26 +91,15 @@ type fleetLog struct {
 	// conflict.
 	reported       map[string]string
 	reportedChains map[string]string
-	// omitted is set once a check has said that it left definitions out.
-	omitted bool
 }
 
 func newFleetLog(self fleet.Instance, logger *slog.Logger) *fleetLog {
 	return &fleetLog{self: self, logger: logger, reported: map[string]string{}, reportedChains: map[string]string{}}
 }
 
-// round logs what one check found: the conflicts not logged as they stand
-// now, and, once, that announcements held more than a check keeps.
-func (l *fleetLog) round(others []fleet.Instance, conflicts []fleet.Conflict, first bool) {
-	omitted := 0
-	for _, in := range others {
-		omitted += in.Omitted
-	}
-	if omitted > 0 && !l.omitted {
-		l.omitted = true
-		l.logger.Warn("announcements of other processors held more definitions than a check reads; the rest were left out",
-			"left_out", omitted, "announcements", len(others))
-	}
+// round logs the conflicts one check found that are not logged as they
+// stand now.
+func (l *fleetLog) round(conflicts []fleet.Conflict, first bool) {
 	now := make(map[string]string, len(conflicts))
 	for _, c := range conflicts {
 		now[c.Provider] = conflictDigest(c)

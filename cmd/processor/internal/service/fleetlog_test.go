@@ -30,17 +30,15 @@ func forgedConflict(self fleet.Held, round, n int) fleet.Conflict {
 // TestFleetLogBoundsLinesAndMemory: however many definitions a conflict
 // holds, its log line names a few and how many more there are; what the
 // log remembers stays one entry per provider name in conflict, and none
-// once the conflicts end, though forged announcements change every round;
-// that a check left definitions out is said once.
+// once the conflicts end, though the records change every round.
 func TestFleetLogBoundsLinesAndMemory(t *testing.T) {
 	self := fleet.Held{Definition: fleet.Definition{Fingerprint: "ffffffffffffffff", Type: "openai", Policy: "mine"}, Processors: []string{"me"}}
 	var buf bytes.Buffer
 	l := newFleetLog(fleet.Instance{Processor: "me", Providers: map[string]fleet.Definition{"primary": self.Definition}},
 		slog.New(slog.NewTextHandler(&buf, nil)))
-	others := []fleet.Instance{{Processor: "forger", Omitted: 4872}}
 	const forged, rounds = 5000, 20
 	for r := range rounds {
-		l.round(others, []fleet.Conflict{forgedConflict(self, r, forged)}, r == 0)
+		l.round([]fleet.Conflict{forgedConflict(self, r, forged)}, r == 0)
 		if len(l.reported) > 1 {
 			t.Errorf("round %d: %d conflicts remembered, want at most one per provider name", r, len(l.reported))
 		}
@@ -64,10 +62,7 @@ func TestFleetLogBoundsLinesAndMemory(t *testing.T) {
 	if conflictLines != rounds {
 		t.Errorf("%d conflict lines for %d changed conflicts, want one each", conflictLines, rounds)
 	}
-	if n := strings.Count(buf.String(), "left_out=4872"); n != 1 {
-		t.Errorf("left-out definitions reported %d times, want once", n)
-	}
-	l.round(nil, nil, false)
+	l.round(nil, false)
 	if len(l.reported) != 0 {
 		t.Errorf("%d conflicts remembered after every conflict ended, want none", len(l.reported))
 	}

@@ -3,7 +3,6 @@ package service
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -243,24 +242,5 @@ func TestTheKeeperWarnsOfACircuitOfItsOwn(t *testing.T) {
 	if !strings.Contains(logged, "level=WARN") || !strings.Contains(logged, "keeps a circuit of its own") ||
 		!strings.Contains(logged, `circuit="primary=11111111"`) {
 		t.Errorf("logged:\n%s\nwant a warning naming the circuit primary=11111111", logged)
-	}
-}
-
-// TestACheckIsCompleteOnlyWithEveryAnnouncement: a check decides only when
-// it could ask, and nothing was left out over Discover's bounds.
-func TestACheckIsCompleteOnlyWithEveryAnnouncement(t *testing.T) {
-	two := append(running(theirsFP), running(thirdFP)...)
-	if !complete(two, nil) {
-		t.Error("two announcements, nothing left out: want complete")
-	}
-	if complete(two, errors.New("no answer")) {
-		t.Error("a check that failed: want incomplete")
-	}
-	left := append(running(theirsFP), fleet.Instance{Processor: "big", Omitted: 1})
-	if complete(left, nil) {
-		t.Error("an announcement with definitions left out: want incomplete")
-	}
-	if complete(make([]fleet.Instance, fleet.MaxResponders), nil) {
-		t.Error("as many responders as a check reads: want incomplete")
 	}
 }

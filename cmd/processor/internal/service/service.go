@@ -204,10 +204,10 @@ func (p *Processor) keepTopology(ctx context.Context) {
 //   - inside, until ctx ends: the consume loop, which takes every chain's
 //     requests and shuts down gracefully; the request/reply service
 //     (ask.Serve: the micro service "detour" on detour.ask.<chain>), which
-//     stops taking requests when the consume loop does, before it drains,
-//     and announces in its metadata what this processor runs under each
-//     provider name (see watchFleet, which compares that with the other
-//     processors'); the fleet check; and the topology keeper.
+//     stops taking requests when the consume loop does, before it drains;
+//     the fleet check (watchFleet), which records what this processor runs
+//     and compares it with the other processors' records; and the topology
+//     keeper.
 //
 // Should the mirror end by itself, or the service fail to start, the consume
 // loop stops as if ctx had ended, and Run returns why. Call Run once.
@@ -248,7 +248,7 @@ func (p *Processor) serveAsk(ctx context.Context) error {
 	err := ask.Serve(ctx, ask.Config{
 		Conn: p.opts.Conn, JetStream: p.js, Chains: p.chains,
 		ReplyPrefixes: p.opts.Settings.ReplyPrefixes, MaxPayload: p.opts.Settings.MaxPayload,
-		Logger: p.opts.Logger, Metadata: fleet.Metadata(p.id, p.opts.File),
+		Logger: p.opts.Logger, Metadata: map[string]string{"processor": p.id},
 	})
 	if err != nil {
 		return fmt.Errorf("service: request/reply: %w", err)

@@ -1,0 +1,80 @@
+package kvstate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SuffixRunning names the key in which a running processor records what it
+// runs: <processor>.running, its value JSON that the processor's fleet
+// package writes and reads. The key has a TTL that the processor renews
+// while it runs, so the record of one that stopped without a word expires
+// by itself.
+const SuffixRunning = "running"
+
+// RunningKey returns the bucket key of processor's record: its id with
+// every byte a key token cannot hold (a hostname's dots among them) as "_".
+func RunningKey(processor string) string {
+	token := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '=':
+			return r
+		}
+		return '_'
+	}, processor)
+	return token + "." + SuffixRunning
+}
+
+// Running is one processor's record as stored: JSON its writer's package
+// reads. The bucket checks only that it is JSON.
+type Running struct{ json.RawMessage }
+
+func (r *Running) check() error { return nil }
+
+// Running returns every record of a running processor the mirror holds, in
+// key order.
+func (s *Store) Running() []json.RawMessage {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]json.RawMessage, 0, len(s.m.running))
+	for _, token := range slices.Sorted(maps.Keys(s.m.running)) {
+		out = append(out, s.m.running[token].value.RawMessage)
+	}
+	return out
+}
+
+// Record writes processor's record, data, with a TTL of ttl (whole
+// seconds, at least 1 s), replacing the one it wrote before in one atomic
+// step (a Put would make the key permanent). The mirror has it at once.
+func (s *Store) Record(ctx context.Context, processor string, data []byte, ttl time.Duration) error {
+	key := RunningKey(processor)
+	rev, err := s.create(ctx, key, data, jetstream.KeyTTL(ttl))
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		var e jetstream.KeyValueEntry
+		if e, err = s.kv.Get(ctx, key); err == nil {
+			rev, err = s.replace(ctx, key, data, e.Revision(), ttl)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kvstate: recording %s: %w", key, err)
+	}
+	token, _, _ := strings.Cut(key, ".")
+	s.keep(func(m *mirror) bool { return m.running.set(token, Running{data}, rev) })
+	return nil
+}
+
+// Withdraw deletes processor's record, for a processor that stops.
+func (s *Store) Withdraw(ctx context.Context, processor string) error {
+	if err := s.kv.Delete(ctx, RunningKey(processor)); err != nil {
+		return fmt.Errorf("kvstate: withdrawing %s: %w", RunningKey(processor), err)
+	}
+	return nil
+}
