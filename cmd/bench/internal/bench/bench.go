@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,6 @@ type Bench struct {
 	broker    *broker
 	dir       string
 	processor string
-	procs     procs
 	// runID makes request ids unique across runs on one server, whose
 	// duplicate window would otherwise drop a request id seen before;
 	// seq numbers the runs within a Bench.
@@ -31,25 +31,19 @@ type Bench struct {
 	seq   int
 }
 
-// Run measures the scenarios of opts and returns the report. A scenario that
-// fails is recorded in Report.Errors and the others still run; the error
-// returned is for a run that could not start, or was interrupted. Every
-// process it started is stopped before it returns.
+// Run measures the scenarios of opts, which must pass Check, and returns the
+// report. A scenario that fails is recorded in Report.Errors and the others
+// still run; the error returned is for a run that could not start, or was
+// interrupted. Every process it started is stopped before it returns.
 func Run(ctx context.Context, opts Options) (*Report, error) {
-	if err := opts.Check(); err != nil {
-		return nil, err
-	}
-	if opts.Progress == nil {
-		opts.Progress = io.Discard
-	}
+	opts.Progress = cmp.Or(opts.Progress, io.Writer(io.Discard))
 	opts.ScaleProcs = slices.Compact(slices.Sorted(slices.Values(opts.ScaleProcs)))
-	dir, err := tempDir()
+	dir, err := os.MkdirTemp("", "detour-bench-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	b := &Bench{opts: opts, dir: dir, processor: opts.Processor, runID: randomID()}
-	defer b.procs.stopAll()
 	if b.processor == "" {
 		if b.processor, err = buildProcessor(ctx, dir); err != nil {
 			return nil, err
@@ -67,7 +61,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep := b.newReport()
 	defer func() { rep.Machine.LoadEnd = loadAverage() }()
 	for _, s := range Scenarios {
-		if !opts.runs(s) {
+		if !slices.Contains(opts.Run, s) {
 			continue
 		}
 		b.progress("%s", s)
@@ -99,44 +93,47 @@ func (b *Bench) scenario(ctx context.Context, s string, rep *Report) (err error)
 	return err
 }
 
-// start starts the processes of run and waits until each is consuming.
+// rounds measures every item in each of the rounds, reversing their order
+// every other round so that a drift of the machine does not always favour
+// the same one, and logs the line each measure returns.
+func rounds[T any](b *Bench, scenario string, items []T, measure func(T) (string, error)) error {
+	for r := range b.opts.Rounds {
+		order := slices.Clone(items)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, it := range order {
+			line, err := measure(it)
+			if err != nil {
+				return err
+			}
+			b.progress("%s round %d/%d: %s", scenario, r+1, b.opts.Rounds, line)
+		}
+	}
+	return nil
+}
+
+// start starts the processes of run and waits until each is consuming. The
+// caller stops them.
 func (b *Bench) start(ctx context.Context, run runSpec) ([]*proc, error) {
 	specs, err := b.specs(run)
 	if err != nil {
 		return nil, err
 	}
-	ps := make([]*proc, 0, len(specs))
+	var ps []*proc
 	for _, spec := range specs {
-		p, err := b.procs.start(spec)
+		p, err := startProc(spec)
 		if err != nil {
 			_ = stopProcs(ps)
 			return nil, err
 		}
 		ps = append(ps, p)
 	}
-	if err := waitReady(ctx, readyTimeout, ps); err != nil {
+	if err := waitReady(ctx, ps); err != nil {
 		_ = stopProcs(ps)
 		return nil, err
 	}
 	return ps, nil
-}
-
-// reset readies the pipeline's streams for a run: created with
-// maxAckPending, emptied, and for detour an empty provider bucket.
-func (b *Bench) reset(ctx context.Context, pipe pipeline, maxAckPending int) error {
-	if pipe.baseline {
-		if err := b.broker.baselineTopology(ctx, maxAckPending); err != nil {
-			return err
-		}
-		return b.broker.purge(ctx, pipe.stream, pipe.results)
-	}
-	if err := b.broker.detourTopology(ctx, maxAckPending); err != nil {
-		return err
-	}
-	if _, err := b.broker.resetProviderState(ctx); err != nil {
-		return err
-	}
-	return b.broker.purge(ctx, pipe.stream, pipe.results)
 }
 
 // tag is a fresh prefix for the request ids of one run.
@@ -149,12 +146,11 @@ func (b *Bench) progress(format string, args ...any) {
 	fmt.Fprintf(b.opts.Progress, "bench: "+format+"\n", args...)
 }
 
-// randomID is six random letters.
+// randomID is six random letters: a run's seq digits cannot run into it.
 func randomID() string {
-	const letters = "abcdefghijklmnopqrstuvwxyz"
 	id := make([]byte, 6)
 	for i := range id {
-		id[i] = letters[rand.IntN(len(letters))]
+		id[i] = byte('a' + rand.IntN(26))
 	}
 	return string(id)
 }

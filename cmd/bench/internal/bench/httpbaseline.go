@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,17 +40,15 @@ type httpBaselineResult struct {
 // RunHTTPBaseline is the memory scenario's baseline, the least a process
 // holds for calls provider calls in flight: net/http alone, with the client
 // detour's providers use (chain.DefaultHTTPClient) and nothing of detour's
-// own. It starts a goroutine per call, as a processor starts its workers,
-// reads its idle resident set after settling as a processor's is read,
-// then has the goroutines POST an OpenAI chat request to url at once, reads
-// its peak resident set while they run (VmHWM after a reset where the
-// kernel allows it, else the highest VmRSS sampled every 10 ms), and prints
-// one line, httpBaselineLine and httpBaselineResult as JSON, once every call
-// has ended. It returns ctx's error if ctx ends first.
+// own. Its goroutines, one per call, start before it reads its idle
+// resident set, as a processor's workers do, so that only what a call adds
+// counts. Then they POST an OpenAI chat request to url at once, and it reads
+// its peak resident set while they run (VmHWM after a reset where the kernel
+// allows it, else the highest VmRSS sampled every 10 ms). Once every call has
+// ended it prints one line, httpBaselineLine and httpBaselineResult as JSON.
+// It returns ctx's error if ctx ends first.
 func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) error {
 	pid := os.Getpid()
-	// The goroutines exist before the idle reading, as a processor's
-	// workers do, so that only what a call adds counts as its growth.
 	start := make(chan struct{})
 	release := sync.OnceFunc(func() { close(start) })
 	var (
@@ -84,19 +83,11 @@ func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) 
 	release()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for ended := false; !ended; {
-		select {
-		case <-done:
-			ended = true
-		case <-tick.C:
-		}
-		if res.Peak, err = samplePeak(pid, res.PeakFromHWM, res.Peak); err != nil {
-			return err
-		}
-	}
-	if err := ctx.Err(); err != nil {
+	err = sample(ctx, done, func() (err error) {
+		res.Peak, err = samplePeak(pid, hwm, res.Peak)
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	res.Failed, res.FirstError = int(failed.Load()), first
@@ -156,31 +147,24 @@ func (b *Bench) httpBaselineRun(ctx context.Context) (res memoryResult, err erro
 		return res, err
 	}
 	argv := b.baselineArgv("-http", fake.URL+"/chat/completions", "-calls", fmt.Sprint(b.opts.MemoryInFlight))
-	p, err := b.procs.start(procSpec{name: "HTTP baseline", argv: argv, env: processEnv(), dir: dir, ready: httpBaselineLine})
+	p, err := startProc(procSpec{name: "HTTP baseline", argv: argv, env: processEnv(), dir: dir, ready: httpBaselineLine})
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		if stopErr := p.stop(); err == nil && stopErr != nil {
-			err = fmt.Errorf("%w; its output ends:\n%s", stopErr, p.out.tail())
-		}
-	}()
-	limit := time.After(memorySettle + b.opts.MemoryDelay + b.opts.Stall)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for ended := false; !ended; {
-		select {
-		case <-p.done:
-			ended = true
-		case <-tick.C:
-		case <-limit:
-			return res, fmt.Errorf("HTTP baseline not done after %s; its output ends:\n%s", memorySettle+b.opts.MemoryDelay+b.opts.Stall, p.out.tail())
-		case <-ctx.Done():
-			return res, context.Cause(ctx)
-		}
+	defer func() { err = cmp.Or(err, stopProcs([]*proc{p})) }()
+	limit := memorySettle + b.opts.MemoryDelay + b.opts.Stall
+	limited, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err = sample(limited, p.done, func() error {
 		res.inFlight = max(res.inFlight, fake.InFlight())
-	}
-	if p.err != nil {
+		return nil
+	})
+	switch {
+	case ctx.Err() != nil:
+		return res, context.Cause(ctx)
+	case err != nil:
+		return res, fmt.Errorf("HTTP baseline not done after %s; its output ends:\n%s", limit, p.out.tail())
+	case p.err != nil:
 		return res, p.failure()
 	}
 	measured, err := parseHTTPBaseline(p.out.tail())
@@ -194,7 +178,6 @@ func (b *Bench) httpBaselineRun(ctx context.Context) (res memoryResult, err erro
 		return res, errors.New("HTTP baseline: the slow provider never held a call")
 	}
 	res.idle, res.peak, res.peakFromHWM = measured.Idle, measured.Peak, measured.PeakFromHWM
-	res.divide()
 	return res, nil
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,41 +16,38 @@ const memorySettle = time.Second
 
 // memoryResult is what one memory run measured.
 type memoryResult struct {
-	idle, peak    int64 // bytes
-	peakFromHWM   bool  // VmHWM after a reset; else the highest VmRSS sampled
-	inFlight      int   // most calls the slow provider held at once
-	kibPerRequest float64
+	idle, peak  int64 // bytes
+	peakFromHWM bool  // VmHWM after a reset; else the highest VmRSS sampled
+	inFlight    int   // most calls the slow provider held at once
 	// waiting and answered are a processor's goroutine stacks and heap
-	// allocations (goMemory), read when the provider first holds every call
-	// and again once every answer is stored; zero for the HTTP baseline,
-	// and waiting is zero when the provider never held every call.
+	// allocations, read when the provider first holds every call and once
+	// every answer is stored; zero for the HTTP baseline, and waiting is
+	// zero when the provider never held every call.
 	waiting, answered goMemory
 }
 
-// divide sets kibPerRequest: the growth from idle to peak, per call the
-// provider held at once.
-func (r *memoryResult) divide() {
-	r.kibPerRequest = float64(r.peak-r.idle) / 1024 / float64(r.inFlight)
+// kibPerRequest is the growth from idle to peak, per call the provider held
+// at once.
+func (r memoryResult) kibPerRequest() float64 {
+	return float64(r.peak-r.idle) / 1024 / float64(r.inFlight)
 }
 
 // memory runs the memory scenario once a round, and the HTTP baseline
-// (RunHTTPBaseline) beside it, alternating which goes first.
+// (RunHTTPBaseline) beside it.
 func (b *Bench) memory(ctx context.Context) (*MemoryReport, error) {
-	type side struct {
-		name string
-		run  func(context.Context) (memoryResult, error)
-	}
 	measured := map[string][]memoryResult{}
-	sides := []side{{nameDetourHTTP, b.memoryRun}, {nameHTTPBaseline, b.httpBaselineRun}}
-	err := rounds(b.opts.Rounds, sides, func(round int, s side) error {
-		res, err := s.run(ctx)
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+	err := rounds(b, Memory, []string{nameDetourHTTP, nameHTTPBaseline}, func(name string) (string, error) {
+		run := b.memoryRun
+		if name == nameHTTPBaseline {
+			run = b.httpBaselineRun
 		}
-		measured[s.name] = append(measured[s.name], res)
-		b.progress("memory round %d/%d: %-18s idle %.1f MiB, peak %.1f MiB with %d in flight: %.1f KiB a request",
-			round+1, b.opts.Rounds, s.name, mib(res.idle), mib(res.peak), res.inFlight, res.kibPerRequest)
-		return nil
+		res, err := run(ctx)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		measured[name] = append(measured[name], res)
+		return fmt.Sprintf("%-18s idle %.1f MiB, peak %.1f MiB with %d in flight: %.1f KiB a request",
+			name, mib(res.idle), mib(res.peak), res.inFlight, res.kibPerRequest()), nil
 	})
 	if err != nil {
 		return nil, err
@@ -66,24 +64,16 @@ func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
 		return res, err
 	}
 	defer c.close()
-	fake := c.fakes[0]
 	n := b.opts.MemoryInFlight
-	run := runSpec{pipe: detourPipe, procs: 1, workers: n, maxAckPending: max(defaultMaxAckPending(), 2*n), chain: c}
-	if err := b.reset(ctx, run.pipe, run.maxAckPending); err != nil {
-		return res, err
-	}
-	if err := b.broker.resume(ctx, run.pipe.stream, run.pipe.consumer); err != nil {
+	run := runSpec{pipe: detourPipe, procs: 1, workers: n, maxAckPending: max(defaults.MaxAckPending, 2*n), chain: c}
+	if err := b.broker.reset(ctx, run.pipe, run.maxAckPending, false); err != nil {
 		return res, err
 	}
 	ps, err := b.start(ctx, run)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		if stopErr := stopProcs(ps); err == nil {
-			err = stopErr
-		}
-	}()
+	defer func() { err = cmp.Or(err, stopProcs(ps)) }()
 	pid := ps[0].cmd.Process.Pid
 	select {
 	case <-time.After(memorySettle):
@@ -100,39 +90,48 @@ func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
 		return res, err
 	}
 	defer w.stop()
-	if err := b.preload(ctx, run.pipe.subject, tag, n); err != nil {
+	if _, err := b.publish(ctx, run.pipe.subject, tag, n, 0, nil); err != nil {
 		return res, err
 	}
 	w.restartClock()
-	waited := make(chan error, 1)
-	go func() { waited <- w.wait(ctx, b.opts.Stall, ps) }()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for done := false; !done; {
-		select {
-		case err := <-waited:
-			if err != nil {
-				return res, err
-			}
-			done = true
-		case <-tick.C:
+	waited, done := make(chan error, 1), make(chan struct{})
+	go func() { waited <- w.wait(ctx, b.opts.Stall, ps); close(done) }()
+	err = sample(ctx, done, func() (err error) {
+		res.inFlight = max(res.inFlight, c.fakes[0].InFlight())
+		if res.peak, err = samplePeak(pid, res.peakFromHWM, res.peak); err == nil && res.inFlight == n && res.waiting.stacks == 0 {
+			res.waiting, err = processorMemory(ctx, ps[0].metrics)
 		}
-		res.inFlight = max(res.inFlight, fake.InFlight())
-		if res.peak, err = samplePeak(pid, res.peakFromHWM, res.peak); err != nil {
-			return res, err
-		}
-		if res.inFlight == n && res.waiting.stacks == 0 {
-			if res.waiting, err = processorMemory(ctx, ps[0].metrics); err != nil {
-				return res, err
-			}
-		}
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	if err := <-waited; err != nil {
+		return res, err
 	}
 	if res.inFlight == 0 {
 		return res, errors.New("the slow provider never held a request")
 	}
-	if res.answered, err = processorMemory(ctx, ps[0].metrics); err != nil {
-		return res, err
+	res.answered, err = processorMemory(ctx, ps[0].metrics)
+	return res, err
+}
+
+// sample calls f every 10 ms until done is closed, and once more then; it
+// stops early when f fails or ctx ends.
+func sample(ctx context.Context, done <-chan struct{}, f func() error) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ended := false
+		select {
+		case <-done:
+			ended = true
+		case <-tick.C:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if err := f(); err != nil || ended {
+			return err
+		}
 	}
-	res.divide()
-	return res, nil
 }

@@ -8,12 +8,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/wire"
 )
 
-// deadProvider is the outage chain's primary.
-const deadProvider = "dead"
+// deadProvider is the outage chain's primary (fakeChain's first).
+const deadProvider = "fake"
 
 // outageResult is what one outage run measured.
 type outageResult struct {
@@ -25,25 +26,17 @@ type outageResult struct {
 	lastCall              time.Duration
 }
 
-// cooldownSeen is what the bench noted when the cooldown key appeared; its
-// fields are set before done is closed.
-type cooldownSeen struct {
-	created          time.Time // the key's creation, by the server's clock
-	providerInFlight int
-	done             chan struct{}
-}
-
 // outage runs the outage scenario once a round.
 func (b *Bench) outage(ctx context.Context) (*OutageReport, error) {
 	var measured []outageResult
-	for round := range b.opts.Rounds {
+	err := rounds(b, Outage, []string{deadProvider}, func(string) (string, error) {
 		res, err := b.outageRun(ctx)
-		if err != nil {
-			return nil, err
-		}
 		measured = append(measured, res)
-		b.progress("outage round %d/%d: %d calls to the dead provider (threshold %d, %d requests in flight at the cooldown), last %.1f ms after it",
-			round+1, b.opts.Rounds, res.calls, res.threshold, res.requestsInFlight, millis(res.lastCall))
+		return fmt.Sprintf("%d calls to the dead provider (threshold %d, %d requests in flight at the cooldown), last %.1f ms after it",
+			res.calls, res.threshold, res.requestsInFlight, millis(res.lastCall)), err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return summarizeOutage(b.opts, measured), nil
 }
@@ -52,7 +45,7 @@ func (b *Bench) outage(ctx context.Context) (*OutageReport, error) {
 // and reads, from the dead fake and the provider bucket, what the outage
 // cost.
 func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
-	c, err := outageChain()
+	c, err := fakeChain(providertest.Status(500), providertest.OK())
 	if err != nil {
 		return res, err
 	}
@@ -61,8 +54,15 @@ func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
 	cfg, _ := c.file.Provider(deadProvider)
 	res.threshold, res.maxRetries = cfg.FailureThreshold, cfg.MaxRetries
 	run := runSpec{pipe: detourPipe, procs: b.opts.OutageProcs, workers: b.opts.OutageWorkers,
-		maxAckPending: max(defaultMaxAckPending(), b.opts.OutageProcs*b.opts.OutageWorkers), chain: c}
-	seen := &cooldownSeen{done: make(chan struct{})}
+		maxAckPending: max(defaults.MaxAckPending, b.opts.OutageProcs*b.opts.OutageWorkers), chain: c}
+	// What the bench notes when the cooldown key appears, set before seen
+	// is closed: the key's creation by the server's clock, and the dead
+	// provider's calls in progress.
+	var (
+		created  time.Time
+		inFlight int
+	)
+	seen := make(chan struct{})
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	released := func(ctx context.Context) error {
@@ -77,39 +77,37 @@ func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
 		go func() {
 			defer func() { _ = watcher.Stop() }()
 			for e := range watcher.Updates() {
-				if e == nil || e.Operation() != jetstream.KeyValuePut {
-					continue
+				if e != nil && e.Operation() == jetstream.KeyValuePut {
+					inFlight, created = dead.InFlight(), e.Created()
+					close(seen)
+					return
 				}
-				seen.providerInFlight, seen.created = dead.InFlight(), e.Created()
-				close(seen.done)
-				return
 			}
 		}()
 		return nil
 	}
-	if _, err := b.backlog(ctx, run, b.opts.OutageRequests, backlogHooks{released: released}); err != nil {
+	if _, err := b.backlog(ctx, run, b.opts.OutageRequests, released); err != nil {
 		return res, err
 	}
 	select {
-	case <-seen.done:
+	case <-seen:
 	case <-time.After(5 * time.Second):
 		return res, errors.New("no cooldown key appeared for the dead provider")
 	}
-	res.calls = dead.Requests()
-	res.providerInFlight = seen.providerInFlight
-	if res.requestsInFlight, err = b.inFlightAt(ctx, detourPipe, b.opts.OutageRequests, seen.created); err != nil {
+	res.calls, res.providerInFlight = dead.Requests(), inFlight
+	if res.requestsInFlight, err = b.inFlightAt(ctx, detourPipe, b.opts.OutageRequests, created); err != nil {
 		return res, err
 	}
 	var last time.Time
 	for _, r := range dead.Received() {
-		if r.At.Before(seen.created) {
+		if r.At.Before(created) {
 			res.callsBefore++
 		}
 		if r.At.After(last) {
 			last = r.At
 		}
 	}
-	res.lastCall = last.Sub(seen.created)
+	res.lastCall = last.Sub(created)
 	return res, nil
 }
 

@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/detourhq/detour/chain/providertest"
@@ -16,7 +18,6 @@ import (
 
 // pipeline is what a run measures: the baseline, or detour's processor.
 type pipeline struct {
-	name     string
 	baseline bool
 	subject  string // where requests are published
 	stream   string // the requests stream
@@ -26,9 +27,9 @@ type pipeline struct {
 }
 
 var (
-	baselinePipe = pipeline{name: "baseline", baseline: true, subject: baselineSubject,
+	baselinePipe = pipeline{baseline: true, subject: baselineSubject,
 		stream: baselineStream, consumer: baselineConsumer, results: baselineResults, prefix: baselinePrefix}
-	detourPipe = pipeline{name: "detour", subject: wire.RequestSubject(benchChain),
+	detourPipe = pipeline{subject: wire.RequestSubject(benchChain),
 		stream: wire.RequestsStream, consumer: wire.ConsumerName(benchChain), results: wire.ResultsStream,
 		prefix: wire.ResultsPrefix}
 )
@@ -52,7 +53,7 @@ func (c *chainFile) close() {
 const fakeProvider = `  - name: %s
     type: openai
     base_url: %s
-    model: bench-%s
+    model: bench-%[1]s
     timeout: 30s
     max_retries: 1
     failure_threshold: 3
@@ -61,50 +62,36 @@ const fakeProvider = `  - name: %s
 
 // rulesChain answers every request in process: no HTTP.
 func rulesChain() (*chainFile, error) {
-	return parseChain(`providers:
+	return parseChain(&chainFile{yaml: `providers:
   - name: rules
     type: rules
     default_reply: "The AI service is having trouble; please try again shortly."
 chains:
   default: [rules]
-`)
+`})
 }
 
-// fakeChain calls one fake provider that answers as script says.
-func fakeChain(script providertest.Script) (*chainFile, error) {
-	fake := providertest.New(providertest.OpenAI, script)
-	c, err := parseChain(fmt.Sprintf("providers:\n"+fakeProvider+"chains:\n  default: [fake]\n", "fake", fake.URL, "fake"))
-	if err != nil {
-		fake.Close()
-		return nil, err
+// fakeChain calls a fake provider answering as scripts[0], named "fake",
+// and then, for the outage, one answering as scripts[1], named "backup".
+func fakeChain(scripts ...providertest.Script) (*chainFile, error) {
+	names := []string{"fake", "backup"}[:len(scripts)]
+	c := &chainFile{yaml: "providers:\n"}
+	for i, script := range scripts {
+		c.fakes = append(c.fakes, providertest.New(providertest.OpenAI, script))
+		c.yaml += fmt.Sprintf(fakeProvider, names[i], c.fakes[i].URL)
 	}
-	c.fakes = []*providertest.Server{fake}
-	return c, nil
-}
-
-// outageChain puts a primary that always answers 500 before a healthy
-// backup; fakes[0] is the dead one.
-func outageChain() (*chainFile, error) {
-	dead := providertest.New(providertest.OpenAI, providertest.Status(500))
-	healthy := providertest.New(providertest.OpenAI, providertest.OK())
-	c, err := parseChain(fmt.Sprintf("providers:\n"+fakeProvider+fakeProvider+"chains:\n  default: [dead, healthy]\n",
-		"dead", dead.URL, "dead", "healthy", healthy.URL, "healthy"))
-	if err != nil {
-		dead.Close()
-		healthy.Close()
-		return nil, err
-	}
-	c.fakes = []*providertest.Server{dead, healthy}
-	return c, nil
+	c.yaml += "chains:\n  default: [" + strings.Join(names, ", ") + "]\n"
+	return parseChain(c)
 }
 
 // parseChain checks a generated chain file as the processor will.
-func parseChain(yaml string) (*chainFile, error) {
-	f, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
+func parseChain(c *chainFile) (*chainFile, error) {
+	var err error
+	if c.file, err = config.Parse([]byte(c.yaml), func(string) (string, bool) { return "", false }); err != nil {
+		c.close()
 		return nil, fmt.Errorf("generated chain file: %w", err)
 	}
-	return &chainFile{yaml: yaml, file: f}, nil
+	return c, nil
 }
 
 // runSpec is one run's processes: procs of the pipeline, each with workers
@@ -131,7 +118,7 @@ func (b *Bench) runDir() (string, error) {
 
 // baselineArgv is the command line of a baseline process with flags.
 func (b *Bench) baselineArgv(flags ...string) []string {
-	return append(append([]string{}, b.opts.BaselineCommand...), flags...)
+	return append(slices.Clone(b.opts.BaselineCommand), flags...)
 }
 
 // specs returns how to start each process of a run.
@@ -152,7 +139,6 @@ func (b *Bench) specs(run runSpec) ([]procSpec, error) {
 	if err := os.WriteFile(chainPath, []byte(run.chain.yaml), 0o600); err != nil {
 		return nil, err
 	}
-	binary := cmp.Or(run.binary, b.processor)
 	for i := range specs {
 		addr, err := freeAddr()
 		if err != nil {
@@ -169,8 +155,8 @@ func (b *Bench) specs(run runSpec) ([]procSpec, error) {
 			"DETOUR_LOG_LEVEL=info",
 			"DETOUR_LOG_FORMAT=text",
 		)
-		specs[i] = procSpec{name: fmt.Sprintf("processor %d", i+1), argv: []string{binary}, env: env, dir: dir,
-			ready: "msg=processing", metrics: addr}
+		specs[i] = procSpec{name: fmt.Sprintf("processor %d", i+1), argv: []string{cmp.Or(run.binary, b.processor)},
+			env: env, dir: dir, ready: "msg=processing", metrics: addr}
 	}
 	return specs, nil
 }

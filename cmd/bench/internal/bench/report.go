@@ -1,9 +1,9 @@
 package bench
 
 import (
+	"cmp"
 	"runtime"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -220,34 +220,39 @@ type Target struct {
 }
 
 func (b *Bench) newReport() *Report {
-	server := "embedded nats-server " + b.broker.version()
+	server := "embedded nats-server " + b.broker.nc.ConnectedServerVersion()
 	if b.opts.URL != "" {
-		server = b.opts.URL + " (nats-server " + b.broker.version() + ")"
-	}
-	processor := b.opts.Processor
-	if processor == "" {
-		processor = "built from ./cmd/processor"
+		server = b.opts.URL + " (nats-server " + b.broker.nc.ConnectedServerVersion() + ")"
 	}
 	return &Report{
 		Machine: Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUModel: cpuModel(),
 			OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), LoadStart: loadAverage()},
-		Server: server, Processor: processor, Rounds: b.opts.Rounds, WarmUp: b.opts.WarmUp,
-		Errors: map[string]string{},
+		Server: server, Processor: cmp.Or(b.opts.Processor, "built from ./cmd/processor"),
+		Rounds: b.opts.Rounds, WarmUp: b.opts.WarmUp, Errors: map[string]string{},
 	}
 }
 
+// each is f of every one of rs.
+func each[T any](rs []T, f func(T) float64) []float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r)
+	}
+	return xs
+}
+
 func summarizeBacklog(name string, rs []backlogResult) PipelineThroughput {
-	p := PipelineThroughput{Name: name, CPUFromProc: true}
-	var bytes float64
+	p := PipelineThroughput{Name: name, CPUFromProc: true,
+		RoundsReqPerSec:   each(rs, func(r backlogResult) float64 { return r.reqPerSec }),
+		RoundsCPUPerReqUs: each(rs, func(r backlogResult) float64 { return micros(r.cpuPerReq) }),
+	}
 	for _, r := range rs {
-		p.RoundsReqPerSec = append(p.RoundsReqPerSec, r.reqPerSec)
-		p.RoundsCPUPerReqUs = append(p.RoundsCPUPerReqUs, micros(r.cpuPerReq))
+		p.ResultBytes += r.resultBytes / float64(len(rs))
 		p.CPUFromProc = p.CPUFromProc && r.cpuLive
 		if r.benchCPUPerReq > 0 {
 			p.RoundsBenchCPUPerReqUs = append(p.RoundsBenchCPUPerReqUs, micros(r.benchCPUPerReq))
 		}
 		p.NotOK += r.notOK
-		bytes += r.resultBytes
 	}
 	p.ReqPerSec, p.CPUPerReqUs = median(p.RoundsReqPerSec), median(p.RoundsCPUPerReqUs)
 	if len(p.RoundsBenchCPUPerReqUs) == len(rs) {
@@ -255,122 +260,58 @@ func summarizeBacklog(name string, rs []backlogResult) PipelineThroughput {
 	} else {
 		p.RoundsBenchCPUPerReqUs = nil
 	}
-	if len(rs) > 0 {
-		p.ResultBytes = bytes / float64(len(rs))
-	}
-	return p
-}
-
-func summarizeLatency(name string, rs []latencyResult) PipelineLatency {
-	p := PipelineLatency{Name: name}
-	for _, r := range rs {
-		p.Requests = r.n
-		p.RoundsP50Ms = append(p.RoundsP50Ms, millis(r.p50))
-		p.RoundsP99Ms = append(p.RoundsP99Ms, millis(r.p99))
-	}
-	p.P50Ms, p.P99Ms = median(p.RoundsP50Ms), median(p.RoundsP99Ms)
 	return p
 }
 
 func summarizeOutage(o Options, rs []outageResult) *OutageReport {
 	rep := &OutageReport{Processors: o.OutageProcs, Workers: o.OutageWorkers, Requests: o.OutageRequests}
-	var calls, before, provider, requests, last, excess []float64
-	for i, r := range rs {
-		over := r.calls - r.threshold - r.requestsInFlight
-		excess = append(excess, float64(over))
-		if i == 0 || over > rep.WorstExcessCalls {
-			rep.WorstExcessCalls = over
-		}
-		if i == 0 || millis(r.lastCall) > rep.WorstLastCallAfterOpenMs {
-			rep.WorstLastCallAfterOpenMs = millis(r.lastCall)
-		}
+	for _, r := range rs {
 		rep.FailureThreshold, rep.MaxRetries = r.threshold, r.maxRetries
 		rep.Rounds = append(rep.Rounds, OutageRounds{Calls: r.calls, CallsBeforeOpen: r.callsBefore,
 			ProviderInFlightAtOpen: r.providerInFlight, RequestsInFlightAtOpen: r.requestsInFlight,
 			LastCallAfterOpenMs: millis(r.lastCall)})
-		calls = append(calls, float64(r.calls))
-		before = append(before, float64(r.callsBefore))
-		provider = append(provider, float64(r.providerInFlight))
-		requests = append(requests, float64(r.requestsInFlight))
-		last = append(last, millis(r.lastCall))
 	}
-	rep.Calls, rep.CallsBeforeOpen = median(calls), median(before)
-	rep.ProviderInFlightAtOpen, rep.RequestsInFlightAtOpen = median(provider), median(requests)
-	rep.LastCallAfterOpenMs, rep.ExcessCalls = median(last), median(excess)
+	// Judged round by round: the medians of calls and of requests in flight
+	// taken apart could pair figures of different rounds.
+	excess := each(rs, func(r outageResult) float64 { return float64(r.calls - r.threshold - r.requestsInFlight) })
+	last := each(rs, func(r outageResult) float64 { return millis(r.lastCall) })
+	rep.ExcessCalls, rep.WorstExcessCalls = median(excess), int(slices.Max(excess))
+	rep.LastCallAfterOpenMs, rep.WorstLastCallAfterOpenMs = median(last), slices.Max(last)
+	rep.Calls = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.Calls) }))
+	rep.CallsBeforeOpen = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.CallsBeforeOpen) }))
+	rep.ProviderInFlightAtOpen = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.ProviderInFlightAtOpen) }))
+	rep.RequestsInFlightAtOpen = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.RequestsInFlightAtOpen) }))
 	return rep
 }
 
 func summarizeMemory(o Options, detour, baseline []memoryResult) *MemoryReport {
 	rep := &MemoryReport{Workers: o.MemoryInFlight, DelayMs: millis(o.MemoryDelay), InFlight: o.MemoryInFlight,
 		MemoryFigures: memoryFigures(detour), Baseline: memoryFigures(baseline)}
-	var above []float64
+	var above, waiting, allocated []float64
 	for i := range min(len(detour), len(baseline)) {
-		above = append(above, detour[i].kibPerRequest-baseline[i].kibPerRequest)
+		above = append(above, detour[i].kibPerRequest()-baseline[i].kibPerRequest())
 	}
-	rep.AboveBaselineKiB = median(above)
-	var waiting, answered, allocated []float64
 	for _, r := range detour {
-		answered = append(answered, float64(r.answered.stacks)/1024)
-		if r.waiting.stacks == 0 {
-			continue
+		if r.waiting.stacks != 0 {
+			waiting = append(waiting, float64(r.waiting.stacks)/1024)
+			allocated = append(allocated, float64(r.answered.allocated-r.waiting.allocated)/1024/float64(r.inFlight))
 		}
-		waiting = append(waiting, float64(r.waiting.stacks)/1024)
-		allocated = append(allocated, float64(r.answered.allocated-r.waiting.allocated)/1024/float64(r.inFlight))
 	}
-	rep.StacksWaitingKiB, rep.StacksAnsweredKiB = median(waiting), median(answered)
-	rep.AllocatedPerAnswerKiB = median(allocated)
+	rep.AboveBaselineKiB, rep.StacksWaitingKiB, rep.AllocatedPerAnswerKiB = median(above), median(waiting), median(allocated)
+	rep.StacksAnsweredKiB = median(each(detour, func(r memoryResult) float64 { return float64(r.answered.stacks) / 1024 }))
 	return rep
 }
 
 func memoryFigures(rs []memoryResult) MemoryFigures {
-	f := MemoryFigures{PeakFromHWM: true}
-	var idle, peak, inFlight []float64
-	for _, r := range rs {
-		f.RoundsKiB = append(f.RoundsKiB, r.kibPerRequest)
-		idle = append(idle, float64(r.idle)/1024)
-		peak = append(peak, float64(r.peak)/1024)
-		inFlight = append(inFlight, float64(r.inFlight))
-		f.PeakFromHWM = f.PeakFromHWM && r.peakFromHWM
+	f := MemoryFigures{
+		PeakInFlight: int(median(each(rs, func(r memoryResult) float64 { return float64(r.inFlight) }))),
+		IdleRSSKiB:   median(each(rs, func(r memoryResult) float64 { return float64(r.idle) / 1024 })),
+		PeakRSSKiB:   median(each(rs, func(r memoryResult) float64 { return float64(r.peak) / 1024 })),
+		PeakFromHWM:  !slices.ContainsFunc(rs, func(r memoryResult) bool { return !r.peakFromHWM }),
+		RoundsKiB:    each(rs, memoryResult.kibPerRequest),
 	}
-	f.IdleRSSKiB, f.PeakRSSKiB = median(idle), median(peak)
-	f.PeakInFlight = int(median(inFlight))
 	f.KiBPerRequest = median(f.RoundsKiB)
 	return f
-}
-
-// ratios fills the ratios of detour's pipelines to the baseline's, the
-// first.
-func (t *ThroughputReport) ratios() {
-	base := t.Pipelines[0]
-	for i := range t.Pipelines[1:] {
-		p := &t.Pipelines[i+1]
-		p.ThroughputRatio, p.CPURatio = ratio(p.ReqPerSec, base.ReqPerSec), ratio(p.CPUPerReqUs, base.CPUPerReqUs)
-	}
-}
-
-// ratios fills the ratios of detour's percentiles to the baseline's, the
-// first.
-func (l *LatencyReport) ratios() {
-	base := l.Pipelines[0]
-	for i := range l.Pipelines[1:] {
-		p := &l.Pipelines[i+1]
-		p.P50Ratio, p.P99Ratio = ratio(p.P50Ms, base.P50Ms), ratio(p.P99Ms, base.P99Ms)
-	}
-}
-
-// ratios fills each point's VsOne and VsPrevious.
-func (s *ScalingSeries) ratios() {
-	one, ok := s.point(1)
-	if !ok {
-		one = s.Points[0]
-	}
-	for i := range s.Points {
-		p := &s.Points[i]
-		p.VsOne = ratio(p.ReqPerSec, one.ReqPerSec)
-		if i > 0 {
-			p.VsPrevious = ratio(p.ReqPerSec, s.Points[i-1].ReqPerSec)
-		}
-	}
 }
 
 // median of xs, which it does not change; 0 for none.
@@ -396,9 +337,3 @@ func ratio(a, b float64) float64 {
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 func mib(bytes int64) float64        { return float64(bytes) / (1 << 20) }
-
-// defaultMaxAckPending is DETOUR_MAX_ACK_PENDING's default.
-func defaultMaxAckPending() int {
-	n, _ := strconv.Atoi(settingDefault("MaxAckPending"))
-	return n
-}

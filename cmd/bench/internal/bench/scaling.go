@@ -7,7 +7,7 @@ import (
 	"github.com/detourhq/detour/chain/providertest"
 )
 
-// scaling measures 1, 2, 4… processors over a backlog, first with the slow
+// scaling measures each processor count over a backlog, first with the slow
 // HTTP fake, then with the in-process chain.
 func (b *Bench) scaling(ctx context.Context) (*ScalingReport, error) {
 	slow, err := b.scaleSeries(ctx, true)
@@ -28,8 +28,9 @@ func (b *Bench) scaleSeries(ctx context.Context, slow bool) (*ScalingSeries, err
 		series.DelayMs = millis(b.opts.ScaleDelay)
 	}
 	measured := map[int][]backlogResult{}
-	err := rounds(b.opts.Rounds, b.opts.ScaleProcs, func(round, procs int) error {
-		run := runSpec{pipe: detourPipe, procs: procs, workers: b.opts.ScaleWorkers, maxAckPending: defaultMaxAckPending()}
+	err := rounds(b, Scaling, b.opts.ScaleProcs, func(procs int) (string, error) {
+		run := runSpec{pipe: detourPipe, procs: procs, workers: b.opts.ScaleWorkers,
+			maxAckPending: max(defaults.MaxAckPending, 2*procs*b.opts.ScaleWorkers)}
 		var err error
 		n := b.opts.Requests
 		if slow {
@@ -40,31 +41,33 @@ func (b *Bench) scaleSeries(ctx context.Context, slow bool) (*ScalingSeries, err
 			run.chain, err = rulesChain()
 		}
 		if err != nil {
-			return err
+			return "", err
 		}
 		defer run.chain.close()
-		run.maxAckPending = max(run.maxAckPending, 2*procs*b.opts.ScaleWorkers)
-		res, err := b.backlog(ctx, run, n, backlogHooks{})
+		res, err := b.backlog(ctx, run, n, nil)
 		if err != nil {
-			return fmt.Errorf("%d processors, %s: %w", procs, series.Provider, err)
+			return "", fmt.Errorf("%d processors, %s: %w", procs, series.Provider, err)
 		}
 		measured[procs] = append(measured[procs], res)
-		b.progress("scaling round %d/%d: %s, processors: %d: %8.0f req/s", round+1, b.opts.Rounds, series.Provider, procs, res.reqPerSec)
-		return nil
+		return fmt.Sprintf("%s, processors: %d: %8.0f req/s", series.Provider, procs, res.reqPerSec), nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for _, procs := range b.opts.ScaleProcs {
-		fig := summarizeBacklog(fmt.Sprintf("%d", procs), measured[procs])
-		point := ScalingPoint{Processors: procs, Requests: measured[procs][0].requests, ReqPerSec: fig.ReqPerSec,
-			CPUPerReqUs: fig.CPUPerReqUs, RoundsReqPerSec: fig.RoundsReqPerSec}
-		if slow {
-			point.Allowed = float64(procs*b.opts.ScaleWorkers) / b.opts.ScaleDelay.Seconds()
-			point.ShareOfAllowed = point.ReqPerSec / point.Allowed
+	// ScaleProcs are sorted: the first point is one processor's, if any.
+	for i, procs := range b.opts.ScaleProcs {
+		fig := summarizeBacklog("", measured[procs])
+		p := ScalingPoint{Processors: procs, Requests: measured[procs][0].requests, ReqPerSec: fig.ReqPerSec,
+			CPUPerReqUs: fig.CPUPerReqUs, RoundsReqPerSec: fig.RoundsReqPerSec, VsOne: 1}
+		if i > 0 {
+			p.VsOne = ratio(p.ReqPerSec, series.Points[0].ReqPerSec)
+			p.VsPrevious = ratio(p.ReqPerSec, series.Points[i-1].ReqPerSec)
 		}
-		series.Points = append(series.Points, point)
+		if slow {
+			p.Allowed = float64(procs*b.opts.ScaleWorkers) / b.opts.ScaleDelay.Seconds()
+			p.ShareOfAllowed = p.ReqPerSec / p.Allowed
+		}
+		series.Points = append(series.Points, p)
 	}
-	series.ratios()
 	return series, nil
 }
