@@ -27,8 +27,8 @@ type backlogResult struct {
 // backlog queues n requests, starts the processes of run with the consumer
 // paused, releases the backlog once every process is consuming, and
 // measures from there until the last result is stored. released, unless
-// nil, runs just before the release.
-func (b *Bench) backlog(ctx context.Context, run runSpec, n int, released func(context.Context) error) (res backlogResult, _ error) {
+// nil, runs just before the release, with the watch reading the results.
+func (b *Bench) backlog(ctx context.Context, run runSpec, n int, released func(context.Context, *resultWatch) error) (res backlogResult, _ error) {
 	pipe := run.pipe
 	if err := b.broker.reset(ctx, pipe, run.maxAckPending, true); err != nil {
 		return res, err
@@ -50,7 +50,7 @@ func (b *Bench) backlog(ctx context.Context, run runSpec, n int, released func(c
 	}
 	defer func() { _ = stopProcs(ps) }() // stopped already unless the run failed
 	if released != nil {
-		if err := released(ctx); err != nil {
+		if err := released(ctx, w); err != nil {
 			return res, err
 		}
 	}

@@ -3,7 +3,6 @@ package bench
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -169,6 +168,3 @@ func buildProcessor(ctx context.Context, dir string) (string, error) {
 	}
 	return bin, nil
 }
-
-// errStalled is a run in which results stopped arriving.
-var errStalled = errors.New("results stopped arriving")

@@ -122,20 +122,6 @@ func httpBaselineCall(ctx context.Context, url string) error {
 	return nil
 }
 
-// samplePeak is the higher of peak and the process's resident set now, or
-// its VmHWM when hwm says its peak was reset.
-func samplePeak(pid int, hwm bool, peak int64) (int64, error) {
-	rss, high, err := procMemory(pid)
-	if err != nil {
-		return peak, err
-	}
-	peak = max(peak, rss)
-	if hwm {
-		peak = max(peak, high)
-	}
-	return peak, nil
-}
-
 // httpBaselineRun runs the HTTP baseline once, on a fake provider that
 // answers after MemoryDelay, and divides its growth by the calls the fake
 // held at once, as memoryRun does for a processor.

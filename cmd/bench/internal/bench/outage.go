@@ -65,7 +65,11 @@ func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
 	seen := make(chan struct{})
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	released := func(ctx context.Context) error {
+	var results *resultWatch
+	released := func(ctx context.Context, w *resultWatch) error {
+		w.mu.Lock()
+		results, w.keep = w, true
+		w.mu.Unlock()
 		kv, err := b.broker.js.KeyValue(ctx, kvstate.Bucket)
 		if err != nil {
 			return err
@@ -95,7 +99,10 @@ func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
 		return res, errors.New("no cooldown key appeared for the dead provider")
 	}
 	res.calls, res.providerInFlight = dead.Requests(), inFlight
-	if res.requestsInFlight, err = b.inFlightAt(ctx, detourPipe, b.opts.OutageRequests, created); err != nil {
+	results.mu.Lock()
+	kept := results.kept
+	results.mu.Unlock()
+	if res.requestsInFlight, err = inFlightAt(kept, created); err != nil {
 		return res, err
 	}
 	var last time.Time
@@ -111,46 +118,24 @@ func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
 	return res, nil
 }
 
-// inFlightAt reads back the n results of a run and counts the requests in
-// flight at t, by the server's clock: those whose chain began by t (the
-// result's store time less its latency_ms) and whose result was stored
-// after t.
-func (b *Bench) inFlightAt(ctx context.Context, pipe pipeline, n int, t time.Time) (int, error) {
-	cons, err := b.broker.js.OrderedConsumer(ctx, pipe.results, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{pipe.prefix + ">"},
-	})
-	if err != nil {
-		return 0, err
-	}
+// inFlightAt counts the requests of results in flight at t, by the server's
+// clock: those whose chain began by t (the result's store time less its
+// latency_ms) and whose result was stored after t.
+func inFlightAt(results []jetstream.Msg, t time.Time) (int, error) {
 	count := 0
-	for read := 0; read < n; {
-		batch, err := cons.Fetch(min(n-read, 1000), jetstream.FetchMaxWait(5*time.Second))
+	for _, msg := range results {
+		meta, err := msg.Metadata()
 		if err != nil {
 			return 0, err
 		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			meta, err := msg.Metadata()
-			if err != nil {
-				return 0, err
-			}
-			res, err := wire.DecodeResult(msg.Data(), msg.Headers())
-			if err != nil {
-				return 0, fmt.Errorf("result %s: %w", msg.Subject(), err)
-			}
-			start := meta.Timestamp.Add(-time.Duration(res.LatencyMs) * time.Millisecond)
-			if !start.After(t) && meta.Timestamp.After(t) {
-				count++
-			}
+		res, err := wire.DecodeResult(msg.Data(), msg.Headers())
+		if err != nil {
+			return 0, fmt.Errorf("result %s: %w", msg.Subject(), err)
 		}
-		if err := batch.Error(); err != nil {
-			return 0, err
+		start := meta.Timestamp.Add(-time.Duration(res.LatencyMs) * time.Millisecond)
+		if !start.After(t) && meta.Timestamp.After(t) {
+			count++
 		}
-		if got == 0 {
-			return 0, fmt.Errorf("%s holds %d results, want %d", pipe.results, read, n)
-		}
-		read += got
 	}
 	return count, nil
 }

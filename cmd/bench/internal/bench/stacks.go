@@ -10,27 +10,19 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// The Go collector's metrics that a processor serves on its /metrics and
-// the memory scenario reads: the bytes of goroutine stacks in use
+// goMemory is what the memory scenario reads of a processor from the Go
+// collector's metrics on its /metrics: the bytes of goroutine stacks in use
 // (runtime.MemStats.StackInuse), and the bytes allocated on the heap since
-// the process started (runtime.MemStats.TotalAlloc).
-const (
-	stackMetric = "go_memstats_stack_inuse_bytes"
-	allocMetric = "go_memstats_alloc_bytes_total"
-)
-
-// goMemory is what processorMemory read: bytes of goroutine stacks in
-// use, and bytes allocated so far.
+// it started (runtime.MemStats.TotalAlloc).
 type goMemory struct {
 	stacks, allocated int64
 }
 
-// processorMemory reads stackMetric and allocMetric from the processor
-// serving its metrics on addr (host:port).
-func processorMemory(ctx context.Context, addr string) (goMemory, error) {
+// processorMemory reads goMemory from the processor serving its metrics on
+// addr (host:port).
+func processorMemory(ctx context.Context, addr string) (m goMemory, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var m goMemory
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return m, err
@@ -48,17 +40,14 @@ func processorMemory(ctx context.Context, addr string) (goMemory, error) {
 	if err != nil {
 		return m, fmt.Errorf("reading the processor's metrics: %w", err)
 	}
-	for name, into := range map[string]*int64{stackMetric: &m.stacks, allocMetric: &m.allocated} {
+	for name, into := range map[string]*int64{"go_memstats_stack_inuse_bytes": &m.stacks, "go_memstats_alloc_bytes_total": &m.allocated} {
 		f, ok := families[name]
 		if !ok || len(f.GetMetric()) == 0 {
 			return m, fmt.Errorf("the processor's metrics have no %s", name)
 		}
+		// A gauge, or a counter: the other is nil and reads 0.
 		metric := f.GetMetric()[0]
-		if g := metric.GetGauge(); g != nil {
-			*into = int64(g.GetValue())
-		} else {
-			*into = int64(metric.GetCounter().GetValue())
-		}
+		*into = int64(metric.GetGauge().GetValue() + metric.GetCounter().GetValue())
 	}
 	return m, nil
 }

@@ -21,12 +21,14 @@ type resultWatch struct {
 	cc          jetstream.ConsumeContext
 
 	mu       sync.Mutex
-	seen     []time.Time // by request index; zero until seen
-	count    int         // distinct requests answered
-	bytes    int64       // payload and headers of the first result of each
-	notOK    int         // results whose Detour-Status is not ok
-	last     time.Time   // when the last new result was seen
-	progress time.Time   // when the count last grew, or the watch began
+	seen     []time.Time     // by request index; zero until seen
+	count    int             // distinct requests answered
+	bytes    int64           // payload and headers of the first result of each
+	notOK    int             // results whose Detour-Status is not ok
+	last     time.Time       // when the last new result was seen
+	kept     []jetstream.Msg // the first result of each, once keep is set
+	keep     bool
+	progress time.Time // when the count last grew, or the clock restarted
 	done     chan struct{}
 }
 
@@ -38,10 +40,9 @@ func (b *Bench) watchResults(ctx context.Context, pipe pipeline, tag string, n i
 	cons, err := b.broker.js.OrderedConsumer(ctx, pipe.results, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{pipe.prefix + ">"},
 	})
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", pipe.results, err)
+	if err == nil {
+		w.cc, err = cons.Consume(w.handle, jetstream.PullMaxMessages(1000))
 	}
-	w.cc, err = cons.Consume(w.handle, jetstream.PullMaxMessages(1000))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", pipe.results, err)
 	}
@@ -62,6 +63,9 @@ func (w *resultWatch) handle(msg jetstream.Msg) {
 	}
 	w.seen[i], w.last, w.progress = now, now, now
 	w.count++
+	if w.keep {
+		w.kept = append(w.kept, msg)
+	}
 	w.bytes += int64(len(msg.Data()))
 	for k, vs := range msg.Headers() {
 		for _, v := range vs {
@@ -85,7 +89,6 @@ func (w *resultWatch) restartClock() {
 	w.mu.Unlock()
 }
 
-// seenCount is how many results were seen so far.
 func (w *resultWatch) seenCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -112,7 +115,7 @@ func (w *resultWatch) wait(ctx context.Context, stall time.Duration, ps []*proc)
 		count, since := w.count, time.Since(w.progress)
 		w.mu.Unlock()
 		if since > stall {
-			return fmt.Errorf("%w: %d of %d results after %s without a new one", errStalled, count, w.n, stall)
+			return fmt.Errorf("results stopped arriving: %d of %d results after %s without a new one", count, w.n, stall)
 		}
 	}
 }
@@ -122,8 +125,5 @@ func (w *resultWatch) wait(ctx context.Context, stall time.Duration, ps []*proc)
 func (w *resultWatch) results() (seen []time.Time, last time.Time, meanBytes float64, notOK int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.count > 0 {
-		meanBytes = float64(w.bytes) / float64(w.count)
-	}
-	return w.seen, w.last, meanBytes, w.notOK
+	return w.seen, w.last, float64(w.bytes) / float64(max(w.count, 1)), w.notOK
 }
