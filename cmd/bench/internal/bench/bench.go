@@ -112,29 +112,6 @@ func rounds[T any](b *Bench, scenario string, items []T, measure func(T) (string
 	return nil
 }
 
-// start starts the processes of run and waits until each is consuming. The
-// caller stops them.
-func (b *Bench) start(ctx context.Context, run runSpec) ([]*proc, error) {
-	specs, err := b.specs(run)
-	if err != nil {
-		return nil, err
-	}
-	var ps []*proc
-	for _, spec := range specs {
-		p, err := startProc(spec)
-		if err != nil {
-			_ = stopProcs(ps)
-			return nil, err
-		}
-		ps = append(ps, p)
-	}
-	if err := waitReady(ctx, ps); err != nil {
-		_ = stopProcs(ps)
-		return nil, err
-	}
-	return ps, nil
-}
-
 // tag is a fresh prefix for the request ids of one run.
 func (b *Bench) tag() string {
 	b.seq++

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/detourhq/detour/chain"
@@ -51,23 +50,16 @@ func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) 
 	pid := os.Getpid()
 	start := make(chan struct{})
 	release := sync.OnceFunc(func() { close(start) })
-	var (
-		wg       sync.WaitGroup
-		failed   atomic.Int64
-		firstErr sync.Once
-		first    string
-	)
+	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer release()
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel() // on an early return: the calls end at once
-	for range calls {
+	errs := make([]error, calls)
+	for i := range calls {
 		wg.Go(func() {
 			<-start
-			if err := httpBaselineCall(callCtx, url); err != nil {
-				failed.Add(1)
-				firstErr.Do(func() { first = err.Error() })
-			}
+			errs[i] = httpBaselineCall(callCtx, url)
 		})
 	}
 	select {
@@ -90,11 +82,13 @@ func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) 
 	if err != nil {
 		return err
 	}
-	res.Failed, res.FirstError = int(failed.Load()), first
-	line, err := json.Marshal(res)
-	if err != nil {
-		return err
+	for _, err := range errs {
+		if err != nil {
+			res.FirstError = cmp.Or(res.FirstError, err.Error())
+			res.Failed++
+		}
 	}
+	line, _ := json.Marshal(res) // cannot fail: numbers and strings
 	_, err = fmt.Fprintf(out, "%s%s\n", httpBaselineLine, line)
 	return err
 }
@@ -128,7 +122,7 @@ func httpBaselineCall(ctx context.Context, url string) error {
 func (b *Bench) httpBaselineRun(ctx context.Context) (res memoryResult, err error) {
 	fake := providertest.New(providertest.OpenAI, providertest.Slow(b.opts.MemoryDelay, providertest.OK()))
 	defer fake.Close()
-	dir, err := b.runDir()
+	dir, err := os.MkdirTemp(b.dir, "run-")
 	if err != nil {
 		return res, err
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -20,6 +19,14 @@ const (
 	Scaling    = "scaling"
 	Outage     = "outage"
 	Memory     = "memory"
+)
+
+// The slow provider's answer time in the scaling runs, and the outage's
+// processors and their workers.
+const (
+	scaleDelay    = 100 * time.Millisecond
+	outageProcs   = 3
+	outageWorkers = 32
 )
 
 // Scenarios lists every scenario in the order a run measures them.
@@ -59,17 +66,14 @@ type Options struct {
 	LatencyWarmUp time.Duration
 
 	// ScaleProcs are the processor counts of the scaling runs, each with
-	// ScaleWorkers workers; ScaleDelay is the slow provider's answer time,
-	// and ScaleFor sizes its backlog: what the workers could answer in it.
+	// ScaleWorkers workers; ScaleFor sizes the slow provider's backlog: what
+	// the workers could answer in that time.
 	ScaleProcs   []int
 	ScaleWorkers int
-	ScaleDelay   time.Duration
 	ScaleFor     time.Duration
 
-	// OutageProcs processors of OutageWorkers workers answer
-	// OutageRequests through a dead primary and a healthy backup.
-	OutageProcs    int
-	OutageWorkers  int
+	// OutageRequests are answered by outageProcs processors through a dead
+	// primary and a healthy backup.
 	OutageRequests int
 
 	// MemoryInFlight requests are held by one processor of as many
@@ -95,10 +99,7 @@ func Default() Options {
 		LatencyWarmUp:  time.Second,
 		ScaleProcs:     []int{1, 2, 4, 8},
 		ScaleWorkers:   64,
-		ScaleDelay:     100 * time.Millisecond,
 		ScaleFor:       5 * time.Second,
-		OutageProcs:    3,
-		OutageWorkers:  32,
 		OutageRequests: 5000,
 		MemoryInFlight: 2000,
 		MemoryDelay:    2 * time.Second,
@@ -149,37 +150,24 @@ var defaults = func() (s config.Settings) {
 	return s
 }()
 
-// Check reports every option out of range.
+// Check reports the options out of range.
 func (o Options) Check() error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if len(o.BaselineCommand) == 0 {
-		bad("no baseline command")
-	}
 	for _, s := range o.Run {
 		if !slices.Contains(Scenarios, s) {
-			bad("unknown scenario %q (known: %v)", s, Scenarios)
+			errs = append(errs, fmt.Errorf("unknown scenario %q (known: %v)", s, Scenarios))
 		}
 	}
-	positive := map[string]int{
-		"rounds": o.Rounds, "requests": o.Requests, "workers": o.Workers, "rate": o.Rate,
-		"scale workers": o.ScaleWorkers, "outage processors": o.OutageProcs,
-		"outage workers": o.OutageWorkers, "outage requests": o.OutageRequests,
-		"memory in-flight": o.MemoryInFlight, "processor counts": slices.Min(append([]int{1}, o.ScaleProcs...)),
-	}
-	for _, name := range slices.Sorted(maps.Keys(positive)) {
-		if positive[name] < 1 {
-			bad("%s must be at least 1", name)
-		}
+	if len(o.Run) == 0 || len(o.ScaleProcs) == 0 || len(o.BaselineCommand) == 0 ||
+		min(o.Rounds, o.Requests, o.Workers, o.Rate, o.ScaleWorkers, o.OutageRequests, o.MemoryInFlight,
+			slices.Min(append([]int{1}, o.ScaleProcs...))) < 1 {
+		errs = append(errs, errors.New("scenarios, rounds, requests, workers, the rate, processor counts and requests in flight must be at least 1"))
 	}
 	if o.RequestBytes < 80 {
-		bad("request size must be at least 80 bytes")
+		errs = append(errs, errors.New("request size must be at least 80 bytes"))
 	}
-	if min(o.LatencyFor, o.ScaleFor, o.ScaleDelay, o.MemoryDelay, o.Stall) <= 0 || o.LatencyWarmUp < 0 {
-		bad("durations must be positive (the latency warm-up may be 0)")
-	}
-	if len(o.Run) == 0 || len(o.ScaleProcs) == 0 {
-		bad("no scenario or no processor count to scale to")
+	if min(o.LatencyFor, o.ScaleFor, o.MemoryDelay, o.Stall) <= 0 || o.LatencyWarmUp < 0 {
+		errs = append(errs, errors.New("durations must be positive (the latency warm-up may be 0)"))
 	}
 	return errors.Join(errs...)
 }

@@ -53,8 +53,8 @@ func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
 	dead := c.fakes[0]
 	cfg, _ := c.file.Provider(deadProvider)
 	res.threshold, res.maxRetries = cfg.FailureThreshold, cfg.MaxRetries
-	run := runSpec{pipe: detourPipe, procs: b.opts.OutageProcs, workers: b.opts.OutageWorkers,
-		maxAckPending: max(defaults.MaxAckPending, b.opts.OutageProcs*b.opts.OutageWorkers), chain: c}
+	run := runSpec{pipe: detourPipe, procs: outageProcs, workers: outageWorkers,
+		maxAckPending: max(defaults.MaxAckPending, outageProcs*outageWorkers), chain: c}
 	// What the bench notes when the cooldown key appears, set before seen
 	// is closed: the key's creation by the server's clock, and the dead
 	// provider's calls in progress.

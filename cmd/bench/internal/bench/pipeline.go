@@ -2,6 +2,7 @@ package bench
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -109,56 +110,57 @@ type runSpec struct {
 // processors, well within stopGrace.
 const processorShutdown = 5 * time.Second
 
-// runDir makes a fresh directory for the processes of one run.
-func (b *Bench) runDir() (string, error) {
-	b.seq++
-	dir := filepath.Join(b.dir, fmt.Sprintf("run-%d", b.seq))
-	return dir, os.MkdirAll(dir, 0o700)
-}
-
 // baselineArgv is the command line of a baseline process with flags.
 func (b *Bench) baselineArgv(flags ...string) []string {
 	return append(slices.Clone(b.opts.BaselineCommand), flags...)
 }
 
-// specs returns how to start each process of a run.
-func (b *Bench) specs(run runSpec) ([]procSpec, error) {
-	dir, err := b.runDir()
+// start starts the processes of run and waits until each is consuming. The
+// caller stops them.
+func (b *Bench) start(ctx context.Context, run runSpec) (ps []*proc, err error) {
+	defer func() {
+		if err != nil {
+			_ = stopProcs(ps)
+		}
+	}()
+	dir, err := os.MkdirTemp(b.dir, "run-")
 	if err != nil {
 		return nil, err
 	}
-	specs := make([]procSpec, run.procs)
-	if run.pipe.baseline {
-		for i := range specs {
-			argv := b.baselineArgv("-url", b.broker.url, "-workers", strconv.Itoa(run.workers))
-			specs[i] = procSpec{name: fmt.Sprintf("baseline %d", i+1), argv: argv, env: processEnv(), dir: dir, ready: baselineReady}
-		}
-		return specs, nil
-	}
 	chainPath := filepath.Join(dir, "chain.yaml")
-	if err := os.WriteFile(chainPath, []byte(run.chain.yaml), 0o600); err != nil {
-		return nil, err
-	}
-	for i := range specs {
-		addr, err := freeAddr()
-		if err != nil {
+	if run.chain != nil {
+		if err := os.WriteFile(chainPath, []byte(run.chain.yaml), 0o600); err != nil {
 			return nil, err
 		}
-		env := processEnv(
-			"DETOUR_NATS_URL="+b.broker.url,
-			"DETOUR_CONFIG="+chainPath,
-			"DETOUR_DATA_DIR="+filepath.Join(dir, "data"),
-			"DETOUR_METRICS_ADDR="+addr,
-			"DETOUR_WORKERS="+strconv.Itoa(run.workers),
-			"DETOUR_MAX_ACK_PENDING="+strconv.Itoa(run.maxAckPending),
-			"DETOUR_SHUTDOWN_TIMEOUT="+processorShutdown.String(),
-			"DETOUR_LOG_LEVEL=info",
-			"DETOUR_LOG_FORMAT=text",
-		)
-		specs[i] = procSpec{name: fmt.Sprintf("processor %d", i+1), argv: []string{cmp.Or(run.binary, b.processor)},
-			env: env, dir: dir, ready: "msg=processing", metrics: addr}
 	}
-	return specs, nil
+	for i := range run.procs {
+		spec := procSpec{name: fmt.Sprintf("baseline %d", i+1), env: processEnv(), dir: dir, ready: baselineReady,
+			argv: b.baselineArgv("-url", b.broker.url, "-workers", strconv.Itoa(run.workers))}
+		if !run.pipe.baseline {
+			addr, err := freeAddr()
+			if err != nil {
+				return ps, err
+			}
+			spec = procSpec{name: fmt.Sprintf("processor %d", i+1), argv: []string{cmp.Or(run.binary, b.processor)},
+				dir: dir, ready: "msg=processing", metrics: addr, env: processEnv(
+					"DETOUR_NATS_URL="+b.broker.url,
+					"DETOUR_CONFIG="+chainPath,
+					"DETOUR_DATA_DIR="+filepath.Join(dir, "data"),
+					"DETOUR_METRICS_ADDR="+addr,
+					"DETOUR_WORKERS="+strconv.Itoa(run.workers),
+					"DETOUR_MAX_ACK_PENDING="+strconv.Itoa(run.maxAckPending),
+					"DETOUR_SHUTDOWN_TIMEOUT="+processorShutdown.String(),
+					"DETOUR_LOG_LEVEL=info",
+					"DETOUR_LOG_FORMAT=text",
+				)}
+		}
+		p, err := startProc(spec)
+		if err != nil {
+			return ps, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, waitReady(ctx, ps)
 }
 
 // freeAddr is a loopback address whose port was free a moment ago: every

@@ -247,7 +247,7 @@ func summarizeBacklog(name string, rs []backlogResult) PipelineThroughput {
 }
 
 func summarizeOutage(o Options, rs []outageResult) *OutageReport {
-	rep := &OutageReport{Processors: o.OutageProcs, Workers: o.OutageWorkers, Requests: o.OutageRequests}
+	rep := &OutageReport{Processors: outageProcs, Workers: outageWorkers, Requests: o.OutageRequests}
 	for _, r := range rs {
 		rep.FailureThreshold, rep.MaxRetries = r.threshold, r.maxRetries
 		rep.Rounds = append(rep.Rounds, OutageRounds{Calls: r.calls, CallsBeforeOpen: r.callsBefore,

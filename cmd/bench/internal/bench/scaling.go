@@ -24,8 +24,8 @@ func (b *Bench) scaling(ctx context.Context) (*ScalingReport, error) {
 func (b *Bench) scaleSeries(ctx context.Context, slow bool) (*ScalingSeries, error) {
 	series := &ScalingSeries{Provider: "in-process", Workers: b.opts.ScaleWorkers}
 	if slow {
-		series.Provider = fmt.Sprintf("HTTP fake answering in %s", b.opts.ScaleDelay)
-		series.DelayMs = millis(b.opts.ScaleDelay)
+		series.Provider = fmt.Sprintf("HTTP fake answering in %s", scaleDelay)
+		series.DelayMs = millis(scaleDelay)
 	}
 	measured := map[int][]backlogResult{}
 	err := rounds(b, Scaling, b.opts.ScaleProcs, func(procs int) (string, error) {
@@ -34,9 +34,9 @@ func (b *Bench) scaleSeries(ctx context.Context, slow bool) (*ScalingSeries, err
 		var err error
 		n := b.opts.Requests
 		if slow {
-			run.chain, err = fakeChain(providertest.Slow(b.opts.ScaleDelay, providertest.OK()))
+			run.chain, err = fakeChain(providertest.Slow(scaleDelay, providertest.OK()))
 			// What the workers could answer in ScaleFor.
-			n = int(float64(procs*b.opts.ScaleWorkers) * b.opts.ScaleFor.Seconds() / b.opts.ScaleDelay.Seconds())
+			n = int(float64(procs*b.opts.ScaleWorkers) * b.opts.ScaleFor.Seconds() / scaleDelay.Seconds())
 		} else {
 			run.chain, err = rulesChain()
 		}
@@ -64,7 +64,7 @@ func (b *Bench) scaleSeries(ctx context.Context, slow bool) (*ScalingSeries, err
 			p.VsPrevious = ratio(p.ReqPerSec, series.Points[i-1].ReqPerSec)
 		}
 		if slow {
-			p.Allowed = float64(procs*b.opts.ScaleWorkers) / b.opts.ScaleDelay.Seconds()
+			p.Allowed = float64(procs*b.opts.ScaleWorkers) / scaleDelay.Seconds()
 			p.ShareOfAllowed = p.ReqPerSec / p.Allowed
 		}
 		series.Points = append(series.Points, p)
