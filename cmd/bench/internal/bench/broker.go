@@ -60,10 +60,7 @@ func startBroker(url, dir string) (*broker, error) {
 		return nil, fmt.Errorf("connecting to %s: %w", b.url, err)
 	}
 	b.nc = nc
-	if b.js, err = jetstream.New(nc); err != nil {
-		b.close()
-		return nil, err
-	}
+	b.js, _ = jetstream.New(nc) // fails only on bad options
 	return b, nil
 }
 

@@ -38,14 +38,12 @@ type httpBaselineResult struct {
 
 // RunHTTPBaseline is the memory scenario's baseline, the least a process
 // holds for calls provider calls in flight: net/http alone, with the client
-// detour's providers use (chain.DefaultHTTPClient) and nothing of detour's
-// own. Its goroutines, one per call, start before it reads its idle
-// resident set, as a processor's workers do, so that only what a call adds
-// counts. Then they POST an OpenAI chat request to url at once, and it reads
-// its peak resident set while they run (VmHWM after a reset where the kernel
-// allows it, else the highest VmRSS sampled every 10 ms). Once every call has
-// ended it prints one line, httpBaselineLine and httpBaselineResult as JSON.
-// It returns ctx's error if ctx ends first.
+// detour's providers use (chain.DefaultHTTPClient). Its goroutines, one per
+// call, exist before it reads its idle resident set, as a processor's
+// workers do; then they POST a chat request to url at once while it tracks
+// its peak resident set as memoryRun does. Once every call has ended it
+// prints httpBaselineLine and httpBaselineResult as JSON on one line. It
+// returns ctx's error if ctx ends first.
 func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) error {
 	pid := os.Getpid()
 	start := make(chan struct{})

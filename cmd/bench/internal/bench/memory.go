@@ -63,10 +63,7 @@ func (b *Bench) memory(ctx context.Context) (*MemoryReport, error) {
 // workers, on a provider that answers after MemoryDelay, and compares its
 // peak resident set with its idle one.
 func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
-	c, err := fakeChain(providertest.Slow(b.opts.MemoryDelay, providertest.OK()))
-	if err != nil {
-		return res, err
-	}
+	c := fakeChain(providertest.Slow(b.opts.MemoryDelay, providertest.OK()))
 	defer c.close()
 	n := b.opts.MemoryInFlight
 	run := runSpec{pipe: detourPipe, procs: 1, workers: n, maxAckPending: max(defaults.MaxAckPending, 2*n), chain: c}

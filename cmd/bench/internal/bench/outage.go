@@ -45,14 +45,10 @@ func (b *Bench) outage(ctx context.Context) (*OutageReport, error) {
 // and reads, from the dead fake and the provider bucket, what the outage
 // cost.
 func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
-	c, err := fakeChain(providertest.Status(500), providertest.OK())
-	if err != nil {
-		return res, err
-	}
+	c := fakeChain(providertest.Status(500), providertest.OK())
 	defer c.close()
 	dead := c.fakes[0]
-	cfg, _ := c.file.Provider(deadProvider)
-	res.threshold, res.maxRetries = cfg.FailureThreshold, cfg.MaxRetries
+	res.threshold, res.maxRetries = fakeFailureThreshold, fakeMaxRetries
 	run := runSpec{pipe: detourPipe, procs: outageProcs, workers: outageWorkers,
 		maxAckPending: max(defaults.MaxAckPending, outageProcs*outageWorkers), chain: c}
 	// What the bench notes when the cooldown key appears, set before seen
@@ -102,6 +98,7 @@ func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
 	results.mu.Lock()
 	kept := results.kept
 	results.mu.Unlock()
+	var err error
 	if res.requestsInFlight, err = inFlightAt(kept, created); err != nil {
 		return res, err
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain/providertest"
-	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -35,11 +34,11 @@ var (
 		prefix: wire.ResultsPrefix}
 )
 
-// chainFile is a detour chain file and the fake providers it points at,
-// which live as long as one run.
+// chainFile is a chain file the bench writes for its processors (which
+// check it as they start) and the fake providers it points at, which live
+// as long as one run.
 type chainFile struct {
 	yaml  string
-	file  *config.File
 	fakes []*providertest.Server
 }
 
@@ -49,6 +48,9 @@ func (c *chainFile) close() {
 	}
 }
 
+// The fakes' max_retries and failure_threshold, the documented defaults.
+const fakeMaxRetries, fakeFailureThreshold = 1, 3
+
 // fakeProvider is a chain file entry for an OpenAI-compatible fake on
 // loopback; its tuning keys are the documented defaults, spelled out.
 const fakeProvider = `  - name: %s
@@ -56,43 +58,33 @@ const fakeProvider = `  - name: %s
     base_url: %s
     model: bench-%[1]s
     timeout: 30s
-    max_retries: 1
-    failure_threshold: 3
+    max_retries: %[3]d
+    failure_threshold: %[4]d
     cooldown: 10m
 `
 
 // rulesChain answers every request in process: no HTTP.
-func rulesChain() (*chainFile, error) {
-	return parseChain(&chainFile{yaml: `providers:
+func rulesChain() *chainFile {
+	return &chainFile{yaml: `providers:
   - name: rules
     type: rules
     default_reply: "The AI service is having trouble; please try again shortly."
 chains:
   default: [rules]
-`})
+`}
 }
 
 // fakeChain calls a fake provider answering as scripts[0], named "fake",
 // and then, for the outage, one answering as scripts[1], named "backup".
-func fakeChain(scripts ...providertest.Script) (*chainFile, error) {
+func fakeChain(scripts ...providertest.Script) *chainFile {
 	names := []string{"fake", "backup"}[:len(scripts)]
 	c := &chainFile{yaml: "providers:\n"}
 	for i, script := range scripts {
 		c.fakes = append(c.fakes, providertest.New(providertest.OpenAI, script))
-		c.yaml += fmt.Sprintf(fakeProvider, names[i], c.fakes[i].URL)
+		c.yaml += fmt.Sprintf(fakeProvider, names[i], c.fakes[i].URL, fakeMaxRetries, fakeFailureThreshold)
 	}
 	c.yaml += "chains:\n  default: [" + strings.Join(names, ", ") + "]\n"
-	return parseChain(c)
-}
-
-// parseChain checks a generated chain file as the processor will.
-func parseChain(c *chainFile) (*chainFile, error) {
-	var err error
-	if c.file, err = config.Parse([]byte(c.yaml), func(string) (string, bool) { return "", false }); err != nil {
-		c.close()
-		return nil, fmt.Errorf("generated chain file: %w", err)
-	}
-	return c, nil
+	return c
 }
 
 // runSpec is one run's processes: procs of the pipeline, each with workers

@@ -30,18 +30,12 @@ func (b *Bench) scaleSeries(ctx context.Context, slow bool) (*ScalingSeries, err
 	measured := map[int][]backlogResult{}
 	err := rounds(b, Scaling, b.opts.ScaleProcs, func(procs int) (string, error) {
 		run := runSpec{pipe: detourPipe, procs: procs, workers: b.opts.ScaleWorkers,
-			maxAckPending: max(defaults.MaxAckPending, 2*procs*b.opts.ScaleWorkers)}
-		var err error
+			maxAckPending: max(defaults.MaxAckPending, 2*procs*b.opts.ScaleWorkers), chain: rulesChain()}
 		n := b.opts.Requests
 		if slow {
-			run.chain, err = fakeChain(providertest.Slow(scaleDelay, providertest.OK()))
+			run.chain = fakeChain(providertest.Slow(scaleDelay, providertest.OK()))
 			// What the workers could answer in ScaleFor.
 			n = int(float64(procs*b.opts.ScaleWorkers) * b.opts.ScaleFor.Seconds() / scaleDelay.Seconds())
-		} else {
-			run.chain, err = rulesChain()
-		}
-		if err != nil {
-			return "", err
 		}
 		defer run.chain.close()
 		res, err := b.backlog(ctx, run, n, nil)

@@ -22,14 +22,14 @@ const (
 type variant struct {
 	name   string
 	pipe   pipeline
-	chain  func() (*chainFile, error) // nil for the baseline
-	binary string                     // a processor other than the bench's; "" for the bench's
+	chain  func() *chainFile // nil for the baseline
+	binary string            // a processor other than the bench's; "" for the bench's
 }
 
 var variants = []variant{
 	{name: nameBaseline, pipe: baselinePipe},
 	{name: nameDetourRule, pipe: detourPipe, chain: rulesChain},
-	{name: nameDetourHTTP, pipe: detourPipe, chain: func() (*chainFile, error) { return fakeChain(providertest.OK()) }},
+	{name: nameDetourHTTP, pipe: detourPipe, chain: func() *chainFile { return fakeChain(providertest.OK()) }},
 }
 
 // eachVariant measures one process of every variant in each round, after a
@@ -39,9 +39,7 @@ func eachVariant[T any](b *Bench, scenario string, vs []variant, warmUp bool, me
 	one := func(v variant) (res T, line string, err error) {
 		run := runSpec{pipe: v.pipe, procs: 1, workers: b.opts.Workers, maxAckPending: defaults.MaxAckPending, binary: v.binary}
 		if v.chain != nil {
-			if run.chain, err = v.chain(); err != nil {
-				return res, "", err
-			}
+			run.chain = v.chain()
 			defer run.chain.close()
 		}
 		if res, line, err = measure(run); err != nil {
