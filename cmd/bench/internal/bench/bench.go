@@ -48,15 +48,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	if b.broker, err = startBroker(opts.URL, filepath.Join(dir, "nats")); err != nil {
+	if b.broker, err = startBroker(ctx, opts.URL, filepath.Join(dir, "nats")); err != nil {
 		return nil, err
 	}
 	defer b.broker.close()
-	if opts.URL != "" {
-		if err := b.broker.refuseBusy(ctx); err != nil {
-			return nil, err
-		}
-	}
 	rep := b.newReport()
 	defer func() { rep.Machine.LoadEnd = loadAverage() }()
 	for _, s := range Scenarios {
@@ -64,32 +59,28 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			continue
 		}
 		b.progress("%s", s)
-		if err := b.scenario(ctx, s, rep); err != nil {
-			if ctx.Err() != nil {
-				return rep, context.Cause(ctx)
-			}
+		var err error
+		switch s {
+		case Throughput:
+			rep.Throughput, err = b.throughput(ctx)
+		case Latency:
+			rep.Latency, err = b.latency(ctx)
+		case Scaling:
+			rep.Scaling, err = b.scaling(ctx)
+		case Outage:
+			rep.Outage, err = b.outage(ctx)
+		case Memory:
+			rep.Memory, err = b.memory(ctx)
+		}
+		if err != nil && ctx.Err() != nil {
+			return rep, context.Cause(ctx)
+		} else if err != nil {
 			rep.Errors[s] = err.Error()
 			b.progress("%s failed: %v", s, err)
 		}
 	}
 	rep.evaluate()
 	return rep, nil
-}
-
-func (b *Bench) scenario(ctx context.Context, s string, rep *Report) (err error) {
-	switch s {
-	case Throughput:
-		rep.Throughput, err = b.throughput(ctx)
-	case Latency:
-		rep.Latency, err = b.latency(ctx)
-	case Scaling:
-		rep.Scaling, err = b.scaling(ctx)
-	case Outage:
-		rep.Outage, err = b.outage(ctx)
-	case Memory:
-		rep.Memory, err = b.memory(ctx)
-	}
-	return err
 }
 
 // rounds measures every item in each of the rounds, reversing their order

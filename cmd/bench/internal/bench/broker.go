@@ -36,8 +36,8 @@ type broker struct {
 }
 
 // startBroker starts an embedded server storing in dir, or connects to url
-// when it is set.
-func startBroker(url, dir string) (*broker, error) {
+// when it is set, and refuses a server in use (refuseBusy).
+func startBroker(ctx context.Context, url, dir string) (*broker, error) {
 	b := &broker{url: url}
 	if url == "" {
 		srv, err := server.NewServer(&server.Options{
@@ -61,6 +61,10 @@ func startBroker(url, dir string) (*broker, error) {
 	}
 	b.nc = nc
 	b.js, _ = jetstream.New(nc) // fails only on bad options
+	if err := b.refuseBusy(ctx); err != nil {
+		b.close()
+		return nil, err
+	}
 	return b, nil
 }
 
