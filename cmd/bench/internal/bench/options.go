@@ -32,18 +32,12 @@ const (
 // Scenarios lists every scenario in the order a run measures them.
 var Scenarios = []string{Throughput, Latency, Scaling, Outage, Memory}
 
-// Options configure a run. Default and Quick return complete ones; the
-// command changes single fields from its flags.
+// Options configure a run; the command's flags of the same names set them.
+// Default and Quick return complete ones.
 type Options struct {
-	// URL is an external NATS server of the bench's own (it purges detour's
-	// streams and deletes its bucket there); empty starts an embedded one.
-	URL string
-	// Processor is the processor binary; empty builds ./cmd/processor (the
-	// working directory must be inside the module).
-	Processor string
-	// Against is another processor binary that the throughput scenario
-	// measures too, on the in-process provider; empty measures none.
-	Against string
+	URL       string // an external NATS server of the bench's own; "" starts an embedded one
+	Processor string // the processor binary; "" builds ./cmd/processor of the working directory's module
+	Against   string // another processor binary for the throughput scenario; "" measures none
 	// BaselineCommand runs the baselines (RunBaseline, RunHTTPBaseline),
 	// their flags appended. Required.
 	BaselineCommand []string
@@ -52,34 +46,22 @@ type Options struct {
 	Rounds int      // every figure is the median of this many rounds
 	WarmUp bool     // a discarded round of the throughput pipelines first
 
-	// Requests is the preloaded backlog of the throughput and in-process
-	// scaling runs, of RequestBytes each; Workers the concurrency of the
-	// baseline and of a processor in the throughput and latency runs.
-	Requests     int
-	RequestBytes int
-	Workers      int
+	Requests     int // the preloaded backlog of the throughput and in-process scaling runs
+	RequestBytes int // the size of each request, in bytes
+	Workers      int // of the baseline and of a processor in the throughput and latency runs
 
-	// Rate (requests/s) and LatencyFor are the offered load of the latency
-	// runs, after a warm-up of LatencyWarmUp that is not counted.
-	Rate          int
-	LatencyFor    time.Duration
+	Rate          int           // requests/s offered in the latency runs
+	LatencyFor    time.Duration // how long, after a warm-up of LatencyWarmUp that is not counted
 	LatencyWarmUp time.Duration
 
-	// ScaleProcs are the processor counts of the scaling runs, each with
-	// ScaleWorkers workers; ScaleFor sizes the slow provider's backlog: what
-	// the workers could answer in that time.
-	ScaleProcs   []int
-	ScaleWorkers int
-	ScaleFor     time.Duration
+	ScaleProcs   []int         // the processor counts of the scaling runs
+	ScaleWorkers int           // each processor's
+	ScaleFor     time.Duration // sizes a slow backlog: what the workers could answer in this time
 
-	// OutageRequests are answered by outageProcs processors through a dead
-	// primary and a healthy backup.
-	OutageRequests int
+	OutageRequests int // answered through a dead primary and a healthy backup
 
-	// MemoryInFlight requests are held by one processor of as many
-	// workers, on a provider answering after MemoryDelay.
-	MemoryInFlight int
-	MemoryDelay    time.Duration
+	MemoryInFlight int           // requests held by one processor of as many workers
+	MemoryDelay    time.Duration // on a provider answering after this long
 
 	Stall    time.Duration // a run in which no result arrives for this long fails
 	Progress io.Writer     // a line per run as it ends; nil discards them
