@@ -35,13 +35,12 @@ func (b *Bench) backlog(ctx context.Context, run runSpec, n int, released func(c
 	}
 	// A failed run must not leave the consumer paused on the server.
 	defer func() { _ = b.broker.resume(context.WithoutCancel(ctx), pipe) }()
-	tag := b.tag()
-	w, err := b.watchResults(ctx, pipe, tag, n)
+	w, err := b.watchResults(ctx, pipe, n)
 	if err != nil {
 		return res, err
 	}
 	defer w.stop()
-	if _, err := b.publish(ctx, pipe.subject, tag, n, 0, nil); err != nil {
+	if _, err := b.publish(ctx, w, 0, nil); err != nil {
 		return res, err
 	}
 	ps, err := b.start(ctx, run)
@@ -63,7 +62,6 @@ func (b *Bench) backlog(ctx context.Context, run runSpec, n int, released func(c
 	if err != nil {
 		return res, err
 	}
-	w.restartClock()
 	if err := w.wait(ctx, b.opts.Stall, ps); err != nil {
 		return res, err
 	}

@@ -103,12 +103,6 @@ func rounds[T any](b *Bench, scenario string, items []T, measure func(T) (string
 	return nil
 }
 
-// tag is a fresh prefix for the request ids of one run.
-func (b *Bench) tag() string {
-	b.seq++
-	return fmt.Sprintf("%s%d", b.runID, b.seq)
-}
-
 func (b *Bench) progress(format string, args ...any) {
 	fmt.Fprintf(b.opts.Progress, "bench: "+format+"\n", args...)
 }

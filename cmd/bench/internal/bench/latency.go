@@ -57,17 +57,15 @@ func (b *Bench) latencyRun(ctx context.Context, run runSpec) (res latencyResult,
 	defer func() { err = cmp.Or(err, stopProcs(ps)) }()
 	warm := int(b.opts.LatencyWarmUp.Seconds() * float64(b.opts.Rate))
 	n := warm + int(b.opts.LatencyFor.Seconds()*float64(b.opts.Rate))
-	tag := b.tag()
-	w, err := b.watchResults(ctx, run.pipe, tag, n)
+	w, err := b.watchResults(ctx, run.pipe, n)
 	if err != nil {
 		return res, err
 	}
 	defer w.stop()
-	published, err := b.publish(ctx, run.pipe.subject, tag, n, b.opts.Rate, ps)
+	published, err := b.publish(ctx, w, b.opts.Rate, ps)
 	if err != nil {
 		return res, err
 	}
-	w.restartClock()
 	if err := w.wait(ctx, b.opts.Stall, ps); err != nil {
 		return res, err
 	}

@@ -45,10 +45,11 @@ func requestMsg(subject, id string, size int) *nats.Msg {
 	return m
 }
 
-// publish publishes n requests of the run tag, at rate requests/s if rate
-// is above 0 (stopping if a process of ps exits), and returns when each was
+// publish publishes the requests of w's run, at rate requests/s if rate is
+// above 0 (stopping if a process of ps exits), and returns when each was
 // published, once the stream has stored every one.
-func (b *Bench) publish(ctx context.Context, subject, tag string, n, rate int, ps []*proc) ([]time.Time, error) {
+func (b *Bench) publish(ctx context.Context, w *resultWatch, rate int, ps []*proc) ([]time.Time, error) {
+	n := w.n
 	var pacer *wait.Pacer
 	if rate > 0 {
 		pacer = wait.NewPacer(float64(rate))
@@ -66,7 +67,7 @@ func (b *Bench) publish(ctx context.Context, subject, tag string, n, rate int, p
 				}
 			}
 		}
-		msg := requestMsg(subject, requestID(tag, i), b.opts.RequestBytes)
+		msg := requestMsg(w.pipe.subject, requestID(w.tag, i), b.opts.RequestBytes)
 		published[i] = time.Now()
 		// When too many wait for their PubAcks, a publish may wait as long
 		// as a run may go without progress, rather than the client's

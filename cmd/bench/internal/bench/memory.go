@@ -85,16 +85,14 @@ func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
 		return res, fmt.Errorf("reading the idle resident set: %w", err)
 	}
 	res.peak = res.idle // the peak window starts at the idle reading
-	tag := b.tag()
-	w, err := b.watchResults(ctx, run.pipe, tag, n)
+	w, err := b.watchResults(ctx, run.pipe, n)
 	if err != nil {
 		return res, err
 	}
 	defer w.stop()
-	if _, err := b.publish(ctx, run.pipe.subject, tag, n, 0, nil); err != nil {
+	if _, err := b.publish(ctx, w, 0, nil); err != nil {
 		return res, err
 	}
-	w.restartClock()
 	waited, done := make(chan error, 1), make(chan struct{})
 	go func() { waited <- w.wait(ctx, b.opts.Stall, ps); close(done) }()
 	err = sample(ctx, done, func() (err error) {

@@ -16,9 +16,10 @@ import (
 // resultWatch reads a run's results back from the results stream as they are
 // stored, noting when the bench saw each.
 type resultWatch struct {
-	tag, prefix string
-	n           int
-	cc          jetstream.ConsumeContext
+	pipe pipeline
+	tag  string // of the run's request ids
+	n    int
+	cc   jetstream.ConsumeContext
 
 	mu       sync.Mutex
 	seen     []time.Time     // by request index; zero until seen
@@ -33,10 +34,10 @@ type resultWatch struct {
 }
 
 // watchResults follows the results stream of pipe, which must be empty or
-// hold only other runs' results, for the n results of run tag.
-func (b *Bench) watchResults(ctx context.Context, pipe pipeline, tag string, n int) (*resultWatch, error) {
-	w := &resultWatch{tag: tag, prefix: pipe.prefix, n: n, seen: make([]time.Time, n),
-		progress: time.Now(), done: make(chan struct{})}
+// hold only other runs' results, for the n results of a new run.
+func (b *Bench) watchResults(ctx context.Context, pipe pipeline, n int) (*resultWatch, error) {
+	b.seq++
+	w := &resultWatch{pipe: pipe, tag: fmt.Sprint(b.runID, b.seq), n: n, seen: make([]time.Time, n), done: make(chan struct{})}
 	cons, err := b.broker.js.OrderedConsumer(ctx, pipe.results, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{pipe.prefix + ">"},
 	})
@@ -51,7 +52,7 @@ func (b *Bench) watchResults(ctx context.Context, pipe pipeline, tag string, n i
 
 func (w *resultWatch) handle(msg jetstream.Msg) {
 	now := time.Now()
-	i := requestIndex(w.tag, strings.TrimPrefix(msg.Subject(), w.prefix))
+	i := requestIndex(w.tag, strings.TrimPrefix(msg.Subject(), w.pipe.prefix))
 	if i < 0 || i >= w.n {
 		return
 	}
@@ -82,13 +83,6 @@ func (w *resultWatch) handle(msg jetstream.Msg) {
 
 func (w *resultWatch) stop() { w.cc.Stop() }
 
-// restartClock starts the stall timeout over: the run's work begins now.
-func (w *resultWatch) restartClock() {
-	w.mu.Lock()
-	w.progress = time.Now()
-	w.mu.Unlock()
-}
-
 func (w *resultWatch) seenCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -96,8 +90,12 @@ func (w *resultWatch) seenCount() int {
 }
 
 // wait waits until every result is seen. It fails when no new result
-// arrives for stall, or when a process of ps exits.
+// arrives for stall, counted from now, when the run's work begins, or when a
+// process of ps exits.
 func (w *resultWatch) wait(ctx context.Context, stall time.Duration, ps []*proc) error {
+	w.mu.Lock()
+	w.progress = time.Now()
+	w.mu.Unlock()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
