@@ -85,22 +85,25 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 // rounds measures every item in each of the rounds, reversing their order
 // every other round so that a drift of the machine does not always favour
-// the same one, and logs the line each measure returns.
-func rounds[T any](b *Bench, scenario string, items []T, measure func(T) (string, error)) error {
+// the same one, and logs the line each measure returns. The results of
+// items[i] are the i-th of the returned.
+func rounds[T, R any](b *Bench, scenario string, items []T, measure func(T) (R, string, error)) ([][]R, error) {
+	results := make([][]R, len(items))
 	for r := range b.opts.Rounds {
-		order := slices.Clone(items)
-		if r%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, it := range order {
-			line, err := measure(it)
-			if err != nil {
-				return err
+		for k := range items {
+			i := k
+			if r%2 == 1 {
+				i = len(items) - 1 - k
 			}
+			res, line, err := measure(items[i])
+			if err != nil {
+				return nil, err
+			}
+			results[i] = append(results[i], res)
 			b.progress("%s round %d/%d: %s", scenario, r+1, b.opts.Rounds, line)
 		}
 	}
-	return nil
+	return results, nil
 }
 
 func (b *Bench) progress(format string, args ...any) {

@@ -26,9 +26,9 @@ func (b *Bench) latency(ctx context.Context) (*LatencyReport, error) {
 		return nil, err
 	}
 	rep := &LatencyReport{Rate: b.opts.Rate, Seconds: b.opts.LatencyFor.Seconds(), WarmUpSeconds: b.opts.LatencyWarmUp.Seconds()}
-	for _, v := range variants {
+	for i, v := range variants {
 		p := PipelineLatency{Name: v.name}
-		for _, r := range measured[v.name] {
+		for _, r := range measured[i] {
 			p.Requests = r.n
 			p.RoundsP50Ms = append(p.RoundsP50Ms, millis(r.p50))
 			p.RoundsP99Ms = append(p.RoundsP99Ms, millis(r.p99))

@@ -39,24 +39,22 @@ func (r memoryResult) kibPerRequest() float64 {
 // memory runs the memory scenario once a round, and the HTTP baseline
 // (RunHTTPBaseline) beside it.
 func (b *Bench) memory(ctx context.Context) (*MemoryReport, error) {
-	measured := map[string][]memoryResult{}
-	err := rounds(b, Memory, []string{nameDetourHTTP, nameHTTPBaseline}, func(name string) (string, error) {
+	measured, err := rounds(b, Memory, []string{nameDetourHTTP, nameHTTPBaseline}, func(name string) (memoryResult, string, error) {
 		run := b.memoryRun
 		if name == nameHTTPBaseline {
 			run = b.httpBaselineRun
 		}
 		res, err := run(ctx)
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", name, err)
+			return res, "", fmt.Errorf("%s: %w", name, err)
 		}
-		measured[name] = append(measured[name], res)
-		return fmt.Sprintf("%-18s idle %.1f MiB, peak %.1f MiB with %d in flight: %.1f KiB a request",
+		return res, fmt.Sprintf("%-18s idle %.1f MiB, peak %.1f MiB with %d in flight: %.1f KiB a request",
 			name, mib(res.idle), mib(res.peak), res.inFlight, res.kibPerRequest()), nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return summarizeMemory(b.opts, measured[nameDetourHTTP], measured[nameHTTPBaseline]), nil
+	return summarizeMemory(b.opts, measured[0], measured[1]), nil
 }
 
 // memoryRun holds MemoryInFlight requests in one processor with as many

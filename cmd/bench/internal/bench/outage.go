@@ -28,17 +28,15 @@ type outageResult struct {
 
 // outage runs the outage scenario once a round.
 func (b *Bench) outage(ctx context.Context) (*OutageReport, error) {
-	var measured []outageResult
-	err := rounds(b, Outage, []string{deadProvider}, func(string) (string, error) {
+	measured, err := rounds(b, Outage, []string{deadProvider}, func(string) (outageResult, string, error) {
 		res, err := b.outageRun(ctx)
-		measured = append(measured, res)
-		return fmt.Sprintf("%d calls to the dead provider (threshold %d, %d requests in flight at the cooldown), last %.1f ms after it",
+		return res, fmt.Sprintf("%d calls to the dead provider (threshold %d, %d requests in flight at the cooldown), last %.1f ms after it",
 			res.calls, res.threshold, res.requestsInFlight, millis(res.lastCall)), err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return summarizeOutage(b.opts, measured), nil
+	return summarizeOutage(b.opts, measured[0]), nil
 }
 
 // outageRun answers the backlog through a dead primary and a healthy backup

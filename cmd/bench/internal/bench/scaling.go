@@ -27,8 +27,7 @@ func (b *Bench) scaleSeries(ctx context.Context, slow bool) (*ScalingSeries, err
 		series.Provider = fmt.Sprintf("HTTP fake answering in %s", scaleDelay)
 		series.DelayMs = millis(scaleDelay)
 	}
-	measured := map[int][]backlogResult{}
-	err := rounds(b, Scaling, b.opts.ScaleProcs, func(procs int) (string, error) {
+	measured, err := rounds(b, Scaling, b.opts.ScaleProcs, func(procs int) (backlogResult, string, error) {
 		run := runSpec{pipe: detourPipe, procs: procs, workers: b.opts.ScaleWorkers,
 			maxAckPending: max(defaults.MaxAckPending, 2*procs*b.opts.ScaleWorkers), chain: rulesChain()}
 		n := b.opts.Requests
@@ -40,18 +39,17 @@ func (b *Bench) scaleSeries(ctx context.Context, slow bool) (*ScalingSeries, err
 		defer run.chain.close()
 		res, err := b.backlog(ctx, run, n, nil)
 		if err != nil {
-			return "", fmt.Errorf("%d processors, %s: %w", procs, series.Provider, err)
+			return res, "", fmt.Errorf("%d processors, %s: %w", procs, series.Provider, err)
 		}
-		measured[procs] = append(measured[procs], res)
-		return fmt.Sprintf("%s, processors: %d: %8.0f req/s", series.Provider, procs, res.reqPerSec), nil
+		return res, fmt.Sprintf("%s, processors: %d: %8.0f req/s", series.Provider, procs, res.reqPerSec), nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	// ScaleProcs are sorted: the first point is one processor's, if any.
 	for i, procs := range b.opts.ScaleProcs {
-		fig := summarizeBacklog("", measured[procs])
-		p := ScalingPoint{Processors: procs, Requests: measured[procs][0].requests, ReqPerSec: fig.ReqPerSec,
+		fig := summarizeBacklog("", measured[i])
+		p := ScalingPoint{Processors: procs, Requests: measured[i][0].requests, ReqPerSec: fig.ReqPerSec,
 			CPUPerReqUs: fig.CPUPerReqUs, RoundsReqPerSec: fig.RoundsReqPerSec, VsOne: 1}
 		if i > 0 {
 			p.VsOne = ratio(p.ReqPerSec, series.Points[0].ReqPerSec)

@@ -33,9 +33,9 @@ var variants = []variant{
 }
 
 // eachVariant measures one process of every variant in each round, after a
-// discarded round of them when warmUp, and returns the results by name.
-// measure also returns the figures of its progress line.
-func eachVariant[T any](b *Bench, scenario string, vs []variant, warmUp bool, measure func(runSpec) (T, string, error)) (map[string][]T, error) {
+// discarded round of them when warmUp, and returns the results as rounds
+// does. measure also returns the figures of its progress line.
+func eachVariant[T any](b *Bench, scenario string, vs []variant, warmUp bool, measure func(runSpec) (T, string, error)) ([][]T, error) {
 	one := func(v variant) (res T, line string, err error) {
 		run := runSpec{pipe: v.pipe, procs: 1, workers: b.opts.Workers, maxAckPending: defaults.MaxAckPending, binary: v.binary}
 		if v.chain != nil {
@@ -54,12 +54,7 @@ func eachVariant[T any](b *Bench, scenario string, vs []variant, warmUp bool, me
 		}
 		b.progress("%s warm-up: %s", scenario, line)
 	}
-	measured := map[string][]T{}
-	return measured, rounds(b, scenario, vs, func(v variant) (string, error) {
-		res, line, err := one(v)
-		measured[v.name] = append(measured[v.name], res)
-		return line, err
-	})
+	return rounds(b, scenario, vs, one)
 }
 
 // throughput measures every variant over the preloaded backlog.
@@ -77,8 +72,8 @@ func (b *Bench) throughput(ctx context.Context) (*ThroughputReport, error) {
 	}
 	rep := &ThroughputReport{Requests: b.opts.Requests, RequestBytes: b.opts.RequestBytes, Workers: b.opts.Workers,
 		BenchCPUWithServer: b.broker.srv != nil}
-	for _, v := range vs {
-		p := summarizeBacklog(v.name, measured[v.name])
+	for i, v := range vs {
+		p := summarizeBacklog(v.name, measured[i])
 		if len(rep.Pipelines) > 0 {
 			base := rep.Pipelines[0]
 			p.ThroughputRatio, p.CPURatio = ratio(p.ReqPerSec, base.ReqPerSec), ratio(p.CPUPerReqUs, base.CPUPerReqUs)
