@@ -43,80 +43,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "baseline" {
 		return runBaseline(ctx, args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	def := bench.Default()
-	quick := fs.Bool("quick", false, "a smoke test: every scenario once at small sizes, in seconds; its figures mean nothing")
-	jsonFile := fs.String("json", "", "also write the report as JSON to `FILE`")
-	url := fs.String("url", "", "an external NATS server of the bench's own (it purges detour's streams and bucket there); default: embedded")
-	processor := fs.String("processor", "", "the processor binary (default: build ./cmd/processor)")
-	against := fs.String("against", "", "another processor `binary` (an earlier build) to measure beside it in the throughput scenario")
-	scenarios := fs.String("run", strings.Join(bench.Scenarios, ","), "scenarios to run, comma-separated")
-	rounds := fs.Int("rounds", def.Rounds, "rounds of each figure; the report shows medians")
-	warmUp := fs.Bool("warmup", def.WarmUp, "run one discarded throughput round of each pipeline first")
-	requests := fs.Int("requests", def.Requests, "preloaded backlog of the throughput and in-process scaling runs")
-	requestBytes := fs.Int("request-bytes", def.RequestBytes, "size of each JSON request")
-	workers := fs.Int("workers", def.Workers, "workers of the baseline and of the processor in the throughput and latency runs")
-	rate := fs.Int("rate", def.Rate, "requests per second offered in the latency runs")
-	latencyFor := fs.Duration("latency-for", def.LatencyFor, "how long the latency runs offer requests, after their warm-up")
-	scale := fs.String("scale", joinInts(def.ScaleProcs), "processor counts of the scaling runs")
-	scaleWorkers := fs.Int("scale-workers", def.ScaleWorkers, "workers of a processor in the scaling runs")
-	scaleFor := fs.Duration("scale-for", def.ScaleFor, "sizes the slow scaling backlogs: what the workers could answer in this time")
-	outageRequests := fs.Int("outage-requests", def.OutageRequests, "requests of an outage run")
-	memoryInFlight := fs.Int("memory-in-flight", def.MemoryInFlight, "requests held in flight in a memory run")
-	stall := fs.Duration("stall", def.Stall, "fail a run when no result arrives for this long")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bench: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	opts := def
-	if *quick {
+	// The flags are read twice when -quick is given: its preset replaces
+	// the defaults, and the flags given override it again.
+	opts := bench.Default()
+	quick, jsonFile, err := parseFlags(args, &opts, stderr)
+	if err == nil && quick {
 		opts = bench.Quick()
+		_, _, err = parseFlags(args, &opts, io.Discard)
 	}
-	var badScale error
-	// Flags given explicitly override the preset.
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "rounds":
-			opts.Rounds = *rounds
-		case "warmup":
-			opts.WarmUp = *warmUp
-		case "requests":
-			opts.Requests = *requests
-		case "request-bytes":
-			opts.RequestBytes = *requestBytes
-		case "workers":
-			opts.Workers = *workers
-		case "rate":
-			opts.Rate = *rate
-		case "latency-for":
-			opts.LatencyFor = *latencyFor
-		case "scale":
-			opts.ScaleProcs, badScale = parseInts(*scale)
-		case "scale-workers":
-			opts.ScaleWorkers = *scaleWorkers
-		case "scale-for":
-			opts.ScaleFor = *scaleFor
-		case "outage-requests":
-			opts.OutageRequests = *outageRequests
-		case "memory-in-flight":
-			opts.MemoryInFlight = *memoryInFlight
-		case "stall":
-			opts.Stall = *stall
-		}
-	})
-	if badScale != nil {
-		fmt.Fprintf(stderr, "bench: -scale: %v\n", badScale)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 2
 	}
-	opts.URL, opts.Processor, opts.Against, opts.Progress = *url, *processor, *against, stderr
-	opts.Run = strings.Split(*scenarios, ",")
+	opts.Progress = stderr
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
@@ -131,13 +71,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	started := time.Now()
 	rep, err := bench.Run(ctx, opts)
 	if rep != nil {
-		if werr := bench.WriteTable(stdout, rep); werr != nil && err == nil {
-			err = werr
-		}
-		if *jsonFile != "" {
-			if werr := writeJSON(*jsonFile, rep); werr != nil && err == nil {
-				err = werr
-			}
+		err = errors.Join(err, bench.WriteTable(stdout, rep))
+		if jsonFile != "" {
+			err = errors.Join(err, writeJSON(jsonFile, rep))
 		}
 	}
 	if err != nil {
@@ -151,6 +87,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// parseFlags sets the fields of o that args name, the others keeping their
+// value as the flags' defaults.
+func parseFlags(args []string, o *bench.Options, out io.Writer) (quick bool, jsonFile string, err error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.BoolVar(&quick, "quick", false, "a smoke test: every scenario once at small sizes, in seconds; its figures mean nothing")
+	fs.StringVar(&jsonFile, "json", "", "also write the report as JSON to `FILE`")
+	fs.StringVar(&o.URL, "url", o.URL, "an external NATS server of the bench's own (it purges detour's streams and bucket there); default: embedded")
+	fs.StringVar(&o.Processor, "processor", o.Processor, "the processor binary (default: build ./cmd/processor)")
+	fs.StringVar(&o.Against, "against", o.Against, "another processor `binary` (an earlier build) to measure beside it in the throughput scenario")
+	fs.Func("run", "scenarios to run, comma-separated (default "+strings.Join(o.Run, ",")+")", func(s string) error {
+		o.Run = strings.Split(s, ",")
+		return nil
+	})
+	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "rounds of each figure; the report shows medians")
+	fs.BoolVar(&o.WarmUp, "warmup", o.WarmUp, "run one discarded throughput round of each pipeline first")
+	fs.IntVar(&o.Requests, "requests", o.Requests, "preloaded backlog of the throughput and in-process scaling runs")
+	fs.IntVar(&o.RequestBytes, "request-bytes", o.RequestBytes, "size of each JSON request")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "workers of the baseline and of the processor in the throughput and latency runs")
+	fs.IntVar(&o.Rate, "rate", o.Rate, "requests per second offered in the latency runs")
+	fs.DurationVar(&o.LatencyFor, "latency-for", o.LatencyFor, "how long the latency runs offer requests, after their warm-up")
+	scale := strings.ReplaceAll(strings.Trim(fmt.Sprint(o.ScaleProcs), "[]"), " ", ",")
+	fs.Func("scale", "processor counts of the scaling runs (default "+scale+")", func(s string) error {
+		o.ScaleProcs = nil
+		for f := range strings.SplitSeq(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("%q is not a number", f)
+			}
+			o.ScaleProcs = append(o.ScaleProcs, n)
+		}
+		return nil
+	})
+	fs.IntVar(&o.ScaleWorkers, "scale-workers", o.ScaleWorkers, "workers of a processor in the scaling runs")
+	fs.DurationVar(&o.ScaleFor, "scale-for", o.ScaleFor, "sizes the slow scaling backlogs: what the workers could answer in this time")
+	fs.IntVar(&o.OutageRequests, "outage-requests", o.OutageRequests, "requests of an outage run")
+	fs.IntVar(&o.MemoryInFlight, "memory-in-flight", o.MemoryInFlight, "requests held in flight in a memory run")
+	fs.DurationVar(&o.Stall, "stall", o.Stall, "fail a run when no result arrives for this long")
+	if err = fs.Parse(args); err == nil && fs.NArg() > 0 {
+		fmt.Fprintf(out, "bench: unexpected argument %q\n", fs.Arg(0))
+		err = errors.New("unexpected argument")
+	}
+	return quick, jsonFile, err
+}
+
 // runBaseline is the hidden "bench baseline" command the bench starts as
 // the baseline's processes: the JetStream pipeline, or with -http the
 // memory scenario's calls made by net/http alone.
@@ -158,7 +139,7 @@ func runBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := flag.NewFlagSet("bench baseline", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := fs.String("url", "", "NATS server")
-	workers := fs.Int("workers", bench.DefaultWorkers(), "requests handled at once")
+	workers := fs.Int("workers", bench.Default().Workers, "requests handled at once")
 	httpURL := fs.String("http", "", "instead, call this chat completions `URL` -calls times at once and print the memory used")
 	calls := fs.Int("calls", 0, "calls in flight at once, with -http")
 	const usage = "usage: bench baseline -url URL [-workers N] | bench baseline -http URL -calls N"
@@ -191,24 +172,4 @@ func writeJSON(path string, rep *bench.Report) error {
 		return err
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
-}
-
-func joinInts(ns []int) string {
-	s := make([]string, len(ns))
-	for i, n := range ns {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
-}
-
-func parseInts(s string) ([]int, error) {
-	var ns []int
-	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a number", f)
-		}
-		ns = append(ns, n)
-	}
-	return ns, nil
 }

@@ -1,8 +1,8 @@
 package bench
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -23,7 +23,6 @@ type Bench struct {
 	broker    *broker
 	dir       string
 	processor string
-	procs     procs
 	// runID makes request ids unique across runs on one server, whose
 	// duplicate window would otherwise drop a request id seen before;
 	// seq numbers the runs within a Bench.
@@ -31,50 +30,51 @@ type Bench struct {
 	seq   int
 }
 
-// Run measures the scenarios of opts and returns the report. A scenario that
-// fails is recorded in Report.Errors and the others still run; the error
-// returned is for a run that could not start, or was interrupted. Every
-// process it started is stopped before it returns.
+// Run measures the scenarios of opts, which must pass Check, and returns the
+// report. A scenario that fails is recorded in Report.Errors and the others
+// still run; the error returned is for a run that could not start, or was
+// interrupted. Every process it started is stopped before it returns.
 func Run(ctx context.Context, opts Options) (*Report, error) {
-	if err := opts.Check(); err != nil {
-		return nil, err
-	}
-	if opts.Progress == nil {
-		opts.Progress = io.Discard
-	}
+	opts.Progress = cmp.Or(opts.Progress, io.Writer(io.Discard))
 	opts.ScaleProcs = slices.Compact(slices.Sorted(slices.Values(opts.ScaleProcs)))
-	dir, err := tempDir()
+	dir, err := os.MkdirTemp("", "detour-bench-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	b := &Bench{opts: opts, dir: dir, processor: opts.Processor, runID: randomID()}
-	defer b.procs.stopAll()
 	if b.processor == "" {
 		if b.processor, err = buildProcessor(ctx, dir); err != nil {
 			return nil, err
 		}
 	}
-	if b.broker, err = startBroker(opts.URL, filepath.Join(dir, "nats")); err != nil {
+	if b.broker, err = startBroker(ctx, opts.URL, filepath.Join(dir, "nats")); err != nil {
 		return nil, err
 	}
 	defer b.broker.close()
-	if opts.URL != "" {
-		if err := b.broker.refuseBusy(ctx); err != nil {
-			return nil, err
-		}
-	}
 	rep := b.newReport()
 	defer func() { rep.Machine.LoadEnd = loadAverage() }()
 	for _, s := range Scenarios {
-		if !opts.runs(s) {
+		if !slices.Contains(opts.Run, s) {
 			continue
 		}
 		b.progress("%s", s)
-		if err := b.scenario(ctx, s, rep); err != nil {
-			if ctx.Err() != nil {
-				return rep, context.Cause(ctx)
-			}
+		var err error
+		switch s {
+		case Throughput:
+			rep.Throughput, err = b.throughput(ctx)
+		case Latency:
+			rep.Latency, err = b.latency(ctx)
+		case Scaling:
+			rep.Scaling, err = b.scaling(ctx)
+		case Outage:
+			rep.Outage, err = b.outage(ctx)
+		case Memory:
+			rep.Memory, err = b.memory(ctx)
+		}
+		if err != nil && ctx.Err() != nil {
+			return rep, context.Cause(ctx)
+		} else if err != nil {
 			rep.Errors[s] = err.Error()
 			b.progress("%s failed: %v", s, err)
 		}
@@ -83,78 +83,38 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	return rep, nil
 }
 
-func (b *Bench) scenario(ctx context.Context, s string, rep *Report) (err error) {
-	switch s {
-	case Throughput:
-		rep.Throughput, err = b.throughput(ctx)
-	case Latency:
-		rep.Latency, err = b.latency(ctx)
-	case Scaling:
-		rep.Scaling, err = b.scaling(ctx)
-	case Outage:
-		rep.Outage, err = b.outage(ctx)
-	case Memory:
-		rep.Memory, err = b.memory(ctx)
-	}
-	return err
-}
-
-// start starts the processes of run and waits until each is consuming.
-func (b *Bench) start(ctx context.Context, run runSpec) ([]*proc, error) {
-	specs, err := b.specs(run)
-	if err != nil {
-		return nil, err
-	}
-	ps := make([]*proc, 0, len(specs))
-	for _, spec := range specs {
-		p, err := b.procs.start(spec)
-		if err != nil {
-			_ = stopProcs(ps)
-			return nil, err
+// rounds measures every item in each of the rounds, reversing their order
+// every other round so that a drift of the machine does not always favour
+// the same one, and logs the line each measure returns. The results of
+// items[i] are the i-th of the returned.
+func rounds[T, R any](b *Bench, scenario string, items []T, measure func(T) (R, string, error)) ([][]R, error) {
+	results := make([][]R, len(items))
+	for r := range b.opts.Rounds {
+		for k := range items {
+			i := k
+			if r%2 == 1 {
+				i = len(items) - 1 - k
+			}
+			res, line, err := measure(items[i])
+			if err != nil {
+				return nil, err
+			}
+			results[i] = append(results[i], res)
+			b.progress("%s round %d/%d: %s", scenario, r+1, b.opts.Rounds, line)
 		}
-		ps = append(ps, p)
 	}
-	if err := waitReady(ctx, readyTimeout, ps); err != nil {
-		_ = stopProcs(ps)
-		return nil, err
-	}
-	return ps, nil
-}
-
-// reset readies the pipeline's streams for a run: created with
-// maxAckPending, emptied, and for detour an empty provider bucket.
-func (b *Bench) reset(ctx context.Context, pipe pipeline, maxAckPending int) error {
-	if pipe.baseline {
-		if err := b.broker.baselineTopology(ctx, maxAckPending); err != nil {
-			return err
-		}
-		return b.broker.purge(ctx, pipe.stream, pipe.results)
-	}
-	if err := b.broker.detourTopology(ctx, maxAckPending); err != nil {
-		return err
-	}
-	if _, err := b.broker.resetProviderState(ctx); err != nil {
-		return err
-	}
-	return b.broker.purge(ctx, pipe.stream, pipe.results)
-}
-
-// tag is a fresh prefix for the request ids of one run.
-func (b *Bench) tag() string {
-	b.seq++
-	return fmt.Sprintf("%s%d", b.runID, b.seq)
+	return results, nil
 }
 
 func (b *Bench) progress(format string, args ...any) {
 	fmt.Fprintf(b.opts.Progress, "bench: "+format+"\n", args...)
 }
 
-// randomID is six random letters.
+// randomID is six random letters: a run's seq digits cannot run into it.
 func randomID() string {
-	const letters = "abcdefghijklmnopqrstuvwxyz"
 	id := make([]byte, 6)
 	for i := range id {
-		id[i] = letters[rand.IntN(len(letters))]
+		id[i] = byte('a' + rand.IntN(26))
 	}
 	return string(id)
 }
@@ -173,6 +133,3 @@ func buildProcessor(ctx context.Context, dir string) (string, error) {
 	}
 	return bin, nil
 }
-
-// errStalled is a run in which results stopped arriving.
-var errStalled = errors.New("results stopped arriving")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -37,8 +36,8 @@ type broker struct {
 }
 
 // startBroker starts an embedded server storing in dir, or connects to url
-// when it is set.
-func startBroker(url, dir string) (*broker, error) {
+// when it is set, and refuses a server in use (refuseBusy).
+func startBroker(ctx context.Context, url, dir string) (*broker, error) {
 	b := &broker{url: url}
 	if url == "" {
 		srv, err := server.NewServer(&server.Options{
@@ -61,7 +60,8 @@ func startBroker(url, dir string) (*broker, error) {
 		return nil, fmt.Errorf("connecting to %s: %w", b.url, err)
 	}
 	b.nc = nc
-	if b.js, err = jetstream.New(nc); err != nil {
+	b.js, _ = jetstream.New(nc) // fails only on bad options
+	if err := b.refuseBusy(ctx); err != nil {
 		b.close()
 		return nil, err
 	}
@@ -77,9 +77,6 @@ func (b *broker) close() {
 		b.srv.WaitForShutdown()
 	}
 }
-
-// version is the server's version as it announces itself.
-func (b *broker) version() string { return b.nc.ConnectedServerVersion() }
 
 // refuseBusy fails when the server already holds detour requests or results:
 // a run purges them, so it must not run against a server in use.
@@ -99,27 +96,14 @@ func (b *broker) refuseBusy(ctx context.Context) error {
 	return nil
 }
 
-// detourTopology creates detour's streams and consumer as a processor with
-// the default settings and maxAckPending would, so that requests can be
-// queued before any processor runs.
-func (b *broker) detourTopology(ctx context.Context, maxAckPending int) error {
-	return stream.EnsureTopology(ctx, b.js, stream.Topology{
-		Chains: []string{benchChain}, Replicas: 1, MaxAckPending: maxAckPending,
-		AckWait: settingDuration("AckWait"), ResultTTL: settingDuration("ResultTTL"),
-		RequestsMaxBytes: settingBytes("RequestsMaxBytes"), ResultsMaxBytes: settingBytes("ResultsMaxBytes"),
-		DeadLetterMaxBytes: settingBytes("DeadLetterMaxBytes"),
-	})
-}
-
 // baselineTopology creates the baseline's streams and consumer with the
 // configuration of detour's.
 func (b *broker) baselineTopology(ctx context.Context, maxAckPending int) error {
-	resultTTL := settingDuration("ResultTTL")
 	streams := []jetstream.StreamConfig{
 		{Name: baselineStream, Subjects: []string{baselineSubject}, Retention: jetstream.WorkQueuePolicy,
-			MaxBytes: settingBytes("RequestsMaxBytes"), Discard: jetstream.DiscardNew, Duplicates: 2 * time.Minute},
+			MaxBytes: defaults.RequestsMaxBytes, Discard: jetstream.DiscardNew, Duplicates: 2 * time.Minute},
 		{Name: baselineResults, Subjects: []string{baselinePrefix + ">"}, Retention: jetstream.LimitsPolicy,
-			MaxAge: resultTTL, MaxBytes: settingBytes("ResultsMaxBytes"), Duplicates: min(2*time.Minute, resultTTL)},
+			MaxAge: defaults.ResultTTL, MaxBytes: defaults.ResultsMaxBytes, Duplicates: min(2*time.Minute, defaults.ResultTTL)},
 	}
 	for _, cfg := range streams {
 		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
@@ -128,7 +112,7 @@ func (b *broker) baselineTopology(ctx context.Context, maxAckPending int) error 
 	}
 	_, err := b.js.CreateOrUpdateConsumer(ctx, baselineStream, jetstream.ConsumerConfig{
 		Durable: baselineConsumer, FilterSubject: baselineSubject, AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: settingDuration("AckWait"), MaxDeliver: -1, MaxAckPending: maxAckPending,
+		AckWait: defaults.AckWait, MaxDeliver: -1, MaxAckPending: maxAckPending,
 	})
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", baselineConsumer, err)
@@ -136,37 +120,53 @@ func (b *broker) baselineTopology(ctx context.Context, maxAckPending int) error 
 	return nil
 }
 
-// purge empties streams; a run starts from empty ones so that it counts only
-// its own results.
-func (b *broker) purge(ctx context.Context, streams ...string) error {
-	for _, name := range streams {
+// reset readies pipe's streams for a run: created as a processor with the
+// default settings and maxAckPending would, so that requests can be queued
+// before any process runs; emptied, so that the run counts only its own
+// results; for detour with an empty provider bucket, so that no cooldown of
+// an earlier run carries over; and the consumer paused until release, or
+// not. A processor's own create-or-update of the consumer keeps the pause
+// (the server does not let an update change it).
+func (b *broker) reset(ctx context.Context, pipe pipeline, maxAckPending int, paused bool) error {
+	if pipe.baseline {
+		if err := b.baselineTopology(ctx, maxAckPending); err != nil {
+			return err
+		}
+	} else {
+		err := stream.EnsureTopology(ctx, b.js, stream.Topology{
+			Chains: []string{benchChain}, Replicas: 1, MaxAckPending: maxAckPending,
+			AckWait: defaults.AckWait, ResultTTL: defaults.ResultTTL, RequestsMaxBytes: defaults.RequestsMaxBytes,
+			ResultsMaxBytes: defaults.ResultsMaxBytes, DeadLetterMaxBytes: defaults.DeadLetterMaxBytes,
+		})
+		if err != nil {
+			return err
+		}
+		if err := b.js.DeleteKeyValue(ctx, kvstate.Bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("deleting %s: %w", kvstate.Bucket, err)
+		}
+		if _, err := kvstate.OpenBucket(ctx, b.js, 1); err != nil {
+			return err
+		}
+	}
+	for _, name := range []string{pipe.stream, pipe.results} {
 		s, err := b.js.Stream(ctx, name)
+		if err == nil {
+			err = s.Purge(ctx)
+		}
 		if err != nil {
 			return fmt.Errorf("purging %s: %w", name, err)
 		}
-		if err := s.Purge(ctx); err != nil {
-			return fmt.Errorf("purging %s: %w", name, err)
-		}
+	}
+	var err error
+	if paused {
+		_, err = b.js.PauseConsumer(ctx, pipe.stream, pipe.consumer, time.Now().Add(time.Hour))
+	} else {
+		err = b.resume(ctx, pipe)
+	}
+	if err != nil {
+		return fmt.Errorf("pausing or resuming %s: %w", pipe.consumer, err)
 	}
 	return nil
-}
-
-// resetProviderState deletes the provider bucket and creates it empty, so
-// that no cooldown of an earlier run carries over.
-func (b *broker) resetProviderState(ctx context.Context) (jetstream.KeyValue, error) {
-	if err := b.js.DeleteKeyValue(ctx, kvstate.Bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("deleting %s: %w", kvstate.Bucket, err)
-	}
-	return kvstate.OpenBucket(ctx, b.js, 1)
-}
-
-// pause holds a consumer's deliveries until release, so that every process
-// of a run is consuming before the backlog is released. A processor's own
-// create-or-update of the consumer keeps the pause (the server does not let
-// an update change it).
-func (b *broker) pause(ctx context.Context, streamName, consumer string) error {
-	_, err := b.js.PauseConsumer(ctx, streamName, consumer, time.Now().Add(time.Hour))
-	return err
 }
 
 // releaseDelay is how far ahead release sets the end of a pause.
@@ -176,18 +176,16 @@ const releaseDelay = 20 * time.Millisecond
 // the pause's end rather than resuming: at the end of a pause the server
 // serves the pull requests already waiting, while a resume leaves them
 // waiting until the next pull or message arrives.
-func (b *broker) release(ctx context.Context, streamName, consumer string) (time.Time, error) {
+func (b *broker) release(ctx context.Context, pipe pipeline) (time.Time, error) {
 	at := time.Now().Add(releaseDelay)
-	_, err := b.js.PauseConsumer(ctx, streamName, consumer, at)
-	return at, err
+	if _, err := b.js.PauseConsumer(ctx, pipe.stream, pipe.consumer, at); err != nil {
+		return at, fmt.Errorf("releasing %s: %w", pipe.consumer, err)
+	}
+	return at, nil
 }
 
-// resume ends a pause at once, for runs that publish their requests while
-// the processes consume.
-func (b *broker) resume(ctx context.Context, streamName, consumer string) error {
-	_, err := b.js.ResumeConsumer(ctx, streamName, consumer)
+// resume ends a pause at once.
+func (b *broker) resume(ctx context.Context, pipe pipeline) error {
+	_, err := b.js.ResumeConsumer(ctx, pipe.stream, pipe.consumer)
 	return err
 }
-
-// tempDir makes the run's temporary directory.
-func tempDir() (string, error) { return os.MkdirTemp("", "detour-bench-") }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/detourhq/detour/chain"
@@ -38,37 +38,26 @@ type httpBaselineResult struct {
 
 // RunHTTPBaseline is the memory scenario's baseline, the least a process
 // holds for calls provider calls in flight: net/http alone, with the client
-// detour's providers use (chain.DefaultHTTPClient) and nothing of detour's
-// own. It starts a goroutine per call, as a processor starts its workers,
-// reads its idle resident set after settling as a processor's is read,
-// then has the goroutines POST an OpenAI chat request to url at once, reads
-// its peak resident set while they run (VmHWM after a reset where the
-// kernel allows it, else the highest VmRSS sampled every 10 ms), and prints
-// one line, httpBaselineLine and httpBaselineResult as JSON, once every call
-// has ended. It returns ctx's error if ctx ends first.
+// detour's providers use (chain.DefaultHTTPClient). Its goroutines, one per
+// call, exist before it reads its idle resident set, as a processor's
+// workers do; then they POST a chat request to url at once while it tracks
+// its peak resident set as memoryRun does. Once every call has ended it
+// prints httpBaselineLine and httpBaselineResult as JSON on one line. It
+// returns ctx's error if ctx ends first.
 func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) error {
 	pid := os.Getpid()
-	// The goroutines exist before the idle reading, as a processor's
-	// workers do, so that only what a call adds counts as its growth.
 	start := make(chan struct{})
 	release := sync.OnceFunc(func() { close(start) })
-	var (
-		wg       sync.WaitGroup
-		failed   atomic.Int64
-		firstErr sync.Once
-		first    string
-	)
+	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer release()
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel() // on an early return: the calls end at once
-	for range calls {
+	errs := make([]error, calls)
+	for i := range calls {
 		wg.Go(func() {
 			<-start
-			if err := httpBaselineCall(callCtx, url); err != nil {
-				failed.Add(1)
-				firstErr.Do(func() { first = err.Error() })
-			}
+			errs[i] = httpBaselineCall(callCtx, url)
 		})
 	}
 	select {
@@ -84,26 +73,20 @@ func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) 
 	release()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for ended := false; !ended; {
-		select {
-		case <-done:
-			ended = true
-		case <-tick.C:
-		}
-		if res.Peak, err = samplePeak(pid, res.PeakFromHWM, res.Peak); err != nil {
-			return err
-		}
-	}
-	if err := ctx.Err(); err != nil {
+	err = sample(ctx, done, func() (err error) {
+		res.Peak, err = samplePeak(pid, hwm, res.Peak)
 		return err
-	}
-	res.Failed, res.FirstError = int(failed.Load()), first
-	line, err := json.Marshal(res)
+	})
 	if err != nil {
 		return err
 	}
+	for _, err := range errs {
+		if err != nil {
+			res.FirstError = cmp.Or(res.FirstError, err.Error())
+			res.Failed++
+		}
+	}
+	line, _ := json.Marshal(res) // cannot fail: numbers and strings
 	_, err = fmt.Fprintf(out, "%s%s\n", httpBaselineLine, line)
 	return err
 }
@@ -131,56 +114,35 @@ func httpBaselineCall(ctx context.Context, url string) error {
 	return nil
 }
 
-// samplePeak is the higher of peak and the process's resident set now, or
-// its VmHWM when hwm says its peak was reset.
-func samplePeak(pid int, hwm bool, peak int64) (int64, error) {
-	rss, high, err := procMemory(pid)
-	if err != nil {
-		return peak, err
-	}
-	peak = max(peak, rss)
-	if hwm {
-		peak = max(peak, high)
-	}
-	return peak, nil
-}
-
 // httpBaselineRun runs the HTTP baseline once, on a fake provider that
 // answers after MemoryDelay, and divides its growth by the calls the fake
 // held at once, as memoryRun does for a processor.
 func (b *Bench) httpBaselineRun(ctx context.Context) (res memoryResult, err error) {
 	fake := providertest.New(providertest.OpenAI, providertest.Slow(b.opts.MemoryDelay, providertest.OK()))
 	defer fake.Close()
-	dir, err := b.runDir()
+	dir, err := os.MkdirTemp(b.dir, "run-")
 	if err != nil {
 		return res, err
 	}
 	argv := b.baselineArgv("-http", fake.URL+"/chat/completions", "-calls", fmt.Sprint(b.opts.MemoryInFlight))
-	p, err := b.procs.start(procSpec{name: "HTTP baseline", argv: argv, env: processEnv(), dir: dir, ready: httpBaselineLine})
+	p, err := startProc(procSpec{name: "HTTP baseline", argv: argv, env: processEnv(), dir: dir, ready: httpBaselineLine})
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		if stopErr := p.stop(); err == nil && stopErr != nil {
-			err = fmt.Errorf("%w; its output ends:\n%s", stopErr, p.out.tail())
-		}
-	}()
-	limit := time.After(memorySettle + b.opts.MemoryDelay + b.opts.Stall)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for ended := false; !ended; {
-		select {
-		case <-p.done:
-			ended = true
-		case <-tick.C:
-		case <-limit:
-			return res, fmt.Errorf("HTTP baseline not done after %s; its output ends:\n%s", memorySettle+b.opts.MemoryDelay+b.opts.Stall, p.out.tail())
-		case <-ctx.Done():
-			return res, context.Cause(ctx)
-		}
+	defer func() { err = cmp.Or(err, stopProcs([]*proc{p})) }()
+	limit := memorySettle + b.opts.MemoryDelay + b.opts.Stall
+	limited, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err = sample(limited, p.done, func() error {
 		res.inFlight = max(res.inFlight, fake.InFlight())
-	}
-	if p.err != nil {
+		return nil
+	})
+	switch {
+	case ctx.Err() != nil:
+		return res, context.Cause(ctx)
+	case err != nil:
+		return res, fmt.Errorf("HTTP baseline not done after %s; its output ends:\n%s", limit, p.out.tail())
+	case p.err != nil:
 		return res, p.failure()
 	}
 	measured, err := parseHTTPBaseline(p.out.tail())
@@ -194,7 +156,6 @@ func (b *Bench) httpBaselineRun(ctx context.Context) (res memoryResult, err erro
 		return res, errors.New("HTTP baseline: the slow provider never held a call")
 	}
 	res.idle, res.peak, res.peakFromHWM = measured.Idle, measured.Peak, measured.PeakFromHWM
-	res.divide()
 	return res, nil
 }
 

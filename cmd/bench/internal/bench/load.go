@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -20,15 +22,9 @@ func requestID(tag string, i int) string { return fmt.Sprintf("%s-%d", tag, i) }
 // requestIndex is the i of requestID(tag, i), or -1 for an id of another run.
 func requestIndex(tag, id string) int {
 	rest, ok := strings.CutPrefix(id, tag+"-")
-	if !ok {
+	i, err := strconv.Atoi(rest)
+	if !ok || err != nil || i < 0 {
 		return -1
-	}
-	i := 0
-	for _, c := range rest {
-		if c < '0' || c > '9' {
-			return -1
-		}
-		i = i*10 + int(c-'0')
 	}
 	return i
 }
@@ -49,38 +45,55 @@ func requestMsg(subject, id string, size int) *nats.Msg {
 	return m
 }
 
-// preload queues n requests of the run tag and waits until the stream has
-// stored every one.
-func (b *Bench) preload(ctx context.Context, subject, tag string, n int) error {
-	futures := make([]jetstream.PubAckFuture, 0, n)
+// publish publishes the requests of w's run, at rate requests/s if rate is
+// above 0 (stopping if a process of ps exits), and returns when each was
+// published, once the stream has stored every one.
+func (b *Bench) publish(ctx context.Context, w *resultWatch, rate int, ps []*proc) ([]time.Time, error) {
+	n := w.n
+	var pacer *wait.Pacer
+	if rate > 0 {
+		pacer = wait.NewPacer(float64(rate))
+	}
+	published := make([]time.Time, n)
+	futures := make([]jetstream.PubAckFuture, n)
 	for i := range n {
-		f, err := b.broker.js.PublishMsgAsync(requestMsg(subject, requestID(tag, i), b.opts.RequestBytes), b.stallWait())
-		if err != nil {
-			return fmt.Errorf("queueing request %d: %w", i, err)
+		if pacer != nil {
+			if err := pacer.Wait(ctx); err != nil {
+				return nil, err
+			}
+			if i%rate == 0 {
+				if err := anyExited(ps); err != nil {
+					return nil, err
+				}
+			}
 		}
-		futures = append(futures, f)
+		msg := requestMsg(w.pipe.subject, requestID(w.tag, i), b.opts.RequestBytes)
+		published[i] = time.Now()
+		// When too many wait for their PubAcks, a publish may wait as long
+		// as a run may go without progress, rather than the client's
+		// 200 ms: a busy machine is slow, not broken.
+		f, err := b.broker.js.PublishMsgAsync(msg, jetstream.WithStallWait(b.opts.Stall))
+		if err != nil {
+			return nil, fmt.Errorf("publishing request %d: %w", i, err)
+		}
+		futures[i] = f
 	}
 	select {
 	case <-b.broker.js.PublishAsyncComplete():
 	case <-time.After(time.Minute):
-		return fmt.Errorf("queueing %d requests: not stored within a minute", n)
+		return nil, fmt.Errorf("publishing %d requests: not stored within a minute", n)
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
 	for i, f := range futures {
 		select {
 		case ack := <-f.Ok():
 			if ack.Duplicate {
-				return fmt.Errorf("queueing request %d: refused as a duplicate", i)
+				return nil, fmt.Errorf("publishing request %d: refused as a duplicate", i)
 			}
 		case err := <-f.Err():
-			return fmt.Errorf("queueing request %d: %w", i, err)
+			return nil, fmt.Errorf("publishing request %d: %w", i, err)
 		}
 	}
-	return nil
+	return published, nil
 }
-
-// stallWait lets an asynchronous publish wait, when too many are waiting for
-// their PubAcks, as long as a run may go without progress, rather than the
-// client's 200 ms: a busy machine is slow, not broken.
-func (b *Bench) stallWait() jetstream.PublishOpt { return jetstream.WithStallWait(b.opts.Stall) }

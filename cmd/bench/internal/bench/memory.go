@@ -1,10 +1,15 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/detourhq/detour/chain/providertest"
 )
@@ -15,75 +20,59 @@ const memorySettle = time.Second
 
 // memoryResult is what one memory run measured.
 type memoryResult struct {
-	idle, peak    int64 // bytes
-	peakFromHWM   bool  // VmHWM after a reset; else the highest VmRSS sampled
-	inFlight      int   // most calls the slow provider held at once
-	kibPerRequest float64
+	idle, peak  int64 // bytes
+	peakFromHWM bool  // VmHWM after a reset; else the highest VmRSS sampled
+	inFlight    int   // most calls the slow provider held at once
 	// waiting and answered are a processor's goroutine stacks and heap
-	// allocations (goMemory), read when the provider first holds every call
-	// and again once every answer is stored; zero for the HTTP baseline,
-	// and waiting is zero when the provider never held every call.
+	// allocations, read when the provider first holds every call and once
+	// every answer is stored; zero for the HTTP baseline, and waiting is
+	// zero when the provider never held every call.
 	waiting, answered goMemory
 }
 
-// divide sets kibPerRequest: the growth from idle to peak, per call the
-// provider held at once.
-func (r *memoryResult) divide() {
-	r.kibPerRequest = float64(r.peak-r.idle) / 1024 / float64(r.inFlight)
+// kibPerRequest is the growth from idle to peak, per call the provider held
+// at once.
+func (r memoryResult) kibPerRequest() float64 {
+	return float64(r.peak-r.idle) / 1024 / float64(r.inFlight)
 }
 
 // memory runs the memory scenario once a round, and the HTTP baseline
-// (RunHTTPBaseline) beside it, alternating which goes first.
+// (RunHTTPBaseline) beside it.
 func (b *Bench) memory(ctx context.Context) (*MemoryReport, error) {
-	type side struct {
-		name string
-		run  func(context.Context) (memoryResult, error)
-	}
-	measured := map[string][]memoryResult{}
-	sides := []side{{nameDetourHTTP, b.memoryRun}, {nameHTTPBaseline, b.httpBaselineRun}}
-	err := rounds(b.opts.Rounds, sides, func(round int, s side) error {
-		res, err := s.run(ctx)
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+	measured, err := rounds(b, Memory, []string{nameDetourHTTP, nameHTTPBaseline}, func(name string) (memoryResult, string, error) {
+		run := b.memoryRun
+		if name == nameHTTPBaseline {
+			run = b.httpBaselineRun
 		}
-		measured[s.name] = append(measured[s.name], res)
-		b.progress("memory round %d/%d: %-18s idle %.1f MiB, peak %.1f MiB with %d in flight: %.1f KiB a request",
-			round+1, b.opts.Rounds, s.name, mib(res.idle), mib(res.peak), res.inFlight, res.kibPerRequest)
-		return nil
+		res, err := run(ctx)
+		if err != nil {
+			return res, "", fmt.Errorf("%s: %w", name, err)
+		}
+		return res, fmt.Sprintf("%-18s idle %.1f MiB, peak %.1f MiB with %d in flight: %.1f KiB a request",
+			name, mib(res.idle), mib(res.peak), res.inFlight, res.kibPerRequest()), nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return summarizeMemory(b.opts, measured[nameDetourHTTP], measured[nameHTTPBaseline]), nil
+	return summarizeMemory(b.opts, measured[0], measured[1]), nil
 }
 
 // memoryRun holds MemoryInFlight requests in one processor with as many
 // workers, on a provider that answers after MemoryDelay, and compares its
 // peak resident set with its idle one.
 func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
-	c, err := fakeChain(providertest.Slow(b.opts.MemoryDelay, providertest.OK()))
-	if err != nil {
-		return res, err
-	}
+	c := fakeChain(providertest.Slow(b.opts.MemoryDelay, providertest.OK()))
 	defer c.close()
-	fake := c.fakes[0]
 	n := b.opts.MemoryInFlight
-	run := runSpec{pipe: detourPipe, procs: 1, workers: n, maxAckPending: max(defaultMaxAckPending(), 2*n), chain: c}
-	if err := b.reset(ctx, run.pipe, run.maxAckPending); err != nil {
-		return res, err
-	}
-	if err := b.broker.resume(ctx, run.pipe.stream, run.pipe.consumer); err != nil {
+	run := runSpec{pipe: detourPipe, procs: 1, workers: n, maxAckPending: max(defaults.MaxAckPending, 2*n), chain: c}
+	if err := b.broker.reset(ctx, run.pipe, run.maxAckPending, false); err != nil {
 		return res, err
 	}
 	ps, err := b.start(ctx, run)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		if stopErr := stopProcs(ps); err == nil {
-			err = stopErr
-		}
-	}()
+	defer func() { err = cmp.Or(err, stopProcs(ps)) }()
 	pid := ps[0].cmd.Process.Pid
 	select {
 	case <-time.After(memorySettle):
@@ -94,45 +83,91 @@ func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
 		return res, fmt.Errorf("reading the idle resident set: %w", err)
 	}
 	res.peak = res.idle // the peak window starts at the idle reading
-	tag := b.tag()
-	w, err := b.watchResults(ctx, run.pipe, tag, n)
+	w, err := b.watchResults(ctx, run.pipe, n)
 	if err != nil {
 		return res, err
 	}
 	defer w.stop()
-	if err := b.preload(ctx, run.pipe.subject, tag, n); err != nil {
+	if _, err := b.publish(ctx, w, 0, nil); err != nil {
 		return res, err
 	}
-	w.restartClock()
-	waited := make(chan error, 1)
-	go func() { waited <- w.wait(ctx, b.opts.Stall, ps) }()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for done := false; !done; {
-		select {
-		case err := <-waited:
-			if err != nil {
-				return res, err
-			}
-			done = true
-		case <-tick.C:
+	waited, done := make(chan error, 1), make(chan struct{})
+	go func() { waited <- w.wait(ctx, b.opts.Stall, ps); close(done) }()
+	err = sample(ctx, done, func() (err error) {
+		res.inFlight = max(res.inFlight, c.fakes[0].InFlight())
+		if res.peak, err = samplePeak(pid, res.peakFromHWM, res.peak); err == nil && res.inFlight == n && res.waiting.stacks == 0 {
+			res.waiting, err = processorMemory(ctx, ps[0].metrics)
 		}
-		res.inFlight = max(res.inFlight, fake.InFlight())
-		if res.peak, err = samplePeak(pid, res.peakFromHWM, res.peak); err != nil {
-			return res, err
-		}
-		if res.inFlight == n && res.waiting.stacks == 0 {
-			if res.waiting, err = processorMemory(ctx, ps[0].metrics); err != nil {
-				return res, err
-			}
-		}
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	if err := <-waited; err != nil {
+		return res, err
 	}
 	if res.inFlight == 0 {
 		return res, errors.New("the slow provider never held a request")
 	}
-	if res.answered, err = processorMemory(ctx, ps[0].metrics); err != nil {
-		return res, err
+	res.answered, err = processorMemory(ctx, ps[0].metrics)
+	return res, err
+}
+
+// sample calls f every 10 ms until done is closed, and once more then; it
+// stops early when f fails or ctx ends.
+func sample(ctx context.Context, done <-chan struct{}, f func() error) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ended := false
+		select {
+		case <-done:
+			ended = true
+		case <-tick.C:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if err := f(); err != nil || ended {
+			return err
+		}
 	}
-	res.divide()
-	return res, nil
+}
+
+// goMemory is what the memory scenario reads of a processor from the Go
+// collector's metrics on its /metrics: the bytes of goroutine stacks in use
+// (runtime.MemStats.StackInuse), and the bytes allocated on the heap since
+// it started (runtime.MemStats.TotalAlloc).
+type goMemory struct {
+	stacks, allocated int64
+}
+
+// processorMemory reads goMemory from the processor serving its metrics on
+// addr (host:port).
+func processorMemory(ctx context.Context, addr string) (m goMemory, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil) // a valid URL
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return m, fmt.Errorf("reading the processor's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return m, fmt.Errorf("reading the processor's metrics: status %d", resp.StatusCode)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return m, fmt.Errorf("reading the processor's metrics: %w", err)
+	}
+	for name, into := range map[string]*int64{"go_memstats_stack_inuse_bytes": &m.stacks, "go_memstats_alloc_bytes_total": &m.allocated} {
+		f, ok := families[name]
+		if !ok || len(f.GetMetric()) == 0 {
+			return m, fmt.Errorf("the processor's metrics have no %s", name)
+		}
+		// A gauge, or a counter: the other is nil and reads 0.
+		metric := f.GetMetric()[0]
+		*into = int64(metric.GetGauge().GetValue() + metric.GetCounter().GetValue())
+	}
+	return m, nil
 }

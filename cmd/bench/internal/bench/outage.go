@@ -8,12 +8,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/wire"
 )
 
-// deadProvider is the outage chain's primary.
-const deadProvider = "dead"
+// deadProvider is the outage chain's primary (fakeChain's first).
+const deadProvider = "fake"
 
 // outageResult is what one outage run measured.
 type outageResult struct {
@@ -25,47 +26,44 @@ type outageResult struct {
 	lastCall              time.Duration
 }
 
-// cooldownSeen is what the bench noted when the cooldown key appeared; its
-// fields are set before done is closed.
-type cooldownSeen struct {
-	created          time.Time // the key's creation, by the server's clock
-	providerInFlight int
-	done             chan struct{}
-}
-
 // outage runs the outage scenario once a round.
 func (b *Bench) outage(ctx context.Context) (*OutageReport, error) {
-	var measured []outageResult
-	for round := range b.opts.Rounds {
+	measured, err := rounds(b, Outage, []string{deadProvider}, func(string) (outageResult, string, error) {
 		res, err := b.outageRun(ctx)
-		if err != nil {
-			return nil, err
-		}
-		measured = append(measured, res)
-		b.progress("outage round %d/%d: %d calls to the dead provider (threshold %d, %d requests in flight at the cooldown), last %.1f ms after it",
-			round+1, b.opts.Rounds, res.calls, res.threshold, res.requestsInFlight, millis(res.lastCall))
+		return res, fmt.Sprintf("%d calls to the dead provider (threshold %d, %d requests in flight at the cooldown), last %.1f ms after it",
+			res.calls, res.threshold, res.requestsInFlight, millis(res.lastCall)), err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return summarizeOutage(b.opts, measured), nil
+	return summarizeOutage(b.opts, measured[0]), nil
 }
 
 // outageRun answers the backlog through a dead primary and a healthy backup
 // and reads, from the dead fake and the provider bucket, what the outage
 // cost.
 func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
-	c, err := outageChain()
-	if err != nil {
-		return res, err
-	}
+	c := fakeChain(providertest.Status(500), providertest.OK())
 	defer c.close()
 	dead := c.fakes[0]
-	cfg, _ := c.file.Provider(deadProvider)
-	res.threshold, res.maxRetries = cfg.FailureThreshold, cfg.MaxRetries
-	run := runSpec{pipe: detourPipe, procs: b.opts.OutageProcs, workers: b.opts.OutageWorkers,
-		maxAckPending: max(defaultMaxAckPending(), b.opts.OutageProcs*b.opts.OutageWorkers), chain: c}
-	seen := &cooldownSeen{done: make(chan struct{})}
+	res.threshold, res.maxRetries = fakeFailureThreshold, fakeMaxRetries
+	run := runSpec{pipe: detourPipe, procs: outageProcs, workers: outageWorkers,
+		maxAckPending: max(defaults.MaxAckPending, outageProcs*outageWorkers), chain: c}
+	// What the bench notes when the cooldown key appears, set before seen
+	// is closed: the key's creation by the server's clock, and the dead
+	// provider's calls in progress.
+	var (
+		created  time.Time
+		inFlight int
+	)
+	seen := make(chan struct{})
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	released := func(ctx context.Context) error {
+	var results *resultWatch
+	released := func(ctx context.Context, w *resultWatch) error {
+		w.mu.Lock()
+		results, w.keep = w, true
+		w.mu.Unlock()
 		kv, err := b.broker.js.KeyValue(ctx, kvstate.Bucket)
 		if err != nil {
 			return err
@@ -77,82 +75,62 @@ func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
 		go func() {
 			defer func() { _ = watcher.Stop() }()
 			for e := range watcher.Updates() {
-				if e == nil || e.Operation() != jetstream.KeyValuePut {
-					continue
+				if e != nil && e.Operation() == jetstream.KeyValuePut {
+					inFlight, created = dead.InFlight(), e.Created()
+					close(seen)
+					return
 				}
-				seen.providerInFlight, seen.created = dead.InFlight(), e.Created()
-				close(seen.done)
-				return
 			}
 		}()
 		return nil
 	}
-	if _, err := b.backlog(ctx, run, b.opts.OutageRequests, backlogHooks{released: released}); err != nil {
+	if _, err := b.backlog(ctx, run, b.opts.OutageRequests, released); err != nil {
 		return res, err
 	}
 	select {
-	case <-seen.done:
+	case <-seen:
 	case <-time.After(5 * time.Second):
 		return res, errors.New("no cooldown key appeared for the dead provider")
 	}
-	res.calls = dead.Requests()
-	res.providerInFlight = seen.providerInFlight
-	if res.requestsInFlight, err = b.inFlightAt(ctx, detourPipe, b.opts.OutageRequests, seen.created); err != nil {
+	res.calls, res.providerInFlight = dead.Requests(), inFlight
+	results.mu.Lock()
+	kept := results.kept
+	results.mu.Unlock()
+	var err error
+	if res.requestsInFlight, err = inFlightAt(kept, created); err != nil {
 		return res, err
 	}
 	var last time.Time
 	for _, r := range dead.Received() {
-		if r.At.Before(seen.created) {
+		if r.At.Before(created) {
 			res.callsBefore++
 		}
 		if r.At.After(last) {
 			last = r.At
 		}
 	}
-	res.lastCall = last.Sub(seen.created)
+	res.lastCall = last.Sub(created)
 	return res, nil
 }
 
-// inFlightAt reads back the n results of a run and counts the requests in
-// flight at t, by the server's clock: those whose chain began by t (the
-// result's store time less its latency_ms) and whose result was stored
-// after t.
-func (b *Bench) inFlightAt(ctx context.Context, pipe pipeline, n int, t time.Time) (int, error) {
-	cons, err := b.broker.js.OrderedConsumer(ctx, pipe.results, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{pipe.prefix + ">"},
-	})
-	if err != nil {
-		return 0, err
-	}
+// inFlightAt counts the requests of results in flight at t, by the server's
+// clock: those whose chain began by t (the result's store time less its
+// latency_ms) and whose result was stored after t.
+func inFlightAt(results []jetstream.Msg, t time.Time) (int, error) {
 	count := 0
-	for read := 0; read < n; {
-		batch, err := cons.Fetch(min(n-read, 1000), jetstream.FetchMaxWait(5*time.Second))
+	for _, msg := range results {
+		meta, err := msg.Metadata()
 		if err != nil {
 			return 0, err
 		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			meta, err := msg.Metadata()
-			if err != nil {
-				return 0, err
-			}
-			res, err := wire.DecodeResult(msg.Data(), msg.Headers())
-			if err != nil {
-				return 0, fmt.Errorf("result %s: %w", msg.Subject(), err)
-			}
-			start := meta.Timestamp.Add(-time.Duration(res.LatencyMs) * time.Millisecond)
-			if !start.After(t) && meta.Timestamp.After(t) {
-				count++
-			}
+		res, err := wire.DecodeResult(msg.Data(), msg.Headers())
+		if err != nil {
+			return 0, fmt.Errorf("result %s: %w", msg.Subject(), err)
 		}
-		if err := batch.Error(); err != nil {
-			return 0, err
+		start := meta.Timestamp.Add(-time.Duration(res.LatencyMs) * time.Millisecond)
+		if !start.After(t) && meta.Timestamp.After(t) {
+			count++
 		}
-		if got == 0 {
-			return 0, fmt.Errorf("%s holds %d results, want %d", pipe.results, read, n)
-		}
-		read += got
 	}
 	return count, nil
 }

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -22,20 +21,15 @@ func procCPU(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The command name, field 2, is in parentheses and may hold spaces
-	// and parentheses itself: the fields after it follow the last ')'.
-	end := bytes.LastIndexByte(data, ')')
-	if end < 0 {
-		return 0, errors.New("bench: unreadable /proc stat")
-	}
-	fields := strings.Fields(string(data[end+1:]))
-	// fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+	// The command name, field 2, may hold spaces and parentheses: the
+	// fields after it follow the last ')', starting at field 3, and utime
+	// and stime are fields 14 and 15.
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	var utime, stime int64
 	if len(fields) < 13 {
 		return 0, errors.New("bench: short /proc stat")
 	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
+	if _, err := fmt.Sscan(fields[11]+" "+fields[12], &utime, &stime); err != nil {
 		return 0, fmt.Errorf("bench: /proc stat: %w", err)
 	}
 	return time.Duration(utime+stime) * clockTick, nil
@@ -44,29 +38,17 @@ func procCPU(pid int) (time.Duration, error) {
 // procMemory reads a process's resident set (VmRSS) and its peak since start
 // or the last resetPeak (VmHWM), in bytes.
 func procMemory(pid int) (rss, peak int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		key, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("bench: /proc status %s: %w", key, err)
-		}
-		if key == "VmRSS" {
+	for line := range strings.Lines(string(data)) {
+		var kb int64
+		if _, err := fmt.Sscanf(line, "VmRSS: %d kB", &kb); err == nil {
 			rss = kb << 10
-		} else {
+		} else if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
 			peak = kb << 10
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, err
 	}
 	if rss == 0 || peak == 0 {
 		return 0, 0, errors.New("bench: no VmRSS or VmHWM in /proc status")
@@ -74,32 +56,33 @@ func procMemory(pid int) (rss, peak int64, err error) {
 	return rss, peak, nil
 }
 
-// idleMemory starts a process's peak window: it resets its VmHWM (hwm
-// reports whether the kernel allowed it), then reads its resident set as
-// the idle one. In that order the peak read later is never below the idle
-// one, even when the process gave memory back in between.
+// idleMemory starts a process's peak window: it resets its VmHWM to its
+// VmRSS (Linux 4.0 and later; hwm reports whether the kernel allowed it),
+// so that the peak measured next excludes start-up, then reads its resident
+// set as the idle one. In that order the peak read later is never below the
+// idle one, even when the process gave memory back in between.
 func idleMemory(pid int) (idle int64, hwm bool, err error) {
-	hwm = resetPeak(pid) == nil
+	hwm = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0) == nil
 	idle, _, err = procMemory(pid)
 	return idle, hwm, err
 }
 
-// resetPeak sets a process's VmHWM back to its current VmRSS (Linux 4.0 and
-// later), so that the peak measured next excludes start-up.
-func resetPeak(pid int) error {
-	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+// samplePeak is the higher of peak and the process's resident set now, or
+// its VmHWM when hwm says its peak was reset.
+func samplePeak(pid int, hwm bool, peak int64) (int64, error) {
+	rss, high, err := procMemory(pid)
+	if hwm {
+		rss = max(rss, high)
+	}
+	return max(peak, rss), err
 }
 
 // cpuModel is the first "model name" of /proc/cpuinfo, or "" where there is
 // none.
 func cpuModel() string {
-	data, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
+	data, _ := os.ReadFile("/proc/cpuinfo")
 	for line := range strings.Lines(string(data)) {
-		key, value, ok := strings.Cut(line, ":")
-		if ok && strings.TrimSpace(key) == "model name" {
+		if key, value, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(key) == "model name" {
 			return strings.TrimSpace(value)
 		}
 	}
@@ -109,14 +92,10 @@ func cpuModel() string {
 // loadAverage is the one-minute load average of /proc/loadavg, or -1 where
 // there is none.
 func loadAverage() float64 {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return -1
-	}
+	data, _ := os.ReadFile("/proc/loadavg")
 	first, _, _ := strings.Cut(string(data), " ")
-	load, err := strconv.ParseFloat(first, 64)
-	if err != nil {
-		return -1
+	if load, err := strconv.ParseFloat(first, 64); err == nil {
+		return load
 	}
-	return load
+	return -1
 }

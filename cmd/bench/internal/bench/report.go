@@ -1,15 +1,16 @@
 package bench
 
 import (
+	"cmp"
 	"runtime"
 	"slices"
-	"strconv"
 	"time"
 )
 
 // Report is what a run measured: the medians of its rounds, each round's
-// figure, and the project's performance targets with whether each holds. It is the
-// JSON of -json; WriteTable prints it.
+// figures, and the performance targets with whether each holds. It is the
+// JSON of -json; WriteTable prints it. Times are in the unit their name
+// ends in (Us µs, Ms ms), sizes in bytes or KiB.
 type Report struct {
 	Machine    Machine           `json:"machine"`
 	Server     string            `json:"server"`
@@ -22,51 +23,44 @@ type Report struct {
 	Outage     *OutageReport     `json:"outage,omitempty"`
 	Memory     *MemoryReport     `json:"memory,omitempty"`
 	Targets    []Target          `json:"targets"`
-	// Errors maps a scenario that failed to why.
-	Errors map[string]string `json:"errors,omitempty"`
+	Errors     map[string]string `json:"errors,omitempty"` // why each scenario that failed did
 }
 
-// Machine is where the run ran.
+// Machine is where the run ran. LoadStart and LoadEnd are the one-minute
+// load average when the run began and ended (-1: unknown): much more than
+// the CPU count means other work shared the machine and skewed the figures.
 type Machine struct {
-	CPUs       int    `json:"cpus"`
-	GOMAXPROCS int    `json:"gomaxprocs"`
-	CPUModel   string `json:"cpu_model"`
-	OS         string `json:"os"`
-	Arch       string `json:"arch"`
-	Go         string `json:"go"`
-	// LoadStart and LoadEnd are the one-minute load average when the run
-	// began and ended (-1: unknown). The run's own processes keep the load
-	// near the CPU count; much more means other work shared the machine and
-	// skewed the figures.
-	LoadStart float64 `json:"load_start"`
-	LoadEnd   float64 `json:"load_end"`
+	CPUs       int     `json:"cpus"`
+	GOMAXPROCS int     `json:"gomaxprocs"`
+	CPUModel   string  `json:"cpu_model"`
+	OS         string  `json:"os"`
+	Arch       string  `json:"arch"`
+	Go         string  `json:"go"`
+	LoadStart  float64 `json:"load_start"`
+	LoadEnd    float64 `json:"load_end"`
 }
 
-// ThroughputReport compares the pipelines over a preloaded backlog.
+// ThroughputReport compares the pipelines over a preloaded backlog: the
+// baseline first, then detour's with their ratios to it. BenchCPUWithServer
+// says the server was embedded, so that BenchCPUPerReqUs include its work.
 type ThroughputReport struct {
-	Requests     int `json:"requests"`
-	RequestBytes int `json:"request_bytes"`
-	Workers      int `json:"workers"`
-	// BenchCPUWithServer says the server was embedded, so that the
-	// pipelines' BenchCPUPerReqUs include its work.
-	BenchCPUWithServer bool `json:"bench_cpu_with_server"`
-	// Pipelines are the baseline first, then detour's; detour's carry their
-	// ratios to the baseline.
-	Pipelines []PipelineThroughput `json:"pipelines"`
+	Requests           int                  `json:"requests"`
+	RequestBytes       int                  `json:"request_bytes"`
+	Workers            int                  `json:"workers"`
+	BenchCPUWithServer bool                 `json:"bench_cpu_with_server"`
+	Pipelines          []PipelineThroughput `json:"pipelines"`
 }
 
-// PipelineThroughput is one pipeline's medians and rounds.
+// PipelineThroughput is one pipeline's medians and rounds. CPUFromProc is
+// false when /proc could not be read and the CPU time is each process's
+// whole life from its rusage. BenchCPUPerReqUs is the bench process's own
+// CPU over the same window (reading results back, serving the HTTP fake,
+// and the embedded server's work); zero where /proc cannot be read.
 type PipelineThroughput struct {
-	Name        string  `json:"name"`
-	ReqPerSec   float64 `json:"req_per_s"`
-	CPUPerReqUs float64 `json:"cpu_per_request_us"`
-	// CPUFromProc is false when /proc could not be read and the CPU time
-	// is each process's whole life, start-up included, from its rusage.
-	CPUFromProc bool `json:"cpu_from_proc"`
-	// BenchCPUPerReqUs is the bench process's CPU time per request over
-	// the same window: reading the results back (and, for the HTTP fake,
-	// serving the provider), and with the embedded server, the server's
-	// work for the pipeline, most of it. Zero where /proc cannot be read.
+	Name                   string    `json:"name"`
+	ReqPerSec              float64   `json:"req_per_s"`
+	CPUPerReqUs            float64   `json:"cpu_per_request_us"`
+	CPUFromProc            bool      `json:"cpu_from_proc"`
 	BenchCPUPerReqUs       float64   `json:"bench_cpu_per_request_us,omitempty"`
 	RoundsBenchCPUPerReqUs []float64 `json:"rounds_bench_cpu_per_request_us,omitempty"`
 	ResultBytes            float64   `json:"result_bytes"`
@@ -112,55 +106,49 @@ type ScalingSeries struct {
 	Points   []ScalingPoint `json:"points"`
 }
 
-// ScalingPoint is one processor count's medians.
+// ScalingPoint is one processor count's medians. VsOne is ReqPerSec over
+// the first point's (one processor's), VsPrevious over the point before's.
+// Allowed is what the workers allow with the slow provider, processors ×
+// workers / delay, and ShareOfAllowed the share reached.
 type ScalingPoint struct {
-	Processors  int     `json:"processors"`
-	Requests    int     `json:"requests"`
-	ReqPerSec   float64 `json:"req_per_s"`
-	CPUPerReqUs float64 `json:"cpu_per_request_us"`
-	// VsOne is ReqPerSec over one processor's (the first point's);
-	// VsPrevious over the point before.
-	VsOne      float64 `json:"vs_one"`
-	VsPrevious float64 `json:"vs_previous,omitempty"`
-	// Allowed is what the workers allow with the slow provider,
-	// processors × workers / delay; ShareOfAllowed the share reached.
+	Processors      int       `json:"processors"`
+	Requests        int       `json:"requests"`
+	ReqPerSec       float64   `json:"req_per_s"`
+	CPUPerReqUs     float64   `json:"cpu_per_request_us"`
+	VsOne           float64   `json:"vs_one"`
+	VsPrevious      float64   `json:"vs_previous,omitempty"`
 	Allowed         float64   `json:"allowed_req_per_s,omitempty"`
 	ShareOfAllowed  float64   `json:"share_of_allowed,omitempty"`
 	RoundsReqPerSec []float64 `json:"rounds_req_per_s"`
 }
 
-// OutageReport is what a dead primary cost, as medians of the rounds.
+// OutageReport is what a dead primary cost, as medians of the rounds (see
+// OutageRounds). ExcessCalls is, in each round, the calls beyond
+// failure_threshold plus the requests in flight at the cooldown (the target
+// allows none); the Worst fields are the worst round's.
 type OutageReport struct {
-	Processors       int `json:"processors"`
-	Workers          int `json:"workers"`
-	Requests         int `json:"requests"`
-	FailureThreshold int `json:"failure_threshold"`
-	MaxRetries       int `json:"max_retries"`
-	// Calls the dead provider received, CallsBeforeOpen of them before the
-	// cooldown key was created.
-	Calls           float64 `json:"calls"`
-	CallsBeforeOpen float64 `json:"calls_before_open"`
-	// ProviderInFlightAtOpen is the dead provider's calls in progress when
-	// the bench saw the cooldown key. RequestsInFlightAtOpen is the
-	// requests in flight when the key was created: their chain had begun
-	// (their result's store time less its latency_ms) and their result was
-	// not stored yet.
-	ProviderInFlightAtOpen float64 `json:"provider_in_flight_at_open"`
-	RequestsInFlightAtOpen float64 `json:"requests_in_flight_at_open"`
-	// LastCallAfterOpenMs is the time from the cooldown key's creation to
-	// the dead provider's last call; negative when none came after it.
-	LastCallAfterOpenMs float64 `json:"last_call_after_open_ms"`
-	// ExcessCalls is, in each round, the calls beyond failure_threshold
-	// plus the requests in flight at the cooldown (the target allows none);
-	// the median, and the worst round's. WorstLastCallAfterOpenMs is the
-	// worst round's LastCallAfterOpenMs.
+	Processors               int            `json:"processors"`
+	Workers                  int            `json:"workers"`
+	Requests                 int            `json:"requests"`
+	FailureThreshold         int            `json:"failure_threshold"`
+	MaxRetries               int            `json:"max_retries"`
+	Calls                    float64        `json:"calls"`
+	CallsBeforeOpen          float64        `json:"calls_before_open"`
+	ProviderInFlightAtOpen   float64        `json:"provider_in_flight_at_open"`
+	RequestsInFlightAtOpen   float64        `json:"requests_in_flight_at_open"`
+	LastCallAfterOpenMs      float64        `json:"last_call_after_open_ms"`
 	ExcessCalls              float64        `json:"excess_calls"`
 	WorstExcessCalls         int            `json:"worst_excess_calls"`
 	WorstLastCallAfterOpenMs float64        `json:"worst_last_call_after_open_ms"`
 	Rounds                   []OutageRounds `json:"rounds"`
 }
 
-// OutageRounds is one outage round.
+// OutageRounds is one outage round: the calls the dead provider received,
+// of them before the cooldown key was created; its calls in progress when
+// the bench saw the key; the requests in flight when the key was created
+// (their chain had begun, by their result's store time less its latency_ms,
+// and their result was not stored yet); and the time from the key's
+// creation to the dead provider's last call, negative when none came after.
 type OutageRounds struct {
 	Calls                  int     `json:"calls"`
 	CallsBeforeOpen        int     `json:"calls_before_open"`
@@ -170,37 +158,32 @@ type OutageRounds struct {
 }
 
 // MemoryReport is the resident set a processor needs per request in flight,
-// beside what net/http alone needs per call in flight.
+// beside Baseline: net/http alone holding as many calls to the same
+// provider with the client detour's providers use (RunHTTPBaseline).
+// AboveBaselineKiB is the median over rounds of KiBPerRequest less the
+// baseline's in the same round. StacksWaitingKiB and StacksAnsweredKiB are
+// the processor's goroutine stacks (go_memstats_stack_inuse_bytes) when the
+// provider first holds every call and once every answer is stored;
+// AllocatedPerAnswerKiB is what its heap allocated in between
+// (go_memstats_alloc_bytes_total) per call. The first reading and the
+// allocation count only rounds whose provider held every call, zero when
+// none did.
 type MemoryReport struct {
 	Workers  int     `json:"workers"`
 	DelayMs  float64 `json:"delay_ms"`
 	InFlight int     `json:"in_flight"`
 	MemoryFigures
-	// Baseline is net/http alone holding as many calls to the same provider,
-	// with the client detour's providers use (RunHTTPBaseline): what any
-	// Go process making those calls needs.
-	Baseline MemoryFigures `json:"baseline"`
-	// AboveBaselineKiB is what detour adds to each call in flight: the
-	// median over rounds of KiBPerRequest less the baseline's in the same
-	// round.
-	AboveBaselineKiB float64 `json:"above_baseline_kib"`
-	// StacksWaitingKiB and StacksAnsweredKiB are the processor's goroutine
-	// stacks (its go_memstats_stack_inuse_bytes), when the provider first
-	// holds every call and once every answer is stored; AllocatedPerAnswerKiB
-	// is what its heap allocated in between (go_memstats_alloc_bytes_total),
-	// per call held. Medians over the rounds; StacksWaitingKiB and
-	// AllocatedPerAnswerKiB over those whose provider held every call, zero
-	// when none did.
-	StacksWaitingKiB      float64 `json:"stacks_waiting_kib"`
-	StacksAnsweredKiB     float64 `json:"stacks_answered_kib"`
-	AllocatedPerAnswerKiB float64 `json:"allocated_per_answer_kib"`
+	Baseline              MemoryFigures `json:"baseline"`
+	AboveBaselineKiB      float64       `json:"above_baseline_kib"`
+	StacksWaitingKiB      float64       `json:"stacks_waiting_kib"`
+	StacksAnsweredKiB     float64       `json:"stacks_answered_kib"`
+	AllocatedPerAnswerKiB float64       `json:"allocated_per_answer_kib"`
 }
 
-// MemoryFigures are one process's medians over the rounds: the most calls
-// in flight, and resident sets in KiB.
+// MemoryFigures are one process's medians over the rounds. PeakInFlight is
+// the most calls the provider held at once; the cost per request is divided
+// by it.
 type MemoryFigures struct {
-	// PeakInFlight is the most calls the provider held at once; the cost
-	// per request is divided by it.
 	PeakInFlight  int       `json:"peak_in_flight"`
 	IdleRSSKiB    float64   `json:"idle_rss_kib"`
 	PeakRSSKiB    float64   `json:"peak_rss_kib"`
@@ -209,8 +192,8 @@ type MemoryFigures struct {
 	RoundsKiB     []float64 `json:"rounds_kib_per_request"`
 }
 
-// Target is one of the performance targets (BENCHMARKS.md) and whether the run meets it; Holds
-// is nil when the run did not measure it.
+// Target is one of the performance targets (BENCHMARKS.md) and whether the
+// run meets it; Holds is nil when the run did not measure it.
 type Target struct {
 	ID       int    `json:"id"`
 	Scenario string `json:"scenario"`
@@ -220,34 +203,39 @@ type Target struct {
 }
 
 func (b *Bench) newReport() *Report {
-	server := "embedded nats-server " + b.broker.version()
+	server := "embedded nats-server " + b.broker.nc.ConnectedServerVersion()
 	if b.opts.URL != "" {
-		server = b.opts.URL + " (nats-server " + b.broker.version() + ")"
-	}
-	processor := b.opts.Processor
-	if processor == "" {
-		processor = "built from ./cmd/processor"
+		server = b.opts.URL + " (nats-server " + b.broker.nc.ConnectedServerVersion() + ")"
 	}
 	return &Report{
 		Machine: Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUModel: cpuModel(),
 			OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), LoadStart: loadAverage()},
-		Server: server, Processor: processor, Rounds: b.opts.Rounds, WarmUp: b.opts.WarmUp,
-		Errors: map[string]string{},
+		Server: server, Processor: cmp.Or(b.opts.Processor, "built from ./cmd/processor"),
+		Rounds: b.opts.Rounds, WarmUp: b.opts.WarmUp, Errors: map[string]string{},
 	}
 }
 
+// each is f of every one of rs.
+func each[T any](rs []T, f func(T) float64) []float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r)
+	}
+	return xs
+}
+
 func summarizeBacklog(name string, rs []backlogResult) PipelineThroughput {
-	p := PipelineThroughput{Name: name, CPUFromProc: true}
-	var bytes float64
+	p := PipelineThroughput{Name: name, CPUFromProc: true,
+		RoundsReqPerSec:   each(rs, func(r backlogResult) float64 { return r.reqPerSec }),
+		RoundsCPUPerReqUs: each(rs, func(r backlogResult) float64 { return micros(r.cpuPerReq) }),
+	}
 	for _, r := range rs {
-		p.RoundsReqPerSec = append(p.RoundsReqPerSec, r.reqPerSec)
-		p.RoundsCPUPerReqUs = append(p.RoundsCPUPerReqUs, micros(r.cpuPerReq))
+		p.ResultBytes += r.resultBytes / float64(len(rs))
 		p.CPUFromProc = p.CPUFromProc && r.cpuLive
 		if r.benchCPUPerReq > 0 {
 			p.RoundsBenchCPUPerReqUs = append(p.RoundsBenchCPUPerReqUs, micros(r.benchCPUPerReq))
 		}
 		p.NotOK += r.notOK
-		bytes += r.resultBytes
 	}
 	p.ReqPerSec, p.CPUPerReqUs = median(p.RoundsReqPerSec), median(p.RoundsCPUPerReqUs)
 	if len(p.RoundsBenchCPUPerReqUs) == len(rs) {
@@ -255,122 +243,58 @@ func summarizeBacklog(name string, rs []backlogResult) PipelineThroughput {
 	} else {
 		p.RoundsBenchCPUPerReqUs = nil
 	}
-	if len(rs) > 0 {
-		p.ResultBytes = bytes / float64(len(rs))
-	}
-	return p
-}
-
-func summarizeLatency(name string, rs []latencyResult) PipelineLatency {
-	p := PipelineLatency{Name: name}
-	for _, r := range rs {
-		p.Requests = r.n
-		p.RoundsP50Ms = append(p.RoundsP50Ms, millis(r.p50))
-		p.RoundsP99Ms = append(p.RoundsP99Ms, millis(r.p99))
-	}
-	p.P50Ms, p.P99Ms = median(p.RoundsP50Ms), median(p.RoundsP99Ms)
 	return p
 }
 
 func summarizeOutage(o Options, rs []outageResult) *OutageReport {
-	rep := &OutageReport{Processors: o.OutageProcs, Workers: o.OutageWorkers, Requests: o.OutageRequests}
-	var calls, before, provider, requests, last, excess []float64
-	for i, r := range rs {
-		over := r.calls - r.threshold - r.requestsInFlight
-		excess = append(excess, float64(over))
-		if i == 0 || over > rep.WorstExcessCalls {
-			rep.WorstExcessCalls = over
-		}
-		if i == 0 || millis(r.lastCall) > rep.WorstLastCallAfterOpenMs {
-			rep.WorstLastCallAfterOpenMs = millis(r.lastCall)
-		}
+	rep := &OutageReport{Processors: outageProcs, Workers: outageWorkers, Requests: o.OutageRequests}
+	for _, r := range rs {
 		rep.FailureThreshold, rep.MaxRetries = r.threshold, r.maxRetries
 		rep.Rounds = append(rep.Rounds, OutageRounds{Calls: r.calls, CallsBeforeOpen: r.callsBefore,
 			ProviderInFlightAtOpen: r.providerInFlight, RequestsInFlightAtOpen: r.requestsInFlight,
 			LastCallAfterOpenMs: millis(r.lastCall)})
-		calls = append(calls, float64(r.calls))
-		before = append(before, float64(r.callsBefore))
-		provider = append(provider, float64(r.providerInFlight))
-		requests = append(requests, float64(r.requestsInFlight))
-		last = append(last, millis(r.lastCall))
 	}
-	rep.Calls, rep.CallsBeforeOpen = median(calls), median(before)
-	rep.ProviderInFlightAtOpen, rep.RequestsInFlightAtOpen = median(provider), median(requests)
-	rep.LastCallAfterOpenMs, rep.ExcessCalls = median(last), median(excess)
+	// Judged round by round: the medians of calls and of requests in flight
+	// taken apart could pair figures of different rounds.
+	excess := each(rs, func(r outageResult) float64 { return float64(r.calls - r.threshold - r.requestsInFlight) })
+	last := each(rs, func(r outageResult) float64 { return millis(r.lastCall) })
+	rep.ExcessCalls, rep.WorstExcessCalls = median(excess), int(slices.Max(excess))
+	rep.LastCallAfterOpenMs, rep.WorstLastCallAfterOpenMs = median(last), slices.Max(last)
+	rep.Calls = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.Calls) }))
+	rep.CallsBeforeOpen = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.CallsBeforeOpen) }))
+	rep.ProviderInFlightAtOpen = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.ProviderInFlightAtOpen) }))
+	rep.RequestsInFlightAtOpen = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.RequestsInFlightAtOpen) }))
 	return rep
 }
 
 func summarizeMemory(o Options, detour, baseline []memoryResult) *MemoryReport {
 	rep := &MemoryReport{Workers: o.MemoryInFlight, DelayMs: millis(o.MemoryDelay), InFlight: o.MemoryInFlight,
 		MemoryFigures: memoryFigures(detour), Baseline: memoryFigures(baseline)}
-	var above []float64
+	var above, waiting, allocated []float64
 	for i := range min(len(detour), len(baseline)) {
-		above = append(above, detour[i].kibPerRequest-baseline[i].kibPerRequest)
+		above = append(above, detour[i].kibPerRequest()-baseline[i].kibPerRequest())
 	}
-	rep.AboveBaselineKiB = median(above)
-	var waiting, answered, allocated []float64
 	for _, r := range detour {
-		answered = append(answered, float64(r.answered.stacks)/1024)
-		if r.waiting.stacks == 0 {
-			continue
+		if r.waiting.stacks != 0 {
+			waiting = append(waiting, float64(r.waiting.stacks)/1024)
+			allocated = append(allocated, float64(r.answered.allocated-r.waiting.allocated)/1024/float64(r.inFlight))
 		}
-		waiting = append(waiting, float64(r.waiting.stacks)/1024)
-		allocated = append(allocated, float64(r.answered.allocated-r.waiting.allocated)/1024/float64(r.inFlight))
 	}
-	rep.StacksWaitingKiB, rep.StacksAnsweredKiB = median(waiting), median(answered)
-	rep.AllocatedPerAnswerKiB = median(allocated)
+	rep.AboveBaselineKiB, rep.StacksWaitingKiB, rep.AllocatedPerAnswerKiB = median(above), median(waiting), median(allocated)
+	rep.StacksAnsweredKiB = median(each(detour, func(r memoryResult) float64 { return float64(r.answered.stacks) / 1024 }))
 	return rep
 }
 
 func memoryFigures(rs []memoryResult) MemoryFigures {
-	f := MemoryFigures{PeakFromHWM: true}
-	var idle, peak, inFlight []float64
-	for _, r := range rs {
-		f.RoundsKiB = append(f.RoundsKiB, r.kibPerRequest)
-		idle = append(idle, float64(r.idle)/1024)
-		peak = append(peak, float64(r.peak)/1024)
-		inFlight = append(inFlight, float64(r.inFlight))
-		f.PeakFromHWM = f.PeakFromHWM && r.peakFromHWM
+	f := MemoryFigures{
+		PeakInFlight: int(median(each(rs, func(r memoryResult) float64 { return float64(r.inFlight) }))),
+		IdleRSSKiB:   median(each(rs, func(r memoryResult) float64 { return float64(r.idle) / 1024 })),
+		PeakRSSKiB:   median(each(rs, func(r memoryResult) float64 { return float64(r.peak) / 1024 })),
+		PeakFromHWM:  !slices.ContainsFunc(rs, func(r memoryResult) bool { return !r.peakFromHWM }),
+		RoundsKiB:    each(rs, memoryResult.kibPerRequest),
 	}
-	f.IdleRSSKiB, f.PeakRSSKiB = median(idle), median(peak)
-	f.PeakInFlight = int(median(inFlight))
 	f.KiBPerRequest = median(f.RoundsKiB)
 	return f
-}
-
-// ratios fills the ratios of detour's pipelines to the baseline's, the
-// first.
-func (t *ThroughputReport) ratios() {
-	base := t.Pipelines[0]
-	for i := range t.Pipelines[1:] {
-		p := &t.Pipelines[i+1]
-		p.ThroughputRatio, p.CPURatio = ratio(p.ReqPerSec, base.ReqPerSec), ratio(p.CPUPerReqUs, base.CPUPerReqUs)
-	}
-}
-
-// ratios fills the ratios of detour's percentiles to the baseline's, the
-// first.
-func (l *LatencyReport) ratios() {
-	base := l.Pipelines[0]
-	for i := range l.Pipelines[1:] {
-		p := &l.Pipelines[i+1]
-		p.P50Ratio, p.P99Ratio = ratio(p.P50Ms, base.P50Ms), ratio(p.P99Ms, base.P99Ms)
-	}
-}
-
-// ratios fills each point's VsOne and VsPrevious.
-func (s *ScalingSeries) ratios() {
-	one, ok := s.point(1)
-	if !ok {
-		one = s.Points[0]
-	}
-	for i := range s.Points {
-		p := &s.Points[i]
-		p.VsOne = ratio(p.ReqPerSec, one.ReqPerSec)
-		if i > 0 {
-			p.VsPrevious = ratio(p.ReqPerSec, s.Points[i-1].ReqPerSec)
-		}
-	}
 }
 
 // median of xs, which it does not change; 0 for none.
@@ -396,9 +320,3 @@ func ratio(a, b float64) float64 {
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 func mib(bytes int64) float64        { return float64(bytes) / (1 << 20) }
-
-// defaultMaxAckPending is DETOUR_MAX_ACK_PENDING's default.
-func defaultMaxAckPending() int {
-	n, _ := strconv.Atoi(settingDefault("MaxAckPending"))
-	return n
-}

@@ -7,7 +7,7 @@ import (
 	"github.com/detourhq/detour/chain/providertest"
 )
 
-// scaling measures 1, 2, 4… processors over a backlog, first with the slow
+// scaling measures each processor count over a backlog, first with the slow
 // HTTP fake, then with the in-process chain.
 func (b *Bench) scaling(ctx context.Context) (*ScalingReport, error) {
 	slow, err := b.scaleSeries(ctx, true)
@@ -24,47 +24,42 @@ func (b *Bench) scaling(ctx context.Context) (*ScalingReport, error) {
 func (b *Bench) scaleSeries(ctx context.Context, slow bool) (*ScalingSeries, error) {
 	series := &ScalingSeries{Provider: "in-process", Workers: b.opts.ScaleWorkers}
 	if slow {
-		series.Provider = fmt.Sprintf("HTTP fake answering in %s", b.opts.ScaleDelay)
-		series.DelayMs = millis(b.opts.ScaleDelay)
+		series.Provider = fmt.Sprintf("HTTP fake answering in %s", scaleDelay)
+		series.DelayMs = millis(scaleDelay)
 	}
-	measured := map[int][]backlogResult{}
-	err := rounds(b.opts.Rounds, b.opts.ScaleProcs, func(round, procs int) error {
-		run := runSpec{pipe: detourPipe, procs: procs, workers: b.opts.ScaleWorkers, maxAckPending: defaultMaxAckPending()}
-		var err error
+	measured, err := rounds(b, Scaling, b.opts.ScaleProcs, func(procs int) (backlogResult, string, error) {
+		run := runSpec{pipe: detourPipe, procs: procs, workers: b.opts.ScaleWorkers,
+			maxAckPending: max(defaults.MaxAckPending, 2*procs*b.opts.ScaleWorkers), chain: rulesChain()}
 		n := b.opts.Requests
 		if slow {
-			run.chain, err = fakeChain(providertest.Slow(b.opts.ScaleDelay, providertest.OK()))
+			run.chain = fakeChain(providertest.Slow(scaleDelay, providertest.OK()))
 			// What the workers could answer in ScaleFor.
-			n = int(float64(procs*b.opts.ScaleWorkers) * b.opts.ScaleFor.Seconds() / b.opts.ScaleDelay.Seconds())
-		} else {
-			run.chain, err = rulesChain()
-		}
-		if err != nil {
-			return err
+			n = int(float64(procs*b.opts.ScaleWorkers) * b.opts.ScaleFor.Seconds() / scaleDelay.Seconds())
 		}
 		defer run.chain.close()
-		run.maxAckPending = max(run.maxAckPending, 2*procs*b.opts.ScaleWorkers)
-		res, err := b.backlog(ctx, run, n, backlogHooks{})
+		res, err := b.backlog(ctx, run, n, nil)
 		if err != nil {
-			return fmt.Errorf("%d processors, %s: %w", procs, series.Provider, err)
+			return res, "", fmt.Errorf("%d processors, %s: %w", procs, series.Provider, err)
 		}
-		measured[procs] = append(measured[procs], res)
-		b.progress("scaling round %d/%d: %s, processors: %d: %8.0f req/s", round+1, b.opts.Rounds, series.Provider, procs, res.reqPerSec)
-		return nil
+		return res, fmt.Sprintf("%s, processors: %d: %8.0f req/s", series.Provider, procs, res.reqPerSec), nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for _, procs := range b.opts.ScaleProcs {
-		fig := summarizeBacklog(fmt.Sprintf("%d", procs), measured[procs])
-		point := ScalingPoint{Processors: procs, Requests: measured[procs][0].requests, ReqPerSec: fig.ReqPerSec,
-			CPUPerReqUs: fig.CPUPerReqUs, RoundsReqPerSec: fig.RoundsReqPerSec}
-		if slow {
-			point.Allowed = float64(procs*b.opts.ScaleWorkers) / b.opts.ScaleDelay.Seconds()
-			point.ShareOfAllowed = point.ReqPerSec / point.Allowed
+	// ScaleProcs are sorted: the first point is one processor's, if any.
+	for i, procs := range b.opts.ScaleProcs {
+		fig := summarizeBacklog("", measured[i])
+		p := ScalingPoint{Processors: procs, Requests: measured[i][0].requests, ReqPerSec: fig.ReqPerSec,
+			CPUPerReqUs: fig.CPUPerReqUs, RoundsReqPerSec: fig.RoundsReqPerSec, VsOne: 1}
+		if i > 0 {
+			p.VsOne = ratio(p.ReqPerSec, series.Points[0].ReqPerSec)
+			p.VsPrevious = ratio(p.ReqPerSec, series.Points[i-1].ReqPerSec)
 		}
-		series.Points = append(series.Points, point)
+		if slow {
+			p.Allowed = float64(procs*b.opts.ScaleWorkers) / scaleDelay.Seconds()
+			p.ShareOfAllowed = p.ReqPerSec / p.Allowed
+		}
+		series.Points = append(series.Points, p)
 	}
-	series.ratios()
 	return series, nil
 }

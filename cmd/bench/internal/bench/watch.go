@@ -16,32 +16,34 @@ import (
 // resultWatch reads a run's results back from the results stream as they are
 // stored, noting when the bench saw each.
 type resultWatch struct {
-	tag, prefix string
-	n           int
-	cc          jetstream.ConsumeContext
+	pipe pipeline
+	tag  string // of the run's request ids
+	n    int
+	cc   jetstream.ConsumeContext
 
 	mu       sync.Mutex
-	seen     []time.Time // by request index; zero until seen
-	count    int         // distinct requests answered
-	bytes    int64       // payload and headers of the first result of each
-	notOK    int         // results whose Detour-Status is not ok
-	last     time.Time   // when the last new result was seen
-	progress time.Time   // when the count last grew, or the watch began
+	seen     []time.Time     // by request index; zero until seen
+	count    int             // distinct requests answered
+	bytes    int64           // payload and headers of the first result of each
+	notOK    int             // results whose Detour-Status is not ok
+	last     time.Time       // when the last new result was seen
+	kept     []jetstream.Msg // the first result of each, once keep is set
+	keep     bool
+	progress time.Time // when the count last grew, or the clock restarted
 	done     chan struct{}
 }
 
 // watchResults follows the results stream of pipe, which must be empty or
-// hold only other runs' results, for the n results of run tag.
-func (b *Bench) watchResults(ctx context.Context, pipe pipeline, tag string, n int) (*resultWatch, error) {
-	w := &resultWatch{tag: tag, prefix: pipe.prefix, n: n, seen: make([]time.Time, n),
-		progress: time.Now(), done: make(chan struct{})}
+// hold only other runs' results, for the n results of a new run.
+func (b *Bench) watchResults(ctx context.Context, pipe pipeline, n int) (*resultWatch, error) {
+	b.seq++
+	w := &resultWatch{pipe: pipe, tag: fmt.Sprint(b.runID, b.seq), n: n, seen: make([]time.Time, n), done: make(chan struct{})}
 	cons, err := b.broker.js.OrderedConsumer(ctx, pipe.results, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{pipe.prefix + ">"},
 	})
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", pipe.results, err)
+	if err == nil {
+		w.cc, err = cons.Consume(w.handle, jetstream.PullMaxMessages(1000))
 	}
-	w.cc, err = cons.Consume(w.handle, jetstream.PullMaxMessages(1000))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", pipe.results, err)
 	}
@@ -50,7 +52,7 @@ func (b *Bench) watchResults(ctx context.Context, pipe pipeline, tag string, n i
 
 func (w *resultWatch) handle(msg jetstream.Msg) {
 	now := time.Now()
-	i := requestIndex(w.tag, strings.TrimPrefix(msg.Subject(), w.prefix))
+	i := requestIndex(w.tag, strings.TrimPrefix(msg.Subject(), w.pipe.prefix))
 	if i < 0 || i >= w.n {
 		return
 	}
@@ -62,6 +64,9 @@ func (w *resultWatch) handle(msg jetstream.Msg) {
 	}
 	w.seen[i], w.last, w.progress = now, now, now
 	w.count++
+	if w.keep {
+		w.kept = append(w.kept, msg)
+	}
 	w.bytes += int64(len(msg.Data()))
 	for k, vs := range msg.Headers() {
 		for _, v := range vs {
@@ -78,14 +83,6 @@ func (w *resultWatch) handle(msg jetstream.Msg) {
 
 func (w *resultWatch) stop() { w.cc.Stop() }
 
-// restartClock starts the stall timeout over: the run's work begins now.
-func (w *resultWatch) restartClock() {
-	w.mu.Lock()
-	w.progress = time.Now()
-	w.mu.Unlock()
-}
-
-// seenCount is how many results were seen so far.
 func (w *resultWatch) seenCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -93,8 +90,12 @@ func (w *resultWatch) seenCount() int {
 }
 
 // wait waits until every result is seen. It fails when no new result
-// arrives for stall, or when a process of ps exits.
+// arrives for stall, counted from now, when the run's work begins, or when a
+// process of ps exits.
 func (w *resultWatch) wait(ctx context.Context, stall time.Duration, ps []*proc) error {
+	w.mu.Lock()
+	w.progress = time.Now()
+	w.mu.Unlock()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -112,7 +113,7 @@ func (w *resultWatch) wait(ctx context.Context, stall time.Duration, ps []*proc)
 		count, since := w.count, time.Since(w.progress)
 		w.mu.Unlock()
 		if since > stall {
-			return fmt.Errorf("%w: %d of %d results after %s without a new one", errStalled, count, w.n, stall)
+			return fmt.Errorf("results stopped arriving: %d of %d results after %s without a new one", count, w.n, stall)
 		}
 	}
 }
@@ -122,8 +123,5 @@ func (w *resultWatch) wait(ctx context.Context, stall time.Duration, ps []*proc)
 func (w *resultWatch) results() (seen []time.Time, last time.Time, meanBytes float64, notOK int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.count > 0 {
-		meanBytes = float64(w.bytes) / float64(w.count)
-	}
-	return w.seen, w.last, meanBytes, w.notOK
+	return w.seen, w.last, float64(w.bytes) / float64(max(w.count, 1)), w.notOK
 }
