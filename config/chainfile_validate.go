@@ -71,11 +71,8 @@ func (f *File) problems() []problem {
 		} else if len(name) > MaxNameLen {
 			bad(at, "chain name must be at most %d characters (got %d)", MaxNameLen, len(name))
 		}
-		for _, kd := range []struct {
-			key string
-			d   time.Duration
-		}{{"cache_ttl", c.TTL}, {"stale_ttl", c.StaleTTL}} {
-			switch key, d := kd.key, kd.d; {
+		period := func(key string, d time.Duration) {
+			switch {
 			case d < 0:
 				bad(at.child(key), "must not be negative")
 			case d%time.Second != 0:
@@ -84,6 +81,8 @@ func (f *File) problems() []problem {
 				bad(at.child(key), "must be at most %s (got %s)", MaxCachePeriod, d)
 			}
 		}
+		period("cache_ttl", c.TTL)
+		period("stale_ttl", c.StaleTTL)
 		if c.TTL <= 0 && c.StaleTTL > 0 {
 			bad(at.child("stale_ttl"), "needs a cache_ttl above 0 (the cache is off without one)")
 		}
