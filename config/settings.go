@@ -213,92 +213,55 @@ func (s Settings) problems() []string {
 	bad := func(key, format string, args ...any) {
 		out = append(out, fmt.Sprintf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
+	want := func(ok bool, key, format string, args ...any) {
+		if !ok {
+			bad(key, format, args...)
+		}
+	}
 
 	// Client commands find the embedded server at DETOUR_LISTEN, so its
 	// port cannot be left to the system (0).
 	if err := checkHostPort(s.Listen, 1); err != nil {
 		bad("DETOUR_LISTEN", "%v", err)
 	}
-	if s.MetricsAddr != "" {
-		if err := checkHostPort(s.MetricsAddr, 0); err != nil {
-			bad("DETOUR_METRICS_ADDR", "%v", err)
-		}
+	if err := checkHostPort(s.MetricsAddr, 0); s.MetricsAddr != "" && err != nil {
+		bad("DETOUR_METRICS_ADDR", "%v", err)
 	}
-	if s.NATSURL != "" {
-		if err := checkNATSURLs(s.NATSURL); err != nil {
-			bad("DETOUR_NATS_URL", "%v", err)
-		}
+	if err := checkNATSURLs(s.NATSURL); s.NATSURL != "" && err != nil {
+		bad("DETOUR_NATS_URL", "%v", err)
 	}
-	if s.NATSPingInterval < 100*time.Millisecond {
-		bad("DETOUR_NATS_PING_INTERVAL", "must be at least 100ms")
-	}
-	if s.NATSMaxPingsOut < 1 {
-		bad("DETOUR_NATS_MAX_PINGS_OUT", "must be at least 1")
-	}
-	if (s.NATSTLSCert == "") != (s.NATSTLSKey == "") {
-		bad("DETOUR_NATS_TLS_CERT", "must be set together with DETOUR_NATS_TLS_KEY")
-	}
+	want(s.NATSPingInterval >= 100*time.Millisecond, "DETOUR_NATS_PING_INTERVAL", "must be at least 100ms")
+	want(s.NATSMaxPingsOut >= 1, "DETOUR_NATS_MAX_PINGS_OUT", "must be at least 1")
+	want((s.NATSTLSCert == "") == (s.NATSTLSKey == ""), "DETOUR_NATS_TLS_CERT", "must be set together with DETOUR_NATS_TLS_KEY")
 	// Blank is empty: " " would be a directory or file named by a space.
-	if strings.TrimSpace(s.DataDir) == "" {
-		bad("DETOUR_DATA_DIR", "must not be empty")
-	}
-	if strings.TrimSpace(s.Config) == "" {
-		bad("DETOUR_CONFIG", "must not be empty")
-	}
-	if s.Workers < 1 || s.Workers > MaxWorkers {
-		bad("DETOUR_WORKERS", "must be from 1 to %d", MaxWorkers)
-	}
-	if s.Replicas < 1 || s.Replicas > 5 {
-		bad("DETOUR_REPLICAS", "must be between 1 and 5")
-	}
-	if s.AckWait < time.Second {
-		bad("DETOUR_ACK_WAIT", "must be at least 1s")
-	}
-	if s.MaxAckPending < 1 {
-		bad("DETOUR_MAX_ACK_PENDING", "must be at least 1")
-	}
-	if s.RequestTTL < time.Second {
-		bad("DETOUR_REQUEST_TTL", "must be at least 1s")
-	}
+	want(strings.TrimSpace(s.DataDir) != "", "DETOUR_DATA_DIR", "must not be empty")
+	want(strings.TrimSpace(s.Config) != "", "DETOUR_CONFIG", "must not be empty")
+	want(s.Workers >= 1 && s.Workers <= MaxWorkers, "DETOUR_WORKERS", "must be from 1 to %d", MaxWorkers)
+	want(s.Replicas >= 1 && s.Replicas <= 5, "DETOUR_REPLICAS", "must be between 1 and 5")
+	want(s.AckWait >= time.Second, "DETOUR_ACK_WAIT", "must be at least 1s")
+	want(s.MaxAckPending >= 1, "DETOUR_MAX_ACK_PENDING", "must be at least 1")
+	want(s.RequestTTL >= time.Second, "DETOUR_REQUEST_TTL", "must be at least 1s")
 	// The results stream's MaxAge: the server takes nothing under 100ms.
-	if s.ResultTTL < time.Second {
-		bad("DETOUR_RESULT_TTL", "must be at least 1s")
-	}
-	if s.MaxPayload <= 0 {
-		bad("DETOUR_MAX_PAYLOAD", "must be positive")
-	}
+	want(s.ResultTTL >= time.Second, "DETOUR_RESULT_TTL", "must be at least 1s")
+	want(s.MaxPayload > 0, "DETOUR_MAX_PAYLOAD", "must be positive")
 	// A request as large as may be sent must fit, and a full queue of them
 	// must fit the dead letters, should every one expire: a request's dead
 	// letter is all that is left of it.
-	if s.RequestsMaxBytes < int64(s.MaxPayload) {
-		bad("DETOUR_REQUESTS_MAX_BYTES", "must be at least DETOUR_MAX_PAYLOAD (%d)", s.MaxPayload)
-	}
-	if s.ResultsMaxBytes < minResultsBytes {
-		bad("DETOUR_RESULTS_MAX_BYTES", "must be at least %d (a result as large as the server takes)", minResultsBytes)
-	}
-	if s.DeadLetterMaxBytes < s.RequestsMaxBytes {
-		bad("DETOUR_DEADLETTER_MAX_BYTES", "must be at least DETOUR_REQUESTS_MAX_BYTES (%d): every queued request may be dead-lettered", s.RequestsMaxBytes)
-	}
-	if s.ShutdownTimeout <= 0 {
-		bad("DETOUR_SHUTDOWN_TIMEOUT", "must be positive")
-	}
-	if s.MaxInvalidDeliveries < 1 {
-		bad("DETOUR_MAX_INVALID_DELIVERIES", "must be at least 1")
-	}
-	if len(s.ReplyPrefixes) == 0 {
-		bad("DETOUR_REPLY_PREFIXES", "must list at least one prefix")
-	}
+	want(s.RequestsMaxBytes >= int64(s.MaxPayload), "DETOUR_REQUESTS_MAX_BYTES", "must be at least DETOUR_MAX_PAYLOAD (%d)", s.MaxPayload)
+	want(s.ResultsMaxBytes >= minResultsBytes, "DETOUR_RESULTS_MAX_BYTES", "must be at least %d (a result as large as the server takes)", minResultsBytes)
+	want(s.DeadLetterMaxBytes >= s.RequestsMaxBytes, "DETOUR_DEADLETTER_MAX_BYTES",
+		"must be at least DETOUR_REQUESTS_MAX_BYTES (%d): every queued request may be dead-lettered", s.RequestsMaxBytes)
+	want(s.ShutdownTimeout > 0, "DETOUR_SHUTDOWN_TIMEOUT", "must be positive")
+	want(s.MaxInvalidDeliveries >= 1, "DETOUR_MAX_INVALID_DELIVERIES", "must be at least 1")
+	want(len(s.ReplyPrefixes) > 0, "DETOUR_REPLY_PREFIXES", "must list at least one prefix")
 	for i, p := range s.ReplyPrefixes {
 		if err := checkReplyPrefix(p); err != nil {
 			bad("DETOUR_REPLY_PREFIXES", "prefix %d %q: %v", i+1, p, err)
 		}
 	}
-	if _, ok := logLevels[s.LogLevel]; !ok {
-		bad("DETOUR_LOG_LEVEL", "must be one of debug, info, warn, error (got %q)", s.LogLevel)
-	}
-	if s.LogFormat != LogFormatText && s.LogFormat != LogFormatJSON {
-		bad("DETOUR_LOG_FORMAT", "must be %s or %s (got %q)", LogFormatText, LogFormatJSON, s.LogFormat)
-	}
+	_, known := logLevels[s.LogLevel]
+	want(known, "DETOUR_LOG_LEVEL", "must be one of debug, info, warn, error (got %q)", s.LogLevel)
+	want(s.LogFormat == LogFormatText || s.LogFormat == LogFormatJSON, "DETOUR_LOG_FORMAT", "must be %s or %s (got %q)", LogFormatText, LogFormatJSON, s.LogFormat)
 	return out
 }
 
