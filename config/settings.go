@@ -345,12 +345,9 @@ func checkHostPort(addr string, minPort int) error {
 	return nil
 }
 
-var logLevels = map[string]slog.Level{
-	"debug": slog.LevelDebug,
-	"info":  slog.LevelInfo,
-	"warn":  slog.LevelWarn,
-	"error": slog.LevelError,
-}
+// logLevels are DETOUR_LOG_LEVEL's words; slog.Level's own parsing would
+// take "info+2" too.
+var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
 
 // SlogLevel returns DETOUR_LOG_LEVEL as a slog level; a value Validate would
 // reject maps to info.
