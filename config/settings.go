@@ -14,10 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"text/template"
 	"time"
-
-	"github.com/kelseyhightower/envconfig"
 
 	"github.com/detourhq/detour/internal/text"
 )
@@ -393,14 +390,19 @@ func (s Settings) ClientURL() string {
 	return "nats://" + net.JoinHostPort(host, port)
 }
 
-// usage is the table of "processor -help": envconfig's, with the kind of
-// each value in the words of docs/settings.md instead of Go's, and no
-// REQUIRED column (no detour setting is required).
-var usage = template.Must(template.New("usage").Funcs(template.FuncMap{"kind": valueKind}).Parse(`Environment variables:
-
-VARIABLE	KIND	DEFAULT	DESCRIPTION
-{{range .}}{{.Key}}	{{kind .Field.Type}}	{{.Tags.Get "default"}}	{{.Tags.Get "desc"}}
-{{end}}`))
+// PrintUsage writes a table of every DETOUR_* variable with the kind of
+// value it takes, its default and description to w (for "processor -help").
+// The kinds are in the words of docs/settings.md, not Go's.
+func PrintUsage(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 1, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "Environment variables:\n\nVARIABLE\tKIND\tDEFAULT\tDESCRIPTION\n")
+	t := reflect.TypeFor[Settings]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Tag.Get("envconfig"), valueKind(f.Type), f.Tag.Get("default"), f.Tag.Get("desc"))
+	}
+	return tw.Flush()
+}
 
 // valueKind names what a setting of type t takes.
 func valueKind(t reflect.Type) string {
@@ -411,18 +413,6 @@ func valueKind(t reflect.Type) string {
 		return "list, comma-separated"
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
 		return "whole number"
-	case t.Kind() == reflect.Bool:
-		return "true or false"
 	}
 	return "text"
-}
-
-// PrintUsage writes a table of every DETOUR_* variable with the kind of
-// value it takes, its default and description to w (for "processor -help").
-func PrintUsage(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 1, 0, 2, ' ', 0)
-	if err := envconfig.Usaget("", &Settings{}, tw, usage); err != nil {
-		return err
-	}
-	return tw.Flush()
 }
