@@ -71,11 +71,8 @@ func (f *File) problems() []problem {
 		} else if len(name) > MaxNameLen {
 			bad(at, "chain name must be at most %d characters (got %d)", MaxNameLen, len(name))
 		}
-		for _, kd := range []struct {
-			key string
-			d   time.Duration
-		}{{"cache_ttl", c.TTL}, {"stale_ttl", c.StaleTTL}} {
-			switch key, d := kd.key, kd.d; {
+		period := func(key string, d time.Duration) {
+			switch {
 			case d < 0:
 				bad(at.child(key), "must not be negative")
 			case d%time.Second != 0:
@@ -84,6 +81,8 @@ func (f *File) problems() []problem {
 				bad(at.child(key), "must be at most %s (got %s)", MaxCachePeriod, d)
 			}
 		}
+		period("cache_ttl", c.TTL)
+		period("stale_ttl", c.StaleTTL)
 		if c.TTL <= 0 && c.StaleTTL > 0 {
 			bad(at.child("stale_ttl"), "needs a cache_ttl above 0 (the cache is off without one)")
 		}
@@ -118,6 +117,11 @@ const MaxPricePerMTok = 1e6
 // check reports what is wrong with one provider, each place under the
 // provider's.
 func (p Provider) check(bad func(key path, format string, args ...any)) {
+	want := func(ok bool, key string, format string, args ...any) {
+		if !ok {
+			bad(path{key}, format, args...)
+		}
+	}
 	switch {
 	case p.Name == "":
 		bad(path{"name"}, "required")
@@ -131,30 +135,18 @@ func (p Provider) check(bad func(key path, format string, args ...any)) {
 	case "":
 		bad(path{"type"}, "required (openai, anthropic or rules)")
 	case TypeOpenAI, TypeAnthropic:
-		if p.Model == "" {
-			bad(path{"model"}, "required for type %s", p.Type)
-		}
+		want(p.Model != "", "model", "required for type %s", p.Type)
 		if err := checkBaseURL(p.BaseURL); err != nil {
 			bad(path{"base_url"}, "%v", err)
 		}
-		if len(p.Rules) > 0 {
-			bad(path{"rules"}, "only allowed for type rules")
-		}
-		if p.DefaultReply != "" {
-			bad(path{"default_reply"}, "only allowed for type rules")
-		}
+		want(len(p.Rules) == 0, "rules", "only allowed for type rules")
+		want(p.DefaultReply == "", "default_reply", "only allowed for type rules")
 	case TypeRules:
-		if p.DefaultReply == "" {
-			bad(path{"default_reply"}, "required for type rules")
-		}
-		for _, kv := range [][2]string{{"base_url", p.BaseURL}, {"model", p.Model}, {"api_key_env", p.APIKeyEnv}} {
-			if kv[1] != "" {
-				bad(path{kv[0]}, "not allowed for type rules")
-			}
-		}
-		if p.Price != nil {
-			bad(path{"price"}, "not allowed for type rules, which calls no paid API")
-		}
+		want(p.DefaultReply != "", "default_reply", "required for type rules")
+		want(p.BaseURL == "", "base_url", "not allowed for type rules")
+		want(p.Model == "", "model", "not allowed for type rules")
+		want(p.APIKeyEnv == "", "api_key_env", "not allowed for type rules")
+		want(p.Price == nil, "price", "not allowed for type rules, which calls no paid API")
 		for i, r := range p.Rules {
 			at := path{"rules", strconv.Itoa(i)}
 			if len(r.Match) == 0 {
@@ -184,11 +176,8 @@ func (p Provider) check(bad func(key path, format string, args ...any)) {
 	}
 
 	if p.Price != nil && p.Type != TypeRules {
-		for _, kv := range []struct {
-			key string
-			v   float64
-		}{{"input_per_mtok", p.Price.InputPerMTok}, {"output_per_mtok", p.Price.OutputPerMTok}} {
-			switch at, v := (path{"price", kv.key}), kv.v; {
+		price := func(key string, v float64) {
+			switch at := (path{"price", key}); {
 			case math.IsInf(v, 0) || math.IsNaN(v):
 				bad(at, "must be a number such as 2.5 (got %g)", v)
 			case v < 0:
@@ -197,44 +186,27 @@ func (p Provider) check(bad func(key path, format string, args ...any)) {
 				bad(at, "must be at most %g (got %g)", float64(MaxPricePerMTok), v)
 			}
 		}
+		price("input_per_mtok", p.Price.InputPerMTok)
+		price("output_per_mtok", p.Price.OutputPerMTok)
 	}
 
-	positive := func(key string, d time.Duration) {
-		if d <= 0 {
-			bad(path{key}, "must be positive")
-		}
-	}
-	nonNegative := func(key string, n int64) {
-		if n < 0 {
-			bad(path{key}, "must not be negative")
-		}
-	}
-	positive("timeout", p.Timeout)
-	positive("backoff_base", p.BackoffBase)
-	nonNegative("backoff_max", int64(p.BackoffMax))
-	nonNegative("max_retry_wait", int64(p.MaxRetryWait))
-	positive("cooldown", p.Cooldown)
-	nonNegative("max_cooldown", int64(p.MaxCooldown))
-	nonNegative("trip_window", int64(p.TripWindow))
+	want(p.Timeout > 0, "timeout", "must be positive")
+	want(p.BackoffBase > 0, "backoff_base", "must be positive")
+	want(p.BackoffMax >= 0, "backoff_max", "must not be negative")
+	want(p.MaxRetryWait >= 0, "max_retry_wait", "must not be negative")
+	want(p.Cooldown > 0, "cooldown", "must be positive")
+	want(p.MaxCooldown >= 0, "max_cooldown", "must not be negative")
+	want(p.TripWindow >= 0, "trip_window", "must not be negative")
 	// The KV store cannot hold a TTL shorter than a second.
-	positive("auth_cooldown", p.AuthCooldown)
-	nonNegative("max_retries", int64(p.MaxRetries))
-	nonNegative("failure_threshold", int64(p.FailureThreshold))
-	if p.BackoffBase > 0 && p.BackoffMax >= 0 && p.BackoffMax < p.BackoffBase {
-		bad(path{"backoff_max"}, "must be at least backoff_base (%s)", p.BackoffBase)
-	}
-	if p.Cooldown > 0 && p.MaxCooldown >= 0 && p.MaxCooldown < p.Cooldown {
-		bad(path{"max_cooldown"}, "must be at least cooldown (%s)", p.Cooldown)
-	}
+	want(p.AuthCooldown > 0, "auth_cooldown", "must be positive")
+	want(p.MaxRetries >= 0, "max_retries", "must not be negative")
+	want(p.FailureThreshold >= 0, "failure_threshold", "must not be negative")
+	want(p.BackoffBase <= 0 || p.BackoffMax < 0 || p.BackoffMax >= p.BackoffBase, "backoff_max", "must be at least backoff_base (%s)", p.BackoffBase)
+	want(p.Cooldown <= 0 || p.MaxCooldown < 0 || p.MaxCooldown >= p.Cooldown, "max_cooldown", "must be at least cooldown (%s)", p.Cooldown)
 	// Cooldowns become KV key TTLs, which are whole seconds.
-	for _, c := range []struct {
-		key string
-		d   time.Duration
-	}{{"cooldown", p.Cooldown}, {"max_cooldown", p.MaxCooldown}, {"auth_cooldown", p.AuthCooldown}} {
-		if c.d > 0 && c.d%time.Second != 0 {
-			bad(path{c.key}, "must be a whole number of seconds (got %s)", c.d)
-		}
-	}
+	want(p.Cooldown <= 0 || p.Cooldown%time.Second == 0, "cooldown", "must be a whole number of seconds (got %s)", p.Cooldown)
+	want(p.MaxCooldown <= 0 || p.MaxCooldown%time.Second == 0, "max_cooldown", "must be a whole number of seconds (got %s)", p.MaxCooldown)
+	want(p.AuthCooldown <= 0 || p.AuthCooldown%time.Second == 0, "auth_cooldown", "must be a whole number of seconds (got %s)", p.AuthCooldown)
 }
 
 func checkBaseURL(s string) error {

@@ -14,10 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"text/template"
 	"time"
-
-	"github.com/kelseyhightower/envconfig"
 
 	"github.com/detourhq/detour/internal/text"
 )
@@ -35,12 +32,9 @@ const (
 const MaxWorkers = 10_000
 
 // Settings are the DETOUR_* environment variables. The default tags are the
-// documented defaults; [LoadSettings] fills and validates them.
-//
-// Each tag spells the full variable name and Process runs with an empty
-// prefix on purpose: with a prefix, envconfig also falls back to the bare
-// name (WORKERS, LISTEN, CONFIG, LOG_LEVEL...) when the prefixed one is unset,
-// so unrelated variables of the host would silently configure detour.
+// documented defaults; [LoadSettings] fills and validates them. Each tag
+// spells the full variable name, the only one read: no bare WORKERS or
+// CONFIG of the host configures detour.
 type Settings struct {
 	NATSURL     string `envconfig:"DETOUR_NATS_URL" desc:"NATS server URL(s), comma-separated; empty starts an embedded server on DETOUR_LISTEN"`
 	NATSCreds   string `envconfig:"DETOUR_NATS_CREDS" desc:"path of a NATS credentials (.creds) file"`
@@ -94,28 +88,15 @@ func LoadSettings() (Settings, error) {
 	v := reflect.ValueOf(&s).Elem()
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
-		// One variable at a time, so that every bad one is reported: on
-		// the whole struct envconfig stops at the first.
-		one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "V", Type: f.Type, Tag: f.Tag}}))
-		key := f.Tag.Get("envconfig")
+		key, def := f.Tag.Get("envconfig"), f.Tag.Get("default")
 		raw, set := os.LookupEnv(key)
-		if set && wholeNumber(f) && readDecimal(strings.TrimSpace(raw), one.Elem().Field(0)) {
-			v.Field(i).Set(one.Elem().Field(0))
-			continue
+		if !set {
+			raw = def
 		}
-		if err := envconfig.Process("", one.Interface()); err != nil {
-			problems = append(problems, key+": "+valueProblem(f, err))
+		if err := setSetting(v.Field(i), raw, def); err != nil {
+			problems = append(problems, key+": "+err.Error())
 			refused[key] = true
-			continue
 		}
-		if set && wholeNumber(f) {
-			// envconfig read what is not decimal: Go's base prefixes
-			// (0x10, 0b11) or digit separators (1_0).
-			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number in decimal digits", key, strings.TrimSpace(raw)))
-			refused[key] = true
-			continue
-		}
-		v.Field(i).Set(one.Elem().Field(0))
 	}
 	// Forgive the spelling an operator would not think twice about:
 	// "INFO", "JSON", "detour.results., _INBOX.".
@@ -138,61 +119,64 @@ func LoadSettings() (Settings, error) {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-// wholeNumber reports whether f is a whole-number setting.
-func wholeNumber(f reflect.StructField) bool {
-	return f.Type != durationType && f.Type.Kind() >= reflect.Int && f.Type.Kind() <= reflect.Uint64
-}
-
-// readDecimal reads raw in decimal into value, a whole number, and reports
-// whether it could: envconfig reads Go's base prefixes, so that 010 would
-// be eight and 08 no number at all.
-func readDecimal(raw string, value reflect.Value) bool {
-	if value.Kind() >= reflect.Uint {
-		n, err := strconv.ParseUint(raw, 10, 64)
-		if err != nil || value.OverflowUint(n) {
-			return false
+// setSetting reads raw, a variable's value or its default def, into v as
+// envconfig would, except that whole numbers are decimal only (envconfig
+// takes Go's base prefixes: 010 would be eight), and says why it cannot in
+// the words of docs/settings.md.
+func setSetting(v reflect.Value, raw, def string) error {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(raw)
+		return nil
+	case reflect.Slice:
+		v.Set(reflect.ValueOf([]string{}))
+		if strings.TrimSpace(raw) != "" {
+			v.Set(reflect.ValueOf(strings.Split(raw, ",")))
 		}
-		value.SetUint(n)
-		return true
-	}
-	n, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || value.OverflowInt(n) {
-		return false
-	}
-	value.SetInt(n)
-	return true
-}
-
-// valueProblem says, in the words of docs/settings.md, why a variable's
-// value could not be read as its field's type.
-func valueProblem(f reflect.StructField, err error) string {
-	var pe *envconfig.ParseError
-	if !errors.As(err, &pe) {
-		return err.Error()
+		return nil
 	}
 	want := "a whole number"
-	switch {
-	case f.Type == durationType:
+	if v.Type() == durationType {
 		want = "a duration such as 500ms, 30s or 10m"
-	case f.Type.Kind() < reflect.Int || f.Type.Kind() > reflect.Uint64:
-		return fmt.Sprintf("%q cannot be read: %v", pe.Value, pe.Err)
 	}
-	if strings.TrimSpace(pe.Value) == "" {
-		return fmt.Sprintf("is set but empty: give %s, or unset it for the default %s", want, f.Tag.Get("default"))
+	n := strings.TrimSpace(raw)
+	if n == "" {
+		return fmt.Errorf("is set but empty: give %s, or unset it for the default %s", want, def)
 	}
-	if errors.Is(pe.Err, strconv.ErrRange) {
-		return fmt.Sprintf("%q is out of range", pe.Value)
-	}
-	if f.Type == durationType {
-		if _, err := strconv.ParseFloat(pe.Value, 64); err == nil {
-			return fmt.Sprintf("%q is not a duration: give a unit, such as %ss", pe.Value, pe.Value)
+	if v.Type() == durationType {
+		d, err := time.ParseDuration(raw)
+		if _, ferr := strconv.ParseFloat(raw, 64); err != nil && ferr == nil {
+			return fmt.Errorf("%q is not a duration: give a unit, such as %ss", raw, raw)
+		} else if err != nil {
+			return fmt.Errorf("%q is not %s", raw, want)
 		}
-		return fmt.Sprintf("%q is not %s", pe.Value, want)
+		v.SetInt(int64(d))
+		return nil
 	}
-	if f.Type.Kind() >= reflect.Uint && strings.HasPrefix(strings.TrimSpace(pe.Value), "-") {
-		return fmt.Sprintf("%q must not be negative", pe.Value)
+	parse := func(base int) (err error) {
+		if v.Kind() >= reflect.Uint {
+			var u uint64
+			u, err = strconv.ParseUint(n, base, v.Type().Bits())
+			v.SetUint(u)
+		} else {
+			var i int64
+			i, err = strconv.ParseInt(n, base, v.Type().Bits())
+			v.SetInt(i)
+		}
+		return err
 	}
-	return fmt.Sprintf("%q is not %s", pe.Value, want)
+	err := parse(10)
+	if err == nil {
+		return nil
+	}
+	if err0 := parse(0); err0 == nil {
+		return fmt.Errorf("%q is not a whole number in decimal digits", n)
+	} else if errors.Is(err, strconv.ErrRange) || errors.Is(err0, strconv.ErrRange) {
+		return fmt.Errorf("%q is out of range", n)
+	} else if v.Kind() >= reflect.Uint && strings.HasPrefix(n, "-") {
+		return fmt.Errorf("%q must not be negative", n)
+	}
+	return fmt.Errorf("%q is not %s", n, want)
 }
 
 // minResultsBytes is the least DETOUR_RESULTS_MAX_BYTES: one result as
@@ -226,92 +210,55 @@ func (s Settings) problems() []string {
 	bad := func(key, format string, args ...any) {
 		out = append(out, fmt.Sprintf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
+	want := func(ok bool, key, format string, args ...any) {
+		if !ok {
+			bad(key, format, args...)
+		}
+	}
 
 	// Client commands find the embedded server at DETOUR_LISTEN, so its
 	// port cannot be left to the system (0).
 	if err := checkHostPort(s.Listen, 1); err != nil {
 		bad("DETOUR_LISTEN", "%v", err)
 	}
-	if s.MetricsAddr != "" {
-		if err := checkHostPort(s.MetricsAddr, 0); err != nil {
-			bad("DETOUR_METRICS_ADDR", "%v", err)
-		}
+	if err := checkHostPort(s.MetricsAddr, 0); s.MetricsAddr != "" && err != nil {
+		bad("DETOUR_METRICS_ADDR", "%v", err)
 	}
-	if s.NATSURL != "" {
-		if err := checkNATSURLs(s.NATSURL); err != nil {
-			bad("DETOUR_NATS_URL", "%v", err)
-		}
+	if err := checkNATSURLs(s.NATSURL); s.NATSURL != "" && err != nil {
+		bad("DETOUR_NATS_URL", "%v", err)
 	}
-	if s.NATSPingInterval < 100*time.Millisecond {
-		bad("DETOUR_NATS_PING_INTERVAL", "must be at least 100ms")
-	}
-	if s.NATSMaxPingsOut < 1 {
-		bad("DETOUR_NATS_MAX_PINGS_OUT", "must be at least 1")
-	}
-	if (s.NATSTLSCert == "") != (s.NATSTLSKey == "") {
-		bad("DETOUR_NATS_TLS_CERT", "must be set together with DETOUR_NATS_TLS_KEY")
-	}
+	want(s.NATSPingInterval >= 100*time.Millisecond, "DETOUR_NATS_PING_INTERVAL", "must be at least 100ms")
+	want(s.NATSMaxPingsOut >= 1, "DETOUR_NATS_MAX_PINGS_OUT", "must be at least 1")
+	want((s.NATSTLSCert == "") == (s.NATSTLSKey == ""), "DETOUR_NATS_TLS_CERT", "must be set together with DETOUR_NATS_TLS_KEY")
 	// Blank is empty: " " would be a directory or file named by a space.
-	if strings.TrimSpace(s.DataDir) == "" {
-		bad("DETOUR_DATA_DIR", "must not be empty")
-	}
-	if strings.TrimSpace(s.Config) == "" {
-		bad("DETOUR_CONFIG", "must not be empty")
-	}
-	if s.Workers < 1 || s.Workers > MaxWorkers {
-		bad("DETOUR_WORKERS", "must be from 1 to %d", MaxWorkers)
-	}
-	if s.Replicas < 1 || s.Replicas > 5 {
-		bad("DETOUR_REPLICAS", "must be between 1 and 5")
-	}
-	if s.AckWait < time.Second {
-		bad("DETOUR_ACK_WAIT", "must be at least 1s")
-	}
-	if s.MaxAckPending < 1 {
-		bad("DETOUR_MAX_ACK_PENDING", "must be at least 1")
-	}
-	if s.RequestTTL < time.Second {
-		bad("DETOUR_REQUEST_TTL", "must be at least 1s")
-	}
+	want(strings.TrimSpace(s.DataDir) != "", "DETOUR_DATA_DIR", "must not be empty")
+	want(strings.TrimSpace(s.Config) != "", "DETOUR_CONFIG", "must not be empty")
+	want(s.Workers >= 1 && s.Workers <= MaxWorkers, "DETOUR_WORKERS", "must be from 1 to %d", MaxWorkers)
+	want(s.Replicas >= 1 && s.Replicas <= 5, "DETOUR_REPLICAS", "must be between 1 and 5")
+	want(s.AckWait >= time.Second, "DETOUR_ACK_WAIT", "must be at least 1s")
+	want(s.MaxAckPending >= 1, "DETOUR_MAX_ACK_PENDING", "must be at least 1")
+	want(s.RequestTTL >= time.Second, "DETOUR_REQUEST_TTL", "must be at least 1s")
 	// The results stream's MaxAge: the server takes nothing under 100ms.
-	if s.ResultTTL < time.Second {
-		bad("DETOUR_RESULT_TTL", "must be at least 1s")
-	}
-	if s.MaxPayload <= 0 {
-		bad("DETOUR_MAX_PAYLOAD", "must be positive")
-	}
+	want(s.ResultTTL >= time.Second, "DETOUR_RESULT_TTL", "must be at least 1s")
+	want(s.MaxPayload > 0, "DETOUR_MAX_PAYLOAD", "must be positive")
 	// A request as large as may be sent must fit, and a full queue of them
 	// must fit the dead letters, should every one expire: a request's dead
 	// letter is all that is left of it.
-	if s.RequestsMaxBytes < int64(s.MaxPayload) {
-		bad("DETOUR_REQUESTS_MAX_BYTES", "must be at least DETOUR_MAX_PAYLOAD (%d)", s.MaxPayload)
-	}
-	if s.ResultsMaxBytes < minResultsBytes {
-		bad("DETOUR_RESULTS_MAX_BYTES", "must be at least %d (a result as large as the server takes)", minResultsBytes)
-	}
-	if s.DeadLetterMaxBytes < s.RequestsMaxBytes {
-		bad("DETOUR_DEADLETTER_MAX_BYTES", "must be at least DETOUR_REQUESTS_MAX_BYTES (%d): every queued request may be dead-lettered", s.RequestsMaxBytes)
-	}
-	if s.ShutdownTimeout <= 0 {
-		bad("DETOUR_SHUTDOWN_TIMEOUT", "must be positive")
-	}
-	if s.MaxInvalidDeliveries < 1 {
-		bad("DETOUR_MAX_INVALID_DELIVERIES", "must be at least 1")
-	}
-	if len(s.ReplyPrefixes) == 0 {
-		bad("DETOUR_REPLY_PREFIXES", "must list at least one prefix")
-	}
+	want(s.RequestsMaxBytes >= int64(s.MaxPayload), "DETOUR_REQUESTS_MAX_BYTES", "must be at least DETOUR_MAX_PAYLOAD (%d)", s.MaxPayload)
+	want(s.ResultsMaxBytes >= minResultsBytes, "DETOUR_RESULTS_MAX_BYTES", "must be at least %d (a result as large as the server takes)", minResultsBytes)
+	want(s.DeadLetterMaxBytes >= s.RequestsMaxBytes, "DETOUR_DEADLETTER_MAX_BYTES",
+		"must be at least DETOUR_REQUESTS_MAX_BYTES (%d): every queued request may be dead-lettered", s.RequestsMaxBytes)
+	want(s.ShutdownTimeout > 0, "DETOUR_SHUTDOWN_TIMEOUT", "must be positive")
+	want(s.MaxInvalidDeliveries >= 1, "DETOUR_MAX_INVALID_DELIVERIES", "must be at least 1")
+	want(len(s.ReplyPrefixes) > 0, "DETOUR_REPLY_PREFIXES", "must list at least one prefix")
 	for i, p := range s.ReplyPrefixes {
 		if err := checkReplyPrefix(p); err != nil {
 			bad("DETOUR_REPLY_PREFIXES", "prefix %d %q: %v", i+1, p, err)
 		}
 	}
-	if _, ok := logLevels[s.LogLevel]; !ok {
-		bad("DETOUR_LOG_LEVEL", "must be one of debug, info, warn, error (got %q)", s.LogLevel)
-	}
-	if s.LogFormat != LogFormatText && s.LogFormat != LogFormatJSON {
-		bad("DETOUR_LOG_FORMAT", "must be %s or %s (got %q)", LogFormatText, LogFormatJSON, s.LogFormat)
-	}
+	_, known := logLevels[s.LogLevel]
+	want(known, "DETOUR_LOG_LEVEL", "must be one of debug, info, warn, error (got %q)", s.LogLevel)
+	want(s.LogFormat == LogFormatText || s.LogFormat == LogFormatJSON, "DETOUR_LOG_FORMAT", "must be %s or %s (got %q)", LogFormatText, LogFormatJSON, s.LogFormat)
 	return out
 }
 
@@ -395,12 +342,9 @@ func checkHostPort(addr string, minPort int) error {
 	return nil
 }
 
-var logLevels = map[string]slog.Level{
-	"debug": slog.LevelDebug,
-	"info":  slog.LevelInfo,
-	"warn":  slog.LevelWarn,
-	"error": slog.LevelError,
-}
+// logLevels are DETOUR_LOG_LEVEL's words; slog.Level's own parsing would
+// take "info+2" too.
+var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
 
 // SlogLevel returns DETOUR_LOG_LEVEL as a slog level; a value Validate would
 // reject maps to info.
@@ -446,14 +390,19 @@ func (s Settings) ClientURL() string {
 	return "nats://" + net.JoinHostPort(host, port)
 }
 
-// usage is the table of "processor -help": envconfig's, with the kind of
-// each value in the words of docs/settings.md instead of Go's, and no
-// REQUIRED column (no detour setting is required).
-var usage = template.Must(template.New("usage").Funcs(template.FuncMap{"kind": valueKind}).Parse(`Environment variables:
-
-VARIABLE	KIND	DEFAULT	DESCRIPTION
-{{range .}}{{.Key}}	{{kind .Field.Type}}	{{.Tags.Get "default"}}	{{.Tags.Get "desc"}}
-{{end}}`))
+// PrintUsage writes a table of every DETOUR_* variable with the kind of
+// value it takes, its default and description to w (for "processor -help").
+// The kinds are in the words of docs/settings.md, not Go's.
+func PrintUsage(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 1, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "Environment variables:\n\nVARIABLE\tKIND\tDEFAULT\tDESCRIPTION\n")
+	t := reflect.TypeFor[Settings]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Tag.Get("envconfig"), valueKind(f.Type), f.Tag.Get("default"), f.Tag.Get("desc"))
+	}
+	return tw.Flush()
+}
 
 // valueKind names what a setting of type t takes.
 func valueKind(t reflect.Type) string {
@@ -464,18 +413,6 @@ func valueKind(t reflect.Type) string {
 		return "list, comma-separated"
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
 		return "whole number"
-	case t.Kind() == reflect.Bool:
-		return "true or false"
 	}
 	return "text"
-}
-
-// PrintUsage writes a table of every DETOUR_* variable with the kind of
-// value it takes, its default and description to w (for "processor -help").
-func PrintUsage(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 1, 0, 2, ' ', 0)
-	if err := envconfig.Usaget("", &Settings{}, tw, usage); err != nil {
-		return err
-	}
-	return tw.Flush()
 }

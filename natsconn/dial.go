@@ -37,12 +37,10 @@ type Conn struct {
 	lost   chan error // receives why, should the connection close for good
 }
 
-// Dial connects a processor to DETOUR_NATS_URL (s.NATSURL) with the
-// credentials and TLS of s, as [Connect] does: a first connection that
-// fails is not retried and its error is a [*ConnectError]; once connected,
-// the client reconnects without limit, and disconnects and reconnects are
-// logged. An empty s.NATSURL is an error: a processor without one starts
-// its embedded server and calls [DialInProcess].
+// Dial connects a processor to DETOUR_NATS_URL with the credentials and TLS
+// of s, as [Connect] does (a failure is a [*ConnectError]), and watches the
+// connection. An empty s.NATSURL is an error: a processor without one
+// starts its embedded server and calls [DialInProcess].
 func Dial(s config.Settings, name string, logger *slog.Logger) (*Conn, error) {
 	if s.NATSURL == "" {
 		return nil, errors.New("natsconn: no NATS URL to dial (DETOUR_NATS_URL is empty)")
@@ -85,10 +83,7 @@ func (c *Conn) URL() string {
 func (c *Conn) NATS() *nats.Conn { return c.nc }
 
 // Lost receives, once, why the connection closed for good, if it does
-// other than by Close: an error wrapping [ErrLost]. The client reconnects
-// without limit, so this is a refusal it does not retry (credentials
-// refused twice in a row) or a protocol error; the processor cannot go on
-// without NATS.
+// other than by Close: an error wrapping [ErrLost].
 func (c *Conn) Lost() <-chan error { return c.lost }
 
 // Close drains the connection, so that pending acks and publishes are

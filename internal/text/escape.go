@@ -1,6 +1,9 @@
 package text
 
-import "unicode/utf16"
+import (
+	"strconv"
+	"unicode/utf16"
+)
 
 // UnicodeEscape reads the JSON escape \uXXXX at s[i:] (RFC 8259, section
 // 7): the character it spells and the bytes it takes. A surrogate pair of
@@ -29,18 +32,9 @@ func codeUnit[T ~string | ~[]byte](s T, i int) int {
 	if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
 		return -1
 	}
-	n := 0
-	for j := i + 2; j < i+6; j++ {
-		switch c := s[j]; {
-		case '0' <= c && c <= '9':
-			n = n<<4 | int(c-'0')
-		case 'a' <= c && c <= 'f':
-			n = n<<4 | int(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			n = n<<4 | int(c-'A'+10)
-		default:
-			return -1
-		}
+	n, err := strconv.ParseUint(string(s[i+2:i+6]), 16, 16)
+	if err != nil {
+		return -1
 	}
-	return n
+	return int(n)
 }

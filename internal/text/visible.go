@@ -38,14 +38,11 @@ func visible(s string, lines bool) string {
 	b.WriteString(s[:i])
 	for i < len(s) {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			writeByte(&b, s[i])
-		case !escaped(r, lines):
-			b.WriteString(s[i : i+size])
-		default:
-			q := strconv.QuoteRune(r) // '\x1b', '\n', '\u202e'
+		if (r == utf8.RuneError && size == 1) || escaped(r, lines) {
+			q := strconv.Quote(s[i : i+size]) // "\x1b", "\n", "\u202e", "\xff"
 			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteString(s[i : i+size])
 		}
 		i += size
 	}
@@ -83,14 +80,6 @@ func escaped(r rune, lines bool) bool {
 		return false
 	}
 	return !unicode.IsGraphic(r)
-}
-
-// writeByte writes c as \xNN.
-func writeByte(b *strings.Builder, c byte) {
-	const hex = "0123456789abcdef"
-	b.WriteString(`\x`)
-	b.WriteByte(hex[c>>4])
-	b.WriteByte(hex[c&0xf])
 }
 
 // VisibleError is err's text for a terminal: VisibleLines, so that the

@@ -8,7 +8,10 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/suggest"
@@ -77,10 +80,7 @@ func shapeProblems(raw json.RawMessage, t reflect.Type, path string, hint *bool)
 			return wrong()
 		}
 		fields := jsonFields(t)
-		names := make([]string, len(fields))
-		for i, f := range fields {
-			names[i] = f.name
-		}
+		names := fieldNames(fields)
 		var out []string
 		seen := map[string]bool{}
 		for _, kv := range members(raw) {
@@ -93,7 +93,7 @@ func shapeProblems(raw json.RawMessage, t reflect.Type, path string, hint *bool)
 				case path == "":
 					*hint = true
 				default:
-					msg += fmt.Sprintf(" (its fields: %s)", quoteNames(names))
+					msg += fmt.Sprintf(" (its fields: %s)", quoteNames(names, ", "))
 				}
 				out = append(out, at(path, msg))
 				continue
@@ -239,53 +239,27 @@ func describe(t reflect.Type) string {
 	case reflect.Float32, reflect.Float64:
 		return "a number"
 	case reflect.Slice, reflect.Array:
-		return "a list of " + describeMany(t.Elem())
-	case reflect.Map:
-		if t.Elem().Kind() == reflect.Interface {
-			return "a JSON object"
+		if e := t.Elem(); e.Kind() == reflect.Struct {
+			return "a list of " + shape(e) + " objects"
 		}
-		return "an object of " + describeMany(t.Elem())
+		return "a list"
+	case reflect.Map:
+		return "a JSON object"
 	case reflect.Struct:
 		return "a " + shape(t) + " object"
 	}
 	return "a JSON value"
 }
 
-// describeMany is describe for the items of a list or object.
-func describeMany(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		return shape(t) + " objects"
-	case reflect.Slice, reflect.Array:
-		return "lists of " + describeMany(t.Elem())
-	case reflect.Map:
-		return "objects"
-	case reflect.Bool:
-		return "true or false values"
-	case reflect.Interface:
-		return "JSON values"
-	}
-	return strings.TrimPrefix(describe(t), "a ") + "s" // strings, whole numbers, numbers
-}
-
 // shape is a struct's fields as the file writes them: {"role","content"}.
 func shape(t reflect.Type) string {
-	var names []string
-	for _, f := range jsonFields(t) {
-		names = append(names, quoted(f.name))
-	}
-	return "{" + strings.Join(names, ",") + "}"
+	return "{" + quoteNames(fieldNames(jsonFields(t)), ",") + "}"
 }
 
-func quoted(s string) string { return fmt.Sprintf("%q", s) }
+func fieldNames(fields []jsonField) []string {
+	return lo.Map(fields, func(f jsonField, _ int) string { return f.name })
+}
 
-func quoteNames(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = quoted(n)
-	}
-	return strings.Join(q, ", ")
+func quoteNames(names []string, sep string) string {
+	return strings.Join(lo.Map(names, func(n string, _ int) string { return strconv.Quote(n) }), sep)
 }

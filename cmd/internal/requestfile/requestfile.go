@@ -180,7 +180,7 @@ func readLines(r io.Reader, name string, replyPrefixes []string) ([]checkedLine,
 	}
 	if len(bad.Lines) > 0 {
 		if unknownField {
-			bad.Fields = lo.Map(jsonFields(reflect.TypeFor[fileLine]()), func(f jsonField, _ int) string { return f.name })
+			bad.Fields = fieldNames(jsonFields(reflect.TypeFor[fileLine]()))
 		}
 		return nil, &bad
 	}
