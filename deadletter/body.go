@@ -2,7 +2,6 @@ package deadletter
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/internal/msgpackwalk"
 	"github.com/detourhq/detour/wire"
@@ -140,40 +140,17 @@ func setFields(data []byte, header nats.Header, set map[string]string) ([]byte, 
 			}
 			kept = append(kept, e)
 		}
-		out := appendMsgpackMapLen(nil, len(kept)+len(set))
+		var out bytes.Buffer
+		enc := msgpack.NewEncoder(&out)
+		_ = enc.EncodeMapLen(len(kept) + len(set)) // a bytes.Buffer does not fail
 		for _, e := range kept {
-			out = append(out, data[e.KeyStart:e.ValEnd]...)
+			out.Write(data[e.KeyStart:e.ValEnd])
 		}
 		for _, name := range slices.Sorted(maps.Keys(set)) {
-			out = appendMsgpackString(out, name)
-			out = appendMsgpackString(out, set[name])
+			_ = enc.EncodeString(name)
+			_ = enc.EncodeString(set[name])
 		}
-		return out, nil
+		return out.Bytes(), nil
 	}
 	return nil, errNotAnObject
-}
-
-func appendMsgpackMapLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, 0x80|byte(n))
-	case n <= 0xffff:
-		return binary.BigEndian.AppendUint16(append(b, 0xde), uint16(n))
-	default:
-		return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(n))
-	}
-}
-
-func appendMsgpackString(b []byte, s string) []byte {
-	switch n := len(s); {
-	case n < 32:
-		b = append(b, 0xa0|byte(n))
-	case n <= 0xff:
-		b = append(b, 0xd9, byte(n))
-	case n <= 0xffff:
-		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
-	}
-	return append(b, s...)
 }

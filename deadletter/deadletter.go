@@ -141,12 +141,10 @@ func isPublishDirective(key string) bool {
 
 // oneLine keeps a header value on one line; NATS headers cannot hold newlines.
 func oneLine(s string) string {
-	out := []rune{}
-	for _, r := range s {
+	return strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\r' {
-			r = ' '
+			return ' '
 		}
-		out = append(out, r)
-	}
-	return string(out)
+		return r
+	}, s)
 }

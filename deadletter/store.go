@@ -30,11 +30,16 @@ func ParseReason(s string) (Reason, error) {
 	if r := Reason(s); slices.Contains(Reasons(), r) {
 		return r, nil
 	}
+	return "", fmt.Errorf("deadletter: unknown reason %q (want one of %s)", s, ReasonNames())
+}
+
+// ReasonNames is Reasons, comma-separated: "bad_request, bad_reply_subject, …".
+func ReasonNames() string {
 	names := make([]string, 0, len(Reasons()))
 	for _, r := range Reasons() {
 		names = append(names, string(r))
 	}
-	return "", fmt.Errorf("deadletter: unknown reason %q (want one of %s)", s, strings.Join(names, ", "))
+	return strings.Join(names, ", ")
 }
 
 // Filter selects dead letters; the zero Filter selects all of them.

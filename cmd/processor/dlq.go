@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/detourhq/detour/deadletter"
@@ -98,13 +97,13 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	store, closeConn, err := dlqConnect()
+	nc, js, err := connectClient("detour-dlq")
 	if err != nil {
 		fmt.Fprintf(stderr, "processor dlq: %s\n", text.VisibleError(err))
 		return exitCode(err)
 	}
-	defer closeConn()
-	c.store = store
+	defer nc.Close()
+	c.store = deadletter.NewStore(js)
 	if err := run(ctx); err != nil {
 		fmt.Fprintf(stderr, "processor dlq %s: %s\n", cmd, text.VisibleError(err))
 		return 1
@@ -139,7 +138,7 @@ func (c *dlqCommand) setArgs(cmd string, positional []string) error {
 	if c.reason != "" {
 		r, err := deadletter.ParseReason(c.reason)
 		if err != nil {
-			return fmt.Errorf("unknown reason %q; the reasons are %s", c.reason, reasonList())
+			return fmt.Errorf("unknown reason %q; the reasons are %s", c.reason, deadletter.ReasonNames())
 		}
 		c.sel.Filter.Reason = r
 	}
@@ -171,33 +170,19 @@ func (c *dlqCommand) setArgs(cmd string, positional []string) error {
 		if seqs != 1 {
 			return errors.New("show takes one sequence")
 		}
-	case "replay":
+	case "replay", "purge":
+		// A purge, like a replay, acts on nothing it is not told to.
 		switch {
 		case seqs > 0 && (c.all || filtered):
 			return errors.New("name sequences or select with -all/-reason/-chain, not both")
-		case seqs == 0 && !c.all && !filtered:
+		case seqs > 0 || c.all || filtered:
+		case cmd == "replay":
 			return errors.New("name the sequences to replay, or -all")
-		}
-	case "purge":
-		// Like replay, and unlike a bare purge of old, which removed every
-		// dead letter without asking.
-		switch {
-		case seqs > 0 && (c.all || filtered):
-			return errors.New("name sequences or select with -all/-reason/-chain, not both")
-		case seqs == 0 && !c.all && !filtered:
+		default:
 			return errors.New("name the dead letters to purge (SEQ..., or -reason/-chain), or purge every one with -all")
 		}
 	}
 	return nil
-}
-
-// reasonList is the dead-letter reasons, comma-separated.
-func reasonList() string {
-	names := make([]string, 0, len(deadletter.Reasons()))
-	for _, r := range deadletter.Reasons() {
-		names = append(names, string(r))
-	}
-	return strings.Join(names, ", ")
 }
 
 // dlqParse parses flags that may come before, between or after the
@@ -214,15 +199,6 @@ func dlqParse(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-}
-
-// dlqConnect connects like the other client commands.
-func dlqConnect() (*deadletter.Store, func(), error) {
-	nc, js, err := connectClient("detour-dlq")
-	if err != nil {
-		return nil, nil, err
-	}
-	return deadletter.NewStore(js), nc.Close, nil
 }
 
 func (c *dlqCommand) list(ctx context.Context) error {
