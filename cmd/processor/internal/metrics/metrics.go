@@ -15,8 +15,6 @@ import (
 	"github.com/detourhq/detour/stream"
 )
 
-// Metrics observes the consume loop and the response cache from outside,
-// through the interfaces they declare.
 var (
 	_ stream.Observer = (*Metrics)(nil)
 	_ cache.Observer  = (*Metrics)(nil)
@@ -41,8 +39,7 @@ type Metrics struct {
 	fleet           *fleetCollector
 	rates           rates
 	models          modelLabels
-	// logger takes the errors of serving /metrics; nil for slog.Default().
-	logger atomic.Pointer[slog.Logger]
+	logger          atomic.Pointer[slog.Logger] // nil: slog.Default()
 }
 
 // latencyBuckets span a fast cache hit to a slow model call.
@@ -101,8 +98,7 @@ func New() *Metrics {
 		}, []string{"kind"}),
 		fleet: newFleetCollector(),
 	}
-	// Both kinds are reported from the start, at 0, as an unlabelled
-	// gauge would be.
+	// Both kinds from the start, at 0, as an unlabelled gauge would be.
 	m.conflicts.WithLabelValues("provider")
 	m.conflicts.WithLabelValues("chain")
 	m.tokens, m.cost = newUsageCollectors()
@@ -176,8 +172,7 @@ func (m *Metrics) InFlight(delta int) {
 	}
 }
 
-// Cache counts a request of a chain with a response cache by how the cache
-// took part: "hit", "miss" or "stale".
+// Cache counts a request of a chain with a response cache.
 func (m *Metrics) Cache(chainName string, result chain.CacheStatus) {
 	if m != nil {
 		m.cache.WithLabelValues(labelValue(chainName), labelValue(string(result))).Inc()
