@@ -89,8 +89,6 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 		err = c.setArgs(cmd, positional)
 	}
 	if err != nil {
-		// Say what is wrong and how the command is used, not the usage of
-		// every dlq command.
 		fmt.Fprintf(stderr, "processor dlq %s: %v\n%s\n", cmd, err, dlqCommandUsage[cmd])
 		return 2
 	}
@@ -111,8 +109,7 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// dlqCommandUsage is the usage line of each dlq command, printed after a
-// usage error.
+// dlqCommandUsage is each command's usage line, printed after its error.
 var dlqCommandUsage = map[string]string{
 	"list":   "usage: processor dlq list [-reason R] [-chain C] [-json]",
 	"ls":     "usage: processor dlq list [-reason R] [-chain C] [-json]",
