@@ -120,12 +120,13 @@ func Serve(ctx context.Context, cfg Config) error {
 
 	<-ctx.Done()
 	// Stop drains; after the flush, what the server sent before it took the
-	// unsubscription has arrived, and waitIdle sees it handled.
+	// unsubscription has arrived, and taking busy waits until it is handled.
 	if err := svc.Stop(); err != nil {
 		s.log.Warn("stopping the micro service", "err", err)
 	}
 	_ = cfg.Conn.FlushTimeout(time.Second)
-	s.waitIdle()
+	s.busy.Lock() // the wait for the handlers is the point
+	s.busy.Unlock()
 	s.log.Info("stopped answering requests", "subjects", subjects)
 	return nil
 }
@@ -137,44 +138,19 @@ type server struct {
 	schemas *chain.SchemaCache // compiled response_schemas, as a processor keeps them
 	dead    *deadletter.Publisher
 
-	mu   sync.Mutex
-	busy int
-	idle chan struct{} // closed when busy drops to 0, if someone waits
+	// busy is read-locked by every handler at work, so that Serve can wait
+	// for them.
+	busy sync.RWMutex
 }
 
 func (s *server) handler(chainName string) micro.HandlerFunc {
 	// micro calls an endpoint's handler for one request at a time: the
 	// store is awaited here, so the endpoint's stats cover it.
 	return func(r micro.Request) {
-		s.mu.Lock()
-		s.busy++
-		s.mu.Unlock()
-		defer s.done()
+		s.busy.RLock()
+		defer s.busy.RUnlock()
 		s.ask(chainName, r)
 	}
-}
-
-func (s *server) done() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.busy--; s.busy == 0 && s.idle != nil {
-		close(s.idle)
-		s.idle = nil
-	}
-}
-
-func (s *server) waitIdle() {
-	s.mu.Lock()
-	if s.busy == 0 {
-		s.mu.Unlock()
-		return
-	}
-	if s.idle == nil {
-		s.idle = make(chan struct{})
-	}
-	idle := s.idle
-	s.mu.Unlock()
-	<-idle
 }
 
 // unknownID stands in for the stream sequence, not known before the store.
