@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -208,9 +209,7 @@ func (s *Store) replays(ctx context.Context, seq, letterSeq uint64) (bool, error
 func (s *Store) publish(ctx context.Context, subject string, header nats.Header, body []byte, msgID string) (*jetstream.PubAck, bool, error) {
 	msg := nats.NewMsg(subject)
 	msg.Data = body
-	for k, vs := range header {
-		msg.Header[k] = vs
-	}
+	maps.Copy(msg.Header, header)
 	msg.Header.Set(nats.MsgIdHdr, msgID)
 	ack, err := s.js.PublishMsg(ctx, msg)
 	if err != nil {

@@ -42,8 +42,8 @@ func (d *delivery) answer(ctx context.Context, res *chain.Result) {
 	d.p.cfg.Observer.Answered(d.chain, now.Sub(d.meta.Timestamp), now, res.Degraded)
 }
 
-// answeredElsewhere acks a delivery whose result another delivery's
-// forestalled (errAnswered).
+// answeredElsewhere acks a delivery whose result was not stored, as another
+// delivery's answers the request (errAnswered).
 func (d *delivery) answeredElsewhere(status chain.Status) {
 	d.log().Info("another delivery answered the request meanwhile; its result stands, and this one is neither stored nor replied",
 		"status", status, "deliveries", d.meta.NumDelivered)

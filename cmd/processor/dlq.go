@@ -182,6 +182,17 @@ func (c *dlqCommand) setArgs(cmd string, positional []string) error {
 	return nil
 }
 
+// jsonLines writes each of items as one line of JSON.
+func jsonLines[T any](w io.Writer, items []T) error {
+	enc := json.NewEncoder(w)
+	for _, item := range items {
+		if err := enc.Encode(item); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // dlqParse parses flags that may come before, between or after the
 // positional arguments ("replay 12 13 -deadline 1h").
 func dlqParse(fs *flag.FlagSet, args []string) ([]string, error) {
@@ -204,13 +215,7 @@ func (c *dlqCommand) list(ctx context.Context) error {
 		return err
 	}
 	if c.json {
-		enc := json.NewEncoder(c.stdout)
-		for _, e := range entries {
-			if err := enc.Encode(e); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(c.stdout, entries)
 	}
 	return deadletter.WriteTable(c.stdout, entries)
 }
@@ -230,10 +235,7 @@ func (c *dlqCommand) replay(ctx context.Context) error {
 	opts := deadletter.ReplayOptions{Deadline: c.deadlineAt}
 	done, err := c.store.ReplaySelected(ctx, c.sel, opts)
 	if c.json {
-		enc := json.NewEncoder(c.stdout)
-		for _, r := range done {
-			_ = enc.Encode(r)
-		}
+		_ = jsonLines(c.stdout, done)
 	} else {
 		_ = deadletter.WriteReplayed(c.stdout, done)
 	}

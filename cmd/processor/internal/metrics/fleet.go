@@ -96,13 +96,9 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 			left = r.CooldownUntil.Sub(now).Seconds()
 		}
 		// A name the registry refuses costs its own series, not the scrape.
-		state, err := prometheus.NewConstMetric(c.state, prometheus.GaugeValue, float64(r.State), r.Provider)
-		if err != nil {
-			omitted++
-			continue
-		}
+		state, errState := prometheus.NewConstMetric(c.state, prometheus.GaugeValue, float64(r.State), r.Provider)
 		remaining, err := prometheus.NewConstMetric(c.remaining, prometheus.GaugeValue, left, r.Provider)
-		if err != nil {
+		if errState != nil || err != nil {
 			omitted++
 			continue
 		}

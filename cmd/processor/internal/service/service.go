@@ -63,15 +63,14 @@ type Processor struct {
 	health    *stream.Health
 	consuming atomic.Bool // while Run's consume loop takes work
 	id        string      // names this processor in its cooldowns and record
-	// For the status page and metrics: the provider bucket, the chain
-	// file's providers, the circuits this processor may keep, those to
-	// report now, and the latest outage events.
-	kv        jetstream.KeyValue
-	providers []string
-	own       []string
-	known     func() []string
-	events    *statuspage.Events
-	keeper    *circuitKeeper
+	// For the status page and metrics: the provider bucket, the circuits
+	// this processor may keep, those to report now, and the latest outage
+	// events.
+	kv     jetstream.KeyValue
+	own    []string
+	known  func() []string
+	events *statuspage.Events
+	keeper *circuitKeeper
 	// conflicts and chainConflicts are what watchFleet found last.
 	fleetMu        sync.Mutex
 	conflicts      []fleet.Conflict
@@ -155,7 +154,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		return nil, err
 	}
 	return &Processor{opts: opts, js: js, store: store, clock: clock, handler: handler, chains: names, repair: repair, health: health, id: id,
-		kv: kv, providers: providers, own: own, known: known, keeper: keeper, events: statuspage.NewEvents(keptEvents)}, nil
+		kv: kv, own: own, known: known, keeper: keeper, events: statuspage.NewEvents(keptEvents)}, nil
 }
 
 // topologyEvery is how often a running processor checks the topology: a
