@@ -9,18 +9,6 @@ import (
 	"github.com/detourhq/detour/chain"
 )
 
-func newUsageCollectors() (tokens, cost *prometheus.CounterVec) {
-	tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "detour_tokens_total",
-		Help: "Tokens of answered requests as the answering provider reported them, by provider, model and kind (prompt, completion).",
-	}, []string{"provider", "model", "kind"})
-	cost = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "detour_cost_total",
-		Help: "Cost of answered requests at the chain file's price of the answering provider, in the price's unit, by provider and model.",
-	}, []string{"provider", "model"})
-	return tokens, cost
-}
-
 // Usage counts the tokens and the cost of an answer, stored yet or not, as
 // the provider was paid either way; not a failed result, nor an answer from
 // the response cache, paid for when first given.
