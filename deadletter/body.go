@@ -2,7 +2,6 @@ package deadletter
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,17 +10,15 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/detourhq/detour/internal/msgpackwalk"
 	"github.com/detourhq/detour/wire"
 )
 
-// This file reads and rewrites the few top-level request fields a dead
-// letter's tools need ("id", "deadline", which msgpack may send as a
-// timestamp) in the format wire.DetectEncoding finds, as the processor does. Bodies are outside input (a dead letter is often a body that was refused),
-// so the msgpack side is a small walker that neither recurses nor allocates
-// by declared lengths: a hostile body cannot exhaust the stack or memory of
-// an operator's `processor dlq` command.
+// Bodies are outside input, often refused ones: the msgpack side is a
+// walker that neither recurses nor allocates by declared lengths, so a
+// hostile body cannot exhaust an operator's `processor dlq`.
 
 // Request field names, as in wire.Request.
 const (
@@ -32,8 +29,7 @@ const (
 // encUnknown stands for a body in a format the processor refuses.
 const encUnknown wire.Encoding = -1
 
-// detectEncoding is the body's format as the processor detects it, or
-// encUnknown.
+// detectEncoding is the body's format as the processor detects it.
 func detectEncoding(data []byte, header nats.Header) wire.Encoding {
 	enc, err := wire.DetectEncoding(data, header)
 	if err != nil {
@@ -42,17 +38,16 @@ func detectEncoding(data []byte, header nats.Header) wire.Encoding {
 	return enc
 }
 
-// bodyFields are the top-level string fields of a request body that the
-// dead-letter tools look at; empty when absent or unreadable.
+// bodyFields are the top-level fields the dead-letter tools read; empty when
+// absent or unreadable.
 type bodyFields struct {
 	ID       string `json:"id"`
 	Deadline string `json:"deadline"`
 }
 
-// readFields reads "id" and "deadline" from a body, best effort: a body that
-// does not decode, or a field that is not a string, yields empty strings.
-// Field matching follows the decoders the processor uses (encoding/json is
-// case-insensitive, msgpack exact; the last duplicate wins).
+// readFields reads "id" and "deadline" from a body, best effort, matching
+// keys as the processor's decoders do (JSON ignoring case, msgpack exactly;
+// the last duplicate wins).
 func readFields(data []byte, header nats.Header) bodyFields {
 	var f bodyFields
 	switch detectEncoding(data, header) {
@@ -93,13 +88,11 @@ func readFields(data []byte, header nats.Header) bodyFields {
 	return f
 }
 
-// errNotAnObject is returned by setFields for a body that is not a JSON
-// object or msgpack map.
 var errNotAnObject = errors.New("body is not a JSON object or msgpack map")
 
-// setFields returns a copy of the body with the named top-level fields set to
-// string values, in the body's own encoding; other fields keep their encoded
-// values. A JSON body comes back compacted with its keys sorted.
+// setFields returns a copy of the body with the named top-level fields set
+// to strings, in its own encoding, other fields as they were encoded. A
+// JSON body comes back compacted with its keys sorted.
 func setFields(data []byte, header nats.Header, set map[string]string) ([]byte, error) {
 	switch detectEncoding(data, header) {
 	case wire.JSON:
@@ -108,8 +101,7 @@ func setFields(data []byte, header nats.Header, set map[string]string) ([]byte, 
 			return nil, errNotAnObject
 		}
 		for name, v := range set {
-			// encoding/json matches keys case-insensitively: drop every
-			// spelling, so the value set here is the one the processor reads.
+			// Every spelling goes, as encoding/json ignores case.
 			for k := range obj {
 				if strings.EqualFold(k, name) {
 					delete(obj, k)
@@ -140,40 +132,17 @@ func setFields(data []byte, header nats.Header, set map[string]string) ([]byte, 
 			}
 			kept = append(kept, e)
 		}
-		out := appendMsgpackMapLen(nil, len(kept)+len(set))
+		var out bytes.Buffer
+		enc := msgpack.NewEncoder(&out)
+		_ = enc.EncodeMapLen(len(kept) + len(set)) // a bytes.Buffer does not fail
 		for _, e := range kept {
-			out = append(out, data[e.KeyStart:e.ValEnd]...)
+			out.Write(data[e.KeyStart:e.ValEnd])
 		}
 		for _, name := range slices.Sorted(maps.Keys(set)) {
-			out = appendMsgpackString(out, name)
-			out = appendMsgpackString(out, set[name])
+			_ = enc.EncodeString(name)
+			_ = enc.EncodeString(set[name])
 		}
-		return out, nil
+		return out.Bytes(), nil
 	}
 	return nil, errNotAnObject
-}
-
-func appendMsgpackMapLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, 0x80|byte(n))
-	case n <= 0xffff:
-		return binary.BigEndian.AppendUint16(append(b, 0xde), uint16(n))
-	default:
-		return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(n))
-	}
-}
-
-func appendMsgpackString(b []byte, s string) []byte {
-	switch n := len(s); {
-	case n < 32:
-		b = append(b, 0xa0|byte(n))
-	case n <= 0xff:
-		b = append(b, 0xd9, byte(n))
-	case n <= 0xffff:
-		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
-	}
-	return append(b, s...)
 }

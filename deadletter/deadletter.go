@@ -26,9 +26,8 @@ const (
 	ReasonTooLarge        Reason = "too_large"
 	ReasonExpired         Reason = "expired"
 	ReasonPoison          Reason = "poison"
-	// ReasonInvalidOutput: every provider called answered, but never validly
-	// (empty, cut short, filtered, refused, or against response_schema), for
-	// DETOUR_MAX_INVALID_DELIVERIES deliveries in a row.
+	// ReasonInvalidOutput: every provider called answered, never validly,
+	// for DETOUR_MAX_INVALID_DELIVERIES deliveries.
 	ReasonInvalidOutput Reason = "invalid_output"
 )
 
@@ -40,16 +39,13 @@ const (
 	HeaderDeliveries = "Detour-DLQ-Deliveries"
 	HeaderTime       = "Detour-DLQ-Time"
 	HeaderAttempts   = "Detour-DLQ-Attempts"
-	// HeaderOriginalMsgID keeps the request's Nats-Msg-Id. The dead letter
-	// itself gets a Nats-Msg-Id of its own (chain and source sequence), so a
-	// request dead-lettered again after a replay is not dropped as a
-	// duplicate, while a retried publish of the same dead letter is.
+	// HeaderOriginalMsgID keeps the request's Nats-Msg-Id; the dead letter
+	// has one of its own, by chain and source sequence.
 	HeaderOriginalMsgID = "Detour-DLQ-Original-Msg-Id"
 )
 
-// HeaderReplayOf marks a request republished from a dead letter with that
-// dead letter's sequence. It is not a Detour-DLQ-* header, so it stays on a
-// replayed request that is dead-lettered again and shows where it came from.
+// HeaderReplayOf marks a replayed request with its dead letter's sequence.
+// Not a Detour-DLQ-* header, it stays on a replay dead-lettered again.
 const HeaderReplayOf = "Detour-Replay-Of"
 
 // headerDLQPrefix starts every header this package adds to a dead letter.
@@ -60,9 +56,8 @@ type Letter struct {
 	Chain  string
 	Reason Reason
 	Err    error
-	// SourceSeq is the request's sequence in DETOUR_REQUESTS: one dead
-	// letter per request message. 0 for a request refused before it was
-	// stored (by the ask endpoint), whose dead letter is never a duplicate.
+	// SourceSeq is the request's sequence in DETOUR_REQUESTS; 0 for one the
+	// ask endpoint refused before storing it.
 	SourceSeq  uint64
 	Deliveries uint64
 	Attempts   []chain.Attempt
@@ -81,14 +76,13 @@ func NewPublisher(js jetstream.JetStream) *Publisher {
 	return &Publisher{js: js, now: time.Now}
 }
 
-// Publish stores a dead letter and returns once the stream has acknowledged
-// it; only then may the request be terminated.
+// Publish stores a dead letter and returns once the stream acknowledged it;
+// only then may the request be terminated.
 func (p *Publisher) Publish(ctx context.Context, l Letter) error {
 	msg := nats.NewMsg(wire.DeadLetterSubject(l.Chain))
 	msg.Data = l.Data
 	for k, vs := range l.Header {
-		// Detour-DLQ-* headers are this publisher's account of the dead
-		// letter: a request's own would be read as part of it.
+		// Detour-DLQ-* headers are this publisher's alone.
 		if isPublishDirective(k) || hasPrefixFold(k, headerDLQPrefix) {
 			continue
 		}
@@ -97,9 +91,8 @@ func (p *Publisher) Publish(ctx context.Context, l Letter) error {
 	if orig := msg.Header.Get(nats.MsgIdHdr); orig != "" {
 		msg.Header.Set(HeaderOriginalMsgID, orig)
 	}
-	// One dead letter per request message: a redelivery after a crash, or
-	// a retried publish that did land, is deduplicated. A replay is a new
-	// request message, so it can be dead-lettered again.
+	// One dead letter per request message: a redelivery or a retried
+	// publish is a duplicate; a replay is a new message.
 	id := fmt.Sprintf("dlq-%s-%d", l.Chain, l.SourceSeq)
 	if l.SourceSeq == 0 { // never stored: nothing to deduplicate against
 		id = fmt.Sprintf("dlq-%s-%s", l.Chain, nuid.Next())
@@ -119,8 +112,7 @@ func (p *Publisher) Publish(ctx context.Context, l Letter) error {
 		}
 		msg.Header.Set(HeaderAttempts, string(attempts))
 	}
-	// The request fitted the server, but the headers added here may not:
-	// cut it down rather than fail to store it on every delivery.
+	// The added headers may not fit: cut down rather than fail every time.
 	fit(msg, p.js.Conn().MaxPayload())
 	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("deadletter: publishing to %s: %w", msg.Subject, err)
@@ -128,12 +120,10 @@ func (p *Publisher) Publish(ctx context.Context, l Letter) error {
 	return nil
 }
 
-// isPublishDirective reports whether a header is an instruction to JetStream
-// for one publish (an expected stream or last sequence, a rollup, a message
-// TTL) rather than part of the message. Such a header was meant for the
-// request's own publish: copied onto the dead letter or a replay it would
-// make that publish fail (wrong expected stream) or act on another stream,
-// so it is left out.
+// isPublishDirective reports whether a header instructs JetStream about the
+// request's own publish (Nats-Expected-*, Nats-Rollup, Nats-TTL): copied to
+// a dead letter or a replay it would fail that publish or act on another
+// stream.
 func isPublishDirective(key string) bool {
 	k := strings.ToLower(key)
 	return strings.HasPrefix(k, "nats-expected-") || k == "nats-rollup" || k == "nats-ttl"
@@ -141,12 +131,10 @@ func isPublishDirective(key string) bool {
 
 // oneLine keeps a header value on one line; NATS headers cannot hold newlines.
 func oneLine(s string) string {
-	out := []rune{}
-	for _, r := range s {
+	return strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\r' {
-			r = ' '
+			return ' '
 		}
-		out = append(out, r)
-	}
-	return string(out)
+		return r
+	}, s)
 }

@@ -11,27 +11,21 @@ import (
 
 // Headers added to a dead letter that had to be cut down to fit the server.
 const (
-	// HeaderOriginalSize is the request body's size in bytes when the dead
-	// letter holds less of it.
+	// HeaderOriginalSize is the request body's size in bytes.
 	HeaderOriginalSize = "Detour-DLQ-Original-Size"
-	// HeaderTrimmed is set ("true") on a dead letter whose body, attempts or
-	// original headers were cut to fit the server's max payload. Such a
-	// dead letter cannot be replayed: what it holds is not the request.
+	// HeaderTrimmed is "true" on a dead letter cut to fit the server's max
+	// payload, which cannot be replayed: it no longer holds the request.
 	HeaderTrimmed = "Detour-DLQ-Trimmed"
 )
 
-// payloadMargin is kept free below the server's max payload. The size
-// counted here is the one the client checks (headers and body); the margin
-// absorbs the header lines that trimming itself adds.
+// payloadMargin, in bytes below the max payload, absorbs the headers that
+// trimming adds.
 const payloadMargin = 256
 
-// fit cuts msg down until its headers and body fit in maxPayload bytes, so
-// that a request too large to be stored whole is still dead-lettered with
-// its reason rather than retried until it vanishes. It drops, in order, the
-// attempt list, the end of the body, and the request's own headers (the
-// body first would make a dead letter unreplayable where dropping the
-// attempts was enough); it reports whether the body or the request's
-// headers were cut. maxPayload ≤ 0 means no limit is known.
+// fit cuts msg down to maxPayload bytes (≤ 0: none known), dropping in
+// order the attempts, which leave it replayable, the end of the body, the
+// request's own headers and the error's tail. It reports whether it
+// trimmed more than the attempts.
 func fit(msg *nats.Msg, maxPayload int64) bool {
 	if maxPayload <= 0 || payloadSize(msg) <= maxPayload {
 		return false
@@ -59,8 +53,7 @@ func fit(msg *nats.Msg, maxPayload int64) bool {
 	return true
 }
 
-// payloadSize is what the server counts against its max payload: the
-// encoded headers and the body.
+// payloadSize is what the server counts against its max payload.
 func payloadSize(msg *nats.Msg) int64 {
 	return int64(msg.Size() - len(msg.Subject) - len(msg.Reply))
 }

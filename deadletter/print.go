@@ -13,11 +13,9 @@ import (
 	"github.com/detourhq/detour/internal/text"
 )
 
-// WriteTable prints entries as the table of `processor dlq list`:
-// SEQ TIME CHAIN REASON ID ERROR, one dead letter a line. Every text cell
-// comes from the stored message, which a client or a provider wrote: it is
-// shown through text.Visible, so that no cell can move the cursor, forge a
-// row or send the terminal a command.
+// WriteTable prints entries as `processor dlq list` does: SEQ TIME CHAIN
+// REASON ID ERROR. Cells are outside text, shown through text.Visible so
+// that none can forge a row or act on the terminal.
 func WriteTable(w io.Writer, entries []Entry) error {
 	if len(entries) == 0 {
 		_, err := fmt.Fprintln(w, "no dead letters")
@@ -32,8 +30,7 @@ func WriteTable(w io.Writer, entries []Entry) error {
 	return tw.Flush()
 }
 
-// cell shows s as a table cell of at most n runes; text.Visible keeps
-// tabs and line feeds, which would break the table, out of it.
+// cell shows s as a table cell of at most n runes.
 func cell(s string, n int) string {
 	if s == "" {
 		return "-"
@@ -46,8 +43,7 @@ func cell(s string, n int) string {
 }
 
 // WriteMessage prints one dead letter for a person: what and why, every
-// header, and the body rendered by RenderBody. Names, header keys and
-// values are shown through text.Visible, as in WriteTable.
+// header, and the body (RenderBody), through text.Visible as WriteTable.
 func WriteMessage(w io.Writer, m Message) error {
 	fmt.Fprintf(w, "dead letter %d: chain %s, reason %s, id %s, stored %s\n", m.Seq, text.Visible(m.Chain),
 		text.Visible(string(m.Reason)), text.Visible(m.RequestID), m.Time.Format(time.RFC3339))
@@ -73,8 +69,7 @@ func WriteMessageJSON(w io.Writer, m Message) error {
 	}{m, m.Data})
 }
 
-// WriteReplayed prints what `processor dlq replay` did: one line per
-// replayed dead letter, then how many there were.
+// WriteReplayed prints a line per replayed dead letter, then how many.
 func WriteReplayed(w io.Writer, done []Replayed) error {
 	for _, r := range done {
 		note := ""

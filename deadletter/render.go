@@ -26,25 +26,19 @@ const (
 	BodyBinary  BodyFormat = "binary"
 )
 
-// maxRenderDepth bounds the nesting of a msgpack body that RenderBody
-// decodes; the msgpack decoder recurses, so a deeper (hostile) body is shown
-// as a hex dump instead.
+// maxRenderDepth bounds the nesting of a msgpack body RenderBody decodes,
+// as the decoder recurses; a deeper one is shown as a hex dump.
 const maxRenderDepth = 64
 
 // RenderBody returns a dead letter's body for a person to read: JSON
-// indented, msgpack decoded and shown as indented JSON, other printable
-// UTF-8 text as it is, anything else as a hex dump. What a client wrote is
-// shown through text.VisibleLines, so that no body can send the terminal a
-// command: JSON strings may hold C1 controls, bidi overrides and bytes that
-// are not UTF-8 unescaped, text may hold carriage returns and other
-// controls unicode.IsSpace counts as space.
+// indented, msgpack as indented JSON, other printable UTF-8 text as it is,
+// anything else as a hex dump, through text.VisibleLines so that no body
+// can act on the terminal.
 //
-// A body is shown as msgpack only if it decodes completely as one value:
-// most text starts with a byte that is a whole msgpack integer on its own
-// ("hello" would read as 104). Without a Content-Type header, printable
-// text is shown as text even when it is also whole msgpack (a single
-// character is an integer too); a request in msgpack is a map, whose first
-// byte never starts UTF-8 text.
+// Msgpack must decode completely as one value: most text starts with a
+// byte that is a whole msgpack integer ("hello" would read as 104).
+// Without a Content-Type, printable text is text even when it is whole
+// msgpack too: a msgpack request is a map, which never starts UTF-8 text.
 func RenderBody(data []byte, header nats.Header) (BodyFormat, string) {
 	plain := isText(data)
 	switch detectEncoding(data, header) {
@@ -67,8 +61,7 @@ func RenderBody(data []byte, header nats.Header) (BodyFormat, string) {
 	return BodyBinary, hex.Dump(data)
 }
 
-// msgpackAsJSON decodes data as one msgpack value, and nothing after it,
-// and shows it as indented JSON.
+// msgpackAsJSON shows data, one whole msgpack value, as indented JSON.
 func msgpackAsJSON(data []byte) (string, bool) {
 	if len(data) == 0 || msgpackwalk.Check(data, maxRenderDepth) != nil {
 		return "", false
@@ -87,8 +80,7 @@ func msgpackAsJSON(data []byte) (string, bool) {
 	return string(out), true
 }
 
-// isText reports whether data is UTF-8 text of printable characters and
-// white space.
+// isText reports whether data is UTF-8 of printable characters and space.
 func isText(data []byte) bool {
 	if !utf8.Valid(data) {
 		return false

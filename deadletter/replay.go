@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -15,64 +16,47 @@ import (
 	"github.com/detourhq/detour/wire"
 )
 
-// ErrDeadlinePassed is returned when a dead letter's request names a
-// deadline that has passed: replayed as it is, it would only expire again.
-// Replay it with ReplayOptions.Deadline.
+// ErrDeadlinePassed: the request's deadline has passed, and replayed as it
+// is it would only expire again; give ReplayOptions.Deadline.
 var ErrDeadlinePassed = errors.New("request deadline has passed")
 
 // ReplayOptions change what a replay republishes.
 type ReplayOptions struct {
-	// Deadline, when not zero, replaces the request body's "deadline"
-	// field, so that an expired request gets another chance. The zero
-	// value republishes the body unchanged; a request without a "deadline"
-	// field gets a fresh DETOUR_REQUEST_TTL from its new publish time anyway
-	// (and no request outlives that age, whatever its deadline).
+	// Deadline, when not zero, replaces the body's "deadline". A request
+	// without one gets DETOUR_REQUEST_TTL from its new publication anyway.
 	Deadline time.Time
 }
 
 // Replayed tells what a replay did.
 type Replayed struct {
-	// Seq is the dead letter's sequence; it has been removed.
-	Seq       uint64 `json:"seq"`
+	Seq       uint64 `json:"seq"` // the dead letter's, removed
 	Chain     string `json:"chain"`
 	RequestID string `json:"id"`
 	// Subject and StreamSeq are where the request was queued again.
 	Subject   string `json:"subject"`
 	StreamSeq uint64 `json:"stream_seq"`
-	// MsgID is the Nats-Msg-Id the request was republished with: the
-	// original one, or "<original or id>-replay-<seq>" when there was none
-	// or the original was still inside the requests stream's duplicate
-	// window.
+	// MsgID is the Nats-Msg-Id republished with: the original, or
+	// "<original or id>-replay-<seq>" (see Replay).
 	MsgID string `json:"msg_id"`
-	// AlreadyQueued reports that the stream already held the request under
-	// that Nats-Msg-Id (an earlier replay whose acknowledgement was lost,
-	// or the client sending it again), so nothing was queued twice.
+	// AlreadyQueued: an earlier replay of this dead letter was queued
+	// under MsgID, and nothing was queued twice.
 	AlreadyQueued bool `json:"already_queued,omitempty"`
-	// BodyChanged reports that the body was rewritten: a new deadline, or
-	// the request id written into a body without one (see Replay).
+	// BodyChanged: a new deadline or the id was written into the body.
 	BodyChanged bool `json:"body_changed,omitempty"`
 }
 
 // Replay republishes the request of dead letter seq to
-// detour.requests.<chain> and removes the dead letter once the stream has
-// acknowledged the request. A dead letter is never lost: when the publish
-// fails, it stays and the error is returned.
+// detour.requests.<chain> and removes the dead letter once the stream
+// acknowledged it: a failed publish leaves it.
 //
-// The request goes back with its original body and headers, minus the
-// Detour-DLQ-* headers, with its original Nats-Msg-Id restored and
-// Detour-Replay-Of: <seq> added. The requests stream drops a Nats-Msg-Id it
-// saw in the last two minutes, which a request dead-lettered at once
-// (bad_request, poison, a past deadline) usually is; when the stream answers
-// that the original request is such a duplicate, the request is published
-// again as "<original>-replay-<seq>". That id is fixed per dead letter, so a
-// replay retried after a lost acknowledgement is still queued only once. When
-// the request had no Nats-Msg-Id, it gets that fixed id from the start. When
-// the Nats-Msg-Id (or, without one, the stream sequence) was the request's
-// id because the body has none, the id is written into the body, so the
-// request keeps its id and its result lands where its requester waits.
-//
-// A request whose body names a deadline that has passed is refused with
-// ErrDeadlinePassed unless opts.Deadline gives a new one.
+// The request keeps its body and headers, without the Detour-DLQ-* ones,
+// with its Nats-Msg-Id restored and Detour-Replay-Of: <seq>. Where it had
+// no Nats-Msg-Id, or the duplicate window still holds it for another
+// message, it is published as "<original or id>-replay-<seq>", fixed per
+// dead letter so that a retried replay is queued once; an id that came
+// from the Nats-Msg-Id or the sequence is then written into the body
+// (docs/failures.md#replay). A passed deadline is ErrDeadlinePassed unless
+// opts.Deadline gives a new one.
 func (s *Store) Replay(ctx context.Context, seq uint64, opts ReplayOptions) (Replayed, error) {
 	m, err := s.Get(ctx, seq)
 	if err != nil {
@@ -81,9 +65,8 @@ func (s *Store) Replay(ctx context.Context, seq uint64, opts ReplayOptions) (Rep
 	return s.replay(ctx, m, opts)
 }
 
-// ReplayAll replays every dead letter f selects, oldest first. A failed
-// replay leaves its dead letter in place and does not stop the others; the
-// errors are joined.
+// ReplayAll replays every dead letter f selects, oldest first. A failed one
+// stays and does not stop the others; the errors are joined.
 func (s *Store) ReplayAll(ctx context.Context, f Filter, opts ReplayOptions) ([]Replayed, error) {
 	var done []Replayed
 	var errs []error
@@ -105,10 +88,8 @@ func (s *Store) ReplayAll(ctx context.Context, f Filter, opts ReplayOptions) ([]
 	return done, errors.Join(errs...)
 }
 
-// ReplaySelected replays the dead letters sel names: those of sel.Seqs in
-// that order, else every one sel.Filter selects (ReplayAll). A failed replay
-// leaves its dead letter in place and does not stop the others; the errors
-// are joined, and the replays that succeeded are returned.
+// ReplaySelected replays the dead letters sel names, as ReplayAll does,
+// and returns those that succeeded.
 func (s *Store) ReplaySelected(ctx context.Context, sel Selection, opts ReplayOptions) ([]Replayed, error) {
 	if err := sel.validate(); err != nil {
 		return nil, err
@@ -154,8 +135,7 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 
 	origMsgID := m.Header.Get(HeaderOriginalMsgID)
 	header := replayHeader(m.Header, m.Seq)
-	// ownID switches to a Nats-Msg-Id of this replay's own, fixed per dead
-	// letter so that retrying the replay cannot queue the request twice.
+	// ownID switches to the replay's own Nats-Msg-Id.
 	ownID := func() {
 		base := origMsgID
 		if base == "" {
@@ -165,8 +145,7 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 		if fields.ID != "" || m.RequestID == "" {
 			return
 		}
-		// The request's id came from its Nats-Msg-Id or its sequence, and
-		// both change now: move the id into the body.
+		// The id came from the Nats-Msg-Id or the sequence, which change.
 		if rewritten, err := setFields(body, m.Header, map[string]string{fieldID: m.RequestID}); err == nil {
 			body, r.BodyChanged = rewritten, true
 		} else {
@@ -182,11 +161,8 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 		return fail("%w", err)
 	}
 	if dup && r.MsgID == origMsgID {
-		// The stream remembers the id in its duplicate window: for the
-		// original request, for another request that reused the id since,
-		// or for an earlier replay of this dead letter. Only the last
-		// means the request is queued; otherwise queue it under the
-		// replay's own id, which a retried replay is a duplicate of.
+		// The duplicate window holds the id: only an earlier replay of this
+		// dead letter means the request is queued.
 		ours, err := s.replays(ctx, ack.Sequence, m.Seq)
 		if err != nil {
 			return fail("%w", err)
@@ -210,10 +186,9 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 	return r, nil
 }
 
-// replays reports whether the requests stream's message at seq is a replay
-// of the dead letter letterSeq. A message no longer there (taken and acked)
-// cannot tell: it counts as not one, since queueing a request again costs
-// at most a second answer, where taking it for queued would lose it.
+// replays reports whether the requests stream's message at seq replays the
+// dead letter letterSeq. One gone (taken) counts as not: queueing again
+// costs at most a second answer, taking it for queued could lose it.
 func (s *Store) replays(ctx context.Context, seq, letterSeq uint64) (bool, error) {
 	str, err := s.js.Stream(ctx, wire.RequestsStream)
 	if err != nil {
@@ -229,14 +204,12 @@ func (s *Store) replays(ctx context.Context, seq, letterSeq uint64) (bool, error
 	return msg.Header.Get(HeaderReplayOf) == strconv.FormatUint(letterSeq, 10), nil
 }
 
-// publish publishes a replayed request with msgID and reports whether the
-// stream dropped it as a duplicate.
+// publish publishes a replayed request with msgID and reports whether it
+// was a duplicate.
 func (s *Store) publish(ctx context.Context, subject string, header nats.Header, body []byte, msgID string) (*jetstream.PubAck, bool, error) {
 	msg := nats.NewMsg(subject)
 	msg.Data = body
-	for k, vs := range header {
-		msg.Header[k] = vs
-	}
+	maps.Copy(msg.Header, header)
 	msg.Header.Set(nats.MsgIdHdr, msgID)
 	ack, err := s.js.PublishMsg(ctx, msg)
 	if err != nil {
@@ -245,9 +218,8 @@ func (s *Store) publish(ctx context.Context, subject string, header nats.Header,
 	return ack, ack.Duplicate, nil
 }
 
-// replayHeader is a dead letter's header as the request had it: without the
-// Detour-DLQ-* headers, the dead letter's own Nats-Msg-Id and any publish
-// directive, and with Detour-Replay-Of naming the dead letter.
+// replayHeader is a dead letter's header without the Detour-DLQ-* ones, its
+// Nats-Msg-Id and publish directives, with Detour-Replay-Of.
 func replayHeader(h nats.Header, seq uint64) nats.Header {
 	out := nats.Header{}
 	for k, vs := range h {

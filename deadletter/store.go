@@ -30,11 +30,16 @@ func ParseReason(s string) (Reason, error) {
 	if r := Reason(s); slices.Contains(Reasons(), r) {
 		return r, nil
 	}
+	return "", fmt.Errorf("deadletter: unknown reason %q (want one of %s)", s, ReasonNames())
+}
+
+// ReasonNames is Reasons, comma-separated: "bad_request, bad_reply_subject, …".
+func ReasonNames() string {
 	names := make([]string, 0, len(Reasons()))
 	for _, r := range Reasons() {
 		names = append(names, string(r))
 	}
-	return "", fmt.Errorf("deadletter: unknown reason %q (want one of %s)", s, strings.Join(names, ", "))
+	return strings.Join(names, ", ")
 }
 
 // Filter selects dead letters; the zero Filter selects all of them.
@@ -45,9 +50,8 @@ type Filter struct {
 	Reason Reason
 }
 
-// Check reports a filter that names no chain a chain file allows
-// (config.ValidName: a wildcard or a dot would select other dead letters or
-// none) or an unknown reason.
+// Check reports a chain that is no chain name (config.ValidName: a wildcard
+// or a dot would select other dead letters) or an unknown reason.
 func (f Filter) Check() error {
 	if f.Chain != "" && !config.ValidName(f.Chain) {
 		return fmt.Errorf("chain %q is not a chain name ([A-Za-z0-9_-]+, at most %d characters)", f.Chain, config.MaxNameLen)
@@ -73,27 +77,20 @@ func (f Filter) match(e Entry) bool {
 
 // Entry sums up one stored dead letter for a listing.
 type Entry struct {
-	// Seq is the dead letter's sequence in DETOUR_DEADLETTER; it names the
-	// dead letter in Get, Replay and Delete.
-	Seq uint64 `json:"seq"`
-	// Time is when the dead letter was stored.
-	Time   time.Time `json:"time"`
+	// Seq is the dead letter's sequence in DETOUR_DEADLETTER.
+	Seq    uint64    `json:"seq"`
+	Time   time.Time `json:"time"` // when it was stored
 	Chain  string    `json:"chain"`
 	Reason Reason    `json:"reason"`
-	// RequestID is the id the processor gave the request: the body's "id",
-	// else the original Nats-Msg-Id, else the request's stream sequence. It
-	// is read best effort: a body that does not decode has no "id".
+	// RequestID is the request's id (wire.RequestID), read best effort.
 	RequestID  string `json:"id"`
 	Error      string `json:"error,omitempty"`
 	Deliveries uint64 `json:"deliveries"`
-	// SourceSeq is the request's sequence in DETOUR_REQUESTS.
-	SourceSeq uint64 `json:"source_seq"`
-	// Size is the length of the request body in bytes.
-	Size int `json:"size"`
+	SourceSeq  uint64 `json:"source_seq"` // in DETOUR_REQUESTS
+	Size       int    `json:"size"`       // of the body, in bytes
 }
 
-// Message is one stored dead letter in full: the request's body and headers
-// as stored, Detour-DLQ-* headers included.
+// Message is one stored dead letter in full, Detour-DLQ-* headers included.
 type Message struct {
 	Entry
 	Header nats.Header `json:"header"`
@@ -116,14 +113,12 @@ func newMessage(seq uint64, stored time.Time, subject string, header nats.Header
 }
 
 // Store reads, replays and removes the dead letters in DETOUR_DEADLETTER.
-// It is what `processor dlq` runs on.
 type Store struct {
 	js  jetstream.JetStream
 	now func() time.Time
 }
 
-// NewStore returns a Store on js. The stream must exist: a processor creates
-// it when it starts.
+// NewStore returns a Store on js; a processor creates the stream.
 func NewStore(js jetstream.JetStream) *Store {
 	return &Store{js: js, now: time.Now}
 }
@@ -169,8 +164,7 @@ func (s *Store) Get(ctx context.Context, seq uint64) (Message, error) {
 func deleteMsg(ctx context.Context, str jetstream.Stream, seq uint64) error {
 	err := str.DeleteMsg(ctx, seq)
 	if err != nil {
-		// The server reports a missing message as a generic deletion
-		// failure (10057): ask whether it is there.
+		// The server reports a missing message as a generic failure.
 		if _, getErr := str.GetMsg(ctx, seq); errors.Is(getErr, jetstream.ErrMsgNotFound) {
 			return fmt.Errorf("%w: %d", ErrNotFound, seq)
 		}
@@ -179,9 +173,8 @@ func deleteMsg(ctx context.Context, str jetstream.Stream, seq uint64) error {
 	return nil
 }
 
-// Purge removes the dead letters f selects and returns how many it removed.
-// It removes only dead letters stored before it started: one stored while it
-// runs is kept.
+// Purge removes the dead letters f selects, stored before it started, and
+// returns how many.
 func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
 	if err := f.Check(); err != nil {
 		return 0, err
@@ -191,8 +184,7 @@ func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
 		return 0, err
 	}
 	if f.Reason == "" {
-		// The whole stream or one chain's subject: one purge request, up
-		// to the last sequence counted.
+		// One purge request, up to the last sequence counted.
 		n, last, err := count(ctx, str, f)
 		if err != nil || n == 0 {
 			return 0, err
@@ -206,8 +198,7 @@ func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
 		}
 		return int(n), nil
 	}
-	// A reason is a header, which the server cannot filter on: remove the
-	// matching dead letters one by one.
+	// The server cannot filter on a header: one by one.
 	var seqs []uint64
 	err = s.each(ctx, f, func(m Message) error {
 		seqs = append(seqs, m.Seq)
@@ -230,9 +221,8 @@ func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
 	return removed, nil
 }
 
-// Selection names the dead letters a replay or purge acts on: Seqs, when
-// there are any, by sequence and in that order; else every dead letter
-// Filter selects (all of them for the zero Selection).
+// Selection names the dead letters a replay or purge acts on: Seqs in that
+// order, when there are any, else those Filter selects.
 type Selection struct {
 	Seqs   []uint64
 	Filter Filter
@@ -245,10 +235,9 @@ func (sel Selection) validate() error {
 	return nil
 }
 
-// PurgeSelected removes the dead letters sel names and returns how many it
-// removed. A named dead letter that cannot be removed (ErrNotFound, for one
-// replayed, purged or aged out) does not stop the others; the errors are
-// joined. Without sequences it is Purge.
+// PurgeSelected removes the dead letters sel names and returns how many. A
+// named one that cannot be removed (ErrNotFound) does not stop the others;
+// the errors are joined. Without sequences it is Purge.
 func (s *Store) PurgeSelected(ctx context.Context, sel Selection) (int, error) {
 	if err := sel.validate(); err != nil {
 		return 0, err
@@ -271,8 +260,8 @@ func (s *Store) PurgeSelected(ctx context.Context, sel Selection) (int, error) {
 	return removed, err
 }
 
-// eachSeq runs do for each of seqs until ctx ends, going on past a failure,
-// and returns the failures (and ctx's error, if it ended) joined.
+// eachSeq runs do for each of seqs until ctx ends, past failures, and
+// returns them and ctx's error joined.
 func eachSeq(ctx context.Context, seqs []uint64, do func(seq uint64) error) error {
 	var errs []error
 	for _, seq := range seqs {
@@ -287,8 +276,8 @@ func eachSeq(ctx context.Context, seqs []uint64, do func(seq uint64) error) erro
 	return errors.Join(errs...)
 }
 
-// count returns how many dead letters are stored under f's subject, and the
-// stream's last sequence.
+// count returns how many dead letters f's subject holds, and the last
+// sequence.
 func count(ctx context.Context, str jetstream.Stream, f Filter) (n, last uint64, err error) {
 	info, err := str.Info(ctx, jetstream.WithSubjectFilter(f.subject()))
 	if err != nil {
@@ -300,23 +289,19 @@ func count(ctx context.Context, str jetstream.Stream, f Filter) (n, last uint64,
 	return n, info.State.LastSeq, nil
 }
 
-// When the server sends nothing for idleTimeout although the listing has
-// not reached its end, the stream is asked whether the rest is still there:
-// it may have been removed meanwhile, or the server may be slow (a leader
-// election, a pause). A listing still missing dead letters after
-// idleStalls such waits fails rather than end short, since replay -all and
-// purge -reason would report success for part of what they were asked.
+// When the server sends nothing for idleTimeout before a listing's end, the
+// stream is asked (within askTimeout) whether the rest is still there. A
+// listing still short after idleStalls such waits fails rather than end
+// short: replay -all and purge -reason would report success for a part.
 var idleTimeout = 5 * time.Second
 
-// idleStalls is how many such waits a listing takes, and askTimeout bounds
-// the question to the stream after each.
 const (
 	idleStalls = 3
 	askTimeout = 5 * time.Second
 )
 
-// each calls fn with every dead letter f selects, oldest first, reading the
-// stream through an ordered consumer (one flow, not a request per message).
+// each calls fn with every dead letter f selects, oldest first, through an
+// ordered consumer.
 func (s *Store) each(ctx context.Context, f Filter, fn func(Message) error) error {
 	if err := f.Check(); err != nil {
 		return err
@@ -379,8 +364,7 @@ func (s *Store) each(ctx context.Context, f Filter, fn func(Message) error) erro
 	}
 }
 
-// remaining reports whether the stream holds a dead letter f's subject
-// selects between sequences from and last.
+// remaining reports whether f's subject holds a dead letter from..last.
 func remaining(ctx context.Context, str jetstream.Stream, f Filter, from, last uint64) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()

@@ -15,46 +15,39 @@ import (
 )
 
 // Handler settles one delivery; *Processor implements it. It settles the
-// message itself instead of returning an error for Consume to NAK: a delivery
-// ends in more ways than ack or nak (a NAK with a computed delay, a
-// termination after its dead letter is stored, a NAK without delay at
-// shutdown), and only the handler knows which.
+// message itself rather than return an error to NAK: a delivery ends in
+// more ways than ack or nak (a NAK with a delay, a term after its dead
+// letter), and only the handler knows which.
 type Handler interface {
 	Handle(ctx context.Context, chainName string, msg jetstream.Msg)
 }
 
 // handBacker is a Handler that counts the deliveries handed back at
-// shutdown, as *Processor does; Consume counts there those it hands back
-// unworked after the stop.
+// shutdown (*Processor); Consume adds those it hands back unworked.
 type handBacker interface{ handBack() }
 
-// ConsumerConfig configures the consume loop. Its settings come from
-// config.Settings, which owns their defaults; Consume refuses a config whose
-// required fields are unset, naming the field. An optional field's comment
-// says what its zero value means.
+// ConsumerConfig configures the consume loop, with config.Settings'
+// defaults. Consume refuses a required field unset, naming it.
 type ConsumerConfig struct {
-	// Chains names the chains to consume, each by its durable consumer,
-	// which must exist (EnsureTopology). Required: at least one.
+	// Chains names the chains to consume, each by its durable consumer
+	// (EnsureTopology). Required: at least one.
 	Chains []string
 	// Workers is the number of deliveries handled at once, across chains.
 	// Required: positive.
 	Workers int
-	// ShutdownTimeout is how long in-flight deliveries may run after Consume's
-	// context ends; the rest are NAK'd without delay. Required: positive
-	// (zero would cut short every provider call in flight at a stop, to be
-	// paid for again by the next processor).
+	// ShutdownTimeout is how long in-flight deliveries may run after the
+	// stop; the rest are NAK'd without delay. Required: positive (zero
+	// would cut short every provider call in flight, to be paid again).
 	ShutdownTimeout time.Duration
-	// Logger receives the consume loop's logs; nil discards them.
+	// Logger receives the logs; nil discards them.
 	Logger *slog.Logger
-	// Repair recreates a consumer or stream that a pull finds gone; nil
-	// leaves the pulls failing until someone else does.
+	// Repair recreates a consumer or stream a pull finds gone; nil repairs
+	// nothing.
 	Repair *Repairer
-	// Health records whether each chain's pulls work, for readiness; nil
-	// records nothing.
+	// Health records whether each chain's pulls work; nil records nothing.
 	Health *Health
 }
 
-// check reports every field of cfg that is unset or out of range.
 func (cfg ConsumerConfig) check() error {
 	var p problems
 	chainList(&p, "ConsumerConfig.Chains", cfg.Chains)
@@ -64,24 +57,20 @@ func (cfg ConsumerConfig) check() error {
 }
 
 const (
-	// pullWait bounds a pull that waits for work. It is also how long a stop
-	// may wait for a waiting pull to end, and how soon pulling resumes after
-	// the consumer's leader changes.
+	// pullWait bounds a pull that waits for work: also how long a stop may
+	// wait for it, and how soon pulling resumes after a leader change.
 	pullWait = time.Second
-	// pullRetry is the pause after a failed pull (no leader, consumer gone),
-	// repaired or not, before the next pull tries again.
+	// pullRetry is the pause after a failed pull.
 	pullRetry = 500 * time.Millisecond
 )
 
-// Consume pulls every chain's consumer and hands deliveries to h, at most
-// Workers at a time. It pulls only as many deliveries as there are free
-// workers: a delivery that waited in a client-side buffer would have its
-// AckWait run out unseen, be redelivered to another processor, and be paid
-// for twice. It blocks until ctx ends, then stops pulling (a delivery that
-// arrives after that is NAK'd without delay), lets in-flight deliveries finish
-// for up to ShutdownTimeout, cancels the rest (their handlers NAK them), and
-// returns when all are settled. It refuses a config with a required field
-// unset before touching the server.
+// Consume pulls every chain's consumer and hands deliveries to h, pulling
+// only as many as there are free workers: one left waiting in a client
+// buffer would have its AckWait run out unseen and be paid for twice. It
+// blocks until ctx ends, then stops pulling (a delivery that arrives later
+// is NAK'd at once), lets in-flight deliveries finish for up to
+// ShutdownTimeout, cancels the rest (their handlers NAK them), and returns
+// when all are settled. It refuses a bad config before touching the server.
 func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg ConsumerConfig) error {
 	if err := cfg.check(); err != nil {
 		return err
@@ -92,10 +81,9 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 	defer cancelWork()
 	p := &puller{ctx: ctx, workCtx: workCtx, h: h, log: cfg.Logger, repair: cfg.Repair, health: cfg.Health,
 		slots: make(chan struct{}, cfg.Workers), work: make(chan pulled, cfg.Workers)}
-	// Workers live as long as Consume: a goroutine per delivery would grow
-	// a fresh stack for every request (a tenth of the CPU a fast chain
-	// costs). A slot is reserved before each delivery is pulled, so a send
-	// on work never waits.
+	// Workers live as long as Consume: a goroutine per delivery would grow a
+	// fresh stack each time (a tenth of a fast chain's CPU). A slot is
+	// reserved before each pull, so a send on work never waits.
 	var working sync.WaitGroup
 	for range cfg.Workers {
 		working.Go(p.worker)
@@ -108,14 +96,9 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 			cons, err = js.Consumer(ctx, wire.RequestsStream, wire.ConsumerName(name))
 		}
 		if err != nil && ctx.Err() != nil {
-			// Stopped while starting: nothing was taken, so nothing is
-			// handed back, and a stop is not a failure.
-			return nil
+			return nil // stopped while starting: nothing was taken
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil // stopped before the first pull: nothing to settle
-			}
 			return fmt.Errorf("stream: consumer %s: %w", wire.ConsumerName(name), err)
 		}
 		consumers[i] = cons
@@ -174,26 +157,18 @@ type chainPuller struct {
 	*puller
 	chain string
 	cons  jetstream.Consumer
-	// alone is set when this is the processor's only chain.
-	alone bool
-	// failing is set from a failed pull to the next one that works, so
-	// that an outage is logged once, not at every retry.
+	alone bool // the processor's only chain
+	// failing is set from a failed pull to the next that works, so that an
+	// outage is logged once.
 	failing bool
 }
 
-// run pulls the chain until ctx ends, each pull asking for no more
-// deliveries than there are free workers. A pull that waits hands each
-// delivery to a worker as it arrives, so the pull need not end before one
-// is worked on.
-//
-// The only chain of a processor makes one pull per batch: it waits on
-// every free worker, and takes at once what is already queued, up to that
-// many: a pull that takes what is there without waiting, made first,
-// would only add a round trip per batch.
-//
-// One of several chains first takes what is queued for every free worker
-// without waiting; when nothing is, it waits on a single worker, so that
-// an idle chain never holds up a busy one.
+// run pulls the chain until ctx ends, each delivery handed to a worker as
+// it arrives. The only chain makes one pull per batch, waiting on every
+// free worker: a pull without waiting first would only add a round trip.
+// One of several chains takes what is queued without waiting; when nothing
+// is, it waits on a single worker, so that an idle chain never holds up a
+// busy one.
 func (c *chainPuller) run() {
 	for c.ctx.Err() == nil {
 		reserved := c.reserve()
@@ -219,10 +194,8 @@ func (c *chainPuller) run() {
 }
 
 // settle records the outcome of one pull. After a failure the chain is not
-// ready until a pull works; a consumer or stream found gone is recreated
-// (by whichever worker of any chain gets there first); then the loop waits
-// pullRetry before the next pull, for a leader election or the repair to
-// settle.
+// ready until a pull works, what is gone is recreated, and the next pull
+// waits pullRetry, for a leader election or the repair to settle.
 func (c *chainPuller) settle(err error) {
 	if c.ctx.Err() != nil {
 		return // a pull cut short by the stop is no failure
@@ -250,8 +223,8 @@ func (c *chainPuller) settle(err error) {
 	}
 }
 
-// reserve takes one free worker slot, waiting for it, and then every other
-// slot that is free right now. It returns 0 when ctx ends first.
+// reserve waits for one free worker slot, then takes every other free now.
+// It returns 0 when ctx ends first.
 func (p *puller) reserve() int {
 	if !p.reserveOne() {
 		return 0
@@ -269,9 +242,7 @@ func (p *puller) reserve() int {
 }
 
 func (p *puller) reserveOne() bool {
-	// Checked first: a select with both cases ready picks one at random,
-	// and a pull started after the stop brings in a delivery only to hand
-	// it back.
+	// Checked first: a select with both cases ready picks one at random.
 	if p.ctx.Err() != nil {
 		return false
 	}
@@ -289,10 +260,9 @@ func (p *puller) release(n int) {
 	}
 }
 
-// dispatch hands each delivery of batch to a worker, each on a slot
-// reserved for it, and returns how many it started and the pull's error, if
-// any. Deliveries arriving after the stop are NAK'd at once so another
-// processor takes them.
+// dispatch hands each delivery of batch to a worker on a reserved slot, and
+// returns how many it started and the pull's error. One arriving after the
+// stop is NAK'd at once, for another processor.
 func (p *puller) dispatch(chainName string, batch jetstream.MessageBatch, err error, reserved int) (started int, _ error) {
 	if err != nil {
 		return 0, err

@@ -8,12 +8,10 @@ import (
 	"sync"
 )
 
-// Health is what the consume loop and the answer path last saw of the
-// topology they use. A processor whose pulls fail cannot take work, and one
-// whose last attempt to store a result failed cannot answer, until a later
-// pull or store succeeds; Err says so, for /readyz. The zero value is
-// healthy; a nil *Health records nothing and is always healthy. Its methods
-// are safe for concurrent use.
+// Health is what the pulls and result stores last saw, for /readyz: a
+// failed pull or store makes Err say so until a later one works. The zero
+// value is healthy; a nil *Health records nothing. Its methods are safe for
+// concurrent use.
 type Health struct {
 	mu      sync.Mutex
 	pulls   map[string]error // chains whose last pull failed, and why
@@ -37,8 +35,8 @@ func (h *Health) Err() error {
 	return errors.Join(errs...)
 }
 
-// pulled records the outcome of one pull of chain and reports whether it
-// changed the chain's state (failing or not).
+// pulled records one pull of chain and reports whether it changed the
+// chain's state.
 func (h *Health) pulled(chain string, err error) (changed bool) {
 	if h == nil {
 		return false
@@ -57,8 +55,7 @@ func (h *Health) pulled(chain string, err error) (changed bool) {
 	return !failing
 }
 
-// stored records the outcome of one attempt to store a result and reports
-// whether it changed the state (failing or not).
+// stored records one result store and reports whether it changed the state.
 func (h *Health) stored(err error) (changed bool) {
 	if h == nil {
 		return false

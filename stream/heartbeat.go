@@ -8,18 +8,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// heartbeat tells the server the delivery is still being worked on every
-// AckWait/3, so a slow provider call is not redelivered to another worker.
-// No beat is sent once the returned stop has returned.
+// heartbeat sends InProgress every AckWait/3, so a slow provider call is
+// not redelivered meanwhile, until the returned stop has returned.
 func (d *delivery) heartbeat(ctx context.Context) (stop func()) {
 	b := beaters.Get().(*beater)
 	b.start(ctx, d.msg, d.p.cfg.AckWait/3) // AckWait is positive: NewProcessor refuses zero
 	return b.stop
 }
 
-// beaters reuses heartbeats with their timers: most deliveries end long
-// before their first beat, and a timer made for each would be most of what
-// a fast chain allocates per request.
+// beaters reuses heartbeats with their timers: most deliveries end before
+// their first beat, and a timer each would be most of a fast chain's
+// allocations.
 var beaters sync.Pool
 
 func init() {
@@ -51,9 +50,8 @@ func (b *beater) start(ctx context.Context, msg jetstream.Msg, every time.Durati
 	b.t.Reset(every)
 }
 
-// beat runs on the timer. A beat that fires as stop runs finds msg nil; one
-// left over from an earlier delivery of this beater, which is harmless,
-// beats for the current one a little early.
+// beat runs on the timer. One firing as stop runs finds msg nil; one left
+// from an earlier delivery beats, harmlessly, early for this one.
 func (b *beater) beat() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

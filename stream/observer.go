@@ -7,10 +7,9 @@ import (
 	"github.com/detourhq/detour/deadletter"
 )
 
-// Observer is told what the consume loop does with each delivery, for
-// metrics: the processor's metrics implement it from outside, so stream
-// never imports them. Its methods are called from every worker at once
-// and must not block.
+// Observer is told what the consume loop does with each delivery; the
+// metrics implement it from outside. Its methods are called from every
+// worker at once and must not block.
 type Observer interface {
 	// Settled counts a delivery's outcome.
 	Settled(chain string, outcome Outcome)
@@ -29,7 +28,7 @@ type Observer interface {
 	InFlight(delta int)
 }
 
-// nobody observes nothing: the Observer of a processor given none.
+// nobody is the Observer of a processor given none.
 type nobody struct{}
 
 func (nobody) Settled(string, Outcome)                         {}
@@ -40,31 +39,25 @@ func (nobody) Nak(string, NakReason)                           {}
 func (nobody) DeadLetter(string, deadletter.Reason)            {}
 func (nobody) InFlight(int)                                    {}
 
-// Outcome is how a delivery was settled: the outcome label of
-// detour_requests_total. Its values are those below and, for a request
-// dead-lettered, the dead-letter reason (see DeadLettered).
+// Outcome is how a delivery was settled, the outcome label of
+// detour_requests_total: those below, or a dead-letter reason.
 type Outcome string
 
 // The outcomes of a delivery that was not dead-lettered.
 const (
-	// OutcomeOK: answered by a provider without degradation.
-	OutcomeOK Outcome = "ok"
-	// OutcomeDegraded: answered, but not by the chain's first choice.
-	OutcomeDegraded Outcome = "degraded"
-	// OutcomeRetry: handed back for a later delivery; detour_naks_total
-	// says why.
+	OutcomeOK       Outcome = "ok"
+	OutcomeDegraded Outcome = "degraded" // not by the chain's first choice
+	// OutcomeRetry: handed back; detour_naks_total says why.
 	OutcomeRetry Outcome = "retry"
-	// OutcomeAlreadyAnswered: a redelivery of a request whose result was
-	// already stored, acked without running the chain.
+	// OutcomeAlreadyAnswered: acked without running the chain, its result
+	// already stored.
 	OutcomeAlreadyAnswered Outcome = "already_answered"
 )
 
-// DeadLettered is the outcome of a delivery dead-lettered for reason: the
-// reason itself.
+// DeadLettered is the outcome of a delivery dead-lettered for reason.
 func DeadLettered(reason deadletter.Reason) Outcome { return Outcome(reason) }
 
-// Outcomes lists every outcome: those above, then one per dead-letter
-// reason.
+// Outcomes lists every outcome, dead-letter reasons last.
 func Outcomes() []Outcome {
 	out := []Outcome{OutcomeOK, OutcomeDegraded, OutcomeRetry, OutcomeAlreadyAnswered}
 	for _, r := range deadletter.Reasons() {
@@ -74,28 +67,22 @@ func Outcomes() []Outcome {
 }
 
 // NakReason is why a delivery was handed back: the reason label of
-// detour_naks_total.
+// detour_naks_total (docs/commands.md).
 type NakReason string
 
 // The reasons for a NAK.
 const (
-	// NakAllCooling: every provider of the chain was cooling down; the
-	// delivery comes back at the earliest reopen.
+	// NakAllCooling: every provider was cooling; back at the earliest
+	// reopen.
 	NakAllCooling NakReason = "all_cooling"
-	// NakUndecided: the providers called rejected the request itself,
-	// and the others that could take it were cooling: it is poison only
-	// if they reject it too, and the delivery comes back at the earliest
-	// reopen for them to judge it.
+	// NakUndecided: the providers called rejected the request, and those
+	// cooling must judge it too; back at the earliest reopen.
 	NakUndecided NakReason = "undecided"
-	// NakFailures: providers were called and failed; the delivery comes
-	// back after a backoff by delivery count.
+	// NakFailures: providers failed; back after a backoff.
 	NakFailures NakReason = "failures"
-	// NakShutdown: the processor is stopping; another takes the delivery
-	// at once.
+	// NakShutdown: the processor is stopping; another takes it at once.
 	NakShutdown NakReason = "shutdown"
-	// NakError: detour's own JetStream work failed (checking for an
-	// earlier result, storing a result or a dead letter); the delivery
-	// comes back shortly.
+	// NakError: detour's own JetStream work failed; back shortly.
 	NakError NakReason = "error"
 )
 

@@ -23,70 +23,60 @@ import (
 	"github.com/detourhq/detour/wire"
 )
 
-// Retry delays after real failures: exponential by delivery count.
+// Retry delays after real failures, by delivery count (backoff), and the
+// jitter that spreads the requests waiting for the same reopen.
 const (
 	retryDelayBase = time.Second
 	retryDelayMax  = time.Minute
-	// reopenJitter spreads the requests that wait for the same reopen.
-	reopenJitter = 250 * time.Millisecond
+	reopenJitter   = 250 * time.Millisecond
 )
 
-// Runner runs one request through a chain; *chain.Chain implements it.
-//
-// req belongs to the caller: Run must not modify it or anything it refers
-// to (its Messages, Schema, Stale), nor keep any of it once it returns. It
-// is a pointer so that the worker's stack, held for the whole wait on a
-// provider, holds no copy of it.
+// Runner runs one request through a chain; *chain.Chain implements it. req
+// is the caller's: Run must neither modify nor keep anything of it. It is a
+// pointer so that the worker's stack, held while a provider is waited on,
+// holds no copy.
 type Runner interface {
 	Run(ctx context.Context, req *chain.Request) (chain.Result, error)
 }
 
-// ProcessorConfig holds what a Processor needs besides its connections. Its
-// settings come from config.Settings, which owns their defaults;
-// NewProcessor refuses a config whose required fields are unset, naming the
-// field. An optional field's comment says what its zero value means.
+// ProcessorConfig holds what a Processor needs besides its connections,
+// with config.Settings' defaults. NewProcessor refuses a required field
+// unset, naming it; an optional field says what its zero value means.
 type ProcessorConfig struct {
-	// Chains maps a chain name to its runner; a delivery of a chain not in
-	// it is dead-lettered bad_request. Required: at least one chain, and no
-	// nil runner.
+	// Chains maps a chain name to its runner; a delivery of another chain
+	// is dead-lettered bad_request. Required: at least one, none nil.
 	Chains map[string]Runner
-	// ReplyPrefixes are the subject prefixes a request's reply_to may start
-	// with (DETOUR_REPLY_PREFIXES, whose form config.Settings checks). A
-	// request may always be answered on its own result subject; nil allows
-	// no other, and a request naming another is dead-lettered
-	// bad_reply_subject. An empty prefix is refused: it would allow any
-	// subject.
+	// ReplyPrefixes are the prefixes a reply_to may start with
+	// (DETOUR_REPLY_PREFIXES) besides the request's own result subject;
+	// another is dead-lettered bad_reply_subject. An empty one is refused:
+	// it would allow any subject.
 	ReplyPrefixes []string
 	// MaxPayload is the largest request body, in bytes; a larger one is
 	// dead-lettered too_large. Required: positive.
 	MaxPayload int
-	// RequestTTL is the deadline of a request that sets none, counted from
-	// its publication, and the latest deadline of any. Required: positive.
+	// RequestTTL is the deadline of a request that sets none, from its
+	// publication, and the latest of any. Required: positive.
 	RequestTTL time.Duration
-	// AckWait is the consumers' ack wait (Topology.AckWait): a delivery
-	// being worked on tells the server so every AckWait/3, so that it is
-	// not delivered again meanwhile. Required: positive.
+	// AckWait is the consumers' (Topology.AckWait): a delivery being worked
+	// on beats every AckWait/3. Required: positive.
 	AckWait time.Duration
-	// MaxInvalidDeliveries is how many deliveries a request gets when every
-	// provider called answers it, but never validly; then it is
-	// dead-lettered invalid_output. Zero means 1.
+	// MaxInvalidDeliveries is how many deliveries a request gets whose
+	// answers are all invalid before it is dead-lettered invalid_output.
+	// Zero means 1.
 	MaxInvalidDeliveries uint64
-	// Logger receives the processor's logs; nil discards them.
+	// Logger receives the logs; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Observer is told each delivery's outcome, for metrics; nil tells
-	// nobody.
+	// Observer is told each delivery's outcome; nil tells nobody.
 	Observer Observer
-	// Repair recreates the results stream when storing a result finds it
-	// gone; nil leaves the answers retrying until someone else does.
+	// Repair recreates a results or dead-letter stream found gone; nil
+	// repairs nothing.
 	Repair *Repairer
-	// Health records whether results can be stored, for readiness; nil
-	// records nothing.
+	// Health records whether results can be stored; nil records nothing.
 	Health *Health
 }
 
-// check reports every field of cfg that is unset or out of range.
 func (cfg ProcessorConfig) check() error {
 	var p problems
 	if len(cfg.Chains) == 0 {
@@ -110,30 +100,24 @@ func (cfg ProcessorConfig) check() error {
 
 // Processor takes deliveries through their life.
 type Processor struct {
-	cfg     ProcessorConfig
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	dlq     *deadletter.Publisher
-	results jetstream.Stream
-	// schemas compiles response schemas, once per distinct schema.
-	schemas *chain.SchemaCache
-	// handedBack counts the deliveries handed back at shutdown.
+	cfg        ProcessorConfig
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	dlq        *deadletter.Publisher
+	results    jetstream.Stream
+	schemas    *chain.SchemaCache
 	handedBack atomic.Int64
-	// seqs holds the requests this processor's workers are on, and those
-	// they settled recently.
-	seqs *sequences
+	seqs       *sequences
 }
 
-// HandedBack is how many deliveries were handed back for another processor
-// to take because a shutdown cut their work short, or came in after the
-// stop (with Consume); a processor logs it at shutdown.
+// HandedBack is how many deliveries a shutdown handed back for another
+// processor to take: cut short, or (with Consume) come in after the stop.
 func (p *Processor) HandedBack() int64 { return p.handedBack.Load() }
 
-// handBack counts one delivery handed back at shutdown.
 func (p *Processor) handBack() { p.handedBack.Add(1) }
 
 // NewProcessor returns a Processor; the topology must already exist. It
-// refuses a config with a required field unset before touching the server.
+// refuses a bad config before touching the server.
 func NewProcessor(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg ProcessorConfig) (*Processor, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -159,14 +143,14 @@ func NewProcessor(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cf
 func (p *Processor) Handle(ctx context.Context, chainName string, msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
-		p.noMetadata(msg, err)
+		p.cfg.Logger.Error("delivery without JetStream metadata", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
 		return
 	}
 	d := delivery{p: p, chain: chainName, msg: msg, meta: meta, started: p.cfg.Now()}
-	// A consumer deleted and made anew delivers again, as first
-	// deliveries, requests a worker here is on or settled lately (see
-	// sequences): hand the first kind back, and check the second for its
-	// answer, rather than pay a provider twice.
+	// A consumer made anew delivers again requests a worker here is on or
+	// settled lately (sequences): hand back the first, check the second for
+	// its answer, rather than pay a provider twice.
 	ok, settled := p.seqs.begin(meta.Sequence.Stream)
 	if !ok {
 		p.cfg.Logger.Info("a request being worked on here was delivered again; handing it back", "chain", chainName,
@@ -178,18 +162,11 @@ func (p *Processor) Handle(ctx context.Context, chainName string, msg jetstream.
 	d.settledHere = settled
 	p.cfg.Observer.InFlight(1)
 	defer p.cfg.Observer.InFlight(-1)
-	// Admitting and running are siblings rather than one function: what the
-	// admission needs is off the stack while a provider is waited on (see
-	// chain.Chain.Run).
+	// Siblings, not one function: what admitting needs is off the stack
+	// while a provider is waited on.
 	if runner := d.admit(ctx); runner != nil {
 		d.run(ctx, runner)
 	}
-}
-
-// noMetadata terminates a message that is not a JetStream delivery.
-func (p *Processor) noMetadata(msg jetstream.Msg, err error) {
-	p.cfg.Logger.Error("delivery without JetStream metadata", "subject", msg.Subject(), "err", err)
-	_ = msg.Term()
 }
 
 // delivery is one message being processed.
@@ -200,16 +177,14 @@ type delivery struct {
 	meta    *jetstream.MsgMetadata
 	started time.Time
 	req     wire.Decoded
-	// settledHere is set when a worker here settled this request lately:
-	// a first delivery of it is checked for an answer like a redelivery.
+	// settledHere: a worker here settled this request lately, so even a
+	// first delivery is checked for an answer.
 	settledHere bool
 	// lastResult is the sequence of the last message under
-	// detour.results.<id> that this delivery knows of, none (0) until it
-	// reads one: a first delivery takes it that there is none, the common
-	// case, and a store finds out otherwise (storeResult).
+	// detour.results.<id> this delivery knows of; 0 (none) until it reads
+	// one, and storeResult finds out otherwise.
 	lastResult uint64
-	// storeID names this delivery on the result it stores
-	// (wire.HeaderDelivery); made on the first store.
+	// storeID names this delivery on its result (wire.HeaderDelivery).
 	storeID string
 }
 
@@ -241,18 +216,15 @@ func (d *delivery) admit(ctx context.Context) Runner {
 		d.deadLetter(ctx, deadletter.ReasonBadRequest, fmt.Errorf("no chain named %q is configured", d.chain), nil)
 		return nil
 	}
-	// A redelivery is checked for an answer before its deadline: one answered
-	// just in time whose ack was lost must not be expired after the fact.
+	// Checked before the deadline: a request answered just in time whose ack
+	// was lost must not be expired after the fact.
 	if d.meta.NumDelivered > 1 || d.settledHere {
 		answered, err := d.answered(ctx)
 		if err != nil {
 			// Not knowing is not "no": calling a provider again could pay
-			// twice for one request. Look again shortly (a leader election).
+			// twice. A redelivery may be the first to find the results
+			// stream gone: repair it as a failed store would.
 			d.log().Warn("checking for an earlier result; will retry", "err", err)
-			// A redelivery (one waiting out a cooldown, say) may be the
-			// first to find the results stream gone: repair it as a failed
-			// store would, or such requests go round until a first
-			// delivery happens to fail a store.
 			d.p.resultStored(ctx, err)
 			d.nak(retryDelayBase, NakError)
 			return nil
@@ -273,12 +245,10 @@ func (d *delivery) admit(ctx context.Context) Runner {
 // run runs an admitted delivery's request through runner, under its
 // deadline and the heartbeat, and settles the delivery with the outcome.
 func (d *delivery) run(ctx context.Context, runner Runner) {
-	// The deadline is the server's time; the context's timer runs on the
-	// local clock, which may be minutes off it.
+	// The deadline is the server's time, the timer the local clock's.
 	runCtx, cancelRun := context.WithTimeout(ctx, d.deadline().Sub(d.p.cfg.Now()))
 	defer cancelRun()
-	// Compiling a schema can take a while too: it runs under the heartbeat,
-	// and a shutdown or the deadline ends the wait for it.
+	// A schema's compilation runs under the heartbeat and the deadline too.
 	stopBeat := d.heartbeat(runCtx)
 	chainReq, err := d.req.ChainRequest(runCtx, d.p.schemas)
 	if err != nil {
@@ -317,14 +287,12 @@ func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 	case errors.As(err, &exhausted) && exhausted.Poison:
 		d.fail(ctx, deadletter.ReasonPoison, *res, err)
 	case errors.As(err, &exhausted) && exhausted.InvalidOutput && d.meta.NumDelivered >= d.p.cfg.MaxInvalidDeliveries:
-		// No outage is to blame and the same answers came back every time:
-		// waiting for the deadline would pay every provider once a minute
-		// for a day.
+		// No outage is to blame: waiting for the deadline would pay every
+		// provider once a minute for a day.
 		d.fail(ctx, deadletter.ReasonInvalidOutput, *res, err)
 	case errors.As(err, &exhausted):
 		d.retryLater(ctx, *res, exhausted)
-	case ctx.Err() != nil:
-		// Shutdown: hand the request to another processor at once.
+	case ctx.Err() != nil: // shutdown: another processor takes it at once
 		d.nak(0, NakShutdown)
 	default: // the request's own deadline ended the run
 		d.expire(ctx, res.Attempts)
@@ -332,9 +300,7 @@ func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 }
 
 // deadline is when the request expires: its own deadline, or its publish
-// time plus the TTL, whichever comes first. The requests stream has no age
-// limit (EnsureTopology): nothing removes a request meanwhile, and past its
-// deadline a redelivery only expires it.
+// time plus the TTL, whichever comes first.
 func (d *delivery) deadline() time.Time {
 	last := d.meta.Timestamp.Add(d.p.cfg.RequestTTL)
 	if at := d.req.DeadlineAt; d.req.HasDeadline() && at.Before(last) {
@@ -343,10 +309,8 @@ func (d *delivery) deadline() time.Time {
 	return last
 }
 
-// answered reports whether a result for this request is already stored, so
-// a redelivery after a crash or a lost ack calls no provider again. It
-// remembers the subject's last message, which this delivery's own result
-// is then stored after (storeResult).
+// answered reports whether a result for this request message is already
+// stored, and remembers the subject's last message for storeResult.
 func (d *delivery) answered(ctx context.Context) (bool, error) {
 	m, err := d.p.results.GetLastMsgForSubject(ctx, wire.ResultSubject(d.req.ID))
 	switch {
@@ -357,16 +321,13 @@ func (d *delivery) answered(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	d.lastResult = m.Sequence
-	// A result stored for another request message with the same id (the
-	// failed result of a dead letter since replayed, a client reusing an
-	// id, or the request of a requests stream since created again, whose
-	// sequences began again) does not answer this one: results name the
-	// message they answer.
+	// A result of another request message with the same id (a replayed dead
+	// letter, a reused id, a recreated requests stream) does not answer this.
 	return d.answers(m), nil
 }
 
-// answers reports whether m, a message of the results stream, answers this
-// delivery's request message.
+// answers reports whether m, of the results stream, answers this delivery's
+// request message.
 func (d *delivery) answers(m *jetstream.RawStreamMsg) bool {
 	return wire.Answers(m.Header, m.Time, d.meta.Sequence.Stream, d.meta.Timestamp)
 }
@@ -378,11 +339,7 @@ func (d *delivery) annotate(res *chain.Result) {
 	res.Metadata = d.req.Metadata
 }
 
-// retryLater NAKs with a delay: the earliest reopen when every provider was
-// cooling, or when those that were not rejected the request and the others
-// must judge it too (ExhaustedError.Undecided); else a backoff by delivery
-// count that never ends before the earliest reopen. A delay never runs past
-// the deadline, so the next delivery expires the request on time.
+// retryLater NAKs with retryDelay's delay, counting why.
 func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.ExhaustedError) {
 	delay := retryDelay(ex, d.backoff(), time.Duration(rand.Int64N(int64(reopenJitter))), d.p.cfg.Now(), d.deadline())
 	d.log().Info("no provider answered; retrying later", "delay", delay, "all_cooling", ex.AllCooling, "undecided", ex.Undecided, "deliveries", d.meta.NumDelivered)
@@ -396,10 +353,10 @@ func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.E
 	d.nak(delay, reason)
 }
 
-// retryDelay is retryLater's delay at now for ex: the earliest reopen plus
-// jitter when no provider failed for an outage (every one cooling, or the
-// others rejecting the request), else backoff, never before the earliest
-// reopen; at least 10 ms, and never past deadline.
+// retryDelay is the delay at now for ex: the earliest reopen plus jitter
+// when no provider failed for an outage (all cooling, or undecided), else
+// backoff, never before the earliest reopen; at least 10 ms, and never past
+// deadline, so that the next delivery expires the request on time.
 func retryDelay(ex *chain.ExhaustedError, backoff, jitter time.Duration, now, deadline time.Time) time.Duration {
 	var delay time.Duration
 	if !ex.AllCooling && !ex.Undecided {
@@ -419,8 +376,8 @@ func retryDelay(ex *chain.ExhaustedError, backoff, jitter time.Duration, now, de
 // is one to log: the 1st, 2nd, 4th, 8th…
 func sparse(n uint64) bool { return n&(n-1) == 0 }
 
-// backoff is how long to wait before delivering the request again after a
-// failure: retryDelayBase, doubling with each delivery, up to retryDelayMax.
+// backoff is retryDelayBase, doubling with each delivery, up to
+// retryDelayMax.
 func (d *delivery) backoff() time.Duration {
 	n := min(max(d.meta.NumDelivered, 1)-1, 16)
 	return min(retryDelayBase<<n, retryDelayMax)
@@ -440,8 +397,7 @@ func (d *delivery) nak(delay time.Duration, reason NakReason) {
 	}
 }
 
-// expire dead-letters a request whose deadline passed and publishes a failed
-// result so that a waiting requester learns of it.
+// expire dead-letters a request whose deadline passed, with a failed result.
 func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 	why := "deadline passed before any provider answered"
 	if d.req.HasDeadline() && d.deadline().Before(d.req.DeadlineAt) {
@@ -455,21 +411,14 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 
 // fail dead-letters the request, then publishes a failed result saying why.
 //
-// The dead letter comes first: once the failed result is stored, a
-// redelivery would take it for this request's answer and ack, so a dead
-// letter not yet stored would be lost. A dead letter that cannot be stored
-// is kept by the worker, as an answer is, while a redelivery would pay a
-// provider again: a provider was called for the request (res.Attempts) and
-// its deadline is ahead. Otherwise, and then, the request is handed back
-// for another try: refused on arrival, it is refused again for free, and
-// past its deadline it is only expired. A failed result that cannot be
-// stored is retried like an answer (keep), for failedResultPatience, since
-// it is all a waiting requester will hear; handing the request back instead
-// would run it again. Only then, or at the shutdown deadline, is it given
-// up, and the request, safe in the dead-letter stream, terminated all the
-// same. The patience is short next to a request's deadline (a day by
-// default): a burst of refused requests during a results outage must not
-// hold every worker, and the dead letter keeps what the result would say.
+// The dead letter comes first: a redelivery would take a stored failed
+// result for the answer, and a dead letter not yet stored would be lost.
+// When a provider was called, a dead letter that cannot be stored is
+// retried until the deadline, since a redelivery would pay again; else the
+// request is handed back at once, to be refused again for free. A failed
+// result that cannot be stored is retried for failedResultPatience only,
+// then the request, safe as a dead letter, is terminated all the same: a
+// burst of refused requests in a results outage must not hold every worker.
 func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain.Result, cause error) {
 	res.Status = chain.StatusFailed
 	res.Error = failedResultError(reason, cause)
@@ -481,9 +430,7 @@ func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain
 		return
 	}
 	switch attempts, err := d.keep(ctx, &res, d.p.cfg.Now().Add(failedResultPatience)); {
-	case errors.Is(err, errAnswered):
-		// The dead letter stays: it is safe there, and replaying it asks
-		// again.
+	case errors.Is(err, errAnswered): // the dead letter stays, safe
 		d.log().Info("another delivery answered the request meanwhile; its result stands, not this failed one", "reason", reason)
 	case err != nil:
 		d.log().Error("publishing failed result; giving up", "attempts", attempts, "err", err)
@@ -491,8 +438,7 @@ func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain
 	_ = d.msg.Term()
 }
 
-// called reports whether any of attempts called a provider, rather than
-// skip it.
+// called reports whether any of attempts called a provider.
 func called(attempts []chain.Attempt) bool {
 	return slices.ContainsFunc(attempts, func(a chain.Attempt) bool { return a.Outcome != chain.OutcomeSkipped })
 }
@@ -500,9 +446,8 @@ func called(attempts []chain.Attempt) bool {
 // maxResultError bounds the error of a failed result, in bytes.
 const maxResultError = 1024
 
-// failedResultError is the error of a failed result: the dead-letter reason,
-// then why, on one line and cut to maxResultError bytes. A wire error's own
-// prefix ("bad request: ") would say the reason twice, and is left out.
+// failedResultError is "<reason>: <why>" on one line, cut to
+// maxResultError; a wire error's own prefix would say the reason twice.
 func failedResultError(reason deadletter.Reason, cause error) string {
 	msg := cause.Error()
 	for _, sentinel := range []error{wire.ErrBadRequest, wire.ErrBadReplySubject} {
@@ -514,11 +459,9 @@ func failedResultError(reason deadletter.Reason, cause error) string {
 	return text.Cut(string(reason)+": "+msg, maxResultError)
 }
 
-// refuse dead-letters a request refused on arrival: its body is too large,
-// does not decode or breaks a rule. When its id and reply subject can still
-// be read (wire.RefusedAddress), a failed result goes there too, so that a
-// waiting client learns why; a reply subject the request may not name is
-// never used, only its own result subject.
+// refuse dead-letters a request refused on arrival, with a failed result
+// where its id and a reply subject it may name can still be read
+// (wire.RefusedAddress).
 func (d *delivery) refuse(ctx context.Context, reason deadletter.Reason, cause error) {
 	d.req = wire.Decoded{}
 	if addr, ok := wire.RefusedAddress(d.msg.Data(), d.msg.Headers(), d.meta.Sequence.Stream, d.p.cfg.ReplyPrefixes); ok {
@@ -527,10 +470,8 @@ func (d *delivery) refuse(ctx context.Context, reason deadletter.Reason, cause e
 	d.deadLetter(ctx, reason, cause, nil)
 }
 
-// deadLetter stores the request in the dead-letter stream, then publishes a
-// failed result when the request has an id to answer under, then terminates
-// it. If the dead letter cannot be stored the request is NAK'd instead, so it
-// is never lost.
+// deadLetter stores the dead letter, with a failed result when the request
+// has an id, and terminates it; a dead letter not stored NAKs instead.
 func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt) {
 	if d.req.ID == "" { // nowhere to answer: the dead letter is all
 		if d.storeDeadLetter(ctx, reason, cause, attempts, time.Time{}) {
@@ -544,10 +485,8 @@ func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cau
 }
 
 // storeDeadLetter publishes the dead letter and reports whether it is
-// stored. A failed publish is retried while the worker keeps the delivery
-// (holding), until keepUntil (a zero one: no retry here); then, or at a
-// shutdown, the request is handed back for another try, and false
-// returned.
+// stored. A failed publish is retried (holding) until keepUntil (zero: no
+// retry); then, or at a shutdown, the request is handed back.
 func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt, keepUntil time.Time) bool {
 	letter := deadletter.Letter{
 		Chain: d.chain, Reason: reason, Err: cause,
@@ -568,18 +507,12 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 			d.log().Error("dead-lettering failed; will retry", "reason", reason, "deliveries", n, "try", try, "err", err)
 		}
 		if topology.Gone(err) {
-			// The dead-letter stream was deleted: put it back before the
-			// retry, as the answer path does for results.
 			_ = d.p.cfg.Repair.Ensure(context.WithoutCancel(ctx))
 		}
 		if wire.NoRoom(err) {
-			// The dead-letter stream is full (DETOUR_DEADLETTER_MAX_BYTES),
-			// or the whole store is: no wait of this worker's makes room.
-			// Holding it until the deadline would let a flood of poison
-			// requests take every worker of every chain for a day; the
-			// request waits in DETOUR_REQUESTS instead, handed back with
-			// the backoff by delivery count, so that while the stream stays
-			// full its providers are paid again at most once a minute.
+			// A full stream or store: no wait here makes room, and a flood
+			// of poison requests held would take every worker. Handed back
+			// with the backoff, it costs its providers once a minute.
 			break
 		}
 		if !h.more() || !h.wait() {

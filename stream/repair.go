@@ -18,28 +18,23 @@ import (
 )
 
 const (
-	// repairEvery is the least time between two checks of the topology: a
-	// worker that fails again sooner shares the last check's outcome.
+	// repairEvery is the least time between two checks: a worker failing
+	// sooner shares the last check's outcome.
 	repairEvery = 500 * time.Millisecond
-	// repairTimeout bounds one check and the re-creation that follows it.
+	// repairTimeout bounds one check and its re-creation.
 	repairTimeout = 10 * time.Second
-	// recreatePause is how long a stream found gone is left before it is
-	// created again (see repair).
+	// recreatePause is how long a stream found gone is left (see repair).
 	recreatePause = time.Second
 )
 
-// Repairer puts back what EnsureTopology built when part of it is found
-// gone: a consumer, or the requests, results or dead-letter stream, deleted
-// by an operator or lost with a server's store. It runs the same idempotent
-// EnsureTopology as at start, so a repaired part is configured as a new one
-// would be. Its methods are safe for concurrent use; a nil *Repairer repairs
-// nothing.
+// Repairer puts back, with EnsureTopology, a consumer or stream found gone:
+// deleted by an operator or lost with a server's store. Its methods are
+// safe for concurrent use; a nil *Repairer repairs nothing.
 type Repairer struct {
 	js   jetstream.JetStream
 	topo Topology
 	log  *slog.Logger
-	// gate makes one check for every worker that finds the same gap.
-	gate coalesce.Gate
+	gate coalesce.Gate // one check for every worker that finds the same gap
 }
 
 // NewRepairer returns a Repairer of topology t; a nil logger discards.
@@ -48,11 +43,9 @@ func NewRepairer(js jetstream.JetStream, t Topology, logger *slog.Logger) *Repai
 	return &Repairer{js: js, topo: t, log: logger, gate: coalesce.Gate{Every: repairEvery, Timeout: repairTimeout}}
 }
 
-// Ensure checks the topology and recreates what is missing. However many
-// workers call it at once, one check runs and they share its outcome; a call
-// within repairEvery of the last check reuses its outcome. Each re-creation
-// is logged once, at warn, naming what was missing. It returns nil when
-// everything is in place.
+// Ensure checks the topology and recreates what is missing, logged once at
+// warn. Callers at once, or within repairEvery, share one check's outcome.
+// It returns nil when everything is in place.
 func (r *Repairer) Ensure(ctx context.Context) error {
 	if r == nil {
 		return nil
@@ -63,20 +56,16 @@ func (r *Repairer) Ensure(ctx context.Context) error {
 func (r *Repairer) repair(ctx context.Context) error {
 	missing, streamGone, err := r.missing(ctx)
 	if err != nil {
-		// The server is unreachable or busy (a leader election): the
-		// caller's own error already says so.
-		return err
+		return err // unreachable or busy: the caller's own error says so
 	}
 	if len(missing) == 0 {
 		return nil
 	}
 	r.log.Warn("topology incomplete; recreating it", "missing", missing)
 	if streamGone {
-		// A stream created again at once, while the server may still be
-		// ending the one deleted, now and then never stores a message:
-		// every publish to it times out, for good (3 of 40 runs of
-		// TestConsumeRecreatesTheRequestsStream; none of 40 with this
-		// pause).
+		// A stream created again while the server may still be ending the
+		// deleted one now and then never stores a message (3 of 40 runs of
+		// TestConsumeRecreatesTheRequestsStream; none of 40 with the pause).
 		if err := wait.Sleep(ctx, recreatePause); err != nil {
 			return err
 		}
@@ -89,9 +78,8 @@ func (r *Repairer) repair(ctx context.Context) error {
 	return nil
 }
 
-// missing names the streams and consumers of the topology that the server
-// does not have, and reports whether a stream is among them. A missing
-// requests stream implies its consumers.
+// missing names the streams, subjects and consumers the server lacks, and
+// reports whether a stream is among them.
 func (r *Repairer) missing(ctx context.Context) (missing []string, streamGone bool, err error) {
 	requestsGone := false
 	for _, name := range []string{wire.RequestsStream, wire.ResultsStream, wire.DeadLetterStream} {
@@ -104,8 +92,8 @@ func (r *Repairer) missing(ctx context.Context) (missing []string, streamGone bo
 		case err != nil:
 			return nil, false, fmt.Errorf("stream: checking %s: %w", name, err)
 		case name == wire.RequestsStream:
-			// Another processor's update, made at the same moment as
-			// this one's, can leave out a chain of this one's.
+			// Another processor's update at the same moment can leave
+			// out a chain of this one's.
 			for _, c := range r.topo.Chains {
 				if !slices.Contains(s.CachedInfo().Config.Subjects, wire.RequestSubject(c)) {
 					missing = append(missing, "subject "+wire.RequestSubject(c))
@@ -129,17 +117,14 @@ func (r *Repairer) missing(ctx context.Context) (missing []string, streamGone bo
 	return missing, streamGone, nil
 }
 
-// resultStored records the outcome of one attempt to store a result. A
-// failure makes the processor not ready until a later store succeeds; one
-// that says the results stream is gone repairs the topology first, so that
-// the answer's next attempt finds the stream back. A result too large for
-// the server is that result's fault, not the processor's: it is not counted;
-// one refused because another delivery answered is a store that worked.
+// resultStored records one attempt to store a result for readiness, and
+// repairs a results stream found gone before the next. errTooLarge is the
+// result's fault, not counted; errAnswered is a store that worked.
 func (p *Processor) resultStored(ctx context.Context, err error) {
 	switch {
 	case errors.Is(err, errTooLarge):
 		return
-	case errors.Is(err, errAnswered): // the stream works: it told
+	case errors.Is(err, errAnswered):
 		err = nil
 	}
 	switch changed := p.cfg.Health.stored(err); {

@@ -17,15 +17,11 @@ import (
 	"github.com/detourhq/detour/wire"
 )
 
-// answer stores and publishes the result, then acks. The answer is already
-// paid for, so a failed store (a leader election, a slow server, a results
-// stream that refuses writes) is retried for as long as the request may
-// live (keep): handing the request back would pay a provider again on every
-// redelivery.
-//
-// What a worker does here runs on the stack it waited on the provider with,
-// which must stay within 8 KiB (BENCHMARKS.md): the result goes by pointer,
-// and what happens when it cannot be stored is in unstored.
+// answer stores and publishes the result, then acks. The answer is paid
+// for, so a failed store is retried for as long as the request may live:
+// handing it back would pay a provider again. This runs on the stack the
+// worker waited on, which must stay within 8 KiB (BENCHMARKS.md): the
+// result goes by pointer, and the failure path is in unstored.
 func (d *delivery) answer(ctx context.Context, res *chain.Result) {
 	attempts, err := d.keep(ctx, res, d.deadline())
 	if errors.Is(err, errAnswered) {
@@ -46,8 +42,8 @@ func (d *delivery) answer(ctx context.Context, res *chain.Result) {
 	d.p.cfg.Observer.Answered(d.chain, now.Sub(d.meta.Timestamp), now, res.Degraded)
 }
 
-// answeredElsewhere acks a delivery whose result, of status, was not stored
-// because another delivery's answers the request (errAnswered).
+// answeredElsewhere acks a delivery whose result was not stored, as another
+// delivery's answers the request (errAnswered).
 func (d *delivery) answeredElsewhere(status chain.Status) {
 	d.log().Info("another delivery answered the request meanwhile; its result stands, and this one is neither stored nor replied",
 		"status", status, "deliveries", d.meta.NumDelivered)
@@ -55,43 +51,33 @@ func (d *delivery) answeredElsewhere(status chain.Status) {
 	d.p.cfg.Observer.Settled(d.chain, OutcomeAlreadyAnswered)
 }
 
-// unstored settles a delivery whose answer keep could not store after
-// attempts tries, err the last one's error.
+// unstored settles a delivery whose answer keep could not store.
 func (d *delivery) unstored(ctx context.Context, res *chain.Result, attempts int, err error) {
 	switch {
 	case errors.Is(err, errTooLarge):
-		// Retrying cannot help and the answer cannot be delivered: say so
-		// to the requester and keep the request, instead of paying the
-		// provider again on every redelivery until it ages out.
+		// Retrying cannot help: tell the requester rather than pay the
+		// provider again on every redelivery.
 		res.Content = ""
 		d.fail(ctx, deadletter.ReasonTooLarge, *res, err)
 	case ctx.Err() != nil: // shutdown: another processor takes it at once
 		d.nak(0, NakShutdown)
 	default:
 		d.log().Error("publishing result; the request expires before its answer can be stored", "attempts", attempts, "err", err)
-		// A failed result names no answer (results.md): only what was
-		// tried.
+		// A failed result names no answer, only what was tried.
 		failed := chain.Result{Attempts: res.Attempts}
 		d.annotate(&failed)
 		d.fail(ctx, deadletter.ReasonExpired, failed, fmt.Errorf("the answer could not be stored before the deadline: %w", err))
 	}
 }
 
-// keep stores and publishes res, retrying a failed store (holding) while
-// the worker keeps the delivery, until the deadline until has passed: the
-// last try comes at until. It returns nil once res is stored, or the last
-// error when res cannot be stored (errTooLarge), another delivery's result
-// answers the request (errAnswered), ctx ends (the shutdown deadline), or a
-// try at until failed; and how many tries it made. A try that landed
-// although its acknowledgement was lost is known for this delivery's own
-// on the next (storeResult).
-//
-// res is taken by pointer, as publishResult takes it: a worker's stack must
-// stay within 8 KiB on this path (BENCHMARKS.md), and a result is large.
+// keep stores and publishes res, retrying a failed store (holding) up to a
+// last try at until. It returns how many tries it made and nil once res is
+// stored, else the last error: errTooLarge, errAnswered, ctx's end (the
+// shutdown deadline) or the try at until. res goes by pointer for the
+// worker's stack (answer).
 func (d *delivery) keep(ctx context.Context, res *chain.Result, until time.Time) (attempts int, err error) {
-	// Storing is not cut short by the shutdown deadline, only bounded by
-	// its own timeout per attempt: what it stores is paid for, or is all a
-	// requester will hear.
+	// Not cut short by the shutdown deadline, only by publishTimeout a try:
+	// what it stores is paid for, or all a requester will hear.
 	storeCtx := context.WithoutCancel(ctx)
 	h := d.hold(ctx, until)
 	defer h.stop()
@@ -113,10 +99,9 @@ func (d *delivery) keep(ctx context.Context, res *chain.Result, until time.Time)
 }
 
 // A failed publish of a result is retried after publishRetryBase, doubling
-// up to publishRetryMax: an answer until the request's deadline, a failed
-// result for failedResultPatience. A result keeps
-// resultMargin bytes free below the server's max payload for the headers
-// that differ between the stored copy and the reply.
+// up to publishRetryMax: an answer until its deadline, a failed result for
+// failedResultPatience. resultMargin bytes are kept free below the server's
+// max payload for the headers that differ between stored copy and reply.
 const (
 	resultMargin     = 256
 	publishRetryBase = 250 * time.Millisecond
@@ -129,13 +114,10 @@ const (
 // errTooLarge marks a result that does not fit the server's max payload.
 var errTooLarge = errors.New("too large for the server")
 
-// publishResult stores the result under detour.results.<id> and, when the
-// request named another reply subject, publishes it there too. An ok result
-// that does not fit the server's max payload is refused with errTooLarge; a
-// failed one is cut down to fit (metadata, then attempts), since it must
-// reach the requester whatever it carried.
-//
-// A failed result cut down stays cut down in *res, for the next try.
+// publishResult stores the result under detour.results.<id> and publishes
+// it to another reply subject the request named. An ok result over the
+// server's max payload is errTooLarge; a failed one loses its metadata and
+// attempts to fit, in *res, for the next try too.
 func (d *delivery) publishResult(ctx context.Context, res *chain.Result) error {
 	out := outgoings.Get().(*outgoing)
 	defer out.release()
@@ -169,29 +151,21 @@ func (d *delivery) publishResult(ctx context.Context, res *chain.Result) error {
 	return nil
 }
 
-// errAnswered is a result not stored because another delivery's result
-// answers the same request message: a processor cut off past AckWait whose
-// deliveries went to another, or a consumer made again that handed the
-// request out anew. The request is answered; nothing is replied.
+// errAnswered: another delivery's result answers the request message (one
+// cut off past AckWait, or a consumer made again). Nothing is replied.
 var errAnswered = errors.New("another delivery's result answers this request message")
 
 // maxStoreRounds bounds how often storeResult finds the subject's last
-// message changed under it, by results of other request messages with the
-// same id, before it leaves the next try to keep's backoff.
+// message changed under it before it leaves the next try to keep.
 const maxStoreRounds = 4
 
-// storeResult stores msg under detour.results.<id> unless a result there
-// answers this request message already. The store expects the subject's
-// last message to be the one this delivery knows of (lastResult; none for a
-// first delivery): a second writer, however late and whatever the duplicate
-// window, learns of the first one's result instead of storing after it.
-// Refused, it reads the subject's last message: one that answers this
-// request message and names this delivery is its own earlier try, whose
-// acknowledgement was lost (stored); one naming another delivery is
-// errAnswered; a result of another request message with the same id (the
-// failed result of a dead letter since replayed, a reused id) is what this
-// one is stored after, under a Nats-Msg-Id of this request message's own,
-// so that the id's duplicate window does not drop it.
+// storeResult stores msg under detour.results.<id>, expecting the
+// subject's last message to be lastResult, so that a second writer, however
+// late, learns of the first one's result instead of storing after it.
+// Refused, it reads the last message: this delivery's own earlier try whose
+// ack was lost is success; another delivery's answer is errAnswered; a
+// result of another request message with the same id is stored after, under
+// a Nats-Msg-Id of this message's own that the duplicate window keeps.
 func (d *delivery) storeResult(ctx context.Context, out *outgoing, msg *nats.Msg) error {
 	for range maxStoreRounds {
 		out.expect(msg, d.lastResult)
@@ -203,9 +177,8 @@ func (d *delivery) storeResult(ctx context.Context, out *outgoing, msg *nats.Msg
 		if err != nil && !wrongLastSequence(err) {
 			return fmt.Errorf("storing result: %w", err)
 		}
-		// The subject has moved on from what this delivery knew, or the
-		// id was stored within the duplicate window (a clustered stream
-		// checks that first): look at what is there.
+		// The subject moved on, or the id is in the duplicate window (a
+		// clustered stream checks that first): look at what is there.
 		last, err := d.p.results.GetLastMsgForSubject(ctx, msg.Subject)
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
@@ -225,29 +198,26 @@ func (d *delivery) storeResult(ctx context.Context, out *outgoing, msg *nats.Msg
 	return fmt.Errorf("storing result: %s changed %d times while this one was stored", msg.Subject, maxStoreRounds)
 }
 
-// expect makes msg, made by out.message, expect seq as the last sequence of
-// its subject (jetstream.WithExpectLastSequencePerSubject, without the
-// allocations of an option: a first delivery's 0 costs none).
+// expect makes msg expect seq as its subject's last sequence, without the
+// allocations of jetstream.WithExpectLastSequencePerSubject.
 func (out *outgoing) expect(msg *nats.Msg, seq uint64) {
 	out.vals[len(out.vals)-1] = strconv.FormatUint(seq, 10)
 	msg.Header[jetstream.ExpectedLastSubjSeqHeader] = out.vals[len(out.vals)-1:]
 }
 
-// wrongLastSequence reports whether err is the stream's refusal of a store
-// that expected another last sequence of its subject; a replicated stream
-// reports it with a code of its own (nats.go's jetstream.ErrKeyExists
-// covers only the first).
+// wrongLastSequence reports whether err refuses a store that expected
+// another last subject sequence; a replicated stream has a code of its own,
+// which jetstream.ErrKeyExists misses.
 func wrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) &&
 		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
-// outgoing is a result on its way out: its encoding and its message. They
-// are reused (outgoings) since a fast chain would otherwise allocate them
-// anew for every request, a good part of what it allocates. A publish has
-// copied the message into the connection's buffer by the time it returns,
-// so an outgoing is free again once publishResult returns.
+// outgoing is a result on its way out, reused (outgoings): a fast chain
+// would otherwise allocate a good part of its garbage here. A publish has
+// copied the message by the time it returns, so an outgoing is free again
+// once publishResult returns.
 type outgoing struct {
 	enc  wire.ResultEncoder
 	vals [10]string // the headers' values, one slice of one each; the last is expect's
@@ -256,9 +226,8 @@ type outgoing struct {
 
 var outgoings = sync.Pool{New: func() any { return new(outgoing) }}
 
-// maxPooledBuffer is the largest encoding buffer, in bytes, an outgoing
-// takes back into the pool: one that a large answer grew is left to the
-// garbage collector, so that the pool never holds many of them.
+// maxPooledBuffer is the largest encoding buffer, in bytes, taken back into
+// the pool: one a large answer grew is left to the garbage collector.
 const maxPooledBuffer = 64 << 10
 
 // release puts out back into the pool, holding nothing of its result.
@@ -272,8 +241,8 @@ func (out *outgoing) release() {
 	outgoings.Put(out)
 }
 
-// message is the result message to subject with its headers, in out.msg:
-// each call replaces what the last one made.
+// message is the result message to subject, in out.msg, replacing the
+// last one made.
 func (out *outgoing) message(d *delivery, subject string, data []byte, res *chain.Result) *nats.Msg {
 	if d.storeID == "" {
 		d.storeID = nuid.Next()
@@ -285,8 +254,7 @@ func (out *outgoing) message(d *delivery, subject string, data []byte, res *chai
 		h = make(nats.Header, len(out.vals)+2) // and the two that MarkAnswers sets
 	}
 	clear(h) // a reply subject's message follows the stored one
-	// Each value is a slice of one whose capacity ends there, so that an
-	// Add to one header cannot write over the next.
+	// Capacity ends with each value, so an Add cannot write over the next.
 	one := func(i int) []string { return out.vals[i : i+1 : i+1] }
 	h[wire.HeaderMsgID] = one(0)
 	h[wire.HeaderRequestID] = one(1)
@@ -304,6 +272,5 @@ func (out *outgoing) message(d *delivery, subject string, data []byte, res *chai
 	return &out.msg
 }
 
-// payloadSize is what the server counts against its max payload: the
-// encoded headers and the body.
+// payloadSize is what the server counts against its max payload.
 func payloadSize(m *nats.Msg) int64 { return int64(m.Size() - len(m.Subject) - len(m.Reply)) }

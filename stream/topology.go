@@ -19,62 +19,47 @@ const (
 	deadLetterAge   = 7 * 24 * time.Hour
 )
 
-// Topology is what EnsureTopology creates. Its settings come from
-// config.Settings, which owns their defaults; EnsureTopology refuses a
-// Topology whose required fields are unset, naming the field.
+// Topology is what EnsureTopology creates, with config.Settings' defaults.
+// EnsureTopology refuses a required field unset, naming it.
 type Topology struct {
 	// Chains names the chains, each with a requests subject and a durable
 	// consumer. Required: at least one, none empty.
 	Chains []string
-	// Replicas is how many copies every stream and consumer keeps (the
-	// server allows 1 to 5). Zero means 1; negative is refused.
+	// Replicas is how many copies every stream and consumer keeps (1 to 5).
+	// Zero means 1.
 	Replicas int
-	// AckWait is how long a delivery may stay unacknowledged before the
-	// server delivers it again; the processor's heartbeat follows it
-	// (ProcessorConfig.AckWait). Required: positive (JetStream would read
-	// zero as its own default, which the processor cannot know).
+	// AckWait is how long a delivery may stay unacknowledged before it is
+	// delivered again (ProcessorConfig.AckWait). Required: positive, as
+	// JetStream would read zero as its own default.
 	AckWait time.Duration
 	// MaxAckPending is how many deliveries of one chain may be
 	// unacknowledged at once, across processors. Required: positive.
 	MaxAckPending int
-	// ResultTTL is how long a result is kept in the results stream; it
-	// also bounds its duplicate window. Required: positive (zero would keep
-	// results forever).
+	// ResultTTL is how long a result is kept; it bounds the duplicate
+	// window too. Required: positive.
 	ResultTTL time.Duration
-	// RequestsMaxBytes, ResultsMaxBytes and DeadLetterMaxBytes bound what
-	// each stream stores, in bytes; the server reserves them in its store
-	// at creation, and refuses a stream it has no room for. A full requests
-	// stream refuses new requests at publish (discard new), so that the
-	// results and dead letters of those queued keep their room: the
-	// requests' bound is to be well below the others'. A full results
-	// stream drops its oldest results to take a new one (discard old); a
-	// full dead-letter stream refuses new dead letters (discard new),
-	// whose requests then stay queued. Zero means no bound.
+	// RequestsMaxBytes, ResultsMaxBytes and DeadLetterMaxBytes bound each
+	// stream, in bytes, reserved in the server's store at creation. Full,
+	// the requests stream refuses new requests, so that those queued keep
+	// room for their results and dead letters; the results stream drops its
+	// oldest; the dead-letter stream refuses new ones, whose requests stay
+	// queued. Zero means no bound.
 	RequestsMaxBytes, ResultsMaxBytes, DeadLetterMaxBytes int64
-	// Kept, if set, is told of each setting of this Topology that the
-	// server keeps a larger value of (EnsureTopology): set by another
-	// processor, or by an operator.
+	// Kept, if set, is told of each setting the server keeps a larger value
+	// of, set by another processor or an operator.
 	Kept func(what string)
 }
 
-// check reports every field of t that is unset or out of range.
 func (t Topology) check() error {
 	var p problems
 	chainList(&p, "Topology.Chains", t.Chains)
-	if t.Replicas < 0 {
-		p.add("Topology.Replicas", "must not be negative")
-	}
+	notNegative(&p, "Topology.Replicas", t.Replicas)
 	positive(&p, "Topology.AckWait", t.AckWait)
 	positive(&p, "Topology.MaxAckPending", t.MaxAckPending)
 	positive(&p, "Topology.ResultTTL", t.ResultTTL)
-	for _, limit := range []struct {
-		field string
-		v     int64
-	}{{"Topology.RequestsMaxBytes", t.RequestsMaxBytes}, {"Topology.ResultsMaxBytes", t.ResultsMaxBytes}, {"Topology.DeadLetterMaxBytes", t.DeadLetterMaxBytes}} {
-		if limit.v < 0 {
-			p.add(limit.field, "must not be negative")
-		}
-	}
+	notNegative(&p, "Topology.RequestsMaxBytes", t.RequestsMaxBytes)
+	notNegative(&p, "Topology.ResultsMaxBytes", t.ResultsMaxBytes)
+	notNegative(&p, "Topology.DeadLetterMaxBytes", t.DeadLetterMaxBytes)
 	return p.err()
 }
 
@@ -86,18 +71,21 @@ func (p *problems) add(field, what string) {
 	*p = append(*p, fmt.Errorf("stream: %s %s", field, what))
 }
 
-// err joins the problems, or returns nil when there are none.
 func (p problems) err() error { return errors.Join(p...) }
 
-// positive reports field unless v is above zero.
 func positive[T ~int | ~int64](p *problems, field string, v T) {
 	if v <= 0 {
 		p.add(field, "must be positive")
 	}
 }
 
-// chainList reports a list of chain names that is empty or holds an empty
-// name.
+func notNegative[T ~int | ~int64](p *problems, field string, v T) {
+	if v < 0 {
+		p.add(field, "must not be negative")
+	}
+}
+
+// chainList reports an empty list of chain names, or an empty name.
 func chainList(p *problems, field string, chains []string) {
 	if len(chains) == 0 {
 		p.add(field, "must name at least one chain")
@@ -110,24 +98,17 @@ func chainList(p *problems, field string, chains []string) {
 }
 
 // EnsureTopology creates or updates the streams and one durable consumer per
-// chain, idempotently, so that every processor can run it at start. It
-// refuses a Topology with a required field unset before touching the
-// server.
+// chain, idempotently, so that every processor runs it at start. It refuses
+// a bad Topology before touching the server.
 //
-// Processors share what it builds, and may run different chains or
-// settings (one being restarted with new ones, a canary): an update takes
-// away nothing another processor relies on. The requests stream keeps the
-// subjects of chains t does not name that a processor serves (served); a
-// stream keeps its age limit when that is longer than t's, and a byte limit
-// larger than t's; a consumer keeps an AckWait or MaxAckPending larger than
-// t's; each keeps the more replicas and what an operator set that t does
-// not (a limit on messages, say). A stream made without a byte limit (by an
-// older processor) gets t's, and the requests stream no age limit.
-// Shortening any of these is left to an operator (`nats
-// stream edit`, `nats consumer edit`), once every processor runs with the
-// shorter value. Two processors updating the requests stream at the same
-// moment can still leave out a chain of one of them: its Repairer puts it
-// back.
+// Processors share what it builds and may run different chains or settings
+// (a restart with new ones, a canary): an update takes away nothing another
+// relies on. The requests stream keeps the subjects of chains a processor
+// serves (served); each keeps the longer age limit, the larger byte limit,
+// AckWait and MaxAckPending, the more replicas, and what an operator set
+// that t does not. Shortening is left to an operator (`nats stream edit`).
+// Two processors updating at once can leave out a chain of one: its
+// Repairer puts it back.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err := t.check(); err != nil {
 		return err
@@ -137,12 +118,10 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 	for i, c := range t.Chains {
 		subjects[i] = wire.RequestSubject(c)
 	}
-	// The requests stream has no age limit: a request leaves it only
-	// acked, once its result is stored, or terminated, once its dead
-	// letter is; at its deadline (DETOUR_REQUEST_TTL at the latest) a
-	// processor expires it. An age limit would remove a request whose
-	// result and dead letter cannot be stored (a full store), without a
-	// trace.
+	// The requests stream has no age limit: a request leaves only with its
+	// result or dead letter stored, and a processor expires it at its
+	// deadline. An age limit would lose without a trace a request whose
+	// result and dead letter cannot be stored (a full store).
 	streams := []jetstream.StreamConfig{{
 		Name:        wire.RequestsStream,
 		Description: "detour requests, one subject per chain",
@@ -199,19 +178,14 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 	return nil
 }
 
-// kept tells t.Kept, if set, of a setting the server keeps over t's.
 func (t Topology) kept(format string, args ...any) {
 	if t.Kept != nil {
 		t.Kept(fmt.Sprintf(format, args...))
 	}
 }
 
-// ensureStream creates the stream want describes or, when it exists,
-// updates what of it detour sets: the subjects (want's, and those of the
-// others keep keeps), the age limit (the longer, zero being none), the
-// duplicate window within it, the byte limit (want's where there is none,
-// else the larger), the discard policy of a stream with a byte limit and
-// the replicas (the more).
+// ensureStream creates the stream want describes or updates what detour
+// sets of it, as EnsureTopology says; keep says which other subjects stay.
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, keep func(subject string) bool,
 	kept func(string, ...any)) error {
 	for range 2 { // a second round when another processor created it meanwhile
@@ -266,9 +240,8 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	return fmt.Errorf("created and deleted again while being set up")
 }
 
-// duplicatesFor is the duplicate window of a stream whose age limit is
-// maxAge (zero: none): duplicateWindow, but never longer than the age, which
-// the server refuses.
+// duplicatesFor is duplicateWindow, but never longer than maxAge (zero:
+// none), which the server refuses.
 func duplicatesFor(maxAge time.Duration) time.Duration {
 	if maxAge > 0 {
 		return min(duplicateWindow, maxAge)
@@ -276,9 +249,8 @@ func duplicatesFor(maxAge time.Duration) time.Duration {
 	return duplicateWindow
 }
 
-// ensureConsumer creates the consumer want describes or, when it exists,
-// updates what of it detour sets, keeping an AckWait or MaxAckPending
-// larger than want's and the more replicas.
+// ensureConsumer creates the consumer want describes or updates what
+// detour sets of it, as EnsureTopology says.
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, want jetstream.ConsumerConfig, kept func(string, ...any)) error {
 	c, err := js.Consumer(ctx, wire.RequestsStream, want.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -318,11 +290,9 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, want jetstream.
 
 // served reports whether a processor serves the chain of a requests
 // subject: its consumer has a pull waiting or a delivery unacknowledged.
-// The subject of a chain no processor serves any more is left out, so that
-// a publish to it fails at once (docs/README.md, "Subjects and streams")
-// rather than wait for a processor that may never come; what it holds
-// stays, for its consumer. A chain whose processor is between two pulls at
-// that moment is put back by that processor's next check (Repairer).
+// A subject nobody serves is left out, so that a publish to it fails at
+// once (docs/README.md); one whose processor is between two pulls is put
+// back by its Repairer.
 func served(ctx context.Context, js jetstream.JetStream, subject string) bool {
 	chainName, ok := strings.CutPrefix(subject, wire.RequestsPrefix)
 	if !ok {
@@ -336,9 +306,8 @@ func served(ctx context.Context, js jetstream.JetStream, subject string) bool {
 	return info.NumWaiting > 0 || info.NumAckPending > 0
 }
 
-// largerBytes is the byte limit a stream keeps whose limit is cur when a
-// processor asks for want: want where the stream has none (cur 0 or -1,
-// one made by an older processor), else the larger; want 0 leaves it.
+// largerBytes is want where the stream has no byte limit (cur 0 or -1, an
+// older processor's), else the larger; want 0 leaves cur.
 func largerBytes(cur, want int64) int64 {
 	if cur <= 0 {
 		if want > 0 {
@@ -361,9 +330,8 @@ func noRoom(err error, cfg jetstream.StreamConfig) error {
 	return err
 }
 
-// jsErrStorageResourcesExceeded is JetStream's error code for a stream whose
-// byte limit the server's store cannot reserve
-// (JSStorageResourcesExceededErr in nats-server's errors.json).
+// jsErrStorageResourcesExceeded is JSStorageResourcesExceededErr of
+// nats-server's errors.json.
 const jsErrStorageResourcesExceeded jetstream.ErrorCode = 10047
 
 // longerAge is the longer of two age limits, zero (no limit) being the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -93,11 +92,8 @@ func runCache(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return 1
-			}
+		if jsonLines(stdout, rows) != nil {
+			return 1
 		}
 		return 0
 	}

@@ -46,8 +46,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	var file *config.File
 	var err error
 	if *demoMode {
-		// The demo's own fake providers live in its process; these are
-		// started the same way, so primary is in its first minute: down.
+		// Started as the demo starts its own: primary is in its first minute.
 		d, err := demo.Start(time.Now())
 		if err != nil {
 			fmt.Fprintf(stderr, "processor check: %v\n", err)

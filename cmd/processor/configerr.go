@@ -19,9 +19,8 @@ func exitCode(err error) int {
 }
 
 // reportConfig reports a configuration error that stopped the processor and
-// returns config.ExitConfig. Its problems are printed one a line, under a
-// line naming the file; with DETOUR_LOG_FORMAT=json they are one log record
-// holding them as a list instead, so that the log stays JSON.
+// returns config.ExitConfig: one problem a line, or with
+// DETOUR_LOG_FORMAT=json one log record listing them, so the log stays JSON.
 func reportConfig(stderr io.Writer, logger *slog.Logger, s config.Settings, err error) int {
 	if s.LogFormat != config.LogFormatJSON {
 		fmt.Fprintf(stderr, "processor: %v\n", err)

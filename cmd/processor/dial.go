@@ -6,17 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/detourhq/detour/cmd/processor/internal/embedded"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/natsconn"
 )
 
-// dial connects the processor as the settings say: to DETOUR_NATS_URL, or
-// to an embedded server it starts on DETOUR_LISTEN with its store in
-// dataDir. Either way the client reconnects without limit, and disconnects
-// and reconnects are logged. Closing the connection stops the embedded
-// server, if any. A stop signal (ctx ending) while the embedded server
-// starts stops it and returns ctx's error.
+// dial connects to DETOUR_NATS_URL, or to an embedded server it starts on
+// DETOUR_LISTEN with its store in dataDir, which closing the connection
+// stops; ctx ending while it starts stops it with ctx's error.
 func dial(ctx context.Context, s config.Settings, dataDir, name string, logger *slog.Logger) (*natsconn.Conn, error) {
 	if s.NATSURL != "" {
 		return natsconn.Dial(s, name, logger)
@@ -29,8 +29,7 @@ func dial(ctx context.Context, s config.Settings, dataDir, name string, logger *
 	return natsconn.DialInProcess(srv, name, logger)
 }
 
-// checkListen fails at once, before anything is created, when the embedded
-// server could not listen on DETOUR_LISTEN.
+// checkListen fails when the embedded server could not listen.
 func checkListen(s config.Settings) error {
 	if s.NATSURL != "" {
 		return nil
@@ -45,4 +44,23 @@ func listenError(listen string, err error) error {
 			"set DETOUR_LISTEN to a free host:port, or DETOUR_NATS_URL to use the server there", listen, embedded.ErrListenInUse)
 	}
 	return err
+}
+
+// connectClient connects a client command to DETOUR_NATS_URL or, when it is
+// empty, to a local processor's embedded server on DETOUR_LISTEN.
+func connectClient(name string) (*nats.Conn, jetstream.JetStream, error) {
+	settings, err := config.LoadSettings()
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := natsconn.ConnectClient(settings, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/detourhq/detour/deadletter"
@@ -90,21 +89,19 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 		err = c.setArgs(cmd, positional)
 	}
 	if err != nil {
-		// Say what is wrong and how the command is used, not the usage of
-		// every dlq command.
 		fmt.Fprintf(stderr, "processor dlq %s: %v\n%s\n", cmd, err, dlqCommandUsage[cmd])
 		return 2
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	store, closeConn, err := dlqConnect()
+	nc, js, err := connectClient("detour-dlq")
 	if err != nil {
 		fmt.Fprintf(stderr, "processor dlq: %s\n", text.VisibleError(err))
 		return exitCode(err)
 	}
-	defer closeConn()
-	c.store = store
+	defer nc.Close()
+	c.store = deadletter.NewStore(js)
 	if err := run(ctx); err != nil {
 		fmt.Fprintf(stderr, "processor dlq %s: %s\n", cmd, text.VisibleError(err))
 		return 1
@@ -112,8 +109,7 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// dlqCommandUsage is the usage line of each dlq command, printed after a
-// usage error.
+// dlqCommandUsage is each command's usage line, printed after its error.
 var dlqCommandUsage = map[string]string{
 	"list":   "usage: processor dlq list [-reason R] [-chain C] [-json]",
 	"ls":     "usage: processor dlq list [-reason R] [-chain C] [-json]",
@@ -139,7 +135,7 @@ func (c *dlqCommand) setArgs(cmd string, positional []string) error {
 	if c.reason != "" {
 		r, err := deadletter.ParseReason(c.reason)
 		if err != nil {
-			return fmt.Errorf("unknown reason %q; the reasons are %s", c.reason, reasonList())
+			return fmt.Errorf("unknown reason %q; the reasons are %s", c.reason, deadletter.ReasonNames())
 		}
 		c.sel.Filter.Reason = r
 	}
@@ -171,33 +167,30 @@ func (c *dlqCommand) setArgs(cmd string, positional []string) error {
 		if seqs != 1 {
 			return errors.New("show takes one sequence")
 		}
-	case "replay":
+	case "replay", "purge":
+		// A purge, like a replay, acts on nothing it is not told to.
 		switch {
 		case seqs > 0 && (c.all || filtered):
 			return errors.New("name sequences or select with -all/-reason/-chain, not both")
-		case seqs == 0 && !c.all && !filtered:
+		case seqs > 0 || c.all || filtered:
+		case cmd == "replay":
 			return errors.New("name the sequences to replay, or -all")
-		}
-	case "purge":
-		// Like replay, and unlike a bare purge of old, which removed every
-		// dead letter without asking.
-		switch {
-		case seqs > 0 && (c.all || filtered):
-			return errors.New("name sequences or select with -all/-reason/-chain, not both")
-		case seqs == 0 && !c.all && !filtered:
+		default:
 			return errors.New("name the dead letters to purge (SEQ..., or -reason/-chain), or purge every one with -all")
 		}
 	}
 	return nil
 }
 
-// reasonList is the dead-letter reasons, comma-separated.
-func reasonList() string {
-	names := make([]string, 0, len(deadletter.Reasons()))
-	for _, r := range deadletter.Reasons() {
-		names = append(names, string(r))
+// jsonLines writes each of items as one line of JSON.
+func jsonLines[T any](w io.Writer, items []T) error {
+	enc := json.NewEncoder(w)
+	for _, item := range items {
+		if err := enc.Encode(item); err != nil {
+			return err
+		}
 	}
-	return strings.Join(names, ", ")
+	return nil
 }
 
 // dlqParse parses flags that may come before, between or after the
@@ -216,28 +209,13 @@ func dlqParse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// dlqConnect connects like the other client commands.
-func dlqConnect() (*deadletter.Store, func(), error) {
-	nc, js, err := connectClient("detour-dlq")
-	if err != nil {
-		return nil, nil, err
-	}
-	return deadletter.NewStore(js), nc.Close, nil
-}
-
 func (c *dlqCommand) list(ctx context.Context) error {
 	entries, err := c.store.List(ctx, c.sel.Filter)
 	if err != nil {
 		return err
 	}
 	if c.json {
-		enc := json.NewEncoder(c.stdout)
-		for _, e := range entries {
-			if err := enc.Encode(e); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(c.stdout, entries)
 	}
 	return deadletter.WriteTable(c.stdout, entries)
 }
@@ -257,10 +235,7 @@ func (c *dlqCommand) replay(ctx context.Context) error {
 	opts := deadletter.ReplayOptions{Deadline: c.deadlineAt}
 	done, err := c.store.ReplaySelected(ctx, c.sel, opts)
 	if c.json {
-		enc := json.NewEncoder(c.stdout)
-		for _, r := range done {
-			_ = enc.Encode(r)
-		}
+		_ = jsonLines(c.stdout, done)
 	} else {
 		_ = deadletter.WriteReplayed(c.stdout, done)
 	}

@@ -51,24 +51,14 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "\nreference: docs/README.md (settings and the chain file: docs/settings.md; commands and exit codes: docs/commands.md)")
 }
 
+// commands are the subcommands besides run.
+var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"dlq": runDLQ, "status": runStatus, "watch": runWatch, "reset": runReset, "trip": runTrip, "check": runCheck, "cache": runCache,
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "dlq":
-			return runDLQ(args[1:], stdout, stderr)
-		case "status":
-			return runStatus(args[1:], stdout, stderr)
-		case "watch":
-			return runWatch(args[1:], stdout, stderr)
-		case "reset":
-			return runReset(args[1:], stdout, stderr)
-		case "trip":
-			return runTrip(args[1:], stdout, stderr)
-		case "check":
-			return runCheck(args[1:], stdout, stderr)
-		case "cache":
-			return runCache(args[1:], stdout, stderr)
-		}
+	if len(args) > 0 && commands[args[0]] != nil {
+		return commands[args[0]](args[1:], stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "run" {
 		args = args[1:]
@@ -112,8 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// dataDirVariable is the setting that names the embedded server's store; the
-// demo keeps its store there only when it is set.
+// dataDirVariable, when set, keeps the demo's store.
 const dataDirVariable = "DETOUR_DATA_DIR"
 
 // describeChains is a chain file's chains for the start-up log:
@@ -155,12 +144,11 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		logger.Warn("demo mode ignores DETOUR_NATS_URL and runs an embedded server")
 		settings.NATSURL = ""
 	}
-	// A busy DETOUR_LISTEN fails here, before a store is created.
+	// A busy DETOUR_LISTEN or DETOUR_METRICS_ADDR fails here, before a store
+	// is created or the shared streams are touched.
 	if err := checkListen(settings); err != nil {
 		return err
 	}
-	// So does a busy DETOUR_METRICS_ADDR, before the processor sets up its
-	// streams on the NATS server, which other processors share.
 	var metricsPort *metrics.Port
 	if settings.MetricsAddr != "" {
 		var err error
@@ -180,8 +168,6 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 		if _, set := os.LookupEnv(dataDirVariable); set {
 			logger.Info("demo: keeping its store in DETOUR_DATA_DIR", "data_dir", dataDir)
 		} else {
-			// A fresh store every time, so each demo starts from a clean
-			// slate, deleted on exit.
 			if dataDir, err = os.MkdirTemp("", "detour-demo-"); err != nil {
 				return err
 			}
@@ -205,18 +191,16 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	m := metrics.New()
 	m.SetLogger(logger)
 	p, err := service.New(ctx, service.Options{Settings: settings, File: file, Conn: conn.NATS(), Logger: logger, Metrics: m})
-	if err != nil && ctx.Err() != nil {
-		// A stop signal during start-up is a stop, not a failure.
+	if err != nil && ctx.Err() != nil { // a stop, not a failure
 		logger.Info("stopped during start-up", "cause", context.Cause(ctx))
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	// The metrics server outlives the processor's shutdown, so /readyz
-	// reports it not ready while it drains. A connection closed for good
-	// stops the processor like a signal, and it exits non-zero saying why,
-	// so that its supervisor restarts it.
+	// The metrics server outlives the processor, so /readyz says not ready
+	// while it drains. A connection closed for good stops it with an error,
+	// for its supervisor to restart it.
 	var outside, inside []supervise.Part
 	if metricsPort != nil {
 		outside = append(outside, func(ctx context.Context) error {

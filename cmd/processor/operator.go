@@ -38,8 +38,7 @@ status shows it) trips one. Logged by every processor as the operator's
 act (user@host).
 `
 
-// runReset runs `processor reset PROVIDER...`; the work is done by package
-// operator.
+// runReset runs `processor reset PROVIDER...` (package operator).
 func runReset(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor reset", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -69,8 +68,8 @@ func runReset(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// runTrip runs `processor trip PROVIDER -for D -reason TEXT`; the work is
-// done by package operator.
+// runTrip runs `processor trip PROVIDER -for D -reason TEXT` (package
+// operator).
 func runTrip(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor trip", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -107,11 +106,9 @@ func runTrip(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// operatorFleet reads the chain file that names the providers (their API
-// keys need not be set: neither command calls one); a chain file refused
-// or missing is exit 78, as a configuration fault. Where no chain file was
-// named and detour.yaml is not there (beside a demo), the running
-// processors say which providers there are.
+// operatorFleet reads the chain file that names the providers, without
+// their API keys; one refused or missing is exit 78. With none named and
+// no detour.yaml (beside a demo), the running processors name them.
 func operatorFleet(cmd, configPath string, stderr io.Writer) (operator.Fleet, int) {
 	path := config.ChainFile(configPath)
 	file, err := config.LoadWithoutKeys(path)
@@ -137,8 +134,7 @@ func operatorFleet(cmd, configPath string, stderr io.Writer) (operator.Fleet, in
 	return operator.Fleet{File: file, Path: path, By: operator.Identity()}, 0
 }
 
-// runningFile asks the running processors for their providers
-// (operator.RunningFile); nil when none can be reached or none answers.
+// runningFile is the running processors' providers; nil when none answers.
 func runningFile(cmd string, stderr io.Writer) *config.File {
 	nc, js, err := connectClient("detour-operator")
 	if err != nil {
@@ -154,9 +150,8 @@ func runningFile(cmd string, stderr io.Writer) *config.File {
 	return operator.RunningFile(running)
 }
 
-// withFleet connects f like every client command, asks the running
-// processors what they run when running is set, and runs do; it returns
-// the exit code.
+// withFleet connects f, asks the running processors what they run when
+// running is set, and runs do; it returns the exit code.
 func withFleet(cmd, name string, f *operator.Fleet, running bool, stderr io.Writer, do func(context.Context) error) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -57,11 +57,10 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	running := fleet.Instances(store.Running())
 	if known == nil {
-		// No chain file at hand (beside a demo): the providers the
-		// running processors run, as reset and trip take them.
+		// No chain file (beside a demo): the running processors' providers.
 		known = fleet.Providers(running)
 	}
-	rows := store.Status(serverNow(ctx, kv), known...)
+	rows := store.Status(serverClock(ctx, kv).Now(), known...)
 	conflicts := fleet.WithCircuits(fleet.Conflicts(running), store.Holder)
 	chainConflicts := fleet.ChainConflicts(running)
 	if *asJSON {
@@ -92,12 +91,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// chainProviders names the providers of the chain file that status lists
-// even without recorded state. Beside a demo, or on a host that runs
-// processors elsewhere, there is often no chain file: without -config or
-// DETOUR_CONFIG a missing detour.yaml is no news, and note is empty. A file
-// named on purpose that cannot be read, or a detour.yaml that is there but
-// refused, is worth a one-line note.
+// chainProviders names the chain file's providers, listed even without
+// state. A missing detour.yaml, not named, is no news (beside a demo); a
+// file named that cannot be read, or one refused, is worth a one-line note.
 func chainProviders(configPath string) (known []string, note string) {
 	path := config.ChainFile(configPath)
 	file, err := config.LoadWithoutKeys(path) // status calls no provider
@@ -127,8 +123,7 @@ func chainProviders(configPath string) (known []string, note string) {
 // configVariable names the chain file when -config does not.
 const configVariable = "DETOUR_CONFIG"
 
-// runWatch prints the state of every provider, then outage events as they
-// happen, until interrupted: `processor watch [-json] [-config FILE]`.
+// runWatch runs `processor watch [-json] [-config FILE]`.
 func runWatch(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor watch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -159,15 +154,12 @@ func watch(ctx context.Context, configPath string, asJSON bool, stdout, stderr i
 	defer nc.Close()
 	enc := json.NewEncoder(stdout)
 	fmt.Fprintf(stderr, "watching %s: the state of every provider, then outage events (opened, expired, probe, closed, reset); Ctrl-C to stop\n", kvstate.Bucket)
-	clock := serverclock.New(nil, serverclock.BucketTime(kv), nil)
-	_ = clock.Sync(ctx) // without a sample, the local time
-	err = kvstate.WatchEventsWithState(ctx, kv, known, clock.Now, func(e kvstate.Event) {
+	err = kvstate.WatchEventsWithState(ctx, kv, known, serverClock(ctx, kv).Now, func(e kvstate.Event) {
 		if asJSON {
 			_ = enc.Encode(e)
 			return
 		}
-		// The event is one line: made visible whole, none of its fields
-		// (provider, reason, prober, last error) can break it.
+		// Made visible whole, none of its fields can break the line.
 		fmt.Fprintln(stdout, text.Visible(e.String()))
 	})
 	if err != nil {
@@ -195,18 +187,15 @@ func openBucket(ctx context.Context, name string) (jetstream.KeyValue, *nats.Con
 	return kv, nc, nil
 }
 
-// serverNow is the NATS server's time, by which processors judge
-// cooldowns (package serverclock), read off the bucket's status; the local
-// time when it cannot be read.
-func serverNow(ctx context.Context, kv jetstream.KeyValue) time.Time {
+// serverClock tells the NATS server's time, by which processors judge
+// cooldowns, read off the bucket; the local time when it cannot be read.
+func serverClock(ctx context.Context, kv jetstream.KeyValue) *serverclock.Clock {
 	clock := serverclock.New(nil, serverclock.BucketTime(kv), nil)
 	_ = clock.Sync(ctx)
-	return clock.Now()
+	return clock
 }
 
-// refuseArgs reports an argument left after fs's flags, which status and
-// watch take none of, as a usage error on stderr: what is wrong, then the
-// command's flags.
+// refuseArgs reports an argument left after fs's flags as a usage error.
 func refuseArgs(fs *flag.FlagSet, stderr io.Writer) bool {
 	if fs.NArg() == 0 {
 		return false

@@ -37,40 +37,27 @@ const (
 // Subject is the endpoint of chain.
 func Subject(chain string) string { return wire.AskSubject(chain) }
 
-// Codes of the error replies (micro's Nats-Service-Error-Code header), after
-// the HTTP statuses of the same meaning. A JetStream error that carries a
-// status of its own (a request header the stream refuses) is answered with
-// that status instead.
+// Codes of the error replies (micro's Nats-Service-Error-Code header),
+// after the HTTP statuses of the same meaning (docs/requests.md#error-replies).
+// A JetStream error with a status of its own is answered with that status.
 const (
-	// CodeBadRequest: the request would be dead-lettered bad_request or
-	// bad_reply_subject; nothing was stored.
-	CodeBadRequest = "400"
-	// CodeDuplicate: the stream already holds a request with this
-	// Nats-Msg-Id from the last 2 minutes; its result goes where that
-	// request named.
-	CodeDuplicate = "409"
-	// CodeTooLarge: over DETOUR_MAX_PAYLOAD, or over the server's max
-	// payload once the reply subject is added; nothing was stored.
-	CodeTooLarge = "413"
-	// CodeUnavailable: not stored: no stream takes the chain's subject,
-	// it is full (wire.ErrFull: the description says so), JetStream is
-	// unavailable, or it did not acknowledge in time.
-	CodeUnavailable = "503"
+	CodeBadRequest  = "400" // would be dead-lettered bad_request or bad_reply_subject
+	CodeDuplicate   = "409" // a request with this Nats-Msg-Id in the last 2 minutes
+	CodeTooLarge    = "413" // over DETOUR_MAX_PAYLOAD or the server's max payload
+	CodeUnavailable = "503" // not stored: no stream, full, unavailable or no ack in time
 )
 
-// jsErrRollupFailed is JetStream's error code for a rollup the stream does
-// not permit (JSStreamRollupFailedF in nats-server's errors.json). Its
-// status is the server's generic 500, though only a request's own
-// Nats-Rollup header causes it: the requests stream permits none.
+// jsErrRollupFailed is JSStreamRollupFailedF of nats-server's errors.json:
+// its status is a generic 500, though only a request's own Nats-Rollup
+// causes it.
 const jsErrRollupFailed jetstream.ErrorCode = 10111
 
 // StoreTimeout bounds the wait for the requests stream's acknowledgement.
 const StoreTimeout = 5 * time.Second
 
-// compileWait bounds the wait for a response_schema to compile, and
-// askSchemas how many compiled schemas the endpoint keeps, besides the
-// processor's own (chain.SchemaCacheSize): the endpoint only checks that a
-// schema compiles, and clients tend to send one schema with many requests.
+// compileWait bounds the wait for a response_schema to compile; askSchemas
+// is how many compiled schemas the endpoint keeps, as clients tend to send
+// one schema with many requests.
 const (
 	compileWait = time.Second
 	askSchemas  = 4
@@ -84,9 +71,8 @@ type Config struct {
 	JetStream jetstream.JetStream
 	// Chains get one endpoint each, named after the chain. Required.
 	Chains []string
-	// ReplyPrefixes and MaxPayload are the processor's
-	// (DETOUR_REPLY_PREFIXES, DETOUR_MAX_PAYLOAD): a request is checked
-	// here as a processor would check it.
+	// ReplyPrefixes and MaxPayload are the processor's, to check a request
+	// as it would.
 	ReplyPrefixes []string
 	MaxPayload    int
 	// Version is the service's semantic version; "" is the build's
@@ -98,8 +84,7 @@ type Config struct {
 }
 
 // Serve adds the micro service and serves its endpoints until ctx ends, then
-// stops it: each endpoint's subscription is drained, so no new request is
-// taken, and Serve returns once the requests it had received are stored or
+// drains them and returns once the requests received are stored or
 // answered. It returns an error only when the service cannot start.
 func Serve(ctx context.Context, cfg Config) error {
 	if len(cfg.Chains) == 0 {
@@ -134,16 +119,14 @@ func Serve(ctx context.Context, cfg Config) error {
 	s.log.Info("answering requests", "subjects", subjects, "service", ServiceName, "version", version, "instance", info.ID)
 
 	<-ctx.Done()
-	// Stop drains: the server is told to send no more, and what had
-	// arrived is still handled. After the flush, whatever the server sent
-	// before it took the unsubscription has arrived; waiting for the
-	// handlers to be idle then sees it stored or answered, bar a request
-	// taken off the subscription's queue at this very moment.
+	// Stop drains; after the flush, what the server sent before it took the
+	// unsubscription has arrived, and taking busy waits until it is handled.
 	if err := svc.Stop(); err != nil {
 		s.log.Warn("stopping the micro service", "err", err)
 	}
 	_ = cfg.Conn.FlushTimeout(time.Second)
-	s.waitIdle()
+	s.busy.Lock() // the wait for the handlers is the point
+	s.busy.Unlock()
 	s.log.Info("stopped answering requests", "subjects", subjects)
 	return nil
 }
@@ -155,67 +138,34 @@ type server struct {
 	schemas *chain.SchemaCache // compiled response_schemas, as a processor keeps them
 	dead    *deadletter.Publisher
 
-	mu   sync.Mutex
-	busy int
-	idle chan struct{} // closed when busy drops to 0, if someone waits
+	// busy is read-locked by every handler at work, so that Serve can wait
+	// for them.
+	busy sync.RWMutex
 }
 
 func (s *server) handler(chainName string) micro.HandlerFunc {
-	// micro calls one endpoint's handler for one request at a time: the
-	// store's acknowledgement is awaited here, so the endpoint's stats
-	// count its errors and its processing time covers the store.
+	// micro calls an endpoint's handler for one request at a time: the
+	// store is awaited here, so the endpoint's stats cover it.
 	return func(r micro.Request) {
-		s.mu.Lock()
-		s.busy++
-		s.mu.Unlock()
-		defer s.done()
+		s.busy.RLock()
+		defer s.busy.RUnlock()
 		s.ask(chainName, r)
 	}
 }
 
-func (s *server) done() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.busy--; s.busy == 0 && s.idle != nil {
-		close(s.idle)
-		s.idle = nil
-	}
-}
-
-func (s *server) waitIdle() {
-	s.mu.Lock()
-	if s.busy == 0 {
-		s.mu.Unlock()
-		return
-	}
-	if s.idle == nil {
-		s.idle = make(chan struct{})
-	}
-	idle := s.idle
-	s.mu.Unlock()
-	<-idle
-}
-
-// unknownID stands in for the stream sequence while a request is checked
-// before it is stored: an id the request does not name itself is its
-// sequence, not known yet.
+// unknownID stands in for the stream sequence, not known before the store.
 const unknownID = math.MaxUint64
 
-// ask checks and stores one request. Its reply subject becomes the stored
-// request's Detour-Reply-To (replacing one sent along); one that names no
-// id, in its body or Nats-Msg-Id, gets a Nats-Msg-Id of its own; the body
-// and every other header are stored as sent. Nothing is ever sent to a
-// reply subject a processor may not answer on (refuseReplySubject).
+// ask checks and stores one request, its reply subject as Detour-Reply-To,
+// with a Nats-Msg-Id of its own if it names no id, else as sent.
 func (s *server) ask(chainName string, r micro.Request) {
 	msg := nats.NewMsg(wire.RequestSubject(chainName))
 	msg.Data = r.Data()
 	maps.Copy(msg.Header, nats.Header(r.Headers()))
 	inbox := r.Reply()
 	if inbox == "" {
-		// A publish, not a request: nobody to answer. Stored as sent, as
-		// if published to detour.requests.<chain>, so it is not lost: its
-		// result goes to detour.results.<id>, and a bad one is
-		// dead-lettered with the reason.
+		// A publish: nobody to answer. Stored as if published to
+		// detour.requests.<chain>, so it is not lost.
 		if _, err := s.store(msg); err != nil {
 			s.log.Warn("a request without a reply subject could not be stored", "subject", r.Subject(), "err", err)
 		}
@@ -227,8 +177,7 @@ func (s *server) ask(chainName string, r micro.Request) {
 		return
 	}
 	if len(msg.Data) > s.cfg.MaxPayload {
-		// Its id, if the body or Nats-Msg-Id gives one, read as a processor
-		// reads the id of a request too large to decode.
+		// Its id read as a processor reads one too large to decode.
 		var id string
 		if a, ok := wire.RefusedAddress(msg.Data, msg.Header, 0, nil); ok {
 			id = a.ID
@@ -256,10 +205,8 @@ func (s *server) ask(chainName string, r micro.Request) {
 		return
 	}
 	if id == "" {
-		// Named by neither its body nor Nats-Msg-Id: its id would be its
-		// stream sequence, which a recreated stream hands out again, so
-		// that its result could pass for an earlier one's. A unique
-		// Nats-Msg-Id names it instead.
+		// Its id would be its sequence, which a recreated stream hands out
+		// again: a unique Nats-Msg-Id names it instead.
 		id = nuid.Next()
 		msg.Header.Set(wire.HeaderMsgID, id)
 	}
@@ -280,11 +227,8 @@ func (s *server) ask(chainName string, r micro.Request) {
 }
 
 // compiles reports whether the request's response_schema, if any,
-// compiles, and refuses the request when it does not: a processor would
-// dead-letter it bad_request. A compilation that outlasts compileWait, or
-// waits that long for the cache to start it, is left to the processor:
-// micro hands an endpoint one request at a time, and the requests behind it
-// wait too.
+// compiles, and refuses it when not. One that outlasts compileWait is left
+// to the processor: the requests behind it wait too.
 func (s *server) compiles(d *wire.Decoded, r micro.Request, msg *nats.Msg, id string) bool {
 	if d.ResponseSchema == nil {
 		return true
@@ -298,12 +242,9 @@ func (s *server) compiles(d *wire.Decoded, r micro.Request, msg *nats.Msg, id st
 	return true
 }
 
-// refuseReplySubject dead-letters, with the reason bad_reply_subject, a
-// request whose reply subject no processor may answer on ($JS.API.…, a KV
-// key, another request's result subject, one outside DETOUR_REPLY_PREFIXES).
-// Nothing is sent there, not even an error reply, which would go out with
-// this service's credentials; nothing is stored for a processor, which
-// would answer a reply_to in the body instead; and the request is not lost.
+// refuseReplySubject dead-letters bad_reply_subject a request whose reply
+// subject no processor may answer on. Nothing is sent there, not even an
+// error reply, which would go out with this service's credentials.
 func (s *server) refuseReplySubject(chainName string, msg *nats.Msg, why error) {
 	ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
 	defer cancel()
@@ -322,8 +263,7 @@ func (s *server) store(msg *nats.Msg) (*jetstream.PubAck, error) {
 	return s.cfg.JetStream.PublishMsg(ctx, msg)
 }
 
-// storeError is the code and description of a request that could not be
-// stored.
+// storeError is the code and description of a request not stored.
 func (s *server) storeError(chainName, id string, err error) (string, string) {
 	subject := wire.RequestSubject(chainName)
 	var apiErr *jetstream.APIError
@@ -336,8 +276,7 @@ func (s *server) storeError(chainName, id string, err error) (string, string) {
 		return CodeUnavailable, fmt.Sprintf("not stored: no stream takes %s (%s is missing; a processor puts it back when its pulls fail); try again shortly",
 			subject, wire.RequestsStream)
 	case wire.Full(err) != nil:
-		// A full queue refuses many requests in a row: each requester
-		// hears why, and the log would only repeat it.
+		// Many in a row: each requester hears why, the log needn't.
 		s.log.Debug("a request could not be stored: the requests stream is full", "subject", subject, "err", err)
 		return CodeUnavailable, "not stored: " + wire.Full(err).Error() + "; try again shortly"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
@@ -363,31 +302,23 @@ func (s *server) storeError(chainName, id string, err error) (string, string) {
 	}
 }
 
-// failure is the body of an error reply: a failed result, in the request's
-// encoding, so that a client reading results reads it too.
+// failure is the body of an error reply: a failed result.
 type failure struct {
 	ID     string       `json:"id,omitempty" msgpack:"id,omitempty"`
 	Status chain.Status `json:"status" msgpack:"status"`
 	Error  string       `json:"error" msgpack:"error"`
 }
 
-// refuse answers r with micro's error reply: the code and description in
-// its headers, and a failed result as its body.
+// refuse answers r with micro's error reply, a failed result as its body in
+// the encoding a processor would use.
 func (s *server) refuse(r micro.Request, msg *nats.Msg, id, code, description string) {
-	// Encoded as a processor would encode the failed result; read only
-	// for a refusal, which is the rare case.
 	enc := wire.RefusedEncoding(msg.Data, msg.Header)
 	f := failure{ID: id, Status: chain.StatusFailed, Error: description}
-	var body []byte
-	var err error
+	marshal := msgpack.Marshal
 	if enc == wire.JSON {
-		body, err = json.Marshal(f)
-	} else {
-		body, err = msgpack.Marshal(f)
+		marshal = json.Marshal
 	}
-	if err != nil { // cannot happen: three strings
-		body = nil
-	}
+	body, _ := marshal(f) // three strings cannot fail
 	header := micro.Headers{
 		wire.HeaderContentType: {enc.ContentType()},
 		wire.HeaderStatus:      {string(chain.StatusFailed)},

@@ -12,25 +12,19 @@ import (
 	"github.com/detourhq/detour/kvstate"
 )
 
-// StatusFunc returns one row per provider as the provider-state mirror sees
-// it at now: the fleet's view, whichever processor wrote it.
+// StatusFunc returns one row per provider as the mirror sees it at now.
 type StatusFunc func(now time.Time) []kvstate.ProviderStatus
 
-// MaxOtherProviders bounds the providers reported besides those of the
-// processor's own chain file. The other names are read from the provider
-// bucket, where anyone allowed to write can add a key, and each name would
-// otherwise be two series on every processor's /metrics and a row of every
-// status page.
+// MaxOtherProviders bounds the providers reported besides the chain file's:
+// anyone allowed to write the bucket can add a name, each two series on
+// every /metrics and a row of every status page.
 const MaxOtherProviders = 64
 
-// ReportedProviders picks from rows, sorted by provider name as
-// kvstate.Store.Status returns them, those that /metrics and the status page
-// report: every one of own (the processor's chain file's providers and the
-// circuits its definitions may keep) and, of the others, those whose name
-// is a valid provider name (config.ValidName) or a circuit of one
-// (provider=<short fingerprint>, kvstate.SplitCircuit), up to
-// MaxOtherProviders of them in name order. It returns the rows kept, in
-// their order, and how many it left out.
+// ReportedProviders picks from rows, sorted by name, those /metrics and the
+// status page report: every one of own (the chain file's providers and
+// their circuits) and up to MaxOtherProviders others that are valid
+// provider names or circuits of one. It returns them in order, and how
+// many it left out.
 func ReportedProviders(rows []kvstate.ProviderStatus, own []string) (kept []kvstate.ProviderStatus, omitted int) {
 	kept = make([]kvstate.ProviderStatus, 0, min(len(rows), len(own)+MaxOtherProviders))
 	others := 0
@@ -48,16 +42,15 @@ func ReportedProviders(rows []kvstate.ProviderStatus, own []string) (kept []kvst
 	return kept, omitted
 }
 
-// validCircuit reports whether name is a valid provider name or the
-// circuit of another definition of one.
+// validCircuit reports whether name is a valid provider name or a circuit
+// of one.
 func validCircuit(name string) bool {
 	provider, _, ok := kvstate.SplitCircuit(name)
 	return ok && config.ValidName(provider)
 }
 
 // fleetCollector exports the mirror's view at scrape time, so that every
-// processor reports the state of every provider, not only what it did
-// itself.
+// processor reports every provider, not only what it did itself.
 type fleetCollector struct {
 	state, remaining, omitted *prometheus.Desc
 
@@ -102,15 +95,10 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		if !r.CooldownUntil.IsZero() && r.CooldownUntil.After(now) {
 			left = r.CooldownUntil.Sub(now).Seconds()
 		}
-		// A name the registry refuses costs its own series, not the
-		// scrape: a panic here would fail every scrape of the fleet.
-		state, err := prometheus.NewConstMetric(c.state, prometheus.GaugeValue, float64(r.State), r.Provider)
-		if err != nil {
-			omitted++
-			continue
-		}
+		// A name the registry refuses costs its own series, not the scrape.
+		state, errState := prometheus.NewConstMetric(c.state, prometheus.GaugeValue, float64(r.State), r.Provider)
 		remaining, err := prometheus.NewConstMetric(c.remaining, prometheus.GaugeValue, left, r.Provider)
-		if err != nil {
+		if errState != nil || err != nil {
 			omitted++
 			continue
 		}
@@ -121,10 +109,8 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // ReportStates makes detour_provider_state and
-// detour_cooldown_remaining_seconds read status at every scrape, at the
-// time now says (nil: time.Now; a processor's is the NATS server's time),
-// for the providers ReportedProviders keeps with own, the chain file's
-// providers.
+// detour_cooldown_remaining_seconds read status at every scrape at now
+// (nil: time.Now), for the providers ReportedProviders keeps with own.
 func (m *Metrics) ReportStates(now func() time.Time, status StatusFunc, own ...string) {
 	if m == nil {
 		return

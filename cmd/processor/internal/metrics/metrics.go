@@ -15,8 +15,6 @@ import (
 	"github.com/detourhq/detour/stream"
 )
 
-// Metrics observes the consume loop and the response cache from outside,
-// through the interfaces they declare.
 var (
 	_ stream.Observer = (*Metrics)(nil)
 	_ cache.Observer  = (*Metrics)(nil)
@@ -41,71 +39,54 @@ type Metrics struct {
 	fleet           *fleetCollector
 	rates           rates
 	models          modelLabels
-	// logger takes the errors of serving /metrics; nil for slog.Default().
-	logger atomic.Pointer[slog.Logger]
+	logger          atomic.Pointer[slog.Logger] // nil: slog.Default()
 }
 
 // latencyBuckets span a fast cache hit to a slow model call.
 var latencyBuckets = []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120}
+
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func histogram(name, help string, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets}, labels)
+}
 
 // New registers detour's collectors, plus the Go and process collectors, on
 // a fresh registry.
 func New() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "detour_requests_total",
-			Help: fmt.Sprintf("Deliveries settled, by chain and outcome (%s).", list(stream.Outcomes())),
-		}, []string{"chain", "outcome"}),
-		providerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "detour_provider_calls_total",
-			Help: "Provider attempts, by provider and failure class (\"ok\" for a valid answer).",
-		}, []string{"provider", "class"}),
-		skips: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "detour_provider_skips_total",
-			Help: "Providers skipped without a call, by provider and reason.",
-		}, []string{"provider", "reason"}),
-		cooldownsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "detour_cooldowns_opened_total",
-			Help: "Cooldowns this processor opened, by provider and failure class.",
-		}, []string{"provider", "class"}),
-		callSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "detour_provider_call_seconds",
-			Help:    "Duration of one provider attempt.",
-			Buckets: latencyBuckets,
-		}, []string{"provider"}),
-		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "detour_request_seconds",
-			Help:    "Time from a request's publication to its result.",
-			Buckets: latencyBuckets,
-		}, []string{"chain"}),
-		naks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "detour_naks_total",
-			Help: fmt.Sprintf("Deliveries handed back, by chain and reason (%s).", list(stream.NakReasons())),
-		}, []string{"chain", "reason"}),
-		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "detour_dead_letters_total",
-			Help: fmt.Sprintf("Requests dead-lettered, by chain and reason (%s).", list(deadletter.Reasons())),
-		}, []string{"chain", "reason"}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "detour_in_flight",
-			Help: "Deliveries being worked on now.",
-		}),
-		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "detour_cache_total",
-			Help: "Requests of chains with a response cache, by chain and result (hit, miss, stale).",
-		}, []string{"chain", "result"}),
+		requests: counter("detour_requests_total",
+			fmt.Sprintf("Deliveries settled, by chain and outcome (%s).", list(stream.Outcomes())), "chain", "outcome"),
+		providerCalls: counter("detour_provider_calls_total",
+			"Provider attempts, by provider and failure class (\"ok\" for a valid answer).", "provider", "class"),
+		skips: counter("detour_provider_skips_total", "Providers skipped without a call, by provider and reason.", "provider", "reason"),
+		cooldownsOpened: counter("detour_cooldowns_opened_total",
+			"Cooldowns this processor opened, by provider and failure class.", "provider", "class"),
+		callSeconds:    histogram("detour_provider_call_seconds", "Duration of one provider attempt.", "provider"),
+		requestSeconds: histogram("detour_request_seconds", "Time from a request's publication to its result.", "chain"),
+		naks: counter("detour_naks_total",
+			fmt.Sprintf("Deliveries handed back, by chain and reason (%s).", list(stream.NakReasons())), "chain", "reason"),
+		deadLetters: counter("detour_dead_letters_total",
+			fmt.Sprintf("Requests dead-lettered, by chain and reason (%s).", list(deadletter.Reasons())), "chain", "reason"),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "detour_in_flight", Help: "Deliveries being worked on now."}),
+		cache: counter("detour_cache_total",
+			"Requests of chains with a response cache, by chain and result (hit, miss, stale).", "chain", "result"),
+		tokens: counter("detour_tokens_total", "Tokens of answered requests as the answering provider reported them, "+
+			"by provider, model and kind (prompt, completion).", "provider", "model", "kind"),
+		cost: counter("detour_cost_total", "Cost of answered requests at the chain file's price of the answering provider, "+
+			"in the price's unit, by provider and model.", "provider", "model"),
 		conflicts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "detour_config_conflicts",
 			Help: "Names in conflict with another running processor, by kind: provider names it defines differently (type, base URL, model or policy), chain names it runs with different providers.",
 		}, []string{"kind"}),
 		fleet: newFleetCollector(),
 	}
-	// Both kinds are reported from the start, at 0, as an unlabelled
-	// gauge would be.
+	// Both kinds from the start, at 0, as an unlabelled gauge would be.
 	m.conflicts.WithLabelValues("provider")
 	m.conflicts.WithLabelValues("chain")
-	m.tokens, m.cost = newUsageCollectors()
 	m.registry.MustRegister(m.requests, m.providerCalls, m.skips, m.cooldownsOpened, m.callSeconds,
 		m.requestSeconds, m.naks, m.deadLetters, m.inFlight, m.cache, m.tokens, m.cost, m.conflicts, m.fleet,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -176,8 +157,7 @@ func (m *Metrics) InFlight(delta int) {
 	}
 }
 
-// Cache counts a request of a chain with a response cache by how the cache
-// took part: "hit", "miss" or "stale".
+// Cache counts a request of a chain with a response cache.
 func (m *Metrics) Cache(chainName string, result chain.CacheStatus) {
 	if m != nil {
 		m.cache.WithLabelValues(labelValue(chainName), labelValue(string(result))).Inc()

@@ -5,14 +5,13 @@ import (
 	"time"
 )
 
-// rateWindow is how far back Rates looks.
+// rateWindow is how far back Rates looks, in seconds.
 const rateWindow = 60
 
-// rates counts answers per second over the last minute, for the status
-// page: a ring of one-second buckets.
+// rates counts answers in a ring of one-second buckets: the window's and
+// the current second's.
 type rates struct {
-	mu sync.Mutex
-	// One bucket per second of the window, plus the current one.
+	mu      sync.Mutex
 	buckets [rateWindow + 1]rateBucket
 }
 
@@ -36,9 +35,8 @@ func (r *rates) add(now time.Time, degraded bool) {
 	}
 }
 
-// get returns answers per second and the share of them degraded (0 to 1)
-// over the rateWindow seconds before now, the current second excluded as
-// it is still filling.
+// get is Rates over the rateWindow seconds before now's, which is still
+// filling.
 func (r *rates) get(now time.Time) (perSecond, degradedShare float64) {
 	sec := now.Unix()
 	r.mu.Lock()
@@ -57,8 +55,7 @@ func (r *rates) get(now time.Time) (perSecond, degradedShare float64) {
 }
 
 // Rates returns the answers per second over the last minute and the share
-// of them that were degraded (0 to 1), for the status page; zeros on a nil
-// *Metrics.
+// degraded (0 to 1), for the status page.
 func (m *Metrics) Rates(now time.Time) (perSecond, degradedShare float64) {
 	if m == nil {
 		return 0, 0

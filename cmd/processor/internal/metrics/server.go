@@ -14,12 +14,9 @@ import (
 	"golang.org/x/net/netutil"
 )
 
-// Handler serves /metrics, /healthz and /readyz. ready reports whether the
-// processor can take work (connected and consuming).
-//
-// A collector that fails costs its own series: /metrics serves the others
-// and logs the error (SetLogger), and never sends a scraper the error's
-// text, which for a collector's panic holds a stack trace with source paths.
+// Handler serves /metrics, /healthz and /readyz (ready). A collector that
+// fails costs its own series: the error is logged (SetLogger), never sent
+// to a scraper, as a panic's holds a stack trace with source paths.
 func (m *Metrics) Handler(ready func() bool) http.Handler {
 	mux := http.NewServeMux()
 	if m != nil {
@@ -49,7 +46,6 @@ func (m *Metrics) SetLogger(l *slog.Logger) {
 	}
 }
 
-// errorLog is promhttp's Logger on the logger of m.
 type errorLog struct{ m *Metrics }
 
 func (e errorLog) Println(v ...any) {
@@ -60,45 +56,36 @@ func (e errorLog) Println(v ...any) {
 	l.Warn("serving metrics", "err", strings.TrimSpace(fmt.Sprintln(v...)))
 }
 
-// serverLimits bound what the clients of the metrics server can hold. It
-// shares the processor's file descriptors: a connection it holds is a
-// descriptor the provider calls cannot have, and a processor out of
-// descriptors fails its calls and opens cooldowns the whole fleet obeys.
+// serverLimits bound what the metrics server's clients hold: it shares the
+// processor's file descriptors, and one out of them fails its provider
+// calls and opens cooldowns the whole fleet obeys. The timeouts are
+// http.Server's; past maxConns a client waits in the kernel's accept
+// queue, holding no descriptor.
 type serverLimits struct {
-	// readHeader, read, write and idle are the http.Server timeouts.
 	readHeader, read, write, idle time.Duration
-	// maxHeaderBytes is http.Server's MaxHeaderBytes.
-	maxHeaderBytes int
-	// maxConns bounds the connections held at once; past it the server
-	// accepts no more until one closes, and a client waits in the
-	// kernel's accept queue, holding no descriptor of the processor.
-	maxConns int
+	maxHeaderBytes                int
+	maxConns                      int
 }
 
-// defaultLimits are Listen's limits.
+// defaultLimits are Listen's: a GET without a body has 10 s to arrive, a
+// scrape 30 s to be written, an idle connection is kept 30 s for the
+// status page's polls, and 64 connections serve a scraper or two and a few
+// browsers.
 var defaultLimits = serverLimits{
-	readHeader: 5 * time.Second,
-	// Every path is a GET without a body.
-	read: 10 * time.Second,
-	// From the end of the request's headers to the end of the answer: a
-	// scrape gathers and writes every series, the providers' included.
-	write: 30 * time.Second,
-	// Longer than nothing, so that a scraper or the status page (which
-	// polls every second) keeps its connection between requests; short
-	// enough that connections left idle give back their descriptors.
+	readHeader:     5 * time.Second,
+	read:           10 * time.Second,
+	write:          30 * time.Second,
 	idle:           30 * time.Second,
 	maxHeaderBytes: 32 << 10,
-	// A scraper or two and a few browsers showing the status page.
-	maxConns: 64,
+	maxConns:       64,
 }
 
 // Port is the metrics server's address, bound before the processor starts
-// so that a taken port fails start-up before anything is changed on the
-// NATS server.
+// so that a taken port fails start-up before anything changes on NATS.
 type Port struct{ l net.Listener }
 
-// Listen binds addr at once, so a taken port fails start-up with a clear
-// error. Serve the port, or Close it if the processor does not start.
+// Listen binds addr; Serve the port, or Close it if the processor does not
+// start.
 func Listen(addr string) (*Port, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -107,9 +94,8 @@ func Listen(addr string) (*Port, error) {
 	return &Port{l: l}, nil
 }
 
-// Serve serves h on the port until ctx ends, then closes it. The server
-// holds at most 64 connections at once, closes one left idle for 30 s, and
-// gives a request 10 s to arrive and its answer 30 s to be written.
+// Serve serves h on the port, within defaultLimits, until ctx ends, then
+// closes it.
 func (p *Port) Serve(ctx context.Context, h http.Handler) error {
 	return serveOn(p.l, h, defaultLimits)(ctx)
 }

@@ -13,22 +13,15 @@ import (
 	"github.com/detourhq/detour/kvstate"
 )
 
-// circuitState is the chains' State: the provider-state store, with each
-// provider name mapped, at every call, to the circuit of this processor's
-// definition of it (kvstate.Store.CircuitOf): the plain name while its
-// definition holds the name, or none does, provider=<short fingerprint>
-// while another does. The chains keep the provider's name in results and
-// attempts; only the keys differ.
-//
-// The first failure recorded of a name that no definition holds claims it
-// for this processor's (kvstate.Store.Claim), before it is written: the
-// definition that first writes a circuit of the name holds its plain keys,
-// and healthy traffic writes nothing, the claim included.
+// circuitState is the chains' State: the provider-state store, each
+// provider name mapped at every call to its definition's circuit
+// (kvstate.Store.CircuitOf): the plain name while this definition holds it,
+// or none does, else provider=<short fingerprint>. Results keep the name.
+// The first failure of a name none holds claims it first, so healthy
+// traffic writes nothing, the claim included.
 type circuitState struct {
-	store *kvstate.Store
-	// holders holds this processor's definition of each provider, as the
-	// holder of its name.
-	holders map[string]kvstate.Holder
+	store   *kvstate.Store
+	holders map[string]kvstate.Holder // this processor's definitions
 }
 
 var _ chain.State = circuitState{}
@@ -50,8 +43,7 @@ func (c circuitState) Cooling(provider string, now time.Time) (time.Time, bool) 
 }
 
 // RecordFailure claims provider's name when none holds it, and records the
-// failure whatever the claim did: a claim that fails leaves the name to
-// the plain circuit, which is where the failure then goes.
+// failure whatever the claim did: on the plain circuit if it failed.
 func (c circuitState) RecordFailure(ctx context.Context, provider string, f chain.Failure) error {
 	var claimed error
 	if _, held := c.store.Holder(provider); !held {
@@ -65,46 +57,35 @@ func (c circuitState) RecordSuccess(ctx context.Context, provider string) error 
 }
 
 // circuitKeeper keeps, at every fleet check, the circuits of this
-// processor's definitions:
-//   - a name held by a definition that no running processor recorded at
-//     two checks in a row is taken over (kvstate.Store.TakeOver), which
-//     clears the old definition's plain keys, once the plain circuit is
-//     not cooling and this definition's own circuit is closed with no
-//     failure counted, so that the move loses nothing of either: after a
-//     rolling change of a provider's definition the plain name belongs to
-//     the new one within two checks of the old one's last processor's stop
-//     and of the end of its cooldown;
+// processor's definitions (docs/state.md#one-circuit-per-definition):
+//   - a name held by a definition no running processor recorded at two
+//     checks in a row is taken over (kvstate.Store.TakeOver), once the
+//     plain circuit is not cooling and this definition's own is closed
+//     with no failure, so that the move loses nothing;
 //   - once this definition holds the name, its own provider=<short
-//     fingerprint> circuit is of no more use, and is cleared; so is any
-//     other definition's that no running processor recorded at two
-//     checks in a row; neither while it cools.
+//     fingerprint> circuit is cleared, and so is any other definition's
+//     that no running processor recorded at two checks in a row.
 //
-// Two checks, not one: a processor that has just started may not answer
-// the first, and its circuit must not be lost for that. A cooling circuit
-// is never taken over nor cleared: its processors may be restarting, or
-// cut off from the others for a while, and its cooldown key ends by its
-// TTL whatever happens, so waiting costs nothing, while clearing it would
-// send the restarted processors to the failing endpoint again. A check
-// decides only when it was complete: its mirror following the bucket, so
-// that it holds every running processor's record.
+// Two checks, as a processor just started may miss the first. A cooling
+// circuit is never taken over nor cleared: its cooldown ends by its TTL
+// anyway, and clearing it would send restarted processors to the failing
+// endpoint again. Only a complete check decides: its mirror following the
+// bucket, so that it holds every running processor's record.
 type circuitKeeper struct {
 	store  *kvstate.Store
 	own    map[string]kvstate.Holder
 	now    func() time.Time
 	logger *slog.Logger
 	// kept is the circuit each provider kept at the last check; unheard
-	// holds the circuits of other definitions, and the holders (by
-	// heldKey), that no running processor recorded at the last complete
+	// the circuits and holders (heldKey) unrecorded at the last complete
 	// check.
 	kept    map[string]string
 	unheard map[string]bool
 }
 
-// round keeps the circuits after one check, which found others running;
+// round keeps the circuits after one check that found others running;
 // complete says whether it may judge that a definition runs nowhere.
 func (k *circuitKeeper) round(ctx context.Context, others []fleet.Instance, complete bool) {
-	// What the last check did not hear of, and is there still, is cleared
-	// if this one does not either.
 	unheard := k.unheard
 	k.unheard = map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(k.own)) {
@@ -115,8 +96,8 @@ func (k *circuitKeeper) round(ctx context.Context, others []fleet.Instance, comp
 	}
 }
 
-// keep takes over provider's name for this processor's definition, and
-// clears circuits of no more use, as circuitKeeper says.
+// keep takes provider's name over and clears circuits, as circuitKeeper
+// says.
 func (k *circuitKeeper) keep(ctx context.Context, provider string, others []fleet.Instance, complete bool, unheard map[string]bool) error {
 	mine := k.own[provider].Fingerprint
 	own := kvstate.DefinitionCircuit(provider, mine)
@@ -166,22 +147,19 @@ func heldKey(provider string, h kvstate.Holder) string {
 	return kvstate.DefinitionKey(provider) + " " + h.Fingerprint
 }
 
-// unused reports whether circuit is closed with no failure counted: moving
-// off it loses nothing.
+// unused reports whether circuit is closed with no failure counted.
 func (k *circuitKeeper) unused(circuit string) bool {
 	h, _ := k.store.Health(circuit)
 	return k.store.State(circuit, k.now()) == kvstate.StateClosed && h.ConsecutiveFailures == 0
 }
 
-// cooling reports whether circuit is open: its cooldown runs.
 func (k *circuitKeeper) cooling(circuit string) bool {
 	_, cooling := k.store.Cooling(circuit, k.now())
 	return cooling
 }
 
-// report logs a change of the circuit that provider keeps: at warn when
-// another definition holds the name (a conflict), at info when this one
-// comes to hold it.
+// report logs a change of the circuit provider keeps: at warn when another
+// definition holds the name, at info when this one comes to.
 func (k *circuitKeeper) report(provider string) {
 	circuit := k.store.CircuitOf(provider, k.own[provider].Fingerprint)
 	before, seen := k.kept[provider]
@@ -197,8 +175,8 @@ func (k *circuitKeeper) report(provider string) {
 	}
 }
 
-// announced reports whether any of instances runs provider as the
-// definition with fingerprint.
+// announced reports whether any of instances runs provider's definition
+// with fingerprint.
 func announced(instances []fleet.Instance, provider, fingerprint string) bool {
 	return slices.ContainsFunc(instances, func(in fleet.Instance) bool {
 		d, ok := in.Providers[provider]
@@ -215,9 +193,8 @@ func announcedShort(instances []fleet.Instance, provider, short string) bool {
 	})
 }
 
-// knownCircuits is what the metrics and the status page report besides the
-// bucket's other names: every provider of the chain file, and the circuit
-// this processor's definition of each keeps now.
+// knownCircuits is every provider of the chain file and the circuit its
+// definition keeps now, reported besides the bucket's other names.
 func knownCircuits(providers []string, state circuitState) []string {
 	out := slices.Clone(providers)
 	for _, p := range providers {

@@ -18,25 +18,21 @@ import (
 // fleetEvery spaces the checks after the first, which runs at start.
 const fleetEvery = 30 * time.Second
 
-// Bounds of one conflict's log line: a fleet of many processors would
-// otherwise name them all on every line.
+// Bounds of one conflict's log line, which would otherwise name every
+// processor of a large fleet: definitions from elsewhere, processors for
+// one, and bytes of one definition with its processors.
 const (
-	// logDefinitions is the most definitions from elsewhere one line names.
-	logDefinitions = 4
-	// logProcessors is the most processors named for one definition.
-	logProcessors = 4
-	// logDefinitionBytes bounds one definition with its processors.
+	logDefinitions     = 4
+	logProcessors      = 4
 	logDefinitionBytes = 400
 )
 
-// watchFleet records in the provider bucket what this processor runs
-// (kvstate.Store.Record, renewed at every check, with a TTL of three
-// checks, so that the record of a processor that stopped without a word
-// expires), and compares it with every other running processor's record
-// in the mirror, at start and every fleetEvery until ctx ends; then it
-// withdraws its record. It keeps its definitions' circuits from what it
-// finds (circuitKeeper). detour_config_conflicts counts the provider and
-// the chain names in conflict; fleetLog says which conflicts are logged.
+// watchFleet records what this processor runs in the provider bucket, with
+// a TTL of three checks so that the record of one stopped without a word
+// expires, and compares it with the others' records in the mirror, at start
+// and every fleetEvery until ctx ends; then it withdraws the record. Each
+// check keeps the circuits (circuitKeeper), counts the conflicts and logs
+// them (fleetLog).
 func (p *Processor) watchFleet(ctx context.Context) {
 	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File), Chains: fleet.Chains(p.opts.File)}
 	record := fleet.Record(p.id, p.opts.File)
@@ -77,18 +73,16 @@ func (p *Processor) watchFleet(ctx context.Context) {
 	}
 }
 
-// fleetLog logs the conflicts each check finds. A conflict found at start
-// is logged at error, naming both sides: this processor is the newcomer
-// whose chain file differs. One found later (another processor started
-// since) is logged at warn, once for as long as it stays the same. What it
-// remembers is one digest per provider name of this processor in conflict
-// now, so records that change every round cost no memory that grows.
+// fleetLog logs the conflicts each check finds: at error at start, when
+// this processor is the newcomer whose chain file differs, later at warn,
+// once for as long as each stays the same. It remembers one digest per
+// name in conflict now, so records that change every round cost no memory
+// that grows.
 type fleetLog struct {
 	self   fleet.Instance
 	logger *slog.Logger
-	// reported maps a provider name in conflict to the digest of the
-	// conflict last logged for it; reportedChains a chain name in
-	// conflict.
+	// reported and reportedChains map a provider or chain name in conflict
+	// to the digest of the conflict last logged for it.
 	reported       map[string]string
 	reportedChains map[string]string
 }
@@ -97,81 +91,75 @@ func newFleetLog(self fleet.Instance, logger *slog.Logger) *fleetLog {
 	return &fleetLog{self: self, logger: logger, reported: map[string]string{}, reportedChains: map[string]string{}}
 }
 
-// round logs the conflicts one check found that are not logged as they
-// stand now.
+// round logs the provider conflicts of one check.
 func (l *fleetLog) round(conflicts []fleet.Conflict, first bool) {
-	now := make(map[string]string, len(conflicts))
+	forget(l.reported, conflicts, func(c fleet.Conflict) string { return c.Provider })
 	for _, c := range conflicts {
-		now[c.Provider] = conflictDigest(c)
-	}
-	// Forget conflicts that ended: one that comes back is logged again.
-	maps.DeleteFunc(l.reported, func(name, _ string) bool { _, ok := now[name]; return !ok })
-	for _, c := range conflicts {
-		if l.reported[c.Provider] == now[c.Provider] {
-			continue
+		var parts [][]string
+		for _, d := range c.Definitions {
+			parts = append(parts, []string{d.Fingerprint}, d.Processors)
 		}
-		l.reported[c.Provider] = now[c.Provider]
 		mine := l.self.Providers[c.Provider]
-		var theirs []string
-		more := 0
-		for _, h := range c.Definitions {
-			switch {
-			case h.Fingerprint == mine.Fingerprint:
-			case len(theirs) == logDefinitions:
-				more++
-			default:
-				theirs = append(theirs, text.Cut(h.Definition.String()+" on "+namedProcessors(h.Processors), logDefinitionBytes))
-			}
-		}
-		log := l.logger.Warn
-		if first {
-			log = l.logger.Error
-		}
-		args := []any{"provider", c.Provider, "here", mine.String(), "processor", l.self.Processor, "elsewhere", theirs}
-		if more > 0 {
-			args = append(args, "elsewhere_not_shown", more)
-		}
-		log("another processor defines a provider of this name differently; fix the chain files so that they agree", args...)
+		l.report(l.reported, first, "another processor defines a provider of this name differently; fix the chain files so that they agree",
+			"provider", c.Provider, digest(parts), mine.String(), func() (theirs []string) {
+				for _, h := range c.Definitions {
+					if h.Fingerprint != mine.Fingerprint {
+						theirs = append(theirs, text.Cut(h.Definition.String()+" on "+namedProcessors(h.Processors), logDefinitionBytes))
+					}
+				}
+				return theirs
+			})
 	}
 }
 
-// chains logs the chain conflicts one check found that are not logged as
-// they stand now, as round does the provider conflicts: at error at start,
-// at warn later, once for as long as each stays the same.
+// chains logs the chain conflicts of one check, as round does.
 func (l *fleetLog) chains(conflicts []fleet.ChainConflict, first bool) {
-	now := make(map[string]string, len(conflicts))
+	forget(l.reportedChains, conflicts, func(c fleet.ChainConflict) string { return c.Chain })
 	for _, c := range conflicts {
-		now[c.Chain] = chainConflictDigest(c)
-	}
-	maps.DeleteFunc(l.reportedChains, func(name, _ string) bool { _, ok := now[name]; return !ok })
-	for _, c := range conflicts {
-		if l.reportedChains[c.Chain] == now[c.Chain] {
-			continue
-		}
-		l.reportedChains[c.Chain] = now[c.Chain]
-		mine := strings.Join(l.self.Chains[c.Chain], " ")
-		var theirs []string
-		more := 0
+		var parts [][]string
 		for _, list := range c.Lists {
-			joined := strings.Join(list.Providers, " ")
-			switch {
-			case joined == mine:
-			case len(theirs) == logDefinitions:
-				more++
-			default:
-				theirs = append(theirs, text.Cut("["+joined+"] on "+namedProcessors(list.Processors), logDefinitionBytes))
-			}
+			parts = append(parts, list.Providers, list.Processors)
 		}
-		log := l.logger.Warn
-		if first {
-			log = l.logger.Error
-		}
-		args := []any{"chain", c.Chain, "here", "[" + mine + "]", "processor", l.self.Processor, "elsewhere", theirs}
-		if more > 0 {
-			args = append(args, "elsewhere_not_shown", more)
-		}
-		log("another processor runs a chain of this name with different providers; its requests go to either: fix the chain files so that they agree", args...)
+		mine := strings.Join(l.self.Chains[c.Chain], " ")
+		l.report(l.reportedChains, first, "another processor runs a chain of this name with different providers; its requests go to either: fix the chain files so that they agree",
+			"chain", c.Chain, digest(parts), "["+mine+"]", func() (theirs []string) {
+				for _, list := range c.Lists {
+					if joined := strings.Join(list.Providers, " "); joined != mine {
+						theirs = append(theirs, text.Cut("["+joined+"] on "+namedProcessors(list.Processors), logDefinitionBytes))
+					}
+				}
+				return theirs
+			})
 	}
+}
+
+// report logs the conflict over name, naming this processor's side (here)
+// and at most logDefinitions of the others, unless it was logged as it
+// stands (digest).
+func (l *fleetLog) report(reported map[string]string, first bool, msg, kind, name, digest, here string, theirs func() []string) {
+	if reported[name] == digest {
+		return
+	}
+	reported[name] = digest
+	others := theirs()
+	shown := others[:min(len(others), logDefinitions)]
+	args := []any{kind, name, "here", here, "processor", l.self.Processor, "elsewhere", shown}
+	if len(others) > len(shown) {
+		args = append(args, "elsewhere_not_shown", len(others)-len(shown))
+	}
+	log := l.logger.Warn
+	if first {
+		log = l.logger.Error
+	}
+	log(msg, args...)
+}
+
+// forget drops the names no longer in conflict: one that comes back is
+// logged again.
+func forget[C any](reported map[string]string, conflicts []C, name func(C) string) {
+	maps.DeleteFunc(reported, func(n, _ string) bool {
+		return !slices.ContainsFunc(conflicts, func(c C) bool { return name(c) == n })
+	})
 }
 
 // namedProcessors names at most logProcessors of processors, and how many
@@ -183,33 +171,15 @@ func namedProcessors(processors []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(processors[:logProcessors], ", "), len(processors)-logProcessors)
 }
 
-// conflictDigest stands for c in fleetLog's memory: it changes when a
-// definition or a processor holding one does.
-func conflictDigest(c fleet.Conflict) string {
+// digest stands for a conflict in fleetLog's memory: it changes when any of
+// its parts (a fingerprint, a list of providers or of processors) does.
+func digest(parts [][]string) string {
 	h := sha256.New()
-	for _, d := range c.Definitions {
-		fmt.Fprintf(h, "%s\x00", d.Fingerprint)
-		for _, p := range d.Processors {
-			fmt.Fprintf(h, "%s\x00", p)
+	for _, part := range parts {
+		for _, s := range part {
+			fmt.Fprintf(h, "%s\x00", s)
 		}
 		h.Write([]byte{1})
-	}
-	return string(h.Sum(nil))
-}
-
-// chainConflictDigest stands for c in fleetLog's memory: it changes when a
-// list or a processor running one does.
-func chainConflictDigest(c fleet.ChainConflict) string {
-	h := sha256.New()
-	for _, l := range c.Lists {
-		for _, p := range l.Providers {
-			fmt.Fprintf(h, "%s\x00", p)
-		}
-		h.Write([]byte{1})
-		for _, p := range l.Processors {
-			fmt.Fprintf(h, "%s\x00", p)
-		}
-		h.Write([]byte{2})
 	}
 	return string(h.Sum(nil))
 }

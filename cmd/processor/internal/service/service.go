@@ -43,46 +43,33 @@ type Options struct {
 	HTTPClient *http.Client
 	// Metrics records what the processor does; nil records nothing.
 	Metrics *metrics.Metrics
-	// Clock is the processor's own clock, nil meaning time.Now. Cooldowns,
-	// probe leases and deadlines are judged by the NATS server's time,
-	// learned as an offset from it (package serverclock), whatever it
-	// says: tests set it off by minutes.
+	// Clock is the processor's own clock, nil meaning time.Now; cooldowns,
+	// leases and deadlines are judged by the server's time, learned as an
+	// offset from it (serverclock), so tests may set it off by minutes.
 	Clock func() time.Time
-	// fleetEvery spaces the fleet checks after the first (watchFleet);
-	// zero means fleetEvery. Tests shorten it.
+	// fleetEvery spaces the fleet checks; zero means fleetEvery.
 	fleetEvery time.Duration
 }
 
 // Processor is one assembled, not yet running, processor.
 type Processor struct {
-	opts  Options
-	js    jetstream.JetStream
-	store *kvstate.Store
-	// clock is the NATS server's time, by which the processor judges
-	// cooldowns, leases and deadlines.
-	clock   *serverclock.Clock
-	handler *stream.Processor
-	chains  []string
-	// repair recreates streams and consumers that a pull or a result
-	// store finds gone; health is what those last saw, for readiness.
-	repair *stream.Repairer
-	health *stream.Health
-	// consuming is set while Run's consume loop takes work; it makes
-	// /readyz ready.
-	consuming atomic.Bool
-	// id names this processor in its cooldowns and its announcement.
-	id string
-	// kv is the provider bucket, providers the chain file's provider
-	// names, own the circuits this processor may keep, known those to
-	// report (the providers' and the circuits they keep now), events the
-	// latest outage events: for the status page.
-	kv        jetstream.KeyValue
-	providers []string
-	own       []string
-	known     func() []string
-	events    *statuspage.Events
-	// keeper keeps the circuits of this processor's definitions at each
-	// fleet check.
+	opts      Options
+	js        jetstream.JetStream
+	store     *kvstate.Store
+	clock     *serverclock.Clock // the NATS server's time
+	handler   *stream.Processor
+	chains    []string
+	repair    *stream.Repairer
+	health    *stream.Health
+	consuming atomic.Bool // while Run's consume loop takes work
+	id        string      // names this processor in its cooldowns and record
+	// For the status page and metrics: the provider bucket, the circuits
+	// this processor may keep, those to report now, and the latest outage
+	// events.
+	kv     jetstream.KeyValue
+	own    []string
+	known  func() []string
+	events *statuspage.Events
 	keeper *circuitKeeper
 	// conflicts and chainConflicts are what watchFleet found last.
 	fleetMu        sync.Mutex
@@ -91,12 +78,9 @@ type Processor struct {
 }
 
 // New creates the topology, builds the chains and loads the provider-state
-// mirror: start-up I/O only, done with ctx. It runs nothing, and ctx bounds
-// nothing once it returns: Run runs the processor. What New leaves open is
-// the watch that Load opened, held for Run to follow the bucket from (the
-// changes made meanwhile wait in it); Load comes last so that no step after
-// it can fail and leave that watch open. A processor that is never run
-// leaves it to the connection, which ends it when closed.
+// mirror, with ctx bounding that start-up I/O only; Run runs the processor.
+// It leaves open the watch Load opened, for Run to follow the bucket from:
+// Load comes last, so that no later step can fail and leave it open.
 func New(ctx context.Context, opts Options) (*Processor, error) {
 	opts.Logger = logs.OrDiscard(opts.Logger)
 	s := opts.Settings
@@ -108,8 +92,6 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	topology := stream.Topology{
 		Chains: names, Replicas: s.Replicas, AckWait: s.AckWait, MaxAckPending: s.MaxAckPending, ResultTTL: s.ResultTTL,
 		RequestsMaxBytes: s.RequestsMaxBytes, ResultsMaxBytes: s.ResultsMaxBytes, DeadLetterMaxBytes: s.DeadLetterMaxBytes,
-		// Processors share the topology: a setting of this one's that
-		// another's (or an operator's) outlasts is not applied.
 		Kept: func(what string) {
 			opts.Logger.Warn("a stream or consumer keeps a setting of another processor's or an operator's", "kept", what)
 		},
@@ -126,9 +108,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		return nil, err
 	}
 	id := processorID()
-	// Each provider keeps the circuit of this processor's definition of
-	// it (circuitState): its plain name's, or provider=<short fingerprint>
-	// while another definition holds the name.
+	// Each provider keeps its definition's circuit (circuitState).
 	holders := map[string]kvstate.Holder{}
 	var own []string // the circuits this processor may keep, for the metrics
 	for _, p := range opts.File.Providers {
@@ -174,43 +154,29 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		return nil, err
 	}
 	return &Processor{opts: opts, js: js, store: store, clock: clock, handler: handler, chains: names, repair: repair, health: health, id: id,
-		kv: kv, providers: providers, own: own, known: known, keeper: keeper, events: statuspage.NewEvents(keptEvents)}, nil
+		kv: kv, own: own, known: known, keeper: keeper, events: statuspage.NewEvents(keptEvents)}, nil
 }
 
-// topologyEvery is how often a running processor checks that what it
-// needs of the shared topology is there: a failed pull, store or dead
-// letter checks at once, but a chain's subject left out by another
-// processor's update fails no pull, only the publishes to it.
+// topologyEvery is how often a running processor checks the topology: a
+// failed pull or store checks at once, but a chain's subject left out by
+// another processor's update fails no pull, only the publishes to it.
 const topologyEvery = 30 * time.Second
 
-// keepTopology puts back, every topologyEvery until ctx ends, what the
-// processor needs of the topology and finds gone.
 func (p *Processor) keepTopology(ctx context.Context) {
 	for wait.Sleep(ctx, topologyEvery) == nil {
 		_ = p.repair.Ensure(ctx)
 	}
 }
 
-// Run runs the processor until ctx ends, and returns once every part has.
-// Its parts run in two stages (supervise.Run), whose nesting is the
-// shutdown order:
-//   - outside, for as long as anything inside runs: the provider-state
-//     mirror, which follows the bucket (kvstate.Store.Run, which watches
-//     again and recreates the bucket should it be lost), a watch of the
-//     bucket that keeps the latest outage events for the status page
-//     (Handler), and the clock that keeps learning the NATS server's time;
-//     so requests still in flight while the consume loop drains see other
-//     processors' cooldowns, judged by the server's time;
-//   - inside, until ctx ends: the consume loop, which takes every chain's
-//     requests and shuts down gracefully; the request/reply service
-//     (ask.Serve: the micro service "detour" on detour.ask.<chain>), which
-//     stops taking requests when the consume loop does, before it drains;
-//     the fleet check (watchFleet), which records what this processor runs
-//     and compares it with the other processors' records; and the topology
-//     keeper.
-//
-// Should the mirror end by itself, or the service fail to start, the consume
-// loop stops as if ctx had ended, and Run returns why. Call Run once.
+// Run runs the processor until ctx ends, and returns once every part has,
+// in two stages (supervise.Run) whose nesting is the shutdown order:
+// outside, the provider-state mirror, the outage events of the status page
+// and the server clock, so that requests in flight while the consume loop
+// drains still see other processors' cooldowns; inside, until ctx ends,
+// the consume loop, request/reply (ask.Serve), the fleet check and the
+// topology keeper. Should the mirror end by itself, or the service fail to
+// start, the inside stops as if ctx had ended, and Run returns why. Call
+// Run once.
 func (p *Processor) Run(ctx context.Context) error {
 	p.opts.Logger.Info("processing", "chains", p.chains, "workers", p.opts.Settings.Workers)
 	err := supervise.Run(ctx,
@@ -231,7 +197,7 @@ func quiet(run func(context.Context)) supervise.Part {
 	return func(ctx context.Context) error { run(ctx); return nil }
 }
 
-// mirror follows the bucket until ctx ends; it is not meant to end before.
+// mirror follows the bucket until ctx ends; ending before is an error.
 func (p *Processor) mirror(ctx context.Context) error {
 	err := p.store.Run(ctx)
 	if ctx.Err() != nil {
@@ -243,7 +209,6 @@ func (p *Processor) mirror(ctx context.Context) error {
 	return fmt.Errorf("service: the provider-state mirror stopped following the bucket: %w", err)
 }
 
-// serveAsk serves request/reply until ctx ends.
 func (p *Processor) serveAsk(ctx context.Context) error {
 	err := ask.Serve(ctx, ask.Config{
 		Conn: p.opts.Conn, JetStream: p.js, Chains: p.chains,
@@ -256,9 +221,8 @@ func (p *Processor) serveAsk(ctx context.Context) error {
 	return nil
 }
 
-// consume runs the consume loop until ctx ends and its deliveries have
-// drained. The processor is ready while it takes work: not from the moment
-// the stop begins, since the drain that follows takes no new work.
+// consume runs the consume loop until ctx ends and it has drained; the
+// processor is ready while it takes work, not once the stop begins.
 func (p *Processor) consume(ctx context.Context) error {
 	p.consuming.Store(true)
 	defer p.consuming.Store(false)
@@ -275,32 +239,26 @@ func (p *Processor) consume(ctx context.Context) error {
 	})
 }
 
-// Ready reports whether the processor takes work: Run's consume loop taking
-// requests, connected to NATS, its pulls working, its last result stored
-// (or none tried yet), and Run's provider-state mirror following the bucket.
-// It backs /readyz. It turns false while a lost stream, consumer or bucket
-// is missing and true again once it is recreated and used, and for good
-// once Run begins to stop.
+// Ready backs /readyz: the consume loop taking requests, connected to NATS,
+// its pulls working, its last result stored (or none tried yet), and the
+// mirror following the bucket.
 func (p *Processor) Ready() bool {
 	return p.consuming.Load() && p.opts.Conn.IsConnected() && p.health.Err() == nil && p.store.Following()
 }
 
-// processorID names this processor in the cooldowns it opens and in what
-// it announces to the others.
+// processorID names this processor in its cooldowns and its record.
 func processorID() string {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "unknown"
 	}
-	// The tail of a NUID, which differs from call to call; its head is the
-	// same for every call of one process, and processors in one process
-	// (tests, embedding programs) must not share an id.
+	// A NUID's tail, as its head is the same for every call of a process,
+	// and processors in one process (tests) must not share an id.
 	n := nuid.Next()
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), n[len(n)-6:])
 }
 
-// cachedRunners is every chain as the processor runs it: behind its
-// response cache when the chain file gives it one.
+// cachedRunners is every chain, behind its response cache when it has one.
 func cachedRunners(opts Options, built map[string]*chain.Chain, store *cache.Store, now func() time.Time) (map[string]stream.Runner, error) {
 	var rules []string
 	for _, p := range opts.File.Providers {

@@ -12,9 +12,8 @@ import (
 // keptEvents is how many outage events the status page lists.
 const keptEvents = 20
 
-// Handler serves what DETOUR_METRICS_ADDR offers: /metrics, /healthz and
-// /readyz (the metrics package, /readyz from Ready) and the live status page
-// on / with its data on /status.json (statuspage).
+// Handler serves DETOUR_METRICS_ADDR: /metrics, /healthz, /readyz (from
+// Ready), and the status page on / with its data on /status.json.
 func (p *Processor) Handler() http.Handler {
 	mux := http.NewServeMux()
 	m := p.opts.Metrics.Handler(p.Ready)
@@ -27,9 +26,7 @@ func (p *Processor) Handler() http.Handler {
 	return mux
 }
 
-// snapshot is the status page's data now: the mirror's rows for every
-// provider it knows and every one of the chain file, the latest outage
-// events, the answer rates and the conflicts found last.
+// snapshot is the status page's data now.
 func (p *Processor) snapshot() statuspage.Snapshot {
 	now := p.clock.Now()
 	perSecond, degraded := p.opts.Metrics.Rates(now)
@@ -45,8 +42,7 @@ func (p *Processor) snapshot() statuspage.Snapshot {
 	}
 }
 
-// watchEvents keeps the latest outage events for the status page until
-// ctx ends.
+// watchEvents keeps the latest outage events until ctx ends.
 func (p *Processor) watchEvents(ctx context.Context) {
 	if err := kvstate.WatchEvents(ctx, p.kv, p.events.Add); err != nil && ctx.Err() == nil {
 		p.opts.Logger.Warn("the status page lists no outage events: watching the bucket failed", "err", err)
