@@ -242,34 +242,9 @@ func (s *Store) TakeOver(ctx context.Context, provider string, h Holder) (bool, 
 // written again meanwhile is read again and deleted.
 func (s *Store) Clear(ctx context.Context, circuit string) error {
 	for _, kind := range []string{SuffixHealth, SuffixCooldown, SuffixProbe} {
-		if err := s.clearKey(ctx, circuit, kind); err != nil {
+		if err := s.deleteKey(ctx, circuit, kind, true, nil); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func (s *Store) clearKey(ctx context.Context, circuit, kind string) error {
-	key := circuit + "." + kind
-	for attempt := range maxCASRetries {
-		e, err := s.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("kvstate: reading %s: %w", key, err)
-		}
-		err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
-		if err == nil {
-			s.forget(circuit, kind, e.Revision())
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
-		}
-		if err := casPause(ctx, attempt); err != nil {
-			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
-		}
-	}
-	return fmt.Errorf("kvstate: deleting %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
 }

@@ -11,35 +11,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// openCooldown writes the cooldown key with its TTL. A trip is never lost:
-// when a key is still there (another worker's cooldown, or a stale one whose
-// until has passed but which the server has not removed yet, up to about a
-// second late), a cooldown that ends no sooner than c is left alone, so a
-// running cooldown is never shortened, and returned as running; any other,
-// and one that the operator's last reset ended (resetEnds), is replaced at
-// its revision with a fresh TTL. A conflict means someone else wrote first:
-// read again.
+// openCooldown writes the cooldown key with its TTL. A key still there
+// (another worker's cooldown, or a stale one the server has not removed
+// yet) that ends no sooner than c is left alone and returned as running, so
+// a cooldown is never shortened; any other, or one the last reset ended, is
+// replaced at its revision with a fresh TTL.
 func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, ttl time.Duration) (running *Cooldown, err error) {
 	key := CooldownKey(provider)
 	data, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("kvstate: encoding %s: %w", key, err)
 	}
-	recreated := false
 	for attempt := range maxCASRetries {
-		rev, err := s.kv.Create(ctx, key, data, jetstream.KeyTTL(ttl))
+		// The trip is recorded in the health value already; the key must
+		// not be lost to a deleted bucket either (create recreates it).
+		rev, err := s.create(ctx, key, data, jetstream.KeyTTL(ttl))
 		if err == nil {
 			s.opened(provider, c, rev)
 			return nil, nil
-		}
-		if topology.Gone(err) && !recreated {
-			// The trip is recorded in the health value already; the key
-			// must not be lost to a deleted bucket either.
-			recreated = true
-			if err := s.recreateBucket(ctx); err != nil {
-				return nil, fmt.Errorf("kvstate: opening %s: %w", key, err)
-			}
-			continue
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("kvstate: opening %s: %w", key, err)
@@ -51,8 +40,6 @@ func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, t
 		if err != nil {
 			return nil, fmt.Errorf("kvstate: reading %s: %w", key, err)
 		}
-		// Bounded as the mirror bounds it: a hand-written key that claims to
-		// run for years is replaced like any that ends sooner than c.
 		held, err := decode[Cooldown](cur.Value())
 		h, _ := s.Health(provider)
 		if err == nil && !held.Until.Before(c.Until) && !resetEnds(held, h) {
@@ -75,8 +62,8 @@ func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, t
 }
 
 // replace writes value to key at revision rev with a fresh TTL, in one
-// atomic step (topology.Replace): KeyValue.Update would make the key
-// permanent. A conflict is reported as jetstream.ErrKeyRevisionMismatch.
+// atomic step: KeyValue.Update would make the key permanent. A conflict is
+// jetstream.ErrKeyRevisionMismatch.
 func (s *Store) replace(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
 	return topology.Replace(ctx, s.js, "$KV."+Bucket+"."+key, value, rev, ttl)
 }

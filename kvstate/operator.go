@@ -69,11 +69,28 @@ func (s *Store) resettable(provider string) bool {
 	return hasProbe || hasCooldown && !resetEnds(c.value, h.value) || hasHealth && tripped
 }
 
-// deleteEndedCooldown deletes provider's cooldown key if the reset that
-// h records ended it, at the revision read; a conflict means someone wrote
-// it meanwhile: read again.
+// deleteEndedCooldown deletes provider's cooldown key if the reset that h
+// records ended it.
 func (s *Store) deleteEndedCooldown(ctx context.Context, provider string, h Health) error {
-	key := CooldownKey(provider)
+	return s.deleteKey(ctx, provider, SuffixCooldown, true, func(value []byte) bool {
+		c, err := decode[Cooldown](value)
+		return err == nil && !resetEnds(c, h) // opened after the reset: not the reset's to end
+	})
+}
+
+// deleteProbe deletes provider's probe lease. The prober's own release then
+// finds nothing to release, and its outcome changes nothing: a success has
+// no failures to reset, a failure began before the reset. A lease taken
+// meanwhile is not the reset's, and stays.
+func (s *Store) deleteProbe(ctx context.Context, provider string) error {
+	return s.deleteKey(ctx, provider, SuffixProbe, false, nil)
+}
+
+// deleteKey deletes circuit's key of kind at the revision read, unless keep
+// says the value read stays. A key written meanwhile is read and judged
+// again when retry is set, else left alone.
+func (s *Store) deleteKey(ctx context.Context, circuit, kind string, retry bool, keep func([]byte) bool) error {
+	key := circuit + "." + kind
 	for attempt := range maxCASRetries {
 		e, err := s.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
@@ -82,46 +99,24 @@ func (s *Store) deleteEndedCooldown(ctx context.Context, provider string, h Heal
 		if err != nil {
 			return fmt.Errorf("kvstate: reading %s: %w", key, err)
 		}
-		c, err := decode[Cooldown](e.Value())
-		if err == nil && !resetEnds(c, h) {
-			return nil // opened after the reset: not the reset's to end
-		}
-		err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
-		if err == nil {
-			s.forget(provider, SuffixCooldown, e.Revision())
+		if keep != nil && keep(e.Value()) {
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+		switch {
+		case err == nil:
+			s.forget(circuit, kind, e.Revision())
+			return nil
+		case !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
+		case !retry:
+			return nil
 		}
 		if err := casPause(ctx, attempt); err != nil {
 			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
 		}
 	}
 	return fmt.Errorf("kvstate: deleting %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
-}
-
-// deleteProbe deletes provider's probe lease at the revision read. The
-// prober's own release then finds nothing to release, and its outcome
-// changes nothing: a success has no failures to reset, a failure began
-// before the reset.
-func (s *Store) deleteProbe(ctx context.Context, provider string) error {
-	key := ProbeKey(provider)
-	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("kvstate: reading %s: %w", key, err)
-	}
-	err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
-	switch {
-	case err == nil:
-		s.forget(provider, SuffixProbe, e.Revision())
-	case !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-		return fmt.Errorf("kvstate: deleting %s: %w", key, err)
-	}
-	return nil // a lease taken meanwhile is not the reset's
 }
 
 // forget drops provider's key of kind from the mirrors if they still hold
@@ -190,7 +185,8 @@ func (s *Store) Trip(ctx context.Context, provider string, t OperatorTrip) (Trip
 	c := Cooldown{Until: now.Add(t.For), Reason: truncate(t.Reason), DurationS: int64(t.For / time.Second),
 		By: text.Cut(t.By, maxBy), Operator: true}
 	if until, cooling := s.Cooling(provider, now); cooling && !until.Before(c.Until) {
-		return TripOutcome{Until: until, Cooldown: s.mirroredCooldown(provider)}, nil
+		_, running := s.view(provider)
+		return TripOutcome{Until: until, Cooldown: running}, nil
 	}
 	running, err := s.openCooldown(ctx, provider, c, t.For)
 	if err != nil {
@@ -204,18 +200,6 @@ func (s *Store) Trip(ctx context.Context, provider string, t OperatorTrip) (Trip
 		return out, nil
 	}
 	return out, s.updateHealth(ctx, provider, func(h Health) (Health, bool) { return afterOperatorTrip(h, now, t.For) })
-}
-
-// mirroredCooldown is provider's cooldown key as the mirror holds it, nil
-// when none runs (or the last reset ended it).
-func (s *Store) mirroredCooldown(provider string) *Cooldown {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	c, ok := s.m.cooldowns[provider]
-	if !ok || resetEnds(c.value, s.m.health[provider].value) {
-		return nil
-	}
-	return &c.value
 }
 
 // operatorView is what the mirror holds of one provider that tells an
@@ -243,7 +227,7 @@ func (s *Store) logOperatorAct(provider string, before operatorView) {
 			"provider", provider, "by", h.ResetBy, "at", h.ResetAt)
 	}
 	if after.cooldownRev != before.cooldownRev {
-		if c := s.mirroredCooldown(provider); c != nil && c.Operator {
+		if _, c := s.view(provider); c != nil && c.Operator {
 			s.opts.Logger.Info("provider tripped by an operator", "provider", provider, "until", c.Until, "reason", c.Reason, "by", c.By)
 		}
 	}

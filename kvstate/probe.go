@@ -52,15 +52,7 @@ func (s CircuitState) String() string {
 }
 
 // State returns the circuit state of provider at now, from the mirror.
-func (s *Store) State(provider string, now time.Time) CircuitState {
-	if _, cooling := s.Cooling(provider, now); cooling {
-		return StateOpen
-	}
-	if h, ok := s.Health(provider); ok && halfOpen(h) {
-		return StateHalfOpen
-	}
-	return StateClosed
-}
+func (s *Store) State(provider string, now time.Time) CircuitState { return s.row(provider, now).State }
 
 // halfOpen reports whether the provider tripped and has not succeeded since.
 func halfOpen(h Health) bool {

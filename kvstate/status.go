@@ -83,15 +83,20 @@ func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 
 // row is provider's status at now, from the mirror.
 func (s *Store) row(provider string, now time.Time) ProviderStatus {
-	row := ProviderStatus{Provider: provider, State: s.State(provider, now), Cooldown: s.mirroredCooldown(provider)}
-	if h, ok := s.Health(provider); ok {
-		row.ConsecutiveFailures, row.Trips = h.ConsecutiveFailures, h.Trips
-		row.LastClass, row.LastError = h.LastClass.String(), h.LastError
-		row.LastFailure, row.LastSuccess = h.LastFailure, h.LastSuccess
-		row.ResetAt, row.ResetBy = h.ResetAt, h.ResetBy
-	}
-	if until, cooling := s.Cooling(provider, now); cooling {
-		row.CooldownUntil = until
+	h, c := s.view(provider)
+	return statusOf(provider, h, c, now)
+}
+
+// statusOf is provider's row at now from its health and its running
+// cooldown key (nil: none).
+func statusOf(provider string, h Health, c *Cooldown, now time.Time) ProviderStatus {
+	row := ProviderStatus{Provider: provider, Cooldown: c,
+		ConsecutiveFailures: h.ConsecutiveFailures, Trips: h.Trips, LastClass: h.LastClass.String(), LastError: h.LastError,
+		LastFailure: h.LastFailure, LastSuccess: h.LastSuccess, ResetAt: h.ResetAt, ResetBy: h.ResetBy}
+	if until := coolingUntil(h, c); now.Before(until) {
+		row.State, row.CooldownUntil = StateOpen, until
+	} else if halfOpen(h) {
+		row.State = StateHalfOpen
 	}
 	return row
 }

@@ -203,23 +203,11 @@ func (t *tracker) states(now time.Time, known []string) []Event {
 	}
 	out := make([]Event, 0, len(names))
 	for p := range names {
-		h := t.health[p]
-		row := ProviderStatus{Provider: p, ConsecutiveFailures: h.ConsecutiveFailures, Trips: h.Trips,
-			LastClass: h.LastClass.String(), LastError: h.LastError, LastFailure: h.LastFailure, LastSuccess: h.LastSuccess,
-			ResetAt: h.ResetAt, ResetBy: h.ResetBy}
-		until := tripEnd(h, chain.CooldownPolicy{})
+		var cooling *Cooldown
 		if c, ok := t.cooling[p]; ok {
-			row.Cooldown = &c
-			if c.Until.After(until) {
-				until = c.Until
-			}
+			cooling = &c
 		}
-		switch {
-		case now.Before(until):
-			row.State, row.CooldownUntil = StateOpen, until
-		case halfOpen(h):
-			row.State = StateHalfOpen
-		}
+		row := statusOf(p, t.health[p], cooling, now)
 		out = append(out, Event{Time: now.UTC(), Provider: p, Kind: EventState, State: &row})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Provider < out[j].Provider })
