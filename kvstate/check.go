@@ -6,15 +6,12 @@ import (
 	"time"
 )
 
-// The bucket is the fleet's own: its values are written by processors and
-// by `processor trip` and `reset`. A value is still checked once, where it
-// is decoded, against the rules every writer keeps, so that a key edited by
-// hand into something no writer makes is ignored, and logged, rather than
-// breaking every reader (a time past year 9999 cannot be written as JSON,
-// and status -json and /status.json write every provider's row).
+// The bucket is the fleet's own, but a key edited by hand into something no
+// writer makes must not break every reader (a time past year 9999 cannot be
+// written as JSON, and status -json writes every row): a value is checked
+// once, where it is decoded, against the rules every writer keeps.
 
-// maxCount bounds failure and trip counts: far above any real outage, far
-// below where an increment overflows and a provider never trips again.
+// maxCount bounds failure and trip counts, far below an overflow.
 const maxCount = 1_000_000_000
 
 // checked is a value of the bucket that knows the rules its writers keep.
@@ -23,8 +20,7 @@ type checked[T any] interface {
 	check() error
 }
 
-// decode reads a value of the bucket and checks it. The error says what
-// does not decode, or which rule the value breaks.
+// decode reads a value of the bucket and checks it.
 func decode[T any, P checked[T]](data []byte) (T, error) {
 	var v T
 	if err := json.Unmarshal(data, &v); err != nil {
@@ -65,8 +61,7 @@ func length(field string, s int64) error {
 	return nil
 }
 
-// writable checks that t, in UTC, is a time RFC 3339 and time.Time's JSON
-// can write: in the years 0000 to 9999.
+// writable checks that JSON can write t: in the years 0000 to 9999 UTC.
 func writable(field string, t time.Time) error {
 	if y := t.UTC().Year(); y < 0 || y > 9999 {
 		return fmt.Errorf("%s %s is outside the years 0000 to 9999", field, t.Format(time.RFC3339))
@@ -83,10 +78,9 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// clockSkew is how far a processor's clock may run ahead of the NATS
-// server's: a probe lease is lapsed only this long past its until.
+// clockSkew is how far a processor's clock may run ahead of another's: a
+// probe lease is lapsed only this long past its until.
 const clockSkew = time.Minute
 
-// maxBy bounds the processor id or operator a processor writes in a value;
-// real ids are <hostname>-<pid>-<random>, operators user@host.
+// maxBy bounds the processor id or operator written in a value.
 const maxBy = 300

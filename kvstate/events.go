@@ -14,20 +14,13 @@ import (
 // EventKind is what happened to a provider's circuit.
 type EventKind string
 
-// The outage events an operator watches for.
+// The outage events an operator watches for (docs/state.md).
 const (
-	// EventOpened: a cooldown started; no call goes to the provider.
-	EventOpened EventKind = "opened"
-	// EventExpired: the cooldown's TTL ran out; the provider is half-open.
-	EventExpired EventKind = "expired"
-	// EventProbe: a worker took the probe lease and sends one real request.
-	EventProbe EventKind = "probe"
-	// EventClosed: the provider succeeded after failures; traffic is back.
-	EventClosed EventKind = "closed"
-	// EventReset: an operator reset the provider (processor reset): its
-	// cooldown ended and its failures and trips were cleared; the circuit
-	// is closed.
-	EventReset EventKind = "reset"
+	EventOpened  EventKind = "opened"  // a cooldown started
+	EventExpired EventKind = "expired" // the cooldown ended: half-open
+	EventProbe   EventKind = "probe"   // a worker took the probe lease
+	EventClosed  EventKind = "closed"  // a success after failures: traffic is back
+	EventReset   EventKind = "reset"   // an operator reset the provider: closed
 )
 
 // Event is one outage event, read from the bucket.
@@ -73,37 +66,29 @@ func (e Event) String() string {
 			fmt.Fprintf(&b, ", last error: %s", r.LastError)
 		}
 	}
-	// An event with nothing after its kind (expired, closed) ends at the
-	// kind, not at the padding of its column.
+	// An event with nothing after its kind ends there, not at the padding.
 	return strings.TrimRight(b.String(), " ")
 }
 
 // WatchEvents reports the outage events of the bucket as they happen, until
 // ctx ends. Only changes after the call are reported; the current values are
-// read first so that a health reset is reported as closed only when it ends
-// an outage (the provider had tripped and not succeeded since). The events
-// of one recovery come in the order they happened: a cooldown ends at its
-// until, and the server's expiry marker may come a moment after a
-// processor has already taken the probe lease, so an expired event is
-// reported, timed at the until, before the probe or closed event that
+// read first, so that a health reset is closed only when it ends an outage.
+// The events of one recovery come in the order they happened: an expired
+// event, timed at the until, comes before the probe or closed event that
 // shows the cooldown over, and the late marker is then not reported again.
-// It fails only if the bucket cannot be watched at the start; a ctx that
-// ends before then is a stop, and returns nil. A watch that
-// ends later (the bucket deleted or created anew, a server restart) is
-// opened again, with a growing pause between tries, and what changed
-// meanwhile is reported then: the latest entry of each key newer than the
-// last one read (a probe that came and went meanwhile is not seen), or, in
-// a bucket created anew, the end of every outage of the old one, then
-// every entry.
+// It fails only if the bucket cannot be watched at the start (a ctx ended
+// by then returns nil). A watch that ends later is opened again, with a
+// growing pause, and what changed meanwhile reported: the latest entry of
+// each key newer than the last read, or, in a bucket created anew, the end
+// of every outage of the old one, then every entry.
 func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event)) error {
 	return watchEvents(ctx, kv, nil, nil, report)
 }
 
 // WatchEventsWithState is WatchEvents that first reports, as one EventState
-// event each, the state of every provider the bucket holds and every one
-// of known, as the values read at the start of the watch show it at the
-// time now says (the NATS server's, for the command: processors judge by
-// it).
+// event each, the state of every provider the bucket holds and of known, as
+// the values read at the start show it at now (the NATS server's time, by
+// which processors judge).
 func WatchEventsWithState(ctx context.Context, kv jetstream.KeyValue, known []string, now func() time.Time, report func(Event)) error {
 	return watchEvents(ctx, kv, known, now, report)
 }
@@ -153,9 +138,7 @@ func watchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, now
 			tries++
 		}
 		tries = 0
-		if !w.created.Equal(created) {
-			// Revisions start over in a new bucket, and the old one's
-			// health and cooldowns are gone with it: its outages ended.
+		if !w.created.Equal(created) { // the old bucket's outages ended with it
 			for _, ev := range t.bucketGone(w.created) {
 				if live {
 					report(ev)

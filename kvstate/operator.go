@@ -14,9 +14,7 @@ import (
 
 // ResetOutcome is what Reset did to one provider.
 type ResetOutcome struct {
-	// Before is the provider's state before the reset, as the mirror held
-	// it.
-	Before ProviderStatus
+	Before ProviderStatus // as the mirror held it
 	// Done is false when there was nothing to reset: no cooldown, no probe
 	// lease, no failures and no trips recorded. Nothing was written then.
 	Done bool
@@ -26,13 +24,10 @@ type ResetOutcome struct {
 // as the operator by (user@host) asks (processor reset). It writes the
 // health first, with compare-and-set: a record of the reset alone
 // (afterReset), which every mirror reads as the end of any cooldown opened
-// before it, so the provider is closed within one watch delivery; then it
-// deletes the cooldown key, if the reset ended it, and the probe lease,
-// each at the revision it read. A failure of a call that began before the
-// reset, recorded after it, is not counted (predatesReset), and a
-// cooldown key that a trip racing the reset writes after the delete is
-// over all the same (resetEnds): whichever comes first, the provider ends
-// closed. A cooldown opened after the reset is left alone.
+// before it; then it deletes the cooldown key the reset ended and the probe
+// lease, each at the revision it read. A failure of a call begun before the
+// reset is not counted (predatesReset), and a racing trip's cooldown key is
+// over all the same (resetEnds), so the provider ends closed.
 //
 // The mirror must be loaded (Load, or Run) before the call: what it holds
 // decides whether there is anything to reset.
@@ -125,17 +120,11 @@ func (s *Store) forget(provider, kind string, rev uint64) {
 	s.keep(func(m *mirror) bool {
 		switch kind {
 		case SuffixHealth:
-			if m.health[provider].rev == rev {
-				delete(m.health, provider)
-			}
+			m.health.forget(provider, rev)
 		case SuffixCooldown:
-			if m.cooldowns[provider].rev == rev {
-				delete(m.cooldowns, provider)
-			}
+			m.cooldowns.forget(provider, rev)
 		case SuffixProbe:
-			if m.probes[provider].rev == rev {
-				delete(m.probes, provider)
-			}
+			m.probes.forget(provider, rev)
 		}
 		return true
 	})
@@ -151,10 +140,8 @@ type OperatorTrip struct {
 	// By names the operator: user@host.
 	By string
 	// HalfOpen records the trip in the provider's health as well, so that
-	// the provider is half-open when the cooldown ends, as after any
-	// cooldown: the first request then is a probe. Without it (a provider
-	// whose failure_threshold is 0 has no circuit of its own) it is as its
-	// health was when the cooldown ends.
+	// the provider is half-open when the cooldown ends; off for a provider
+	// whose failure_threshold is 0, which has no circuit of its own.
 	HalfOpen bool
 }
 
@@ -163,20 +150,17 @@ type TripOutcome struct {
 	// Opened is false when a cooldown running until Until or later was
 	// there already and is left as it is: a trip never shortens one.
 	Opened bool
-	// Until is when the provider's cooldown now ends.
-	Until time.Time
-	// Cooldown is the cooldown key now running: the operator's, or the
-	// one kept; nil when what keeps the provider out is the trip its health
-	// records alone.
+	Until  time.Time // when the provider's cooldown now ends
+	// Cooldown is the cooldown key now running, the operator's or the one
+	// kept; nil when only the trip the health records keeps it out.
 	Cooldown *Cooldown
 }
 
 // Trip opens an operator's cooldown of provider for every processor. The
-// key is written first, with its TTL, so that no processor probes the
-// provider between the two writes, then, when t.HalfOpen, the trip is
-// recorded in the health (afterOperatorTrip), with compare-and-set. A
-// running cooldown that ends no sooner is left as it is; one that ends
-// sooner is replaced (extended). The mirror must be loaded before the call.
+// key is written first, so that no processor probes the provider between
+// the two writes, then, when t.HalfOpen, the trip is recorded in the health
+// (afterOperatorTrip). A running cooldown that ends no sooner is left as it
+// is; one that ends sooner is extended. The mirror must be loaded first.
 func (s *Store) Trip(ctx context.Context, provider string, t OperatorTrip) (TripOutcome, error) {
 	if t.For < time.Second || t.For%time.Second != 0 {
 		return TripOutcome{}, fmt.Errorf("kvstate: tripping %s: %s is not whole seconds of at least 1s", provider, t.For)
@@ -202,8 +186,8 @@ func (s *Store) Trip(ctx context.Context, provider string, t OperatorTrip) (Trip
 	return out, s.updateHealth(ctx, provider, func(h Health) (Health, bool) { return afterOperatorTrip(h, now, t.For) })
 }
 
-// operatorView is what the mirror holds of one provider that tells an
-// operator's act when the watch brings it: see logOperatorAct.
+// operatorView is what tells an operator's act on a provider when the watch
+// brings it: see logOperatorAct.
 type operatorView struct {
 	healthRev, cooldownRev uint64
 	resetAt                time.Time
@@ -216,9 +200,8 @@ func (s *Store) operatorView(provider string) operatorView {
 	return operatorView{healthRev: h.rev, cooldownRev: s.m.cooldowns[provider].rev, resetAt: h.value.ResetAt}
 }
 
-// logOperatorAct logs an operator's reset or trip of provider that the
-// watch just brought to the mirror, whose view of it was before: the
-// processors that learn of an operator's act say so, once each.
+// logOperatorAct logs, once, an operator's reset or trip of provider that
+// the watch just brought to the mirror, whose view of it was before.
 func (s *Store) logOperatorAct(provider string, before operatorView) {
 	after := s.operatorView(provider)
 	if after.healthRev != before.healthRev && !after.resetAt.IsZero() && !after.resetAt.Equal(before.resetAt) {

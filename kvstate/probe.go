@@ -31,13 +31,9 @@ type CircuitState int
 
 // The circuit states.
 const (
-	// StateClosed: calls go through.
-	StateClosed CircuitState = iota
-	// StateOpen: a cooldown is running; no call goes to the provider.
-	StateOpen
-	// StateHalfOpen: the cooldown ended but the provider has not succeeded
-	// since; one probe at a time may call it.
-	StateHalfOpen
+	StateClosed   CircuitState = iota // calls go through
+	StateOpen                         // a cooldown runs: no call goes to the provider
+	StateHalfOpen                     // the cooldown ended, no success since: one probe at a time
 )
 
 // String returns closed, open or half-open.
@@ -71,8 +67,7 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 		return chain.Admission{Allowed: true}
 	}
 	if held, ok := s.probe(provider); ok && held.Until.After(now) {
-		// Another worker holds the lease: skip without a write.
-		return chain.Admission{Until: held.Until}
+		return chain.Admission{Until: held.Until} // another worker's lease
 	}
 	lease = wholeSeconds(lease)
 	p := Probe{Until: utc(now.Add(lease)), By: s.opts.ID}
@@ -100,19 +95,16 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 }
 
 // takeOverLapsed replaces the probe key of provider with data, at its
-// revision and with a TTL of lease, when the lease it holds lapsed over a
-// minute ago (clockSkew): a key written without a TTL (by hand) is never
-// removed. One with a TTL is removed by the server about a second after it. A lease still running,
-// or one another processor took meanwhile, is left alone and reported as
-// jetstream.ErrKeyExists.
+// revision and with a TTL of lease, when the lease it holds lapsed over
+// clockSkew ago (the holder's until is by its clock): a key written without
+// a TTL is never removed. A lease still running, or one another took
+// meanwhile, is left alone and reported as jetstream.ErrKeyExists.
 func (s *Store) takeOverLapsed(ctx context.Context, provider string, data []byte, now time.Time, lease time.Duration) (uint64, error) {
 	cur, err := s.kv.Get(ctx, ProbeKey(provider))
 	if err != nil {
 		return 0, jetstream.ErrKeyExists // removed meanwhile: the next admission creates it
 	}
 	held, err := decode[Probe](cur.Value())
-	// The holder's until is by its clock: a lease is lapsed only clockSkew
-	// past it, or two calls could probe a provider just recovering.
 	if err == nil && held.Until.Add(clockSkew).After(now) {
 		return 0, jetstream.ErrKeyExists
 	}
@@ -124,16 +116,13 @@ func (s *Store) takeOverLapsed(ctx context.Context, provider string, data []byte
 }
 
 // ReleaseProbe gives up the probe lease that Admit granted as lease (the
-// key's revision), once the probe's outcome is recorded, so the next expiry
-// can be probed at once. It deletes only that revision: a lease another
-// worker, of this processor or another, took after it lapsed is left alone.
-// A zero lease is none.
+// key's revision; 0 is none) once the probe's outcome is recorded. It
+// deletes only that revision: a lease another took after it lapsed stays.
 func (s *Store) ReleaseProbe(ctx context.Context, provider string, lease uint64) error {
 	if lease == 0 {
 		return nil
 	}
 	err := s.kv.Delete(ctx, ProbeKey(provider), jetstream.LastRevision(lease))
-	// A lease that is gone, with its bucket or replaced, needs no release.
 	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyNotFound) && !topology.Gone(err) {
 		return fmt.Errorf("kvstate: releasing %s: %w", ProbeKey(provider), err)
 	}

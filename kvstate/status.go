@@ -3,6 +3,8 @@ package kvstate
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -21,14 +23,11 @@ type ProviderStatus struct {
 	LastError           string       `json:"last_error,omitempty"`
 	LastFailure         time.Time    `json:"last_failure,omitzero"`
 	LastSuccess         time.Time    `json:"last_success,omitzero"`
-	// Cooldown is the provider's cooldown key as the mirror holds it (who
-	// opened it, its class, reason, trip and length; an operator's is
-	// marked operator), nil when there is none or the last reset ended it;
-	// the key may outlive CooldownUntil by up to about a second, until the
-	// server removes it.
+	// Cooldown is the provider's cooldown key as the mirror holds it, nil
+	// when there is none or the last reset ended it; the key may outlive
+	// CooldownUntil by about a second, until the server removes it.
 	Cooldown *Cooldown `json:"cooldown,omitempty"`
-	// ResetAt and ResetBy are the operator's last reset of the provider,
-	// when there was one (processor reset).
+	// ResetAt and ResetBy are the operator's last reset (processor reset).
 	ResetAt time.Time `json:"reset_at,omitzero"`
 	ResetBy string    `json:"reset_by,omitempty"`
 }
@@ -48,29 +47,19 @@ func (s *CircuitState) UnmarshalText(b []byte) error {
 	return fmt.Errorf("kvstate: unknown circuit state %q", b)
 }
 
-// Status returns a row for every circuit the mirror knows, a provider's
-// plain one and those of its other definitions (provider=<short
-// fingerprint>), and every one of known (the chain file's providers; one
-// without state is closed), sorted by provider name, each provider's
-// plain circuit first.
+// Status returns a row for every circuit the mirror knows (a provider's
+// plain one and those of its other definitions, provider=<short
+// fingerprint>) and every one of known (the chain file's providers), sorted
+// by provider name, each provider's plain circuit first.
 func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
-	names := map[string]bool{}
-	for _, p := range known {
-		names[p] = true
-	}
 	s.mu.RLock()
-	for p := range s.m.health {
-		names[p] = true
-	}
-	for p := range s.m.cooldowns {
-		names[p] = true
-	}
+	names := slices.Concat(known, slices.Collect(maps.Keys(s.m.health)), slices.Collect(maps.Keys(s.m.cooldowns)))
 	s.mu.RUnlock()
+	slices.Sort(names)
 	rows := make([]ProviderStatus, 0, len(names))
-	for p := range names {
+	for _, p := range slices.Compact(names) {
 		rows = append(rows, s.row(p, now))
 	}
-	// By provider name, each provider's circuits after its plain one.
 	sort.Slice(rows, func(i, j int) bool {
 		a, b := CircuitProvider(rows[i].Provider), CircuitProvider(rows[j].Provider)
 		if a != b {
@@ -116,9 +105,8 @@ func WriteStatus(w io.Writer, rows []ProviderStatus) error {
 		}
 		lastError := "-"
 		if r.LastError != "" {
-			// Anyone who may write to the bucket writes these, and a
-			// provider its error text: nothing of them reaches the
-			// terminal as a control.
+			// Written by anyone who may write the bucket, and by a
+			// provider: no control reaches the terminal.
 			lastError = text.Visible(r.LastError)
 			if len([]rune(lastError)) > 80 {
 				lastError = string([]rune(lastError)[:79]) + "…"
@@ -139,11 +127,10 @@ func WriteStatus(w io.Writer, rows []ProviderStatus) error {
 	return nil
 }
 
-// OperatorNote tells an operator's act on the provider, for the line under
-// the status table and the status page: their cooldown while it runs
-// ("tripped by operator alice@host until …: maintenance"), or their last
-// reset while nothing has failed since ("reset by operator alice@host at
-// …"); "" when neither.
+// OperatorNote tells an operator's act on the provider, for the status
+// table and page: their cooldown while it runs ("tripped by operator
+// alice@host until …: maintenance"), or their last reset while nothing has
+// failed since ("reset by operator alice@host at …"); "" when neither.
 func (r ProviderStatus) OperatorNote() string {
 	if c := r.Cooldown; c != nil && c.Operator && !r.CooldownUntil.IsZero() {
 		return fmt.Sprintf("tripped by operator %s until %s: %s", c.By, c.Until.UTC().Format(time.RFC3339), c.Reason)
