@@ -63,25 +63,29 @@ func WithCircuits(conflicts []Conflict, holder func(provider string) (kvstate.Ho
 // processors define differently, each definition with its processors and,
 // when WithCircuits set it, its circuit.
 func WriteConflicts(w io.Writer, conflicts []Conflict) error {
-	// Anyone who can write the bucket can write a record: what the records
-	// hold reaches the terminal through text.Visible.
 	for _, c := range conflicts {
 		if _, err := fmt.Fprintf(w, "\nCONFLICT: provider %s is defined differently by running processors:\n", text.Visible(c.Provider)); err != nil {
 			return err
 		}
 		for _, h := range c.Definitions {
-			processors := make([]string, len(h.Processors))
-			for i, p := range h.Processors {
-				processors[i] = text.Visible(p)
-			}
 			circuit := ""
 			if h.Circuit != "" {
 				circuit = "  circuit " + text.Visible(h.Circuit)
 			}
-			if _, err := fmt.Fprintf(w, "  %s  on %v%s\n", text.Visible(h.Definition.String()), processors, circuit); err != nil {
+			if _, err := fmt.Fprintf(w, "  %s  on %v%s\n", text.Visible(h.Definition.String()), visible(h.Processors), circuit); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// visible is ss each through text.Visible: what the records hold reaches
+// the terminal, and anyone who can write the bucket can write a record.
+func visible(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = text.Visible(s)
+	}
+	return out
 }
