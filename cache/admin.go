@@ -22,10 +22,9 @@ var ErrNoBucket = errors.New("cache: no bucket " + Bucket + " (no processor has 
 var ErrBadChainName = fmt.Errorf("cache: a chain name must match [A-Za-z0-9_-]+ and be at most %d characters", config.MaxNameLen)
 
 // CheckChainName reports whether name may select a chain's entries: ""
-// (every chain) or a name the chain file allows, [A-Za-z0-9_-]+ of at most
-// config.MaxNameLen characters. Anything
-// else (a wildcard such as * or >, a dot, a space) would select other
-// keys or none. The error wraps ErrBadChainName and quotes name.
+// (every chain) or a name the chain file allows; anything else (a wildcard,
+// a dot) would select other keys or none. The error wraps ErrBadChainName
+// and quotes name.
 func CheckChainName(name string) error {
 	if name == "" || config.ValidName(name) {
 		return nil
@@ -47,10 +46,9 @@ type ChainStats struct {
 }
 
 // Stats counts the entries of chainName ("" for every chain), one row per
-// chain in name order, judged at now; an invalid entry (DecodeEntry), or
-// one of another version, counts as expired. It reads every entry once: a command
-// for operators, not for the request path. Errors: ErrBadChainName
-// (CheckChainName), ErrNoBucket, or the server's.
+// chain in name order, judged at now; an invalid entry, or one of another
+// version, counts as expired. It reads every entry once: a command for
+// operators. Errors: ErrBadChainName, ErrNoBucket, or the server's.
 func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now time.Time) ([]ChainStats, error) {
 	if err := CheckChainName(chainName); err != nil {
 		return nil, err
@@ -62,11 +60,7 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 	if err != nil {
 		return nil, fmt.Errorf("cache: opening %s: %w", Bucket, err)
 	}
-	filter := ">"
-	if chainName != "" {
-		filter = chainName + ".>"
-	}
-	w, err := kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
+	w, err := kv.WatchFiltered(ctx, []string{keys(chainName)}, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("cache: reading %s: %w", Bucket, err)
 	}
@@ -110,22 +104,19 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 
 // Purge removes every entry of chainName ("" for every chain) and returns
 // how many messages it removed (entries and the markers of expired ones).
-// Errors: ErrBadChainName (CheckChainName), ErrNoBucket, or the server's.
+// Errors: ErrBadChainName, ErrNoBucket, or the server's.
 func Purge(ctx context.Context, js jetstream.JetStream, chainName string) (uint64, error) {
 	if err := CheckChainName(chainName); err != nil {
 		return 0, err
 	}
-	stream, err := js.Stream(ctx, kvStream())
+	stream, err := js.Stream(ctx, kvStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, ErrNoBucket
 	}
 	if err != nil {
 		return 0, fmt.Errorf("cache: opening %s: %w", Bucket, err)
 	}
-	subj := subject(">")
-	if chainName != "" {
-		subj = subject(chainName + ".>")
-	}
+	subj := subject(keys(chainName))
 	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subj))
 	if err != nil {
 		return 0, fmt.Errorf("cache: counting %s: %w", Bucket, err)
@@ -138,4 +129,12 @@ func Purge(ctx context.Context, js jetstream.JetStream, chainName string) (uint6
 		return 0, fmt.Errorf("cache: purging %s: %w", Bucket, err)
 	}
 	return n, nil
+}
+
+// keys is the filter of chainName's keys, every key for "".
+func keys(chainName string) string {
+	if chainName == "" {
+		return ">"
+	}
+	return chainName + ".>"
 }

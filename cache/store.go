@@ -16,8 +16,8 @@ import (
 // Bucket is the KV bucket of the response cache.
 const Bucket = "detour_cache"
 
-// markerTTL is how long the server keeps the marker of an expired key. The
-// markers are not watched; a short life keeps them from piling up.
+// markerTTL is how long the server keeps the marker of an expired key:
+// nobody watches them, so they should not pile up.
 const markerTTL = time.Second
 
 // Key is the bucket key of a request of chain, in scope, with the
@@ -26,10 +26,9 @@ func Key(chainName, scope, fingerprint string) string {
 	return chainName + "." + scope + "." + fingerprint
 }
 
-// Store reads and writes entries. Each Get is one direct read of the
-// key's last message; each Put one publish, compare-and-set on the
-// revision Get saw. Its methods are safe for concurrent use, Ensure with
-// Get included.
+// Store reads and writes entries: each Get one direct read of the key's
+// last message, each Put one publish, compare-and-set on the revision Get
+// saw. Its methods are safe for concurrent use.
 type Store struct {
 	js       jetstream.JetStream
 	stream   atomic.Pointer[jetstream.Stream] // set by Ensure, read by Get
@@ -47,9 +46,9 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 	return s, nil
 }
 
-// Ensure creates the bucket again if it is gone, as Open does; a processor
-// calls it when a read or a write finds the bucket missing (Gone). It may
-// run while other goroutines Get. Errors are the server's, wrapped.
+// Ensure creates the bucket again if it is gone, as Open does, for a read
+// or a write that found it missing (Gone). Errors are the server's,
+// wrapped.
 func (s *Store) Ensure(ctx context.Context) error {
 	_, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:         Bucket,
@@ -61,7 +60,7 @@ func (s *Store) Ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cache: opening bucket %s: %w", Bucket, err)
 	}
-	stream, err := s.js.Stream(ctx, kvStream())
+	stream, err := s.js.Stream(ctx, kvStream)
 	if err != nil {
 		return fmt.Errorf("cache: opening bucket %s: %w", Bucket, err)
 	}
@@ -70,7 +69,7 @@ func (s *Store) Ensure(ctx context.Context) error {
 }
 
 // kvStream is the stream that holds the bucket.
-func kvStream() string { return "KV_" + Bucket }
+const kvStream = "KV_" + Bucket
 
 // subject is the subject of key in the bucket's stream.
 func subject(key string) string { return "$KV." + Bucket + "." + key }
