@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -118,24 +119,11 @@ func (s *Store) CircuitOf(provider, fingerprint string) string {
 // sorted.
 func (s *Store) Circuits(provider string) []string {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var out []string
-	add := func(circuit string) {
-		if CircuitProvider(circuit) == provider && !slices.Contains(out, circuit) {
-			out = append(out, circuit)
-		}
-	}
-	for c := range s.m.health {
-		add(c)
-	}
-	for c := range s.m.cooldowns {
-		add(c)
-	}
-	for c := range s.m.probes {
-		add(c)
-	}
+	all := slices.Concat(slices.Collect(maps.Keys(s.m.health)), slices.Collect(maps.Keys(s.m.cooldowns)), slices.Collect(maps.Keys(s.m.probes)))
+	s.mu.RUnlock()
+	out := slices.DeleteFunc(all, func(c string) bool { return CircuitProvider(c) != provider })
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // Claim records h as the holder of provider's plain keys if none is

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,12 +23,8 @@ type ResetOutcome struct {
 // as the operator by (user@host) asks (processor reset). It writes the
 // health first, with compare-and-set: a record of the reset alone
 // (afterReset), which every mirror reads as the end of any cooldown opened
-// before it; then it deletes the cooldown key the reset ended and the probe
-// lease, each at the revision it read. A failure of a call begun before the
-// reset is not counted (predatesReset), and a racing trip's cooldown key is
-// over all the same (resetEnds), so the provider ends closed.
-//
-// The mirror must be loaded (Load, or Run) before the call: what it holds
+// before it (resetEnds); then it deletes the cooldown key the reset ended
+// and the probe lease. The mirror must be loaded first: what it holds
 // decides whether there is anything to reset.
 func (s *Store) Reset(ctx context.Context, provider, by string) (ResetOutcome, error) {
 	now := s.opts.Now()
@@ -46,10 +41,16 @@ func (s *Store) Reset(ctx context.Context, provider, by string) (ResetOutcome, e
 		return out, err
 	}
 	out.Done = true
-	if err := s.deleteEndedCooldown(ctx, provider, reset); err != nil {
+	err = s.deleteKey(ctx, provider, SuffixCooldown, true, func(value []byte) bool {
+		c, err := decode[Cooldown](value)
+		return err == nil && !resetEnds(c, reset) // opened after the reset: not its to end
+	})
+	if err != nil {
 		return out, err
 	}
-	return out, s.deleteProbe(ctx, provider)
+	// A lease taken meanwhile is not the reset's. The prober's outcome
+	// changes nothing: no failures to reset, or a call begun before.
+	return out, s.deleteKey(ctx, provider, SuffixProbe, false, nil)
 }
 
 // resettable reports whether the mirror holds anything of provider that a
@@ -62,23 +63,6 @@ func (s *Store) resettable(provider string) bool {
 	_, hasProbe := s.m.probes[provider]
 	tripped := h.value.ConsecutiveFailures > 0 || h.value.Trips > 0 || !h.value.LastTrip.IsZero()
 	return hasProbe || hasCooldown && !resetEnds(c.value, h.value) || hasHealth && tripped
-}
-
-// deleteEndedCooldown deletes provider's cooldown key if the reset that h
-// records ended it.
-func (s *Store) deleteEndedCooldown(ctx context.Context, provider string, h Health) error {
-	return s.deleteKey(ctx, provider, SuffixCooldown, true, func(value []byte) bool {
-		c, err := decode[Cooldown](value)
-		return err == nil && !resetEnds(c, h) // opened after the reset: not the reset's to end
-	})
-}
-
-// deleteProbe deletes provider's probe lease. The prober's own release then
-// finds nothing to release, and its outcome changes nothing: a success has
-// no failures to reset, a failure began before the reset. A lease taken
-// meanwhile is not the reset's, and stays.
-func (s *Store) deleteProbe(ctx context.Context, provider string) error {
-	return s.deleteKey(ctx, provider, SuffixProbe, false, nil)
 }
 
 // deleteKey deletes circuit's key of kind at the revision read, unless keep
@@ -214,10 +198,4 @@ func (s *Store) logOperatorAct(provider string, before operatorView) {
 			s.opts.Logger.Info("provider tripped by an operator", "provider", provider, "until", c.Until, "reason", c.Reason, "by", c.By)
 		}
 	}
-}
-
-// providerOf returns the provider a bucket key belongs to.
-func providerOf(key string) string {
-	provider, _, _ := strings.Cut(key, ".")
-	return provider
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,18 +49,15 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jets
 
 // Options tune a Store. The zero value is usable.
 type Options struct {
-	// ID names this processor in the cooldowns it opens (the "by" field);
-	// empty leaves "by" empty, as a read-only store opens none.
-	ID string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// Logger reports watches lost and found and unreadable values; nil
-	// discards.
-	Logger *slog.Logger
+	// ID names this processor in the "by" of what it writes; a read-only
+	// store needs none.
+	ID     string
+	Now    func() time.Time // the clock; nil means time.Now
+	Logger *slog.Logger     // watches lost and found, unreadable values; nil discards
 	// OnCooldown, if set, is called for each cooldown this store opens.
 	OnCooldown func(provider string, c Cooldown)
-	// Replicas is the replica count of the bucket when this store recreates
-	// it (OpenBucket's); zero means 1.
+	// Replicas is the bucket's replica count when this store recreates it;
+	// zero means 1.
 	Replicas int
 }
 
@@ -90,10 +88,9 @@ type Store struct {
 var _ chain.State = (*Store)(nil)
 
 // New returns a Store on kv, the bucket OpenBucket opened through js; call
-// Start, or Load and Run, before using it. js replaces a cooldown key
-// atomically (a publish with an expected revision and a per-message TTL,
-// which KeyValue lacks) and recreates the bucket if it is deleted; it may be
-// nil for a store that only reads (status, watch).
+// Load and Run before using it. js replaces keys with a TTL atomically
+// (which KeyValue cannot) and recreates the bucket if it is deleted; nil
+// for a store that only reads (status, watch).
 func New(js jetstream.JetStream, kv jetstream.KeyValue, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -113,7 +110,7 @@ func (s *Store) apply(e jetstream.KeyValueEntry) {
 	if e == nil {
 		return
 	}
-	provider := providerOf(e.Key())
+	provider, _, _ := strings.Cut(e.Key(), ".")
 	before := s.operatorView(provider)
 	s.applyTo(func() *mirror { return s.m }, e)
 	s.logOperatorAct(provider, before)
@@ -147,12 +144,10 @@ func (s *Store) keep(set func(*mirror) bool) {
 }
 
 // Cooling reports whether provider has a cooldown that has not ended at now,
-// and when it ends. It reads the mirror only. The stored until is checked as
-// well as the key's presence, so a cooldown ends on time even if the expiry
-// marker is late; and the trip recorded in the health value counts as much as
-// the cooldown key, so a processor that sees the health write first (or a
-// key that was lost) still skips the provider. A cooldown key opened before
-// the operator's last reset that the health records counts for nothing.
+// and when it ends, from the mirror. The stored until counts, not the key's
+// presence, so a cooldown ends on time even if the expiry marker is late;
+// the trip recorded in the health counts as much as the cooldown key, which
+// may come later or be lost; a key the last reset ended counts for nothing.
 func (s *Store) Cooling(provider string, now time.Time) (time.Time, bool) {
 	until := coolingUntil(s.view(provider))
 	if !now.Before(until) {
@@ -213,14 +208,8 @@ func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Fail
 	if err != nil || trip == 0 {
 		return err
 	}
-	_, err = s.openCooldown(ctx, provider, Cooldown{
-		Until:     utc(f.At.Add(trip)),
-		Class:     f.Class,
-		Reason:    truncate(f.Error),
-		Trip:      next.Trips,
-		DurationS: int64(trip / time.Second),
-		By:        s.opts.ID,
-	}, trip)
+	_, err = s.openCooldown(ctx, provider, Cooldown{Until: utc(f.At.Add(trip)), Class: f.Class, Reason: truncate(f.Error),
+		Trip: next.Trips, DurationS: int64(trip / time.Second), By: s.opts.ID}, trip)
 	return err
 }
 
