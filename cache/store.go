@@ -35,9 +35,8 @@ type Store struct {
 	replicas int
 }
 
-// Open creates or updates the bucket (History 1, per-key TTL),
-// idempotently, and returns a Store on it. replicas is the bucket's
-// replica count; zero means 1.
+// Open creates or updates the bucket idempotently and returns a Store on
+// it. replicas is the bucket's replica count; zero means 1.
 func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
 	s := &Store{js: js, replicas: max(replicas, 1)}
 	if err := s.Ensure(ctx); err != nil {
@@ -75,11 +74,11 @@ const kvStream = "KV_" + Bucket
 func subject(key string) string { return "$KV." + Bucket + "." + key }
 
 // Get returns the entry under key and the revision to write over it with
-// (the sequence of the key's last message, a delete marker's included; 0
-// when the key never held one). found is false for no entry, a deleted or
-// expired one, one of another version, and an invalid one (DecodeEntry),
-// for which err wraps ErrInvalidEntry and rev is still the revision to
-// write over. Other errors are the server's (Gone: the bucket is deleted).
+// (the sequence of the key's last message, a marker's included; 0 when it
+// never held one). found is false for no entry, a deleted or expired one,
+// one of another version, and an invalid one, for which err wraps
+// ErrInvalidEntry and rev still stands. Other errors are the server's
+// (Gone: the bucket is deleted).
 func (s *Store) Get(ctx context.Context, key string) (e Entry, rev uint64, found bool, err error) {
 	m, err := (*s.stream.Load()).GetLastMsgForSubject(ctx, subject(key))
 	switch {
@@ -101,8 +100,8 @@ func (s *Store) Get(ctx context.Context, key string) (e Entry, rev uint64, found
 	return e, m.Sequence, true, nil
 }
 
-// isMarker reports whether a message is no value: a delete, a purge or the
-// server's marker of an expired key.
+// isMarker reports whether a message is a delete, a purge or the server's
+// marker of an expired key.
 func isMarker(h nats.Header) bool {
 	switch h.Get("KV-Operation") {
 	case "DEL", "PURGE":
@@ -111,8 +110,8 @@ func isMarker(h nats.Header) bool {
 	return h.Get(jetstream.MarkerReasonHeader) != ""
 }
 
-// ErrConflict is returned by Put when the key changed since Get read it:
-// another writer stored an answer first, which stands.
+// ErrConflict is returned by Put when another writer stored an answer
+// since Get read the key; theirs stands.
 var ErrConflict = errors.New("cache: the entry changed since it was read")
 
 // Put stores e under key if the key's last revision is still rev (0: the

@@ -114,9 +114,8 @@ func (s *Store) CircuitOf(provider, fingerprint string) string {
 	return Circuit(provider, fingerprint, h, held)
 }
 
-// Circuits returns provider's circuits of which the mirror holds a health,
-// cooldown or probe key: the plain one and those of other definitions,
-// sorted.
+// Circuits returns provider's circuits of which the mirror holds a key,
+// the plain one and other definitions', sorted.
 func (s *Store) Circuits(provider string) []string {
 	s.mu.RLock()
 	all := slices.Concat(slices.Collect(maps.Keys(s.m.health)), slices.Collect(maps.Keys(s.m.cooldowns)), slices.Collect(maps.Keys(s.m.probes)))
@@ -161,15 +160,12 @@ func (s *Store) Claim(ctx context.Context, provider string, h Holder) error {
 }
 
 // TakeOver makes h the holder of provider's plain keys in place of the
-// holder the mirror knows, whose definition no processor runs any more: it
-// deletes the plain circuit's keys (they describe an endpoint nobody calls),
-// then replaces the holder with compare-and-set. The deletions come first,
-// so that h's processors, which move to the plain keys when the watch
-// brings the new holder, have seen them. The holder is read from the server
-// first: a mirror behind another's take-over would delete the winner's
-// fresh keys. It reports false, having deleted nothing, when none is known
-// or the holder changed; false, with the keys deleted, when it changes
-// between that read and the compare-and-set.
+// holder the mirror knows, whose definition runs nowhere any more: it
+// deletes the plain circuit's keys, then replaces the holder with
+// compare-and-set, so that h's processors, moving to the plain keys with the
+// new holder, have seen the deletions. The holder is read from the server
+// first, lest a mirror behind another's take-over delete the winner's keys.
+// It reports false when none is known or the holder changed.
 func (s *Store) TakeOver(ctx context.Context, provider string, h Holder) (bool, error) {
 	s.mu.RLock()
 	cur, ok := s.m.definitions[provider]

@@ -70,31 +70,23 @@ func (e Event) String() string {
 	return strings.TrimRight(b.String(), " ")
 }
 
-// WatchEvents reports the outage events of the bucket as they happen, until
-// ctx ends. Only changes after the call are reported; the current values are
-// read first, so that a health reset is closed only when it ends an outage.
-// The events of one recovery come in the order they happened: an expired
-// event, timed at the until, comes before the probe or closed event that
-// shows the cooldown over, and the late marker is then not reported again.
-// It fails only if the bucket cannot be watched at the start (a ctx ended
-// by then returns nil). A watch that ends later is opened again, with a
-// growing pause, and what changed meanwhile reported: the latest entry of
-// each key newer than the last read, or, in a bucket created anew, the end
-// of every outage of the old one, then every entry.
+// WatchEvents reports the outage events of the bucket as they happen, in
+// the order they happened (docs/state.md, "Watching outages"), until ctx
+// ends. Only changes after the call are reported. It fails only if the
+// bucket cannot be watched at the start (a ctx ended by then returns nil).
+// A watch that ends later is opened again, with a growing pause, and what
+// changed meanwhile reported: the latest entry of each key newer than the
+// last read, or, in a bucket created anew, the end of every outage of the
+// old one, then every entry.
 func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event)) error {
-	return watchEvents(ctx, kv, nil, nil, report)
+	return WatchEventsWithState(ctx, kv, nil, nil, report)
 }
 
 // WatchEventsWithState is WatchEvents that first reports, as one EventState
 // event each, the state of every provider the bucket holds and of known, as
 // the values read at the start show it at now (the NATS server's time, by
-// which processors judge).
+// which processors judge); a nil now reports no state.
 func WatchEventsWithState(ctx context.Context, kv jetstream.KeyValue, known []string, now func() time.Time, report func(Event)) error {
-	return watchEvents(ctx, kv, known, now, report)
-}
-
-func watchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, now func() time.Time, report func(Event)) error {
-	withState := now != nil
 	w, err := openWatch(ctx, kv, nil)
 	if err != nil && ctx.Err() != nil {
 		return nil // stopped while starting (Ctrl-C): a stop, not a failure
@@ -105,45 +97,38 @@ func watchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, now
 	t := newTracker()
 	var seen uint64 // revision of the newest entry read from this bucket
 	live := false   // set once the current values at the call have been read
+	emit := func(events []Event) {
+		for _, ev := range events {
+			if live {
+				report(ev)
+			}
+		}
+	}
 	created := w.created
-	for tries := 0; ; {
+	for {
 		w.follow(ctx, nil, func(e jetstream.KeyValueEntry) {
-			if e == nil {
-				if !live && withState {
-					for _, ev := range t.states(now(), known) {
-						report(ev)
-					}
-				}
+			switch {
+			case e == nil && !live && now != nil:
 				live = true
-				return
-			}
-			if e.Revision() <= seen {
-				return // read before this watch began
-			}
-			seen = e.Revision()
-			for _, ev := range t.events(e) {
-				if live {
-					report(ev)
-				}
+				emit(t.states(now(), known))
+			case e == nil:
+				live = true
+			case e.Revision() > seen: // not read before this watch began
+				seen = e.Revision()
+				emit(t.events(e))
 			}
 		}, nil)
 		w.stop()
-		for {
+		for tries := 0; ; tries++ {
 			if wait.Sleep(ctx, retryPause(tries)) != nil {
 				return nil
 			}
 			if w, err = openWatch(ctx, kv, nil); err == nil {
 				break
 			}
-			tries++
 		}
-		tries = 0
 		if !w.created.Equal(created) { // the old bucket's outages ended with it
-			for _, ev := range t.bucketGone(w.created) {
-				if live {
-					report(ev)
-				}
-			}
+			emit(t.bucketGone(w.created))
 			created, seen = w.created, 0
 			t = newTracker()
 		}

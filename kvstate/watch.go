@@ -51,12 +51,11 @@ func (s *Store) Load(ctx context.Context) error {
 }
 
 // Run keeps the mirror following the bucket until ctx ends, then returns
-// nil; it never gives up before. When a watch ends (its watcher closed, the
-// bucket deleted or created anew, the connection re-established) the mirror
-// is not following until Run has reloaded it from scratch (recreating the
-// bucket if gone, when the store can write) and watches again, tries spaced
-// by a growing, jittered pause; logged once at warn, with why, and at info
-// when it follows again. Call it after Load or instead of it, one at a time.
+// nil. When a watch ends (its watcher closed, the bucket deleted or created
+// anew, the connection re-established) the mirror is not following until
+// Run has reloaded it from scratch (recreating the bucket when it can) and
+// watches again, with a growing, jittered pause between tries. Call it
+// after Load or instead of it, one at a time.
 func (s *Store) Run(ctx context.Context) error {
 	s.watchMu.Lock()
 	w := s.loaded

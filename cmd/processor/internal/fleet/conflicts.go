@@ -16,8 +16,8 @@ import (
 	"github.com/detourhq/detour/kvstate"
 )
 
-// Record is what processor, running file's providers and chains, records
-// in the provider bucket (kvstate.Store.Record): its Instance as JSON.
+// Record is what processor, running file, records in the provider bucket
+// (kvstate.Store.Record): its Instance as JSON.
 func Record(processor string, file *config.File) []byte {
 	b, _ := json.Marshal(Instance{Processor: processor, Providers: Definitions(file), Chains: Chains(file)})
 	return b
@@ -87,9 +87,8 @@ type Conflict struct {
 type Held struct {
 	Definition
 	Processors []string `json:"processors"`
-	// Circuit is the circuit the definition keeps in the provider bucket
-	// (kvstate.Circuit), set by WithCircuits: the provider's name for the
-	// definition that holds it, provider=<short fingerprint> for another.
+	// Circuit is the circuit the definition keeps (kvstate.Circuit), set
+	// by WithCircuits.
 	Circuit string `json:"circuit,omitempty"`
 }
 
@@ -169,8 +168,7 @@ func Involving(conflicts []Conflict, processor string) []Conflict {
 }
 
 // Running reads the records of the running processors from the provider
-// bucket, for the commands that run beside them: none while the bucket does
-// not exist (no processor has started).
+// bucket, for the commands: none while the bucket does not exist.
 func Running(ctx context.Context, js jetstream.JetStream) ([]Instance, error) {
 	kv, err := js.KeyValue(ctx, kvstate.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {

@@ -38,11 +38,8 @@ func WithConflicts(rows []kvstate.ProviderStatus, conflicts []Conflict) []Status
 }
 
 // WithCircuits returns conflicts with each definition's circuit set
-// (kvstate.Circuit), where holder returns the holder of a provider name and
-// whether one is recorded (kvstate.Store.Holder). A name that no
-// definition holds yet has no state of any: its definitions get no
-// circuit. A holder without a fingerprint holds the name for a definition
-// no processor runs: every definition gets a circuit of its own.
+// (kvstate.Circuit), where holder is kvstate.Store.Holder. The definitions
+// of a name that none holds yet, which has no state, get no circuit.
 func WithCircuits(conflicts []Conflict, holder func(provider string) (kvstate.Holder, bool)) []Conflict {
 	out := make([]Conflict, len(conflicts))
 	for i, c := range conflicts {

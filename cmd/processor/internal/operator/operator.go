@@ -20,9 +20,8 @@ import (
 	"github.com/detourhq/detour/kvstate"
 )
 
-// ErrUsage marks a request refused before anything is written: no
-// provider named, one the chain file does not define, a bad -for or
-// -reason. The commands exit 2 for it.
+// ErrUsage marks a request refused before anything is written (a provider
+// the chain file does not define, a bad -for or -reason): exit 2.
 var ErrUsage = errors.New("operator: bad usage")
 
 // usageError is a refused request, ErrUsage, its message saying why.
@@ -41,8 +40,8 @@ var ErrNoBucket = fmt.Errorf("bucket %s does not exist yet: no processor has sta
 const maxReason = 300
 
 // Identity names the operator in what they write: user@host, from the
-// operating system's account (else $USER) and the host name; "unknown"
-// stands in for what cannot be read.
+// operating system's account (else $USER) and the host name, "unknown"
+// for what cannot be read.
 func Identity() string {
 	name := os.Getenv("USER")
 	if u, err := user.Current(); err == nil && u.Username != "" {
@@ -78,8 +77,8 @@ type Fleet struct {
 }
 
 // provider returns the chain file's provider that name, a provider name
-// or one of its circuits (provider=<short fingerprint>), belongs to, or an
-// ErrUsage error that names the closest one, or lists them.
+// or one of its circuits, belongs to, or an ErrUsage error that names the
+// closest one, or lists them.
 func (f Fleet) provider(name string) (config.Provider, error) {
 	base, _, ok := kvstate.SplitCircuit(name)
 	if !ok {
@@ -98,8 +97,7 @@ func (f Fleet) provider(name string) (config.Provider, error) {
 }
 
 // CheckReset checks the providers a reset names, before anything is
-// connected or written: at least one, each of the chain file or a circuit
-// of one.
+// connected: at least one, each of the chain file or a circuit of one.
 func (f Fleet) CheckReset(names []string) error {
 	if len(names) == 0 {
 		return refuse("name the providers to reset")
