@@ -92,11 +92,9 @@ type outcome struct {
 	err error
 }
 
-// Run answers req: from a fresh entry (cache "hit"), else from the chain
-// (cache "miss"), whose answer is stored, or, when no provider answers,
-// from a stale entry before the rules provider (cache "stale"). Identical
-// requests with the same cache controls in flight at once share one run,
-// the others getting its answer as a "hit" (docs/cache.md). Errors are the
+// Run answers req from a fresh entry ("hit"), else from the chain ("miss"),
+// or from a stale entry when no provider answers ("stale"); identical
+// requests in flight at once share one run (docs/cache.md). Errors are the
 // chain's. req is neither modified nor kept.
 func (r *Runner) Run(ctx context.Context, req *chain.Request) (chain.Result, error) {
 	var fingerprint string

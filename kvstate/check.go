@@ -2,6 +2,7 @@ package kvstate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -29,18 +30,18 @@ func decode[T any, P checked[T]](data []byte) (T, error) {
 	return v, P(&v).check()
 }
 
-// check reports the first rule h breaks.
+// check reports the rules h breaks.
 func (h *Health) check() error {
-	return firstErr(count("consecutive_failures", h.ConsecutiveFailures), count("trips", h.Trips),
+	return errors.Join(count("consecutive_failures", h.ConsecutiveFailures), count("trips", h.Trips),
 		length("last_trip_s", h.LastTripS),
 		writable("last_failure", h.LastFailure), writable("last_success", h.LastSuccess),
 		writable("reset_at", h.ResetAt), writable("last_trip", h.LastTrip),
 		writable("last_trip + last_trip_s", h.LastTrip.Add(time.Duration(h.LastTripS)*time.Second)))
 }
 
-// check reports the first rule c breaks.
+// check reports the rules c breaks.
 func (c *Cooldown) check() error {
-	return firstErr(count("trip", c.Trip), length("duration_s", c.DurationS), writable("until", c.Until))
+	return errors.Join(count("trip", c.Trip), length("duration_s", c.DurationS), writable("until", c.Until))
 }
 
 // check reports whether p's until can be written.
@@ -65,15 +66,6 @@ func length(field string, s int64) error {
 func writable(field string, t time.Time) error {
 	if y := t.UTC().Year(); y < 0 || y > 9999 {
 		return fmt.Errorf("%s %s is outside the years 0000 to 9999", field, t.Format(time.RFC3339))
-	}
-	return nil
-}
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
 	}
 	return nil
 }

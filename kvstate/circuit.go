@@ -56,9 +56,7 @@ func (h *Holder) check() error {
 // Circuit returns the circuit a definition of provider with fingerprint
 // keeps, where holder is the holder of the name and held says whether one
 // is recorded: provider itself when none is, or for the holder's
-// definition; else provider=<the first 8 hex digits of fingerprint>. A
-// holder without a fingerprint holds the name for a definition no processor
-// runs.
+// definition; else DefinitionCircuit.
 func Circuit(provider, fingerprint string, holder Holder, held bool) string {
 	if !held || (holder.Fingerprint != "" && holder.Fingerprint == fingerprint) {
 		return provider
@@ -77,9 +75,8 @@ func DefinitionCircuit(provider, fingerprint string) string {
 }
 
 // SplitCircuit returns the provider name of a circuit and the short
-// fingerprint of its definition, "" for a provider's plain circuit. ok is
-// false for a name that is neither a plain name nor provider=<8 hex
-// digits>.
+// fingerprint of its definition ("" for a plain circuit); ok is false for a
+// name that is neither a plain name nor provider=<8 hex digits>.
 func SplitCircuit(circuit string) (provider, short string, ok bool) {
 	provider, short, found := strings.Cut(circuit, circuitMark)
 	if !found {

@@ -70,14 +70,12 @@ func (e Event) String() string {
 	return strings.TrimRight(b.String(), " ")
 }
 
-// WatchEvents reports the outage events of the bucket as they happen, in
+// WatchEvents reports the outage events of the bucket after the call, in
 // the order they happened (docs/state.md, "Watching outages"), until ctx
-// ends. Only changes after the call are reported. It fails only if the
-// bucket cannot be watched at the start (a ctx ended by then returns nil).
-// A watch that ends later is opened again, with a growing pause, and what
-// changed meanwhile reported: the latest entry of each key newer than the
-// last read, or, in a bucket created anew, the end of every outage of the
-// old one, then every entry.
+// ends. It fails only if the bucket cannot be watched at the start (a ctx
+// ended by then returns nil). A watch that ends later is opened again and
+// what changed meanwhile reported: the latest entry of each key, or, in a
+// bucket created anew, the end of every outage of the old one first.
 func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event)) error {
 	return WatchEventsWithState(ctx, kv, nil, nil, report)
 }

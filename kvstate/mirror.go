@@ -54,8 +54,8 @@ func applyEntry[T any, P checked[T]](m mirrorMap[T], provider string, e jetstrea
 }
 
 // mirror is a local copy of the bucket, one map per kind of key. Revisions
-// are only comparable within one bucket: a mirror is filled from one bucket
-// and replaced whole, never merged, when the bucket is created anew.
+// compare within one bucket only: a mirror is replaced whole, never merged,
+// when the bucket is created anew.
 type mirror struct {
 	health      mirrorMap[Health]
 	cooldowns   mirrorMap[Cooldown]

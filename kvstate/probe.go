@@ -55,10 +55,9 @@ func halfOpen(h Health) bool {
 	return !h.LastTrip.IsZero() && h.LastSuccess.Before(h.LastTrip)
 }
 
-// Admit decides whether a call may go to provider now. A closed provider is
-// admitted; an open one is not. A half-open one is admitted only to the
-// worker that creates its probe lease (KV Create with a TTL of lease, so a
-// crashed prober cannot hold it for ever); everyone else keeps skipping it.
+// Admit decides whether a call may go to provider now: closed, yes; open,
+// no; half-open, only for the worker that creates its probe lease (with a
+// TTL of lease, lest a crashed prober hold it for ever).
 func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease time.Duration) chain.Admission {
 	if until, cooling := s.Cooling(provider, now); cooling {
 		return chain.Admission{Until: until}

@@ -39,9 +39,8 @@ func (s *Store) create(ctx context.Context, key string, data []byte, opts ...jet
 }
 
 // recreateBucket creates the bucket again after a write or the watch found
-// it gone: once for every caller at once, and only if it is still gone. It
-// asks the watch to check, so that the mirror is reloaded from the new
-// bucket. A store without js cannot: it waits for a processor to do it.
+// it gone, once for every caller at once, and has the watch reload the
+// mirror from it. A store without js waits for a processor to do it.
 func (s *Store) recreateBucket(ctx context.Context) error {
 	if s.js == nil {
 		return fmt.Errorf("kvstate: %s: %w", Bucket, errBucketGone)
@@ -91,10 +90,9 @@ func (s *Store) refreshHealth(provider string, cur versioned[Health]) (stale boo
 	return stale
 }
 
-// reconcileHealth reads provider's health once more after refreshHealth
-// replaced a higher mirror revision, and keeps it unless the mirror holds a
-// newer one: the watcher's newer value comes back, a deleted bucket's does
-// not.
+// reconcileHealth reads provider's health again after refreshHealth
+// replaced a higher mirror revision: the watcher's newer value comes back, a
+// deleted bucket's does not.
 func (s *Store) reconcileHealth(ctx context.Context, provider string) {
 	again, err := s.fetchHealth(ctx, provider)
 	if err != nil || again.rev == 0 {

@@ -47,10 +47,9 @@ func (s *CircuitState) UnmarshalText(b []byte) error {
 	return fmt.Errorf("kvstate: unknown circuit state %q", b)
 }
 
-// Status returns a row for every circuit the mirror knows (a provider's
-// plain one and those of its other definitions, provider=<short
-// fingerprint>) and every one of known (the chain file's providers), sorted
-// by provider name, each provider's plain circuit first.
+// Status returns a row for every circuit the mirror knows and every one of
+// known (the chain file's providers), sorted by provider name, each
+// provider's plain circuit first.
 func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 	s.mu.RLock()
 	names := slices.Concat(known, slices.Collect(maps.Keys(s.m.health)), slices.Collect(maps.Keys(s.m.cooldowns)))

@@ -80,9 +80,8 @@ type Store struct {
 	// recheck asks the watch to check the bucket now: a write found it gone
 	// or newer than the mirror.
 	recheck  chan struct{}
-	recreate coalesce.Gate // one re-creation for every writer at once
-	watchMu  sync.Mutex
-	loaded   *bucketWatch // the watch Load opened, for Run to follow
+	recreate coalesce.Gate               // one re-creation for every writer at once
+	loaded   atomic.Pointer[bucketWatch] // the watch Load opened, for Run to follow
 }
 
 var _ chain.State = (*Store)(nil)
@@ -128,9 +127,8 @@ func (s *Store) applyTo(target func() *mirror, e jetstream.KeyValueEntry) {
 }
 
 // keep applies one of this store's own writes, through set, to the mirror
-// and to the one a reload is filling. A write the mirror does not take, as
-// it holds a newer revision, is another's later write or one of a bucket
-// since deleted: the watch checks which.
+// and to the one a reload is filling. A write the mirror does not take may
+// be of a bucket since deleted: the watch checks.
 func (s *Store) keep(set func(*mirror) bool) {
 	s.mu.Lock()
 	taken := set(s.m)
@@ -213,9 +211,8 @@ func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Fail
 	return err
 }
 
-// RecordSuccess resets the failure count after failures, and closes a
-// half-open circuit; with nothing to reset it writes nothing, so healthy
-// traffic costs no KV writes.
+// RecordSuccess resets the failure count and closes a half-open circuit;
+// with nothing to reset, as for healthy traffic, it writes nothing.
 func (s *Store) RecordSuccess(ctx context.Context, provider string) error {
 	now := s.opts.Now()
 	if h, ok := s.Health(provider); !ok || !succeeding(h, now) {
@@ -308,8 +305,7 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 }
 
 // casConflict reports whether a compare-and-set failed because the key is
-// not at the revision expected: written by another, or gone with a bucket
-// created anew. Either way, read it again.
+// not at the revision expected (written by another, or gone).
 func casConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) ||
 		errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)

@@ -126,8 +126,7 @@ func (t *tracker) healthDeleted(provider string, at time.Time) []Event {
 }
 
 // ended returns the expired event of provider's cooldown if it ran out by
-// at and its marker has not come yet: a probe or a success at at shows it
-// over.
+// at, when a probe or a success shows it over before its marker.
 func (t *tracker) ended(provider string, at time.Time) []Event {
 	c, open := t.cooling[provider]
 	if !open || c.Until.After(at) {

@@ -32,19 +32,15 @@ const (
 // while the bucket cannot be reached.
 func (s *Store) Following() bool { return s.following.Load() }
 
-// Load reads the bucket's current values into the mirror, from scratch, and
-// returns once it holds every one. The watch it opens is kept for Run, which
-// follows from there. A store with js recreates the bucket if it is gone.
+// Load reads the bucket's current values into the mirror, from scratch,
+// recreating the bucket if gone and the store has js. Run follows from the
+// watch it opens.
 func (s *Store) Load(ctx context.Context) error {
 	w, err := s.load(ctx)
 	if err != nil {
 		return err
 	}
-	s.watchMu.Lock()
-	old := s.loaded
-	s.loaded = w
-	s.watchMu.Unlock()
-	if old != nil {
+	if old := s.loaded.Swap(w); old != nil {
 		old.stop()
 	}
 	return nil
@@ -57,10 +53,7 @@ func (s *Store) Load(ctx context.Context) error {
 // watches again, with a growing, jittered pause between tries. Call it
 // after Load or instead of it, one at a time.
 func (s *Store) Run(ctx context.Context) error {
-	s.watchMu.Lock()
-	w := s.loaded
-	s.loaded = nil
-	s.watchMu.Unlock()
+	w := s.loaded.Swap(nil)
 	lost := "" // why the last watch ended, while none follows
 	tries := 0 // failed loads in a row
 	for {
@@ -102,9 +95,8 @@ func (s *Store) Run(ctx context.Context) error {
 	}
 }
 
-// load opens a watch of the bucket, recreating it first if gone and the
-// store can write, and reads its current values into a fresh mirror that
-// replaces the old one once complete.
+// load opens a watch of the bucket and reads its current values into a
+// fresh mirror that replaces the old one once complete.
 func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 	w, err := openWatch(ctx, s.kv, s.conn)
 	if errors.Is(err, errBucketGone) && s.js != nil {

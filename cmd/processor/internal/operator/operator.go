@@ -145,12 +145,11 @@ type ResetResult struct {
 	NoBucket bool // the bucket does not exist yet: nothing to reset
 }
 
-// Reset ends the cooldown and clears the health of each provider named,
-// for every processor (kvstate.Store.Reset), in the order given, each
-// once: a provider's name resets its plain circuit and every other
-// definition's circuit of it with state; a circuit's name, that circuit
-// alone. Nothing is written when a name is refused (CheckReset). It returns
-// the results so far with the error that stopped it.
+// Reset ends the cooldown and clears the health of each provider named, in
+// the order given, each once (kvstate.Store.Reset): a provider's name, its
+// plain circuit and every other with state; a circuit's name, that circuit
+// alone. Nothing is written when CheckReset refuses a name. It returns the
+// results so far with the error that stopped it.
 func (f Fleet) Reset(ctx context.Context, names []string) ([]ResetResult, error) {
 	if err := f.CheckReset(names); err != nil {
 		return nil, err
@@ -195,14 +194,12 @@ type TripResult struct {
 	Others []TripResult
 }
 
-// Trip opens an operator's cooldown of provider name for d, for reason,
-// for every processor (kvstate.Store.Trip), once CheckTrip accepts it: a
-// provider's name trips its plain circuit and, in Others, every other
-// definition's circuit of it that has state or that a running processor
-// keeps; a circuit's name, that circuit alone. A provider whose
-// failure_threshold is above 0 is half-open when it ends; one without is
-// closed. It fails with ErrNoBucket before any processor created the
-// bucket, and returns what it did so far with the error that stopped it.
+// Trip opens an operator's cooldown of provider name for d, for reason
+// (kvstate.Store.Trip), once CheckTrip accepts it: a provider's name trips
+// its plain circuit and, in Others, its other circuits (otherCircuits); a
+// circuit's name, that circuit alone. It fails with ErrNoBucket before any
+// processor created the bucket, and returns what it did so far with the
+// error that stopped it.
 func (f Fleet) Trip(ctx context.Context, name string, d time.Duration, reason string) (TripResult, error) {
 	if err := f.CheckTrip(name, d, reason); err != nil {
 		return TripResult{}, err
