@@ -70,7 +70,7 @@ func (s *Store) recreateBucket(ctx context.Context) error {
 // server's is one of a bucket since deleted or a newer value the watcher
 // applied meanwhile. Left in place, the first would leave the provider
 // half-open for good after a probe's success found nothing to reset. It
-// reports whether that was so; reconcileHealth then tells which.
+// reports whether that was so.
 func (s *Store) refreshHealth(provider string, cur versioned[Health]) (stale bool) {
 	s.mu.Lock()
 	held, ok := s.m.health[provider]
@@ -88,17 +88,6 @@ func (s *Store) refreshHealth(provider string, cur versioned[Health]) (stale boo
 		s.checkSoon()
 	}
 	return stale
-}
-
-// reconcileHealth reads provider's health again after refreshHealth
-// replaced a higher mirror revision: the watcher's newer value comes back, a
-// deleted bucket's does not.
-func (s *Store) reconcileHealth(ctx context.Context, provider string) {
-	again, err := s.fetchHealth(ctx, provider)
-	if err != nil || again.rev == 0 {
-		return
-	}
-	s.keep(func(m *mirror) bool { return m.health.set(provider, again.value, again.rev) })
 }
 
 // checkSoon asks the watch to check the bucket now.

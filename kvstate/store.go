@@ -297,7 +297,11 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 		// reset first: the watch then brings a revision it holds already.
 		before := s.operatorView(provider)
 		if s.refreshHealth(provider, cur) {
-			s.reconcileHealth(ctx, provider)
+			// Read again: the watcher's newer value comes back, a deleted
+			// bucket's does not.
+			if again, err := s.fetchHealth(ctx, provider); err == nil && again.rev != 0 {
+				s.keep(func(m *mirror) bool { return m.health.set(provider, again.value, again.rev) })
+			}
 		}
 		s.logOperatorAct(provider, before)
 	}

@@ -37,13 +37,7 @@ func Instances(records []json.RawMessage) []Instance {
 }
 
 // Chains returns file's chains' providers by chain name.
-func Chains(file *config.File) map[string][]string {
-	out := make(map[string][]string, len(file.Chains))
-	for name, providers := range file.Chains {
-		out[name] = slices.Clone(providers)
-	}
-	return out
-}
+func Chains(file *config.File) map[string][]string { return maps.Clone(file.Chains) }
 
 // Definitions returns file's providers' definitions by name.
 func Definitions(file *config.File) map[string]Definition {
