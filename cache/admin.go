@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -65,7 +66,7 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 		return nil, fmt.Errorf("cache: reading %s: %w", Bucket, err)
 	}
 	defer func() { _ = w.Stop() }()
-	rows := map[string]*ChainStats{}
+	rows := map[string]ChainStats{}
 	for {
 		var kve jetstream.KeyValueEntry
 		select {
@@ -78,10 +79,7 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 		}
 		name, _, _ := strings.Cut(kve.Key(), ".")
 		row := rows[name]
-		if row == nil {
-			row = &ChainStats{Chain: name}
-			rows[name] = row
-		}
+		row.Chain = name
 		row.Entries++
 		row.Bytes += int64(len(kve.Value()))
 		e, err := DecodeEntry(kve.Value())
@@ -93,11 +91,9 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 		default:
 			row.Stale++
 		}
+		rows[name] = row
 	}
-	out := make([]ChainStats, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, *r)
-	}
+	out := slices.AppendSeq(make([]ChainStats, 0, len(rows)), maps.Values(rows))
 	slices.SortFunc(out, func(a, b ChainStats) int { return strings.Compare(a.Chain, b.Chain) })
 	return out, nil
 }

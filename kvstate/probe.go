@@ -36,15 +36,14 @@ const (
 	StateHalfOpen                     // the cooldown ended, no success since: one probe at a time
 )
 
+var stateNames = []string{StateClosed: "closed", StateOpen: "open", StateHalfOpen: "half-open"}
+
 // String returns closed, open or half-open.
 func (s CircuitState) String() string {
-	switch s {
-	case StateOpen:
-		return "open"
-	case StateHalfOpen:
-		return "half-open"
+	if s < 0 || int(s) >= len(stateNames) {
+		return "closed"
 	}
-	return "closed"
+	return stateNames[s]
 }
 
 // State returns the circuit state of provider at now, from the mirror.

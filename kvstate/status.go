@@ -38,13 +38,12 @@ func (s CircuitState) MarshalText() ([]byte, error) { return []byte(s.String()),
 // UnmarshalText reads a circuit state by name, so that status -json can be
 // read back.
 func (s *CircuitState) UnmarshalText(b []byte) error {
-	for _, c := range []CircuitState{StateClosed, StateOpen, StateHalfOpen} {
-		if c.String() == string(b) {
-			*s = c
-			return nil
-		}
+	i := slices.Index(stateNames, string(b))
+	if i < 0 {
+		return fmt.Errorf("kvstate: unknown circuit state %q", b)
 	}
-	return fmt.Errorf("kvstate: unknown circuit state %q", b)
+	*s = CircuitState(i)
+	return nil
 }
 
 // Status returns a row for every circuit the mirror knows and every one of

@@ -62,15 +62,13 @@ func ChainsInvolving(conflicts []ChainConflict, processor string) []ChainConflic
 // WriteChainConflicts prints, after the table, each chain name that
 // running processors run with different providers.
 func WriteChainConflicts(w io.Writer, conflicts []ChainConflict) error {
+	var b strings.Builder
 	for _, c := range conflicts {
-		if _, err := fmt.Fprintf(w, "\nCONFLICT: chain %s has different providers on running processors (its requests go to either):\n", text.Visible(c.Chain)); err != nil {
-			return err
-		}
+		fmt.Fprintf(&b, "\nCONFLICT: chain %s has different providers on running processors (its requests go to either):\n", text.Visible(c.Chain))
 		for _, l := range c.Lists {
-			if _, err := fmt.Fprintf(w, "  [%s]  on %v\n", text.Visible(strings.Join(l.Providers, " ")), visible(l.Processors)); err != nil {
-				return err
-			}
+			fmt.Fprintf(&b, "  [%s]  on %v\n", text.Visible(strings.Join(l.Providers, " ")), visible(l.Processors))
 		}
 	}
-	return nil
+	_, err := io.WriteString(w, b.String())
+	return err
 }

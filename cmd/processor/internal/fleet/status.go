@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/kvstate"
@@ -60,21 +61,19 @@ func WithCircuits(conflicts []Conflict, holder func(provider string) (kvstate.Ho
 // processors define differently, each definition with its processors and,
 // when WithCircuits set it, its circuit.
 func WriteConflicts(w io.Writer, conflicts []Conflict) error {
+	var b strings.Builder
 	for _, c := range conflicts {
-		if _, err := fmt.Fprintf(w, "\nCONFLICT: provider %s is defined differently by running processors:\n", text.Visible(c.Provider)); err != nil {
-			return err
-		}
+		fmt.Fprintf(&b, "\nCONFLICT: provider %s is defined differently by running processors:\n", text.Visible(c.Provider))
 		for _, h := range c.Definitions {
 			circuit := ""
 			if h.Circuit != "" {
 				circuit = "  circuit " + text.Visible(h.Circuit)
 			}
-			if _, err := fmt.Fprintf(w, "  %s  on %v%s\n", text.Visible(h.Definition.String()), visible(h.Processors), circuit); err != nil {
-				return err
-			}
+			fmt.Fprintf(&b, "  %s  on %v%s\n", text.Visible(h.Definition.String()), visible(h.Processors), circuit)
 		}
 	}
-	return nil
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // visible is ss each through text.Visible: what the records hold reaches
