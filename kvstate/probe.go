@@ -73,12 +73,14 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 	if err != nil {
 		return chain.Admission{Until: p.Until}
 	}
-	rev, err := s.create(ctx, ProbeKey(provider), data, jetstream.KeyTTL(lease))
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		rev, err = s.takeOverLapsed(ctx, provider, data, now, lease)
-	}
-	if err != nil {
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+	// A lease there is replaced once it lapsed clockSkew ago (its until is
+	// by its holder's clock): one written without a TTL is never removed.
+	rev, kept, err := s.put(ctx, ProbeKey(provider), data, lease, func(e jetstream.KeyValueEntry) bool {
+		held, err := decode[Probe](e.Value())
+		return err == nil && held.Until.Add(clockSkew).After(now)
+	})
+	if err != nil || kept != 0 {
+		if err != nil {
 			s.opts.Logger.Warn("taking the probe lease", "provider", provider, "err", err)
 		}
 		until := p.Until
@@ -90,27 +92,6 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 	s.keep(func(m *mirror) bool { return m.probes.set(provider, p, rev) })
 	s.opts.Logger.Info("probing provider after its cooldown", "provider", provider)
 	return chain.Admission{Allowed: true, Probe: true, Lease: rev}
-}
-
-// takeOverLapsed replaces the probe key of provider with data, at its
-// revision and with a TTL of lease, when the lease it holds lapsed over
-// clockSkew ago (the holder's until is by its clock): a key written without
-// a TTL is never removed. A lease still running, or one another took
-// meanwhile, is left alone and reported as jetstream.ErrKeyExists.
-func (s *Store) takeOverLapsed(ctx context.Context, provider string, data []byte, now time.Time, lease time.Duration) (uint64, error) {
-	cur, err := s.kv.Get(ctx, ProbeKey(provider))
-	if err != nil {
-		return 0, jetstream.ErrKeyExists // removed meanwhile: the next admission creates it
-	}
-	held, err := decode[Probe](cur.Value())
-	if err == nil && held.Until.Add(clockSkew).After(now) {
-		return 0, jetstream.ErrKeyExists
-	}
-	rev, err := s.replace(ctx, ProbeKey(provider), data, cur.Revision(), lease)
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return 0, jetstream.ErrKeyExists
-	}
-	return rev, err
 }
 
 // ReleaseProbe gives up the probe lease that Admit granted as lease (the

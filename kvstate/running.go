@@ -3,14 +3,11 @@ package kvstate
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // SuffixRunning names the key in which a running processor records what it
@@ -53,13 +50,7 @@ func (s *Store) Running() []json.RawMessage {
 // would make the key permanent).
 func (s *Store) Record(ctx context.Context, processor string, data []byte, ttl time.Duration) error {
 	key := RunningKey(processor)
-	rev, err := s.create(ctx, key, data, jetstream.KeyTTL(ttl))
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		var e jetstream.KeyValueEntry
-		if e, err = s.kv.Get(ctx, key); err == nil {
-			rev, err = s.replace(ctx, key, data, e.Revision(), ttl)
-		}
-	}
+	rev, _, err := s.put(ctx, key, data, ttl, nil)
 	if err != nil {
 		return fmt.Errorf("kvstate: recording %s: %w", key, err)
 	}
