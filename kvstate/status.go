@@ -1,11 +1,12 @@
 package kvstate
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
-	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -58,12 +59,8 @@ func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 	for _, p := range slices.Compact(names) {
 		rows = append(rows, s.row(p, now))
 	}
-	sort.Slice(rows, func(i, j int) bool {
-		a, b := CircuitProvider(rows[i].Provider), CircuitProvider(rows[j].Provider)
-		if a != b {
-			return a < b
-		}
-		return rows[i].Provider < rows[j].Provider
+	slices.SortFunc(rows, func(a, b ProviderStatus) int {
+		return cmp.Or(strings.Compare(CircuitProvider(a.Provider), CircuitProvider(b.Provider)), strings.Compare(a.Provider, b.Provider))
 	})
 	return rows
 }

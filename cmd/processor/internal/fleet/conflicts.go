@@ -61,9 +61,7 @@ type Instance struct {
 func Providers(instances []Instance) []string {
 	var names []string
 	for _, in := range instances {
-		for name := range in.Providers {
-			names = append(names, name)
-		}
+		names = slices.AppendSeq(names, maps.Keys(in.Providers))
 	}
 	slices.Sort(names)
 	return slices.Compact(names)

@@ -76,12 +76,7 @@ func New(local func() time.Time, source Source, logger *slog.Logger) *Clock {
 }
 
 // Now is the server's time as the clock reads it.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	offset := c.offset
-	c.mu.Unlock()
-	return c.local().Add(offset)
-}
+func (c *Clock) Now() time.Time { return c.local().Add(c.Offset()) }
 
 // Offset is how far the server's clock is ahead of the local one (negative
 // when it is behind), as estimated.
