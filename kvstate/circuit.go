@@ -134,26 +134,21 @@ func (s *Store) Claim(ctx context.Context, provider string, h Holder) error {
 		return fmt.Errorf("kvstate: encoding %s: %w", key, err)
 	}
 	rev, err := s.create(ctx, key, data)
-	if err == nil {
-		s.keep(func(m *mirror) bool { return m.definitions.set(provider, h, rev) })
-		return nil
-	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		e, err := s.kv.Get(ctx, key)
+		if err != nil {
+			return nil // gone or unreadable now: the next claim tries again
+		}
+		if held, err := decode[Holder](e.Value()); err == nil {
+			h, rev = held, e.Revision()
+		} else if rev, err = s.kv.Update(ctx, key, data, e.Revision()); err != nil {
+			return nil // a conflict: someone else wrote it meanwhile
+		}
+	} else if err != nil {
 		return fmt.Errorf("kvstate: creating %s: %w", key, err)
 	}
-	e, err := s.kv.Get(ctx, key)
-	if err != nil {
-		return nil // gone or unreadable now: the next claim tries again
-	}
-	held, err := decode[Holder](e.Value())
-	if err == nil {
-		s.keep(func(m *mirror) bool { return m.definitions.set(provider, held, e.Revision()) })
-		return nil
-	}
-	if rev, err = s.kv.Update(ctx, key, data, e.Revision()); err == nil {
-		s.keep(func(m *mirror) bool { return m.definitions.set(provider, h, rev) })
-	}
-	return nil // a conflict: someone else wrote it meanwhile
+	s.keep(func(m *mirror) bool { return m.definitions.set(provider, h, rev) })
+	return nil
 }
 
 // TakeOver makes h the holder of provider's plain keys in place of the

@@ -109,17 +109,12 @@ func WriteStatus(w io.Writer, rows []ProviderStatus) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", text.Visible(r.Provider), r.State, r.ConsecutiveFailures, until, r.Trips, lastError)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, r := range rows {
+	for _, r := range rows { // under the table: lines without a cell
 		if note := r.OperatorNote(); note != "" {
-			if _, err := fmt.Fprintln(w, text.Visible(r.Provider+": "+note)); err != nil {
-				return err
-			}
+			fmt.Fprintln(tw, text.Visible(r.Provider+": "+note))
 		}
 	}
-	return nil
+	return tw.Flush()
 }
 
 // OperatorNote tells an operator's act on the provider, for the status
