@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/config"
 )
 
 // EntryVersion is the v of the entries this code writes; an entry of
@@ -95,13 +96,8 @@ func (e Entry) Check() error {
 // Fresh reports whether the entry may answer at now.
 func (e Entry) Fresh(now time.Time) bool { return now.Before(e.FreshUntil) }
 
-// Settings are a chain's cache periods (config.ChainCache), whole seconds.
-type Settings struct {
-	TTL time.Duration // the fresh period, positive
-	// StaleTTL is how long after TTL an entry may stand in when no
-	// provider answers; 0 for never.
-	StaleTTL time.Duration
-}
+// Settings are a chain's cache periods, as its chain file gives them.
+type Settings = config.ChainCache
 
 // newEntry is the entry for an answer given at now.
 func newEntry(res chain.Result, s Settings, now time.Time) Entry {

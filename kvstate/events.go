@@ -41,12 +41,10 @@ type Event struct {
 func (e Event) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  %-16s %-8s", e.Time.UTC().Format(time.RFC3339), e.Provider, e.Kind)
-	switch {
-	case e.Cooldown != nil && e.Cooldown.Operator:
-		c := e.Cooldown
+	switch c := e.Cooldown; {
+	case c != nil && c.Operator:
 		fmt.Fprintf(&b, " until %s (%ds, by operator %s): %s", c.Until.UTC().Format(time.RFC3339), c.DurationS, c.By, c.Reason)
-	case e.Cooldown != nil:
-		c := e.Cooldown
+	case c != nil:
 		fmt.Fprintf(&b, " until %s (%ds, trip %d, %s): %s", c.Until.UTC().Format(time.RFC3339), c.DurationS, c.Trip, c.Class, c.Reason)
 	case e.Kind == EventReset:
 		fmt.Fprintf(&b, " by %s", e.By)

@@ -111,15 +111,13 @@ func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 	s.mu.Lock()
 	s.loading = fresh
 	s.mu.Unlock()
-	loaded := false
-	defer func() {
-		if !loaded {
-			s.mu.Lock()
-			s.loading = nil
-			s.mu.Unlock()
-			w.stop()
-		}
-	}()
+	fail := func(err error) (*bucketWatch, error) {
+		s.mu.Lock()
+		s.loading = nil
+		s.mu.Unlock()
+		w.stop()
+		return nil, err
+	}
 	timeout := time.NewTimer(loadTimeout)
 	defer timeout.Stop()
 	for {
@@ -127,20 +125,19 @@ func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 		case e, ok := <-w.Updates():
 			switch {
 			case !ok:
-				return nil, fmt.Errorf("kvstate: watcher of %s closed before the initial values", Bucket)
+				return fail(fmt.Errorf("kvstate: watcher of %s closed before the initial values", Bucket))
 			case e == nil: // end of the initial values
 				s.mu.Lock()
 				s.m, s.loading = fresh, nil
 				s.mu.Unlock()
 				s.following.Store(true)
-				loaded = true
 				return w, nil
 			}
 			s.applyTo(func() *mirror { return fresh }, e)
 		case <-timeout.C:
-			return nil, fmt.Errorf("kvstate: reading %s: initial values not read within %s", Bucket, loadTimeout)
+			return fail(fmt.Errorf("kvstate: reading %s: initial values not read within %s", Bucket, loadTimeout))
 		case <-ctx.Done():
-			return nil, fmt.Errorf("kvstate: reading %s: %w", Bucket, context.Cause(ctx))
+			return fail(fmt.Errorf("kvstate: reading %s: %w", Bucket, context.Cause(ctx)))
 		}
 	}
 }

@@ -126,8 +126,6 @@ func (f Fleet) CheckTrip(name string, d time.Duration, reason string) error {
 		return refuse("-for %s is longer than %s's longest cooldown in %s, %s (the larger of its max_cooldown and auth_cooldown): "+
 			"no trip of it runs longer. Trip for at most %s (and again before it ends), or raise max_cooldown in the chain file the processors run",
 			d, name, f.Path, limit, limit)
-	}
-	switch {
 	case strings.TrimSpace(reason) == "":
 		return refuse("-reason is required: say why, for whoever sees the cooldown")
 	case len(reason) > maxReason:
