@@ -134,9 +134,8 @@ func flightKey(key string, c chain.CacheControl) string {
 	return fmt.Sprintf("%s|%t|%t|%s", key, c.NoCache, c.NoStore, stale)
 }
 
-// follow is the result of req, which shared another's run: a fresh answer
-// of a provider is its hit, shaped as a stored hit is (no attempts, no
-// cost).
+// follow is the result of req, which shared another's run: a provider's
+// fresh answer is its hit, shaped as a stored one (no attempts, no cost).
 func (r *Runner) follow(req *chain.Request, o outcome) chain.Result {
 	res := o.res
 	res.ID = req.ID

@@ -45,9 +45,8 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 	return s, nil
 }
 
-// Ensure creates the bucket again if it is gone, as Open does, for a read
-// or a write that found it missing (Gone). Errors are the server's,
-// wrapped.
+// Ensure creates the bucket again, as Open does, for a read or a write that
+// found it gone. Errors are the server's, wrapped.
 func (s *Store) Ensure(ctx context.Context) error {
 	_, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:         Bucket,

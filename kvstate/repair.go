@@ -20,13 +20,11 @@ const (
 	recreateTimeout = 10 * time.Second
 )
 
-// errBucketGone marks the bucket found not to exist; topology.Gone reports
-// it as such.
+// errBucketGone marks the bucket found not to exist (topology.Gone).
 var errBucketGone = fmt.Errorf("bucket %w", topology.ErrGone)
 
 // create is kv.Create that, finding the bucket gone, recreates it and
-// creates the key on it, once: a write must not be lost to a deleted
-// bucket.
+// tries once more: a write must not be lost to a deleted bucket.
 func (s *Store) create(ctx context.Context, key string, data []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
 	rev, err := s.kv.Create(ctx, key, data, opts...)
 	if !topology.Gone(err) {

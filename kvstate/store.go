@@ -103,8 +103,7 @@ func New(js jetstream.JetStream, kv jetstream.KeyValue, opts Options) *Store {
 	return s
 }
 
-// apply folds one entry from the watcher into the mirror, ignoring the nil
-// that ends the initial values.
+// apply folds one entry from the watcher into the mirror.
 func (s *Store) apply(e jetstream.KeyValueEntry) {
 	if e == nil {
 		return
@@ -154,8 +153,7 @@ func (s *Store) Cooling(provider string, now time.Time) (time.Time, bool) {
 	return until, true
 }
 
-// coolingUntil is when the cooldown of h's last trip or of c, whichever is
-// later, ends.
+// coolingUntil is the later end of h's last trip and of c.
 func coolingUntil(h Health, c *Cooldown) time.Time {
 	until := tripEnd(h, chain.CooldownPolicy{})
 	if c != nil && c.Until.After(until) {
@@ -315,9 +313,8 @@ func casConflict(err error) bool {
 		errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
 }
 
-// writeSlot serialises this store's health writes for one provider:
-// workers that all fail at once would otherwise race for one revision, and
-// those that kept losing would drop their failure.
+// writeSlot serialises this store's health writes for one provider, lest
+// workers that all fail at once race for one revision and drop failures.
 func (s *Store) writeSlot(ctx context.Context, provider string) (release func(), err error) {
 	v, ok := s.writing.Load(provider)
 	if !ok {

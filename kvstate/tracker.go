@@ -135,9 +135,8 @@ func (t *tracker) ended(provider string, at time.Time) []Event {
 	return t.end(provider, c.Until)
 }
 
-// bucketGone returns the events of the bucket deleted, learned at at (when
-// it was created anew): every cooldown tracked expires, and every provider
-// tripped and not succeeded since is closed, in name order.
+// bucketGone returns the events of the bucket deleted, learned at at: every
+// cooldown tracked expires, and every half-open provider is closed.
 func (t *tracker) bucketGone(at time.Time) []Event {
 	var out []Event
 	for _, p := range t.names(nil) {
@@ -151,9 +150,9 @@ func (t *tracker) bucketGone(at time.Time) []Event {
 	return out
 }
 
-// end reports and forgets the end of provider's cooldown, known at at:
-// expired, timed at its until when that came first, and closed when its
-// health was deleted meanwhile.
+// end reports and forgets the end of provider's cooldown, known at at and
+// timed at its until when that came first; closed too when its health was
+// deleted meanwhile.
 func (t *tracker) end(provider string, at time.Time) []Event {
 	c, closing := t.cooling[provider], t.closing[provider]
 	delete(t.cooling, provider)

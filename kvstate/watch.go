@@ -142,17 +142,15 @@ func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 	}
 }
 
-// retryPause is the pause before try n (from 0) to watch again: from
-// retryBase, doubling up to retryMax, the upper half at random so that
-// processors do not return in step.
+// retryPause is the pause before try n (from 0) to watch again: doubling up
+// to retryMax, the upper half at random so that processors come out of step.
 func retryPause(n int) time.Duration {
 	d := min(retryBase<<min(n, 10), retryMax)
 	return d/2 + rand.N(d/2)
 }
 
 // bucketWatch is one watch of every key of the bucket, with what tells that
-// it ended without a word: which bucket it watches and the connection's
-// reconnects when it began.
+// it ended without a word.
 type bucketWatch struct {
 	jetstream.KeyWatcher
 	cancel     context.CancelFunc

@@ -58,8 +58,8 @@ func WithCircuits(conflicts []Conflict, holder func(provider string) (kvstate.Ho
 }
 
 // WriteConflicts prints, after the table, each provider name that running
-// processors define differently, each definition with its processors and,
-// when WithCircuits set it, its circuit.
+// processors define differently, each definition with its processors and
+// circuit.
 func WriteConflicts(w io.Writer, conflicts []Conflict) error {
 	var b strings.Builder
 	for _, c := range conflicts {

@@ -66,8 +66,7 @@ type Clock struct {
 }
 
 // New returns a clock on local (nil: time.Now) that asks source for the
-// server's time, and logs to logger (nil discards) when the two are far
-// apart.
+// server's time, and logs to logger (nil discards) when they are far apart.
 func New(local func() time.Time, source Source, logger *slog.Logger) *Clock {
 	if local == nil {
 		local = time.Now
