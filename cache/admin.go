@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -22,10 +23,9 @@ var ErrNoBucket = errors.New("cache: no bucket " + Bucket + " (no processor has 
 var ErrBadChainName = fmt.Errorf("cache: a chain name must match [A-Za-z0-9_-]+ and be at most %d characters", config.MaxNameLen)
 
 // CheckChainName reports whether name may select a chain's entries: ""
-// (every chain) or a name the chain file allows, [A-Za-z0-9_-]+ of at most
-// config.MaxNameLen characters. Anything
-// else (a wildcard such as * or >, a dot, a space) would select other
-// keys or none. The error wraps ErrBadChainName and quotes name.
+// (every chain) or a name the chain file allows; anything else (a wildcard,
+// a dot) would select other keys or none. The error wraps ErrBadChainName
+// and quotes name.
 func CheckChainName(name string) error {
 	if name == "" || config.ValidName(name) {
 		return nil
@@ -47,10 +47,9 @@ type ChainStats struct {
 }
 
 // Stats counts the entries of chainName ("" for every chain), one row per
-// chain in name order, judged at now; an invalid entry (DecodeEntry), or
-// one of another version, counts as expired. It reads every entry once: a command
-// for operators, not for the request path. Errors: ErrBadChainName
-// (CheckChainName), ErrNoBucket, or the server's.
+// chain in name order, judged at now; an invalid entry, or one of another
+// version, counts as expired. It reads every entry once: a command for
+// operators. Errors: ErrBadChainName, ErrNoBucket, or the server's.
 func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now time.Time) ([]ChainStats, error) {
 	if err := CheckChainName(chainName); err != nil {
 		return nil, err
@@ -62,16 +61,12 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 	if err != nil {
 		return nil, fmt.Errorf("cache: opening %s: %w", Bucket, err)
 	}
-	filter := ">"
-	if chainName != "" {
-		filter = chainName + ".>"
-	}
-	w, err := kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
+	w, err := kv.WatchFiltered(ctx, []string{keys(chainName)}, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("cache: reading %s: %w", Bucket, err)
 	}
 	defer func() { _ = w.Stop() }()
-	rows := map[string]*ChainStats{}
+	rows := map[string]ChainStats{}
 	for {
 		var kve jetstream.KeyValueEntry
 		select {
@@ -84,10 +79,7 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 		}
 		name, _, _ := strings.Cut(kve.Key(), ".")
 		row := rows[name]
-		if row == nil {
-			row = &ChainStats{Chain: name}
-			rows[name] = row
-		}
+		row.Chain = name
 		row.Entries++
 		row.Bytes += int64(len(kve.Value()))
 		e, err := DecodeEntry(kve.Value())
@@ -99,33 +91,28 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 		default:
 			row.Stale++
 		}
+		rows[name] = row
 	}
-	out := make([]ChainStats, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, *r)
-	}
+	out := slices.AppendSeq(make([]ChainStats, 0, len(rows)), maps.Values(rows))
 	slices.SortFunc(out, func(a, b ChainStats) int { return strings.Compare(a.Chain, b.Chain) })
 	return out, nil
 }
 
 // Purge removes every entry of chainName ("" for every chain) and returns
 // how many messages it removed (entries and the markers of expired ones).
-// Errors: ErrBadChainName (CheckChainName), ErrNoBucket, or the server's.
+// Errors: ErrBadChainName, ErrNoBucket, or the server's.
 func Purge(ctx context.Context, js jetstream.JetStream, chainName string) (uint64, error) {
 	if err := CheckChainName(chainName); err != nil {
 		return 0, err
 	}
-	stream, err := js.Stream(ctx, kvStream())
+	stream, err := js.Stream(ctx, kvStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, ErrNoBucket
 	}
 	if err != nil {
 		return 0, fmt.Errorf("cache: opening %s: %w", Bucket, err)
 	}
-	subj := subject(">")
-	if chainName != "" {
-		subj = subject(chainName + ".>")
-	}
+	subj := subject(keys(chainName))
 	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subj))
 	if err != nil {
 		return 0, fmt.Errorf("cache: counting %s: %w", Bucket, err)
@@ -138,4 +125,12 @@ func Purge(ctx context.Context, js jetstream.JetStream, chainName string) (uint6
 		return 0, fmt.Errorf("cache: purging %s: %w", Bucket, err)
 	}
 	return n, nil
+}
+
+// keys is the filter of chainName's keys, every key for "".
+func keys(chainName string) string {
+	if chainName == "" {
+		return ">"
+	}
+	return chainName + ".>"
 }

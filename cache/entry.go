@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/config"
 )
 
 // EntryVersion is the v of the entries this code writes; an entry of
@@ -28,23 +29,17 @@ type Entry struct {
 }
 
 // ErrInvalidEntry is returned for a stored value that is not a valid
-// entry of EntryVersion: not JSON, blank content, times out of order or
-// out of range, negative usage, a missing or oversized provider or model.
-// Such an entry is never served; the next answer stored replaces it.
+// entry of EntryVersion (Check). Such an entry is never served; the next
+// answer stored replaces it.
 var ErrInvalidEntry = errors.New("cache: invalid entry")
 
-// errOtherVersion is returned by DecodeEntry for an entry of another
-// version: absent to this code, not invalid.
+// errOtherVersion is an entry of another version: absent, not invalid.
 var errOtherVersion = errors.New("cache: entry of another version")
 
-// Bounds of a valid entry.
+// Bounds of a valid entry, in bytes.
 const (
-	// MaxEntryBytes is the largest stored value, in bytes: NATS's largest
-	// max_payload.
-	MaxEntryBytes = 64 << 20
-	// maxNameBytes bounds provider and model, in bytes: as the chain
-	// bounds the model an answer names.
-	maxNameBytes = chain.MaxModelBytes
+	MaxEntryBytes = 64 << 20            // NATS's largest max_payload
+	maxNameBytes  = chain.MaxModelBytes // provider and model, as the chain bounds a model
 )
 
 // Times of a valid entry lie in [minEntryTime, maxEntryTime).
@@ -53,9 +48,8 @@ var (
 	maxEntryTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// DecodeEntry decodes a stored value and checks it (Entry.Check).
-// Errors: one wrapping ErrInvalidEntry, or errOtherVersion for a value
-// whose v is not EntryVersion.
+// DecodeEntry decodes a stored value and checks it (Entry.Check). Errors:
+// one wrapping ErrInvalidEntry, or errOtherVersion.
 func DecodeEntry(data []byte) (Entry, error) {
 	if len(data) > MaxEntryBytes {
 		return Entry{}, fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidEntry, len(data), MaxEntryBytes)
@@ -102,14 +96,8 @@ func (e Entry) Check() error {
 // Fresh reports whether the entry may answer at now.
 func (e Entry) Fresh(now time.Time) bool { return now.Before(e.FreshUntil) }
 
-// Settings are a chain's cache periods (config.ChainCache).
-type Settings struct {
-	// TTL is the fresh period; whole seconds, positive.
-	TTL time.Duration
-	// StaleTTL is how long after TTL an entry may stand in when no
-	// provider answers; whole seconds, 0 for never.
-	StaleTTL time.Duration
-}
+// Settings are a chain's cache periods, as its chain file gives them.
+type Settings = config.ChainCache
 
 // newEntry is the entry for an answer given at now.
 func newEntry(res chain.Result, s Settings, now time.Time) Entry {

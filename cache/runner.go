@@ -23,53 +23,42 @@ const maxClockSkew = time.Minute
 // writeTimeout bounds the write of an answer already paid for.
 const writeTimeout = 5 * time.Second
 
-// Next runs a request through the chain; *chain.Chain implements it. As
-// with stream.Runner, req belongs to the caller: Run must not modify it or
-// anything it refers to, nor keep any of it once it returns.
+// Next runs a request through the chain; *chain.Chain implements it. req
+// belongs to the caller: Run must neither modify nor keep any of it.
 type Next interface {
 	Run(ctx context.Context, req *chain.Request) (chain.Result, error)
 }
 
 // Config assembles a Runner.
 type Config struct {
-	// Chain is the chain's name, the first token of its keys. Required.
-	Chain string
-	// Next is the chain itself. Required.
-	Next Next
-	// Store is the bucket. Required.
-	Store *Store
-	// Settings are the chain's periods; Settings.TTL must be positive.
+	Chain    string // the chain's name, the first token of its keys; required
+	Next     Next   // the chain itself; required
+	Store    *Store // required
 	Settings Settings
 	// Providers are the chain's provider names in order, for the position
 	// of a hit; Rules names those of type rules, whose answers are never
 	// stored.
 	Providers []string
 	Rules     []string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// Logger reports cache reads and writes that failed; nil discards.
-	Logger *slog.Logger
-	// Observer is told how the cache took part in each request; nil tells
-	// nobody.
-	Observer Observer
+	Now       func() time.Time // nil means time.Now
+	Logger    *slog.Logger     // failed reads and writes; nil discards
+	Observer  Observer         // nil tells nobody
 }
 
 // Observer is told how the cache took part in a request of chain (hit,
-// miss or stale), for metrics: the processor's metrics implement it from
-// outside, so cache never imports them. It must not block.
+// miss or stale), for metrics, which cache never imports. It must not
+// block.
 type Observer interface {
 	Cache(chain string, status chain.CacheStatus)
 }
 
-// nobody observes nothing: the Observer of a Runner given none.
 type nobody struct{}
 
 func (nobody) Cache(string, chain.CacheStatus) {}
 
 // Runner answers a chain's requests from the cache when it can, runs the
-// chain otherwise and stores what may be kept. It implements the same Run
-// as the chain. A request without a fingerprint goes straight to the
-// chain.
+// chain otherwise and stores what may be kept. A request without a
+// fingerprint goes straight to the chain.
 type Runner struct {
 	cfg   Config
 	group singleflight.Group
@@ -103,13 +92,10 @@ type outcome struct {
 	err error
 }
 
-// Run answers req: from a fresh entry (cache "hit"), else from the chain
-// (cache "miss"), whose answer is stored, or, when no provider answers,
-// from a stale entry before the rules provider (cache "stale", degraded).
-// Identical requests with the same cache controls that arrive while one is
-// being worked on share its run: they get its answer as a "hit", without a
-// call of their own. Errors are the chain's. req is neither modified nor
-// kept: the stale entry a miss may fall back on goes to the chain on a copy.
+// Run answers req from a fresh entry ("hit"), else from the chain ("miss"),
+// or from a stale entry when no provider answers ("stale"); identical
+// requests in flight at once share one run (docs/cache.md). Errors are the
+// chain's. req is neither modified nor kept.
 func (r *Runner) Run(ctx context.Context, req *chain.Request) (chain.Result, error) {
 	var fingerprint string
 	if req.Cache.Fingerprint != nil {
@@ -134,8 +120,7 @@ func (r *Runner) Run(ctx context.Context, req *chain.Request) (chain.Result, err
 		if o.err == nil || errors.As(o.err, &ex) || ctx.Err() != nil {
 			return r.follow(req, o), o.err
 		}
-		// The leader's own context ended its run (its deadline, or a
-		// shutdown), and this request's has not: it runs again.
+		// The leader's own context ended its run, not this one's: again.
 	}
 }
 
@@ -149,9 +134,8 @@ func flightKey(key string, c chain.CacheControl) string {
 	return fmt.Sprintf("%s|%t|%t|%s", key, c.NoCache, c.NoStore, stale)
 }
 
-// follow is the result of req, which shared another's run: a fresh answer
-// of a provider is its hit, shaped as a stored hit is: no attempts of its
-// own (an empty list) and no cost, since it called no provider.
+// follow is the result of req, which shared another's run: a provider's
+// fresh answer is its hit, shaped as a stored one (no attempts, no cost).
 func (r *Runner) follow(req *chain.Request, o outcome) chain.Result {
 	res := o.res
 	res.ID = req.ID
@@ -176,8 +160,7 @@ func (r *Runner) lookup(ctx context.Context, key string, req chain.Request) (cha
 		r.cfg.Logger.Warn("an invalid entry in the response cache; treating it as absent", "err", err)
 		readable = true
 	case topology.Gone(err):
-		// Deleted (nats kv rm): created again now, so that this answer
-		// is kept; the new bucket holds nothing, revision 0.
+		// Created again now, so that this answer is kept at revision 0.
 		r.cfg.Logger.Warn("the response cache bucket is gone; creating it again", "err", err)
 		readable = r.ensure(ctx)
 	case err != nil:
@@ -223,16 +206,15 @@ func (r *Runner) staleAnswer(e Entry, c chain.CacheControl) *chain.StaleAnswer {
 		return nil
 	}
 	until := e.StaleUntil
-	if c.StaleIfError != nil {
-		until = minTime(until, e.FreshUntil.Add(*c.StaleIfError))
+	if c.StaleIfError != nil && e.FreshUntil.Add(*c.StaleIfError).Before(until) {
+		until = e.FreshUntil.Add(*c.StaleIfError)
 	}
 	return &chain.StaleAnswer{Content: e.Content, Provider: e.Provider, Model: e.Model, Usage: e.Usage,
 		CreatedAt: e.CreatedAt, Until: until}
 }
 
-// storable reports whether an answer may be kept: an ok answer of a
-// provider that is not a rules one, not a stale answer, with content, for a
-// request that did not ask for no_store.
+// storable reports whether an answer may be kept (docs/cache.md, "What is
+// stored").
 func (r *Runner) storable(res chain.Result, req chain.Request) bool {
 	return res.Status == chain.StatusOK && res.Cache != chain.CacheStale && !req.Cache.NoStore &&
 		!slices.Contains(r.cfg.Rules, res.Provider) && res.Model != chain.RulesModel &&
@@ -240,7 +222,7 @@ func (r *Runner) storable(res chain.Result, req chain.Request) bool {
 }
 
 // store writes the answer over revision rev. A lost race leaves the
-// winner's answer; a missing bucket is created again for the next answer.
+// winner's; a missing bucket is created again for the next answer.
 func (r *Runner) store(ctx context.Context, key string, rev uint64, res chain.Result) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
@@ -265,11 +247,4 @@ func (r *Runner) ensure(ctx context.Context) bool {
 		return false
 	}
 	return true
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }

@@ -16,8 +16,8 @@ import (
 // Bucket is the KV bucket of the response cache.
 const Bucket = "detour_cache"
 
-// markerTTL is how long the server keeps the marker of an expired key. The
-// markers are not watched; a short life keeps them from piling up.
+// markerTTL is how long the server keeps the marker of an expired key:
+// nobody watches them, so they should not pile up.
 const markerTTL = time.Second
 
 // Key is the bucket key of a request of chain, in scope, with the
@@ -26,19 +26,17 @@ func Key(chainName, scope, fingerprint string) string {
 	return chainName + "." + scope + "." + fingerprint
 }
 
-// Store reads and writes entries. Each Get is one direct read of the
-// key's last message; each Put one publish, compare-and-set on the
-// revision Get saw. Its methods are safe for concurrent use, Ensure with
-// Get included.
+// Store reads and writes entries: each Get one direct read of the key's
+// last message, each Put one publish, compare-and-set on the revision Get
+// saw. Its methods are safe for concurrent use.
 type Store struct {
 	js       jetstream.JetStream
 	stream   atomic.Pointer[jetstream.Stream] // set by Ensure, read by Get
 	replicas int
 }
 
-// Open creates or updates the bucket (History 1, per-key TTL),
-// idempotently, and returns a Store on it. replicas is the bucket's
-// replica count; zero means 1.
+// Open creates or updates the bucket idempotently and returns a Store on
+// it. replicas is the bucket's replica count; zero means 1.
 func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
 	s := &Store{js: js, replicas: max(replicas, 1)}
 	if err := s.Ensure(ctx); err != nil {
@@ -47,9 +45,8 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 	return s, nil
 }
 
-// Ensure creates the bucket again if it is gone, as Open does; a processor
-// calls it when a read or a write finds the bucket missing (Gone). It may
-// run while other goroutines Get. Errors are the server's, wrapped.
+// Ensure creates the bucket again, as Open does, for a read or a write that
+// found it gone. Errors are the server's, wrapped.
 func (s *Store) Ensure(ctx context.Context) error {
 	_, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:         Bucket,
@@ -61,7 +58,7 @@ func (s *Store) Ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cache: opening bucket %s: %w", Bucket, err)
 	}
-	stream, err := s.js.Stream(ctx, kvStream())
+	stream, err := s.js.Stream(ctx, kvStream)
 	if err != nil {
 		return fmt.Errorf("cache: opening bucket %s: %w", Bucket, err)
 	}
@@ -70,17 +67,17 @@ func (s *Store) Ensure(ctx context.Context) error {
 }
 
 // kvStream is the stream that holds the bucket.
-func kvStream() string { return "KV_" + Bucket }
+const kvStream = "KV_" + Bucket
 
 // subject is the subject of key in the bucket's stream.
 func subject(key string) string { return "$KV." + Bucket + "." + key }
 
 // Get returns the entry under key and the revision to write over it with
-// (the sequence of the key's last message, a delete marker's included; 0
-// when the key never held one). found is false for no entry, a deleted or
-// expired one, one of another version, and an invalid one (DecodeEntry),
-// for which err wraps ErrInvalidEntry and rev is still the revision to
-// write over. Other errors are the server's (Gone: the bucket is deleted).
+// (the sequence of the key's last message, a marker's included; 0 when it
+// never held one). found is false for no entry, a deleted or expired one,
+// one of another version, and an invalid one, for which err wraps
+// ErrInvalidEntry and rev still stands. Other errors are the server's
+// (Gone: the bucket is deleted).
 func (s *Store) Get(ctx context.Context, key string) (e Entry, rev uint64, found bool, err error) {
 	m, err := (*s.stream.Load()).GetLastMsgForSubject(ctx, subject(key))
 	switch {
@@ -102,8 +99,8 @@ func (s *Store) Get(ctx context.Context, key string) (e Entry, rev uint64, found
 	return e, m.Sequence, true, nil
 }
 
-// isMarker reports whether a message is no value: a delete, a purge or the
-// server's marker of an expired key.
+// isMarker reports whether a message is a delete, a purge or the server's
+// marker of an expired key.
 func isMarker(h nats.Header) bool {
 	switch h.Get("KV-Operation") {
 	case "DEL", "PURGE":
@@ -112,8 +109,8 @@ func isMarker(h nats.Header) bool {
 	return h.Get(jetstream.MarkerReasonHeader) != ""
 }
 
-// ErrConflict is returned by Put when the key changed since Get read it:
-// another writer stored an answer first, which stands.
+// ErrConflict is returned by Put when another writer stored an answer
+// since Get read the key; theirs stands.
 var ErrConflict = errors.New("cache: the entry changed since it was read")
 
 // Put stores e under key if the key's last revision is still rev (0: the

@@ -2,19 +2,17 @@ package kvstate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
 
-// The bucket is the fleet's own: its values are written by processors and
-// by `processor trip` and `reset`. A value is still checked once, where it
-// is decoded, against the rules every writer keeps, so that a key edited by
-// hand into something no writer makes is ignored, and logged, rather than
-// breaking every reader (a time past year 9999 cannot be written as JSON,
-// and status -json and /status.json write every provider's row).
+// The bucket is the fleet's own, but a key edited by hand into something no
+// writer makes must not break every reader (a time past year 9999 cannot be
+// written as JSON, and status -json writes every row): a value is checked
+// once, where it is decoded, against the rules every writer keeps.
 
-// maxCount bounds failure and trip counts: far above any real outage, far
-// below where an increment overflows and a provider never trips again.
+// maxCount bounds failure and trip counts, far below an overflow.
 const maxCount = 1_000_000_000
 
 // checked is a value of the bucket that knows the rules its writers keep.
@@ -23,8 +21,7 @@ type checked[T any] interface {
 	check() error
 }
 
-// decode reads a value of the bucket and checks it. The error says what
-// does not decode, or which rule the value breaks.
+// decode reads a value of the bucket and checks it.
 func decode[T any, P checked[T]](data []byte) (T, error) {
 	var v T
 	if err := json.Unmarshal(data, &v); err != nil {
@@ -33,18 +30,18 @@ func decode[T any, P checked[T]](data []byte) (T, error) {
 	return v, P(&v).check()
 }
 
-// check reports the first rule h breaks.
+// check reports the rules h breaks.
 func (h *Health) check() error {
-	return firstErr(count("consecutive_failures", h.ConsecutiveFailures), count("trips", h.Trips),
+	return errors.Join(count("consecutive_failures", h.ConsecutiveFailures), count("trips", h.Trips),
 		length("last_trip_s", h.LastTripS),
 		writable("last_failure", h.LastFailure), writable("last_success", h.LastSuccess),
 		writable("reset_at", h.ResetAt), writable("last_trip", h.LastTrip),
 		writable("last_trip + last_trip_s", h.LastTrip.Add(time.Duration(h.LastTripS)*time.Second)))
 }
 
-// check reports the first rule c breaks.
+// check reports the rules c breaks.
 func (c *Cooldown) check() error {
-	return firstErr(count("trip", c.Trip), length("duration_s", c.DurationS), writable("until", c.Until))
+	return errors.Join(count("trip", c.Trip), length("duration_s", c.DurationS), writable("until", c.Until))
 }
 
 // check reports whether p's until can be written.
@@ -65,8 +62,7 @@ func length(field string, s int64) error {
 	return nil
 }
 
-// writable checks that t, in UTC, is a time RFC 3339 and time.Time's JSON
-// can write: in the years 0000 to 9999.
+// writable checks that JSON can write t: in the years 0000 to 9999 UTC.
 func writable(field string, t time.Time) error {
 	if y := t.UTC().Year(); y < 0 || y > 9999 {
 		return fmt.Errorf("%s %s is outside the years 0000 to 9999", field, t.Format(time.RFC3339))
@@ -74,19 +70,9 @@ func writable(field string, t time.Time) error {
 	return nil
 }
 
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// clockSkew is how far a processor's clock may run ahead of the NATS
-// server's: a probe lease is lapsed only this long past its until.
+// clockSkew is how far a processor's clock may run ahead of another's: a
+// probe lease is lapsed only this long past its until.
 const clockSkew = time.Minute
 
-// maxBy bounds the processor id or operator a processor writes in a value;
-// real ids are <hostname>-<pid>-<random>, operators user@host.
+// maxBy bounds the processor id or operator written in a value.
 const maxBy = 300

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -12,29 +13,18 @@ import (
 )
 
 // A provider name that running processors define differently keeps one
-// circuit per definition (docs/state.md, "One circuit per definition"). The
-// definition that holds the name, as <provider>.definition records it, keeps
-// the plain keys <provider>.health, .cooldown and .probe; any other keeps
-// them under its circuit name, <provider>=<the first 8 hex digits of its
-// fingerprint>.
-// "=" is a character KV keys allow (nats.go's validKeyRe,
-// [-/_=.a-zA-Z0-9]) and provider names do not (config.ValidName,
-// [A-Za-z0-9_-]), so no provider name is another's circuit.
+// circuit per definition (docs/state.md, "One circuit per definition"): the
+// definition that <provider>.definition records keeps the plain keys, any
+// other its own under <provider>=<the first 8 hex digits of its
+// fingerprint>. KV keys allow "=" (nats.go's validKeyRe) and provider names
+// do not (config.ValidName), so no provider name is another's circuit.
 const (
-	// SuffixDefinition names the key that records which definition holds
-	// a provider name: <provider>.definition.
+	// SuffixDefinition names the key of a name's holder:
+	// <provider>.definition.
 	SuffixDefinition = "definition"
-	// circuitMark separates a provider name from a definition's short
-	// fingerprint in a circuit name.
-	circuitMark = "="
-	// shortFingerprint is how many hex digits of a fingerprint a circuit
-	// name carries.
-	shortFingerprint = 8
-	// fingerprintLen is the length of a fingerprint, in hex digits
-	// (fleet.Definition.Fingerprint).
-	fingerprintLen = 16
-	// maxDefinitionText bounds the one-line definition a holder carries.
-	maxDefinitionText = 2048
+	circuitMark      = "="
+	shortFingerprint = 8  // hex digits of a fingerprint in a circuit name
+	fingerprintLen   = 16 // hex digits of fleet.Definition.Fingerprint
 )
 
 // DefinitionKey returns the bucket key that records which definition
@@ -54,8 +44,8 @@ type Holder struct {
 	By string `json:"by"`
 }
 
-// check reads a fingerprint that is not one (16 lowercase hex digits) as
-// none: the name is then held for a definition no processor runs.
+// check reads a fingerprint that is not 16 lowercase hex digits as none:
+// the name is then held for a definition no processor runs.
 func (h *Holder) check() error {
 	if !isFingerprint(h.Fingerprint, fingerprintLen) {
 		h.Fingerprint = ""
@@ -66,10 +56,7 @@ func (h *Holder) check() error {
 // Circuit returns the circuit a definition of provider with fingerprint
 // keeps, where holder is the holder of the name and held says whether one
 // is recorded: provider itself when none is, or for the holder's
-// definition; else provider=<the first 8 hex digits of fingerprint>. A
-// holder without a fingerprint (one the bucket holds that is none) holds
-// the name for a definition no processor runs: every running one keeps a
-// circuit of its own.
+// definition; else DefinitionCircuit.
 func Circuit(provider, fingerprint string, holder Holder, held bool) string {
 	if !held || (holder.Fingerprint != "" && holder.Fingerprint == fingerprint) {
 		return provider
@@ -78,9 +65,8 @@ func Circuit(provider, fingerprint string, holder Holder, held bool) string {
 }
 
 // DefinitionCircuit returns the circuit name of the definition of provider
-// with fingerprint, for when another definition holds the name:
-// provider=<the first 8 hex digits of fingerprint>; provider itself for a
-// fingerprint shorter than that, which no processor announces.
+// with fingerprint when another holds the name: provider=<the first 8 hex
+// digits of fingerprint>; provider itself for a shorter fingerprint.
 func DefinitionCircuit(provider, fingerprint string) string {
 	if len(fingerprint) < shortFingerprint {
 		return provider
@@ -89,9 +75,8 @@ func DefinitionCircuit(provider, fingerprint string) string {
 }
 
 // SplitCircuit returns the provider name of a circuit and the short
-// fingerprint of its definition, "" for a provider's plain circuit. ok is
-// false for a name that is neither a plain name nor provider=<8 hex
-// digits>.
+// fingerprint of its definition ("" for a plain circuit); ok is false for a
+// name that is neither a plain name nor provider=<8 hex digits>.
 func SplitCircuit(circuit string) (provider, short string, ok bool) {
 	provider, short, found := strings.Cut(circuit, circuitMark)
 	if !found {
@@ -120,44 +105,28 @@ func (s *Store) Holder(provider string) (Holder, bool) {
 }
 
 // CircuitOf returns the circuit that the definition of provider with
-// fingerprint keeps now, as the mirror knows the holder (see Circuit). It
-// reads the mirror only.
+// fingerprint keeps now, as the mirror knows the holder (see Circuit).
 func (s *Store) CircuitOf(provider, fingerprint string) string {
 	h, held := s.Holder(provider)
 	return Circuit(provider, fingerprint, h, held)
 }
 
-// Circuits returns provider's circuits of which the mirror holds a health,
-// cooldown or probe key: the plain one and those of other definitions,
-// sorted.
+// Circuits returns provider's circuits of which the mirror holds a key,
+// the plain one and other definitions', sorted.
 func (s *Store) Circuits(provider string) []string {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var out []string
-	add := func(circuit string) {
-		if CircuitProvider(circuit) == provider && !slices.Contains(out, circuit) {
-			out = append(out, circuit)
-		}
-	}
-	for c := range s.m.health {
-		add(c)
-	}
-	for c := range s.m.cooldowns {
-		add(c)
-	}
-	for c := range s.m.probes {
-		add(c)
-	}
+	all := slices.Concat(slices.Collect(maps.Keys(s.m.health)), slices.Collect(maps.Keys(s.m.cooldowns)), slices.Collect(maps.Keys(s.m.probes)))
+	s.mu.RUnlock()
+	out := slices.DeleteFunc(all, func(c string) bool { return CircuitProvider(c) != provider })
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // Claim records h as the holder of provider's plain keys if none is
-// recorded (KV Create: the first writer wins), and puts the holder it
-// finds in the mirror, whoever won. It changes nothing when another
-// holder is recorded, except one the bucket holds unreadable, which it
-// replaces at its revision. A bucket found gone is recreated, once, as
-// for a health write, and the claim made on the new one.
+// recorded (KV Create: the first writer wins), and puts the holder it finds
+// in the mirror, whoever won. Another holder stands, unless it is
+// unreadable: then h replaces it at its revision. A bucket found gone is
+// recreated, once.
 func (s *Store) Claim(ctx context.Context, provider string, h Holder) error {
 	key := DefinitionKey(provider)
 	data, err := json.Marshal(h)
@@ -165,41 +134,30 @@ func (s *Store) Claim(ctx context.Context, provider string, h Holder) error {
 		return fmt.Errorf("kvstate: encoding %s: %w", key, err)
 	}
 	rev, err := s.create(ctx, key, data)
-	if err == nil {
-		s.keep(func(m *mirror) bool { return m.definitions.set(provider, h, rev) })
-		return nil
-	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		e, err := s.kv.Get(ctx, key)
+		if err != nil {
+			return nil // gone or unreadable now: the next claim tries again
+		}
+		if held, err := decode[Holder](e.Value()); err == nil {
+			h, rev = held, e.Revision()
+		} else if rev, err = s.kv.Update(ctx, key, data, e.Revision()); err != nil {
+			return nil // a conflict: someone else wrote it meanwhile
+		}
+	} else if err != nil {
 		return fmt.Errorf("kvstate: creating %s: %w", key, err)
 	}
-	e, err := s.kv.Get(ctx, key)
-	if err != nil {
-		return nil // gone or unreadable now: the next claim tries again
-	}
-	held, err := decode[Holder](e.Value())
-	if err == nil {
-		s.keep(func(m *mirror) bool { return m.definitions.set(provider, held, e.Revision()) })
-		return nil
-	}
-	if rev, err = s.kv.Update(ctx, key, data, e.Revision()); err == nil {
-		s.keep(func(m *mirror) bool { return m.definitions.set(provider, h, rev) })
-	}
-	return nil // a conflict: someone else wrote it meanwhile
+	s.keep(func(m *mirror) bool { return m.definitions.set(provider, h, rev) })
+	return nil
 }
 
 // TakeOver makes h the holder of provider's plain keys in place of the
-// holder the mirror knows, whose definition no processor runs any more:
-// it deletes the plain circuit's health, cooldown and probe (they describe
-// an endpoint nobody calls), then replaces the holder with compare-and-set.
-// The deletions come first so that a processor of h's definition, which
-// moves to the plain keys when the watch brings the new holder, has seen
-// them first: one watch delivers a bucket's changes in order. Before it
-// deletes anything it reads the holder from the server: a mirror one
-// delivery behind another processor's take-over would otherwise delete the
-// winner's fresh keys. It reports false, having deleted nothing, when the
-// holder changed meanwhile (another processor took over first), or when
-// none is known; false, with the old keys deleted, when it changes between
-// that read and the compare-and-set.
+// holder the mirror knows, whose definition runs nowhere any more: it
+// deletes the plain circuit's keys, then replaces the holder with
+// compare-and-set, so that h's processors, moving to the plain keys with the
+// new holder, have seen the deletions. The holder is read from the server
+// first, lest a mirror behind another's take-over delete the winner's keys.
+// It reports false when none is known or the holder changed.
 func (s *Store) TakeOver(ctx context.Context, provider string, h Holder) (bool, error) {
 	s.mu.RLock()
 	cur, ok := s.m.definitions[provider]
@@ -238,38 +196,13 @@ func (s *Store) TakeOver(ctx context.Context, provider string, h Holder) (bool, 
 }
 
 // Clear deletes circuit's health, cooldown and probe keys, each at the
-// revision read, for a circuit that no processor runs any more. A key
-// written again meanwhile is read again and deleted.
+// revision read (a key written meanwhile is read again), for a circuit no
+// processor runs any more.
 func (s *Store) Clear(ctx context.Context, circuit string) error {
 	for _, kind := range []string{SuffixHealth, SuffixCooldown, SuffixProbe} {
-		if err := s.clearKey(ctx, circuit, kind); err != nil {
+		if err := s.deleteKey(ctx, circuit, kind, true, nil); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func (s *Store) clearKey(ctx context.Context, circuit, kind string) error {
-	key := circuit + "." + kind
-	for attempt := range maxCASRetries {
-		e, err := s.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("kvstate: reading %s: %w", key, err)
-		}
-		err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
-		if err == nil {
-			s.forget(circuit, kind, e.Revision())
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
-		}
-		if err := casPause(ctx, attempt); err != nil {
-			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
-		}
-	}
-	return fmt.Errorf("kvstate: deleting %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
 }

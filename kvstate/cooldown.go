@@ -11,72 +11,68 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// openCooldown writes the cooldown key with its TTL. A trip is never lost:
-// when a key is still there (another worker's cooldown, or a stale one whose
-// until has passed but which the server has not removed yet, up to about a
-// second late), a cooldown that ends no sooner than c is left alone, so a
-// running cooldown is never shortened, and returned as running; any other,
-// and one that the operator's last reset ended (resetEnds), is replaced at
-// its revision with a fresh TTL. A conflict means someone else wrote first:
-// read again.
+// openCooldown writes the cooldown key with its TTL. A key still there
+// (another worker's cooldown, or a stale one the server has not removed
+// yet) that ends no sooner than c is left alone and returned as running, so
+// a cooldown is never shortened; any other, or one the last reset ended, is
+// replaced with a fresh TTL.
 func (s *Store) openCooldown(ctx context.Context, provider string, c Cooldown, ttl time.Duration) (running *Cooldown, err error) {
 	key := CooldownKey(provider)
 	data, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("kvstate: encoding %s: %w", key, err)
 	}
-	recreated := false
+	var held Cooldown
+	rev, kept, err := s.put(ctx, key, data, ttl, func(e jetstream.KeyValueEntry) bool {
+		h, _ := s.Health(provider)
+		var err error
+		held, err = decode[Cooldown](e.Value())
+		return err == nil && !held.Until.Before(c.Until) && !resetEnds(held, h)
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("kvstate: opening %s: %w", key, err)
+	case kept != 0:
+		s.keep(func(m *mirror) bool { return m.cooldowns.set(provider, held, kept) })
+		return &held, nil
+	}
+	s.opened(provider, c, rev)
+	return nil, nil
+}
+
+// put creates key with data and a TTL of ttl (recreating a deleted bucket:
+// see create), or, when the key is there and stays (nil stays: none),
+// replaces it at its revision, reading it again after a conflict. It
+// returns the revision written, or that of the value that stayed.
+func (s *Store) put(ctx context.Context, key string, data []byte, ttl time.Duration, stays func(jetstream.KeyValueEntry) bool) (rev, kept uint64, err error) {
 	for attempt := range maxCASRetries {
-		rev, err := s.kv.Create(ctx, key, data, jetstream.KeyTTL(ttl))
-		if err == nil {
-			s.opened(provider, c, rev)
-			return nil, nil
-		}
-		if topology.Gone(err) && !recreated {
-			// The trip is recorded in the health value already; the key
-			// must not be lost to a deleted bucket either.
-			recreated = true
-			if err := s.recreateBucket(ctx); err != nil {
-				return nil, fmt.Errorf("kvstate: opening %s: %w", key, err)
-			}
-			continue
-		}
+		rev, err := s.create(ctx, key, data, jetstream.KeyTTL(ttl))
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, fmt.Errorf("kvstate: opening %s: %w", key, err)
+			return rev, 0, err
 		}
 		cur, err := s.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 			continue // expired meanwhile: create it afresh
-		}
-		if err != nil {
-			return nil, fmt.Errorf("kvstate: reading %s: %w", key, err)
-		}
-		// Bounded as the mirror bounds it: a hand-written key that claims to
-		// run for years is replaced like any that ends sooner than c.
-		held, err := decode[Cooldown](cur.Value())
-		h, _ := s.Health(provider)
-		if err == nil && !held.Until.Before(c.Until) && !resetEnds(held, h) {
-			s.keep(func(m *mirror) bool { return m.cooldowns.set(provider, held, cur.Revision()) })
-			return &held, nil
+		case err != nil:
+			return 0, 0, err
+		case stays != nil && stays(cur):
+			return 0, cur.Revision(), nil
 		}
 		rev, err = s.replace(ctx, key, data, cur.Revision(), ttl)
-		if err == nil {
-			s.opened(provider, c, rev)
-			return nil, nil
-		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return nil, fmt.Errorf("kvstate: replacing %s: %w", key, err)
+			return rev, 0, err
 		}
 		if err := casPause(ctx, attempt); err != nil {
-			return nil, fmt.Errorf("kvstate: opening %s: %w", key, err)
+			return 0, 0, err
 		}
 	}
-	return nil, fmt.Errorf("kvstate: opening %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
+	return 0, 0, fmt.Errorf("%d compare-and-set conflicts in a row", maxCASRetries)
 }
 
 // replace writes value to key at revision rev with a fresh TTL, in one
-// atomic step (topology.Replace): KeyValue.Update would make the key
-// permanent. A conflict is reported as jetstream.ErrKeyRevisionMismatch.
+// atomic step: KeyValue.Update would make the key permanent. A conflict is
+// jetstream.ErrKeyRevisionMismatch.
 func (s *Store) replace(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
 	return topology.Replace(ctx, s.js, "$KV."+Bucket+"."+key, value, rev, ttl)
 }

@@ -14,20 +14,13 @@ import (
 // EventKind is what happened to a provider's circuit.
 type EventKind string
 
-// The outage events an operator watches for.
+// The outage events an operator watches for (docs/state.md).
 const (
-	// EventOpened: a cooldown started; no call goes to the provider.
-	EventOpened EventKind = "opened"
-	// EventExpired: the cooldown's TTL ran out; the provider is half-open.
-	EventExpired EventKind = "expired"
-	// EventProbe: a worker took the probe lease and sends one real request.
-	EventProbe EventKind = "probe"
-	// EventClosed: the provider succeeded after failures; traffic is back.
-	EventClosed EventKind = "closed"
-	// EventReset: an operator reset the provider (processor reset): its
-	// cooldown ended and its failures and trips were cleared; the circuit
-	// is closed.
-	EventReset EventKind = "reset"
+	EventOpened  EventKind = "opened"  // a cooldown started
+	EventExpired EventKind = "expired" // the cooldown ended: half-open
+	EventProbe   EventKind = "probe"   // a worker took the probe lease
+	EventClosed  EventKind = "closed"  // a success after failures: traffic is back
+	EventReset   EventKind = "reset"   // an operator reset the provider: closed
 )
 
 // Event is one outage event, read from the bucket.
@@ -48,12 +41,10 @@ type Event struct {
 func (e Event) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  %-16s %-8s", e.Time.UTC().Format(time.RFC3339), e.Provider, e.Kind)
-	switch {
-	case e.Cooldown != nil && e.Cooldown.Operator:
-		c := e.Cooldown
+	switch c := e.Cooldown; {
+	case c != nil && c.Operator:
 		fmt.Fprintf(&b, " until %s (%ds, by operator %s): %s", c.Until.UTC().Format(time.RFC3339), c.DurationS, c.By, c.Reason)
-	case e.Cooldown != nil:
-		c := e.Cooldown
+	case c != nil:
 		fmt.Fprintf(&b, " until %s (%ds, trip %d, %s): %s", c.Until.UTC().Format(time.RFC3339), c.DurationS, c.Trip, c.Class, c.Reason)
 	case e.Kind == EventReset:
 		fmt.Fprintf(&b, " by %s", e.By)
@@ -73,43 +64,25 @@ func (e Event) String() string {
 			fmt.Fprintf(&b, ", last error: %s", r.LastError)
 		}
 	}
-	// An event with nothing after its kind (expired, closed) ends at the
-	// kind, not at the padding of its column.
+	// An event with nothing after its kind ends there, not at the padding.
 	return strings.TrimRight(b.String(), " ")
 }
 
-// WatchEvents reports the outage events of the bucket as they happen, until
-// ctx ends. Only changes after the call are reported; the current values are
-// read first so that a health reset is reported as closed only when it ends
-// an outage (the provider had tripped and not succeeded since). The events
-// of one recovery come in the order they happened: a cooldown ends at its
-// until, and the server's expiry marker may come a moment after a
-// processor has already taken the probe lease, so an expired event is
-// reported, timed at the until, before the probe or closed event that
-// shows the cooldown over, and the late marker is then not reported again.
-// It fails only if the bucket cannot be watched at the start; a ctx that
-// ends before then is a stop, and returns nil. A watch that
-// ends later (the bucket deleted or created anew, a server restart) is
-// opened again, with a growing pause between tries, and what changed
-// meanwhile is reported then: the latest entry of each key newer than the
-// last one read (a probe that came and went meanwhile is not seen), or, in
-// a bucket created anew, the end of every outage of the old one, then
-// every entry.
+// WatchEvents reports the outage events of the bucket after the call, in
+// the order they happened (docs/state.md, "Watching outages"), until ctx
+// ends. It fails only if the bucket cannot be watched at the start (a ctx
+// ended by then returns nil). A watch that ends later is opened again and
+// what changed meanwhile reported: the latest entry of each key, or, in a
+// bucket created anew, the end of every outage of the old one first.
 func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event)) error {
-	return watchEvents(ctx, kv, nil, nil, report)
+	return WatchEventsWithState(ctx, kv, nil, nil, report)
 }
 
 // WatchEventsWithState is WatchEvents that first reports, as one EventState
-// event each, the state of every provider the bucket holds and every one
-// of known, as the values read at the start of the watch show it at the
-// time now says (the NATS server's, for the command: processors judge by
-// it).
+// event each, the state of every provider the bucket holds and of known, as
+// the values read at the start show it at now (the NATS server's time, by
+// which processors judge); a nil now reports no state.
 func WatchEventsWithState(ctx context.Context, kv jetstream.KeyValue, known []string, now func() time.Time, report func(Event)) error {
-	return watchEvents(ctx, kv, known, now, report)
-}
-
-func watchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, now func() time.Time, report func(Event)) error {
-	withState := now != nil
 	w, err := openWatch(ctx, kv, nil)
 	if err != nil && ctx.Err() != nil {
 		return nil // stopped while starting (Ctrl-C): a stop, not a failure
@@ -120,47 +93,38 @@ func watchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, now
 	t := newTracker()
 	var seen uint64 // revision of the newest entry read from this bucket
 	live := false   // set once the current values at the call have been read
+	emit := func(events []Event) {
+		for _, ev := range events {
+			if live {
+				report(ev)
+			}
+		}
+	}
 	created := w.created
-	for tries := 0; ; {
+	for {
 		w.follow(ctx, nil, func(e jetstream.KeyValueEntry) {
-			if e == nil {
-				if !live && withState {
-					for _, ev := range t.states(now(), known) {
-						report(ev)
-					}
-				}
+			switch {
+			case e == nil && !live && now != nil:
 				live = true
-				return
-			}
-			if e.Revision() <= seen {
-				return // read before this watch began
-			}
-			seen = e.Revision()
-			for _, ev := range t.events(e) {
-				if live {
-					report(ev)
-				}
+				emit(t.states(now(), known))
+			case e == nil:
+				live = true
+			case e.Revision() > seen: // not read before this watch began
+				seen = e.Revision()
+				emit(t.events(e))
 			}
 		}, nil)
 		w.stop()
-		for {
+		for tries := 0; ; tries++ {
 			if wait.Sleep(ctx, retryPause(tries)) != nil {
 				return nil
 			}
 			if w, err = openWatch(ctx, kv, nil); err == nil {
 				break
 			}
-			tries++
 		}
-		tries = 0
-		if !w.created.Equal(created) {
-			// Revisions start over in a new bucket, and the old one's
-			// health and cooldowns are gone with it: its outages ended.
-			for _, ev := range t.bucketGone(w.created) {
-				if live {
-					report(ev)
-				}
-			}
+		if !w.created.Equal(created) { // the old bucket's outages ended with it
+			emit(t.bucketGone(w.created))
 			created, seen = w.created, 0
 			t = newTracker()
 		}

@@ -6,9 +6,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// versioned is a mirrored value with the bucket revision it came from, so
-// that an older entry never overwrites a newer one: a processor's own writes
-// usually reach its mirror before the watcher echoes them.
+// versioned is a mirrored value with its bucket revision, so that an older
+// entry never overwrites a newer one: a processor's own writes usually reach
+// its mirror before the watcher echoes them.
 type versioned[T any] struct {
 	value T
 	rev   uint64
@@ -27,10 +27,16 @@ func (m mirrorMap[T]) set(provider string, value T, rev uint64) bool {
 	return true
 }
 
-// applyEntry folds a watcher entry into m: a put stores its value, bounded
-// (see bounds), a delete or purge (including a TTL expiry marker) removes
-// the key. A value that does not decode or breaks its rules (check) is
-// not taken, and the error says why.
+// forget drops provider's value if it is still at revision rev.
+func (m mirrorMap[T]) forget(provider string, rev uint64) {
+	if m[provider].rev == rev {
+		delete(m, provider)
+	}
+}
+
+// applyEntry folds a watcher entry into m: a put stores its value, a delete
+// or purge (a TTL's marker too) removes the key. A value that does not
+// decode or breaks its rules (check) is not taken, and the error says why.
 func applyEntry[T any, P checked[T]](m mirrorMap[T], provider string, e jetstream.KeyValueEntry) error {
 	if cur, ok := m[provider]; ok && cur.rev >= e.Revision() {
 		return nil
@@ -48,18 +54,14 @@ func applyEntry[T any, P checked[T]](m mirrorMap[T], provider string, e jetstrea
 }
 
 // mirror is a local copy of the bucket, one map per kind of key. Revisions
-// are only comparable within one bucket: a mirror is filled from one bucket
-// and replaced whole, never merged, when the bucket is created anew.
+// compare within one bucket only: a mirror is replaced whole, never merged,
+// when the bucket is created anew.
 type mirror struct {
-	health    mirrorMap[Health]
-	cooldowns mirrorMap[Cooldown]
-	probes    mirrorMap[Probe]
-	// definitions holds the holders of provider names (<provider>.definition),
-	// by provider name; the other maps are by circuit.
-	definitions mirrorMap[Holder]
-	// running holds the records of running processors
-	// (<processor>.running), by the key's first token.
-	running mirrorMap[Running]
+	health      mirrorMap[Health]
+	cooldowns   mirrorMap[Cooldown]
+	probes      mirrorMap[Probe]
+	definitions mirrorMap[Holder]  // by provider name; the maps above by circuit
+	running     mirrorMap[Running] // by the key's first token
 }
 
 func newMirror() *mirror {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,9 +13,7 @@ import (
 
 // ResetOutcome is what Reset did to one provider.
 type ResetOutcome struct {
-	// Before is the provider's state before the reset, as the mirror held
-	// it.
-	Before ProviderStatus
+	Before ProviderStatus // as the mirror held it
 	// Done is false when there was nothing to reset: no cooldown, no probe
 	// lease, no failures and no trips recorded. Nothing was written then.
 	Done bool
@@ -26,15 +23,8 @@ type ResetOutcome struct {
 // as the operator by (user@host) asks (processor reset). It writes the
 // health first, with compare-and-set: a record of the reset alone
 // (afterReset), which every mirror reads as the end of any cooldown opened
-// before it, so the provider is closed within one watch delivery; then it
-// deletes the cooldown key, if the reset ended it, and the probe lease,
-// each at the revision it read. A failure of a call that began before the
-// reset, recorded after it, is not counted (predatesReset), and a
-// cooldown key that a trip racing the reset writes after the delete is
-// over all the same (resetEnds): whichever comes first, the provider ends
-// closed. A cooldown opened after the reset is left alone.
-//
-// The mirror must be loaded (Load, or Run) before the call: what it holds
+// before it (resetEnds); then it deletes the cooldown key the reset ended
+// and the probe lease. The mirror must be loaded first: what it holds
 // decides whether there is anything to reset.
 func (s *Store) Reset(ctx context.Context, provider, by string) (ResetOutcome, error) {
 	now := s.opts.Now()
@@ -51,10 +41,16 @@ func (s *Store) Reset(ctx context.Context, provider, by string) (ResetOutcome, e
 		return out, err
 	}
 	out.Done = true
-	if err := s.deleteEndedCooldown(ctx, provider, reset); err != nil {
+	err = s.deleteKey(ctx, provider, SuffixCooldown, true, func(value []byte) bool {
+		c, err := decode[Cooldown](value)
+		return err == nil && !resetEnds(c, reset) // opened after the reset: not its to end
+	})
+	if err != nil {
 		return out, err
 	}
-	return out, s.deleteProbe(ctx, provider)
+	// A lease taken meanwhile is not the reset's. The prober's outcome
+	// changes nothing: no failures to reset, or a call begun before.
+	return out, s.deleteKey(ctx, provider, SuffixProbe, false, nil)
 }
 
 // resettable reports whether the mirror holds anything of provider that a
@@ -69,11 +65,11 @@ func (s *Store) resettable(provider string) bool {
 	return hasProbe || hasCooldown && !resetEnds(c.value, h.value) || hasHealth && tripped
 }
 
-// deleteEndedCooldown deletes provider's cooldown key if the reset that
-// h records ended it, at the revision read; a conflict means someone wrote
-// it meanwhile: read again.
-func (s *Store) deleteEndedCooldown(ctx context.Context, provider string, h Health) error {
-	key := CooldownKey(provider)
+// deleteKey deletes circuit's key of kind at the revision read, unless keep
+// says the value read stays. A key written meanwhile is read and judged
+// again when retry is set, else left alone.
+func (s *Store) deleteKey(ctx context.Context, circuit, kind string, retry bool, keep func([]byte) bool) error {
+	key := circuit + "." + kind
 	for attempt := range maxCASRetries {
 		e, err := s.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
@@ -82,17 +78,18 @@ func (s *Store) deleteEndedCooldown(ctx context.Context, provider string, h Heal
 		if err != nil {
 			return fmt.Errorf("kvstate: reading %s: %w", key, err)
 		}
-		c, err := decode[Cooldown](e.Value())
-		if err == nil && !resetEnds(c, h) {
-			return nil // opened after the reset: not the reset's to end
-		}
-		err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
-		if err == nil {
-			s.forget(provider, SuffixCooldown, e.Revision())
+		if keep != nil && keep(e.Value()) {
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+		switch {
+		case err == nil:
+			s.forget(circuit, kind, e.Revision())
+			return nil
+		case !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
+		case !retry:
+			return nil
 		}
 		if err := casPause(ctx, attempt); err != nil {
 			return fmt.Errorf("kvstate: deleting %s: %w", key, err)
@@ -101,46 +98,17 @@ func (s *Store) deleteEndedCooldown(ctx context.Context, provider string, h Heal
 	return fmt.Errorf("kvstate: deleting %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
 }
 
-// deleteProbe deletes provider's probe lease at the revision read. The
-// prober's own release then finds nothing to release, and its outcome
-// changes nothing: a success has no failures to reset, a failure began
-// before the reset.
-func (s *Store) deleteProbe(ctx context.Context, provider string) error {
-	key := ProbeKey(provider)
-	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("kvstate: reading %s: %w", key, err)
-	}
-	err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
-	switch {
-	case err == nil:
-		s.forget(provider, SuffixProbe, e.Revision())
-	case !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-		return fmt.Errorf("kvstate: deleting %s: %w", key, err)
-	}
-	return nil // a lease taken meanwhile is not the reset's
-}
-
 // forget drops provider's key of kind from the mirrors if they still hold
 // revision rev, which this store just deleted.
 func (s *Store) forget(provider, kind string, rev uint64) {
 	s.keep(func(m *mirror) bool {
 		switch kind {
 		case SuffixHealth:
-			if m.health[provider].rev == rev {
-				delete(m.health, provider)
-			}
+			m.health.forget(provider, rev)
 		case SuffixCooldown:
-			if m.cooldowns[provider].rev == rev {
-				delete(m.cooldowns, provider)
-			}
+			m.cooldowns.forget(provider, rev)
 		case SuffixProbe:
-			if m.probes[provider].rev == rev {
-				delete(m.probes, provider)
-			}
+			m.probes.forget(provider, rev)
 		}
 		return true
 	})
@@ -156,10 +124,8 @@ type OperatorTrip struct {
 	// By names the operator: user@host.
 	By string
 	// HalfOpen records the trip in the provider's health as well, so that
-	// the provider is half-open when the cooldown ends, as after any
-	// cooldown: the first request then is a probe. Without it (a provider
-	// whose failure_threshold is 0 has no circuit of its own) it is as its
-	// health was when the cooldown ends.
+	// the provider is half-open when the cooldown ends; off for a provider
+	// whose failure_threshold is 0, which has no circuit of its own.
 	HalfOpen bool
 }
 
@@ -168,20 +134,17 @@ type TripOutcome struct {
 	// Opened is false when a cooldown running until Until or later was
 	// there already and is left as it is: a trip never shortens one.
 	Opened bool
-	// Until is when the provider's cooldown now ends.
-	Until time.Time
-	// Cooldown is the cooldown key now running: the operator's, or the
-	// one kept; nil when what keeps the provider out is the trip its health
-	// records alone.
+	Until  time.Time // when the provider's cooldown now ends
+	// Cooldown is the cooldown key now running, the operator's or the one
+	// kept; nil when only the trip the health records keeps it out.
 	Cooldown *Cooldown
 }
 
 // Trip opens an operator's cooldown of provider for every processor. The
-// key is written first, with its TTL, so that no processor probes the
-// provider between the two writes, then, when t.HalfOpen, the trip is
-// recorded in the health (afterOperatorTrip), with compare-and-set. A
-// running cooldown that ends no sooner is left as it is; one that ends
-// sooner is replaced (extended). The mirror must be loaded before the call.
+// key is written first, so that no processor probes the provider between
+// the two writes, then, when t.HalfOpen, the trip is recorded in the health
+// (afterOperatorTrip). A running cooldown that ends no sooner is left as it
+// is; one that ends sooner is extended. The mirror must be loaded first.
 func (s *Store) Trip(ctx context.Context, provider string, t OperatorTrip) (TripOutcome, error) {
 	if t.For < time.Second || t.For%time.Second != 0 {
 		return TripOutcome{}, fmt.Errorf("kvstate: tripping %s: %s is not whole seconds of at least 1s", provider, t.For)
@@ -190,7 +153,8 @@ func (s *Store) Trip(ctx context.Context, provider string, t OperatorTrip) (Trip
 	c := Cooldown{Until: now.Add(t.For), Reason: truncate(t.Reason), DurationS: int64(t.For / time.Second),
 		By: text.Cut(t.By, maxBy), Operator: true}
 	if until, cooling := s.Cooling(provider, now); cooling && !until.Before(c.Until) {
-		return TripOutcome{Until: until, Cooldown: s.mirroredCooldown(provider)}, nil
+		_, running := s.view(provider)
+		return TripOutcome{Until: until, Cooldown: running}, nil
 	}
 	running, err := s.openCooldown(ctx, provider, c, t.For)
 	if err != nil {
@@ -206,20 +170,8 @@ func (s *Store) Trip(ctx context.Context, provider string, t OperatorTrip) (Trip
 	return out, s.updateHealth(ctx, provider, func(h Health) (Health, bool) { return afterOperatorTrip(h, now, t.For) })
 }
 
-// mirroredCooldown is provider's cooldown key as the mirror holds it, nil
-// when none runs (or the last reset ended it).
-func (s *Store) mirroredCooldown(provider string) *Cooldown {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	c, ok := s.m.cooldowns[provider]
-	if !ok || resetEnds(c.value, s.m.health[provider].value) {
-		return nil
-	}
-	return &c.value
-}
-
-// operatorView is what the mirror holds of one provider that tells an
-// operator's act when the watch brings it: see logOperatorAct.
+// operatorView is what tells an operator's act on a provider when the watch
+// brings it: see logOperatorAct.
 type operatorView struct {
 	healthRev, cooldownRev uint64
 	resetAt                time.Time
@@ -232,9 +184,8 @@ func (s *Store) operatorView(provider string) operatorView {
 	return operatorView{healthRev: h.rev, cooldownRev: s.m.cooldowns[provider].rev, resetAt: h.value.ResetAt}
 }
 
-// logOperatorAct logs an operator's reset or trip of provider that the
-// watch just brought to the mirror, whose view of it was before: the
-// processors that learn of an operator's act say so, once each.
+// logOperatorAct logs, once, an operator's reset or trip of provider that
+// the watch just brought to the mirror, whose view of it was before.
 func (s *Store) logOperatorAct(provider string, before operatorView) {
 	after := s.operatorView(provider)
 	if after.healthRev != before.healthRev && !after.resetAt.IsZero() && !after.resetAt.Equal(before.resetAt) {
@@ -243,14 +194,8 @@ func (s *Store) logOperatorAct(provider string, before operatorView) {
 			"provider", provider, "by", h.ResetBy, "at", h.ResetAt)
 	}
 	if after.cooldownRev != before.cooldownRev {
-		if c := s.mirroredCooldown(provider); c != nil && c.Operator {
+		if _, c := s.view(provider); c != nil && c.Operator {
 			s.opts.Logger.Info("provider tripped by an operator", "provider", provider, "until", c.Until, "reason", c.Reason, "by", c.By)
 		}
 	}
-}
-
-// providerOf returns the provider a bucket key belongs to.
-func providerOf(key string) string {
-	provider, _, _ := strings.Cut(key, ".")
-	return provider
 }

@@ -31,46 +31,32 @@ type CircuitState int
 
 // The circuit states.
 const (
-	// StateClosed: calls go through.
-	StateClosed CircuitState = iota
-	// StateOpen: a cooldown is running; no call goes to the provider.
-	StateOpen
-	// StateHalfOpen: the cooldown ended but the provider has not succeeded
-	// since; one probe at a time may call it.
-	StateHalfOpen
+	StateClosed   CircuitState = iota // calls go through
+	StateOpen                         // a cooldown runs: no call goes to the provider
+	StateHalfOpen                     // the cooldown ended, no success since: one probe at a time
 )
+
+var stateNames = []string{StateClosed: "closed", StateOpen: "open", StateHalfOpen: "half-open"}
 
 // String returns closed, open or half-open.
 func (s CircuitState) String() string {
-	switch s {
-	case StateOpen:
-		return "open"
-	case StateHalfOpen:
-		return "half-open"
+	if s < 0 || int(s) >= len(stateNames) {
+		return "closed"
 	}
-	return "closed"
+	return stateNames[s]
 }
 
 // State returns the circuit state of provider at now, from the mirror.
-func (s *Store) State(provider string, now time.Time) CircuitState {
-	if _, cooling := s.Cooling(provider, now); cooling {
-		return StateOpen
-	}
-	if h, ok := s.Health(provider); ok && halfOpen(h) {
-		return StateHalfOpen
-	}
-	return StateClosed
-}
+func (s *Store) State(provider string, now time.Time) CircuitState { return s.row(provider, now).State }
 
 // halfOpen reports whether the provider tripped and has not succeeded since.
 func halfOpen(h Health) bool {
 	return !h.LastTrip.IsZero() && h.LastSuccess.Before(h.LastTrip)
 }
 
-// Admit decides whether a call may go to provider now. A closed provider is
-// admitted; an open one is not. A half-open one is admitted only to the
-// worker that creates its probe lease (KV Create with a TTL of lease, so a
-// crashed prober cannot hold it for ever); everyone else keeps skipping it.
+// Admit decides whether a call may go to provider now: closed, yes; open,
+// no; half-open, only for the worker that creates its probe lease (with a
+// TTL of lease, lest a crashed prober hold it for ever).
 func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease time.Duration) chain.Admission {
 	if until, cooling := s.Cooling(provider, now); cooling {
 		return chain.Admission{Until: until}
@@ -79,8 +65,7 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 		return chain.Admission{Allowed: true}
 	}
 	if held, ok := s.probe(provider); ok && held.Until.After(now) {
-		// Another worker holds the lease: skip without a write.
-		return chain.Admission{Until: held.Until}
+		return chain.Admission{Until: held.Until} // another worker's lease
 	}
 	lease = wholeSeconds(lease)
 	p := Probe{Until: utc(now.Add(lease)), By: s.opts.ID}
@@ -88,12 +73,14 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 	if err != nil {
 		return chain.Admission{Until: p.Until}
 	}
-	rev, err := s.create(ctx, ProbeKey(provider), data, jetstream.KeyTTL(lease))
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		rev, err = s.takeOverLapsed(ctx, provider, data, now, lease)
-	}
-	if err != nil {
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+	// A lease there is replaced once it lapsed clockSkew ago (its until is
+	// by its holder's clock): one written without a TTL is never removed.
+	rev, kept, err := s.put(ctx, ProbeKey(provider), data, lease, func(e jetstream.KeyValueEntry) bool {
+		held, err := decode[Probe](e.Value())
+		return err == nil && held.Until.Add(clockSkew).After(now)
+	})
+	if err != nil || kept != 0 {
+		if err != nil {
 			s.opts.Logger.Warn("taking the probe lease", "provider", provider, "err", err)
 		}
 		until := p.Until
@@ -107,41 +94,14 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 	return chain.Admission{Allowed: true, Probe: true, Lease: rev}
 }
 
-// takeOverLapsed replaces the probe key of provider with data, at its
-// revision and with a TTL of lease, when the lease it holds lapsed over a
-// minute ago (clockSkew): a key written without a TTL (by hand) is never
-// removed. One with a TTL is removed by the server about a second after it. A lease still running,
-// or one another processor took meanwhile, is left alone and reported as
-// jetstream.ErrKeyExists.
-func (s *Store) takeOverLapsed(ctx context.Context, provider string, data []byte, now time.Time, lease time.Duration) (uint64, error) {
-	cur, err := s.kv.Get(ctx, ProbeKey(provider))
-	if err != nil {
-		return 0, jetstream.ErrKeyExists // removed meanwhile: the next admission creates it
-	}
-	held, err := decode[Probe](cur.Value())
-	// The holder's until is by its clock: a lease is lapsed only clockSkew
-	// past it, or two calls could probe a provider just recovering.
-	if err == nil && held.Until.Add(clockSkew).After(now) {
-		return 0, jetstream.ErrKeyExists
-	}
-	rev, err := s.replace(ctx, ProbeKey(provider), data, cur.Revision(), lease)
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return 0, jetstream.ErrKeyExists
-	}
-	return rev, err
-}
-
 // ReleaseProbe gives up the probe lease that Admit granted as lease (the
-// key's revision), once the probe's outcome is recorded, so the next expiry
-// can be probed at once. It deletes only that revision: a lease another
-// worker, of this processor or another, took after it lapsed is left alone.
-// A zero lease is none.
+// key's revision; 0 is none) once the probe's outcome is recorded. It
+// deletes only that revision: a lease another took after it lapsed stays.
 func (s *Store) ReleaseProbe(ctx context.Context, provider string, lease uint64) error {
 	if lease == 0 {
 		return nil
 	}
 	err := s.kv.Delete(ctx, ProbeKey(provider), jetstream.LastRevision(lease))
-	// A lease that is gone, with its bucket or replaced, needs no release.
 	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyNotFound) && !topology.Gone(err) {
 		return fmt.Errorf("kvstate: releasing %s: %w", ProbeKey(provider), err)
 	}

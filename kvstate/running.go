@@ -3,21 +3,15 @@ package kvstate
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // SuffixRunning names the key in which a running processor records what it
-// runs: <processor>.running, its value JSON that the processor's fleet
-// package writes and reads. The key has a TTL that the processor renews
-// while it runs, so the record of one that stopped without a word expires
-// by itself.
+// runs: <processor>.running, with a TTL it renews while it runs.
 const SuffixRunning = "running"
 
 // RunningKey returns the bucket key of processor's record: its id with
@@ -34,7 +28,7 @@ func RunningKey(processor string) string {
 }
 
 // Running is one processor's record as stored: JSON its writer's package
-// reads. The bucket checks only that it is JSON.
+// reads.
 type Running struct{ json.RawMessage }
 
 func (r *Running) check() error { return nil }
@@ -52,17 +46,11 @@ func (s *Store) Running() []json.RawMessage {
 }
 
 // Record writes processor's record, data, with a TTL of ttl (whole
-// seconds, at least 1 s), replacing the one it wrote before in one atomic
-// step (a Put would make the key permanent). The mirror has it at once.
+// seconds, at least 1 s), replacing the one before in one atomic step (a Put
+// would make the key permanent).
 func (s *Store) Record(ctx context.Context, processor string, data []byte, ttl time.Duration) error {
 	key := RunningKey(processor)
-	rev, err := s.create(ctx, key, data, jetstream.KeyTTL(ttl))
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		var e jetstream.KeyValueEntry
-		if e, err = s.kv.Get(ctx, key); err == nil {
-			rev, err = s.replace(ctx, key, data, e.Revision(), ttl)
-		}
-	}
+	rev, _, err := s.put(ctx, key, data, ttl, nil)
 	if err != nil {
 		return fmt.Errorf("kvstate: recording %s: %w", key, err)
 	}

@@ -1,9 +1,12 @@
 package kvstate
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,14 +24,11 @@ type ProviderStatus struct {
 	LastError           string       `json:"last_error,omitempty"`
 	LastFailure         time.Time    `json:"last_failure,omitzero"`
 	LastSuccess         time.Time    `json:"last_success,omitzero"`
-	// Cooldown is the provider's cooldown key as the mirror holds it (who
-	// opened it, its class, reason, trip and length; an operator's is
-	// marked operator), nil when there is none or the last reset ended it;
-	// the key may outlive CooldownUntil by up to about a second, until the
-	// server removes it.
+	// Cooldown is the provider's cooldown key as the mirror holds it, nil
+	// when there is none or the last reset ended it; the key may outlive
+	// CooldownUntil by about a second, until the server removes it.
 	Cooldown *Cooldown `json:"cooldown,omitempty"`
-	// ResetAt and ResetBy are the operator's last reset of the provider,
-	// when there was one (processor reset).
+	// ResetAt and ResetBy are the operator's last reset (processor reset).
 	ResetAt time.Time `json:"reset_at,omitzero"`
 	ResetBy string    `json:"reset_by,omitempty"`
 }
@@ -39,59 +39,48 @@ func (s CircuitState) MarshalText() ([]byte, error) { return []byte(s.String()),
 // UnmarshalText reads a circuit state by name, so that status -json can be
 // read back.
 func (s *CircuitState) UnmarshalText(b []byte) error {
-	for _, c := range []CircuitState{StateClosed, StateOpen, StateHalfOpen} {
-		if c.String() == string(b) {
-			*s = c
-			return nil
-		}
+	i := slices.Index(stateNames, string(b))
+	if i < 0 {
+		return fmt.Errorf("kvstate: unknown circuit state %q", b)
 	}
-	return fmt.Errorf("kvstate: unknown circuit state %q", b)
+	*s = CircuitState(i)
+	return nil
 }
 
-// Status returns a row for every circuit the mirror knows, a provider's
-// plain one and those of its other definitions (provider=<short
-// fingerprint>), and every one of known (the chain file's providers; one
-// without state is closed), sorted by provider name, each provider's
-// plain circuit first.
+// Status returns a row for every circuit the mirror knows and every one of
+// known (the chain file's providers), sorted by provider name, each
+// provider's plain circuit first.
 func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
-	names := map[string]bool{}
-	for _, p := range known {
-		names[p] = true
-	}
 	s.mu.RLock()
-	for p := range s.m.health {
-		names[p] = true
-	}
-	for p := range s.m.cooldowns {
-		names[p] = true
-	}
+	names := slices.Concat(known, slices.Collect(maps.Keys(s.m.health)), slices.Collect(maps.Keys(s.m.cooldowns)))
 	s.mu.RUnlock()
+	slices.Sort(names)
 	rows := make([]ProviderStatus, 0, len(names))
-	for p := range names {
+	for _, p := range slices.Compact(names) {
 		rows = append(rows, s.row(p, now))
 	}
-	// By provider name, each provider's circuits after its plain one.
-	sort.Slice(rows, func(i, j int) bool {
-		a, b := CircuitProvider(rows[i].Provider), CircuitProvider(rows[j].Provider)
-		if a != b {
-			return a < b
-		}
-		return rows[i].Provider < rows[j].Provider
+	slices.SortFunc(rows, func(a, b ProviderStatus) int {
+		return cmp.Or(strings.Compare(CircuitProvider(a.Provider), CircuitProvider(b.Provider)), strings.Compare(a.Provider, b.Provider))
 	})
 	return rows
 }
 
 // row is provider's status at now, from the mirror.
 func (s *Store) row(provider string, now time.Time) ProviderStatus {
-	row := ProviderStatus{Provider: provider, State: s.State(provider, now), Cooldown: s.mirroredCooldown(provider)}
-	if h, ok := s.Health(provider); ok {
-		row.ConsecutiveFailures, row.Trips = h.ConsecutiveFailures, h.Trips
-		row.LastClass, row.LastError = h.LastClass.String(), h.LastError
-		row.LastFailure, row.LastSuccess = h.LastFailure, h.LastSuccess
-		row.ResetAt, row.ResetBy = h.ResetAt, h.ResetBy
-	}
-	if until, cooling := s.Cooling(provider, now); cooling {
-		row.CooldownUntil = until
+	h, c := s.view(provider)
+	return statusOf(provider, h, c, now)
+}
+
+// statusOf is provider's row at now from its health and its running
+// cooldown key (nil: none).
+func statusOf(provider string, h Health, c *Cooldown, now time.Time) ProviderStatus {
+	row := ProviderStatus{Provider: provider, Cooldown: c,
+		ConsecutiveFailures: h.ConsecutiveFailures, Trips: h.Trips, LastClass: h.LastClass.String(), LastError: h.LastError,
+		LastFailure: h.LastFailure, LastSuccess: h.LastSuccess, ResetAt: h.ResetAt, ResetBy: h.ResetBy}
+	if until := coolingUntil(h, c); now.Before(until) {
+		row.State, row.CooldownUntil = StateOpen, until
+	} else if halfOpen(h) {
+		row.State = StateHalfOpen
 	}
 	return row
 }
@@ -111,9 +100,8 @@ func WriteStatus(w io.Writer, rows []ProviderStatus) error {
 		}
 		lastError := "-"
 		if r.LastError != "" {
-			// Anyone who may write to the bucket writes these, and a
-			// provider its error text: nothing of them reaches the
-			// terminal as a control.
+			// Written by anyone who may write the bucket, and by a
+			// provider: no control reaches the terminal.
 			lastError = text.Visible(r.LastError)
 			if len([]rune(lastError)) > 80 {
 				lastError = string([]rune(lastError)[:79]) + "…"
@@ -121,24 +109,18 @@ func WriteStatus(w io.Writer, rows []ProviderStatus) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", text.Visible(r.Provider), r.State, r.ConsecutiveFailures, until, r.Trips, lastError)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, r := range rows {
+	for _, r := range rows { // under the table: lines without a cell
 		if note := r.OperatorNote(); note != "" {
-			if _, err := fmt.Fprintln(w, text.Visible(r.Provider+": "+note)); err != nil {
-				return err
-			}
+			fmt.Fprintln(tw, text.Visible(r.Provider+": "+note))
 		}
 	}
-	return nil
+	return tw.Flush()
 }
 
-// OperatorNote tells an operator's act on the provider, for the line under
-// the status table and the status page: their cooldown while it runs
-// ("tripped by operator alice@host until …: maintenance"), or their last
-// reset while nothing has failed since ("reset by operator alice@host at
-// …"); "" when neither.
+// OperatorNote tells an operator's act on the provider, for the status
+// table and page: their cooldown while it runs ("tripped by operator
+// alice@host until …: maintenance"), or their last reset while nothing has
+// failed since ("reset by operator alice@host at …"); "" when neither.
 func (r ProviderStatus) OperatorNote() string {
 	if c := r.Cooldown; c != nil && c.Operator && !r.CooldownUntil.IsZero() {
 		return fmt.Sprintf("tripped by operator %s until %s: %s", c.By, c.Until.UTC().Format(time.RFC3339), c.Reason)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,14 +24,12 @@ import (
 // Bucket is the KV bucket that holds provider state.
 const Bucket = "detour_providers"
 
-// markerTTL is how long the bucket keeps the marker of an expired key; it is
-// what lets watchers see cooldowns end.
+// markerTTL is how long the bucket keeps the marker of an expired key, by
+// which watchers see cooldowns end.
 const markerTTL = 5 * time.Minute
 
-// maxCASRetries bounds compare-and-set retries under contention. Each
-// conflict means another processor's write went through, so with writes
-// serialised within a processor and a jittered pause between retries, this
-// is only reached by many processors hammering one provider at once.
+// maxCASRetries bounds compare-and-set retries under contention: each
+// conflict is another processor's write gone through.
 const maxCASRetries = 16
 
 // OpenBucket creates or updates the provider bucket idempotently.
@@ -50,18 +49,15 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jets
 
 // Options tune a Store. The zero value is usable.
 type Options struct {
-	// ID names this processor in the cooldowns it opens (the "by" field);
-	// empty leaves "by" empty, as a read-only store opens none.
-	ID string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// Logger reports watches lost and found and unreadable values; nil
-	// discards.
-	Logger *slog.Logger
+	// ID names this processor in the "by" of what it writes; a read-only
+	// store needs none.
+	ID     string
+	Now    func() time.Time // the clock; nil means time.Now
+	Logger *slog.Logger     // watches lost and found, unreadable values; nil discards
 	// OnCooldown, if set, is called for each cooldown this store opens.
 	OnCooldown func(provider string, c Cooldown)
-	// Replicas is the replica count of the bucket when this store recreates
-	// it (OpenBucket's); zero means 1.
+	// Replicas is the bucket's replica count when this store recreates it;
+	// zero means 1.
 	Replicas int
 }
 
@@ -75,33 +71,25 @@ type Store struct {
 
 	mu sync.RWMutex
 	m  *mirror
-	// loading is the mirror being filled by a reload, nil when none runs;
-	// this store's own writes go to it too, so the swap loses none.
+	// loading is the mirror a reload is filling, nil when none runs; this
+	// store's own writes go to it too, so the swap loses none.
 	loading *mirror
-	// writing holds a one-slot channel per provider that serialises this
-	// store's health writes (see writeSlot).
-	writing sync.Map
+	writing sync.Map // provider -> one-slot channel, see writeSlot
 
-	// following is set while the mirror follows the bucket (see Following).
 	following atomic.Bool
-	// recheck asks the watch to check the bucket now, not at its next tick:
-	// a write found the bucket gone or newer than the mirror.
-	recheck chan struct{}
-	// recreate makes one re-creation of the bucket for every writer that
-	// finds it gone at once.
-	recreate coalesce.Gate
-	// watchMu guards loaded, the watch Load opened for Run to follow.
-	watchMu sync.Mutex
-	loaded  *bucketWatch
+	// recheck asks the watch to check the bucket now: a write found it gone
+	// or newer than the mirror.
+	recheck  chan struct{}
+	recreate coalesce.Gate               // one re-creation for every writer at once
+	loaded   atomic.Pointer[bucketWatch] // the watch Load opened, for Run to follow
 }
 
 var _ chain.State = (*Store)(nil)
 
 // New returns a Store on kv, the bucket OpenBucket opened through js; call
-// Start, or Load and Run, before using it. js replaces a cooldown key
-// atomically (a publish with an expected revision and a per-message TTL,
-// which KeyValue lacks) and recreates the bucket if it is deleted; it may be
-// nil for a store that only reads (status, watch).
+// Load and Run before using it. js replaces keys with a TTL atomically
+// (which KeyValue cannot) and recreates the bucket if it is deleted; nil
+// for a store that only reads (status, watch).
 func New(js jetstream.JetStream, kv jetstream.KeyValue, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -115,22 +103,19 @@ func New(js jetstream.JetStream, kv jetstream.KeyValue, opts Options) *Store {
 	return s
 }
 
-// apply folds one entry from the watcher into the mirror, ignoring entries
-// older than what the mirror holds (the processor's own writes may arrive
-// first) and the nil that ends the initial values.
+// apply folds one entry from the watcher into the mirror.
 func (s *Store) apply(e jetstream.KeyValueEntry) {
 	if e == nil {
 		return
 	}
-	provider := providerOf(e.Key())
+	provider, _, _ := strings.Cut(e.Key(), ".")
 	before := s.operatorView(provider)
 	s.applyTo(func() *mirror { return s.m }, e)
 	s.logOperatorAct(provider, before)
 }
 
 // applyTo folds e into the mirror that target returns under s.mu, and logs
-// a value that does not decode or breaks its rules: once per revision the
-// watch delivers, not at every read of the mirror.
+// a value that does not decode or breaks its rules, once per revision.
 func (s *Store) applyTo(target func() *mirror, e jetstream.KeyValueEntry) {
 	s.mu.Lock()
 	err := target().apply(e)
@@ -141,9 +126,8 @@ func (s *Store) applyTo(target func() *mirror, e jetstream.KeyValueEntry) {
 }
 
 // keep applies one of this store's own writes, through set, to the mirror
-// and to the one a reload is filling. A write the mirror does not take
-// because it holds a newer revision is either another processor's later
-// write or a revision of a bucket since deleted; the watch checks which.
+// and to the one a reload is filling. A write the mirror does not take may
+// be of a bucket since deleted: the watch checks.
 func (s *Store) keep(set func(*mirror) bool) {
 	s.mu.Lock()
 	taken := set(s.m)
@@ -157,25 +141,38 @@ func (s *Store) keep(set func(*mirror) bool) {
 }
 
 // Cooling reports whether provider has a cooldown that has not ended at now,
-// and when it ends. It reads the mirror only. The stored until is checked as
-// well as the key's presence, so a cooldown ends on time even if the expiry
-// marker is late; and the trip recorded in the health value counts as much as
-// the cooldown key, so a processor that sees the health write first (or a
-// key that was lost) still skips the provider. A cooldown key opened before
-// the operator's last reset that the health records counts for nothing.
+// and when it ends, from the mirror. The stored until counts, not the key's
+// presence, so a cooldown ends on time even if the expiry marker is late;
+// the trip recorded in the health counts as much as the cooldown key, which
+// may come later or be lost; a key the last reset ended counts for nothing.
 func (s *Store) Cooling(provider string, now time.Time) (time.Time, bool) {
-	s.mu.RLock()
-	c, hasKey := s.m.cooldowns[provider]
-	h := s.m.health[provider]
-	s.mu.RUnlock()
-	until := tripEnd(h.value, chain.CooldownPolicy{})
-	if hasKey && !resetEnds(c.value, h.value) && c.value.Until.After(until) {
-		until = c.value.Until
-	}
+	until := coolingUntil(s.view(provider))
 	if !now.Before(until) {
 		return time.Time{}, false
 	}
 	return until, true
+}
+
+// coolingUntil is the later end of h's last trip and of c.
+func coolingUntil(h Health, c *Cooldown) time.Time {
+	until := tripEnd(h, chain.CooldownPolicy{})
+	if c != nil && c.Until.After(until) {
+		return c.Until
+	}
+	return until
+}
+
+// view returns provider's mirrored health and its cooldown key, nil when
+// there is none or the last reset ended it, as one read of the mirror.
+func (s *Store) view(provider string) (Health, *Cooldown) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	h := s.m.health[provider].value
+	c, ok := s.m.cooldowns[provider]
+	if !ok || resetEnds(c.value, h) {
+		return h, nil
+	}
+	return h, &c.value
 }
 
 // Health returns the mirrored health of provider.
@@ -187,8 +184,8 @@ func (s *Store) Health(provider string) (Health, bool) {
 }
 
 // RecordFailure counts a failure with compare-and-set and opens a cooldown
-// when it trips the provider. The failure of a call that began before the
-// operator's last reset is not counted (predatesReset).
+// when it trips the provider. A call begun before the operator's last reset
+// is not counted (predatesReset).
 func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Failure) error {
 	if f.At.IsZero() {
 		f.At = s.opts.Now()
@@ -207,20 +204,13 @@ func (s *Store) RecordFailure(ctx context.Context, provider string, f chain.Fail
 	if err != nil || trip == 0 {
 		return err
 	}
-	_, err = s.openCooldown(ctx, provider, Cooldown{
-		Until:     utc(f.At.Add(trip)),
-		Class:     f.Class,
-		Reason:    truncate(f.Error),
-		Trip:      next.Trips,
-		DurationS: int64(trip / time.Second),
-		By:        s.opts.ID,
-	}, trip)
+	_, err = s.openCooldown(ctx, provider, Cooldown{Until: utc(f.At.Add(trip)), Class: f.Class, Reason: truncate(f.Error),
+		Trip: next.Trips, DurationS: int64(trip / time.Second), By: s.opts.ID}, trip)
 	return err
 }
 
-// RecordSuccess resets the failure count after failures, and closes a
-// half-open circuit; with nothing to reset it writes nothing, so healthy
-// traffic costs no KV writes.
+// RecordSuccess resets the failure count and closes a half-open circuit;
+// with nothing to reset, as for healthy traffic, it writes nothing.
 func (s *Store) RecordSuccess(ctx context.Context, provider string) error {
 	now := s.opts.Now()
 	if h, ok := s.Health(provider); !ok || !succeeding(h, now) {
@@ -238,30 +228,24 @@ func (s *Store) RecordSuccess(ctx context.Context, provider string) error {
 		return h, true
 	})
 	if err == nil && closed {
-		// The probe's success: the log's counterpart of "probing provider
-		// after its cooldown".
 		s.opts.Logger.Info("provider answered after its cooldown; circuit closed", "provider", provider)
 	}
 	return err
 }
 
 // succeeding reports whether a success at now changes h: it has failures
-// to reset, or a trip whose cooldown has ended and that it has not
-// succeeded since (half-open), such as an operator's trip of a healthy
-// provider, whose probe must close the circuit although no failure was
-// counted. The success of a call in flight when such a trip opened, coming
-// while its cooldown runs, closes nothing: the provider must still be
-// probed, one request first, when the cooldown ends.
+// to reset, or it is half-open with the trip's cooldown ended (an
+// operator's trip counts no failure, and its probe must close the circuit).
+// A success while the cooldown runs, of a call begun before, closes
+// nothing: the provider is still probed when it ends.
 func succeeding(h Health, now time.Time) bool {
 	return h.ConsecutiveFailures > 0 || halfOpen(h) && !tripRunning(h, chain.CooldownPolicy{}, now)
 }
 
 // updateHealth applies change to the provider's health with compare-and-set.
 // The mirror's value is the first guess; after a conflict the server's value
-// is read and replaces the mirror's (see refreshHealth) before change is
-// applied again. A bucket found gone is recreated, once, and the write tried
-// on the new one: a failure must not go uncounted because an operator
-// deleted the bucket.
+// replaces it (refreshHealth) and change is applied again. A bucket found
+// gone is recreated, once, so that a failure is not lost with it.
 func (s *Store) updateHealth(ctx context.Context, provider string, change func(Health) (Health, bool)) error {
 	key := HealthKey(provider)
 	release, err := s.writeSlot(ctx, provider)
@@ -282,7 +266,12 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 		if err != nil {
 			return fmt.Errorf("kvstate: encoding %s: %w", key, err)
 		}
-		rev, err := s.writeHealth(ctx, key, data, cur.rev)
+		var rev uint64
+		if cur.rev == 0 {
+			rev, err = s.kv.Create(ctx, key, data)
+		} else {
+			rev, err = s.kv.Update(ctx, key, data, cur.rev)
+		}
 		switch {
 		case err == nil:
 			s.keep(func(m *mirror) bool { return m.health.set(provider, next, rev) })
@@ -306,33 +295,26 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 		// reset first: the watch then brings a revision it holds already.
 		before := s.operatorView(provider)
 		if s.refreshHealth(provider, cur) {
-			s.reconcileHealth(ctx, provider)
+			// Read again: the watcher's newer value comes back, a deleted
+			// bucket's does not.
+			if again, err := s.fetchHealth(ctx, provider); err == nil && again.rev != 0 {
+				s.keep(func(m *mirror) bool { return m.health.set(provider, again.value, again.rev) })
+			}
 		}
 		s.logOperatorAct(provider, before)
 	}
 	return fmt.Errorf("kvstate: writing %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
 }
 
-// writeHealth creates key when rev is 0, else updates it at revision rev.
-func (s *Store) writeHealth(ctx context.Context, key string, data []byte, rev uint64) (uint64, error) {
-	if rev == 0 {
-		return s.kv.Create(ctx, key, data)
-	}
-	return s.kv.Update(ctx, key, data, rev)
-}
-
 // casConflict reports whether a compare-and-set failed because the key is
-// not at the revision expected: someone else wrote it, or it is gone (the
-// bucket was created anew). Either way, read it again and retry.
+// not at the revision expected (written by another, or gone).
 func casConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) ||
 		errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
 }
 
-// writeSlot serialises this store's health writes for one provider. Without
-// it, an outage that fails all of a processor's in-flight calls at once sets
-// its workers racing for the same revision, and those that keep losing run
-// out of retries and drop their failure from the count.
+// writeSlot serialises this store's health writes for one provider, lest
+// workers that all fail at once race for one revision and drop failures.
 func (s *Store) writeSlot(ctx context.Context, provider string) (release func(), err error) {
 	v, ok := s.writing.Load(provider)
 	if !ok {
@@ -347,9 +329,8 @@ func (s *Store) writeSlot(ctx context.Context, provider string) (release func(),
 	}
 }
 
-// casPause waits before compare-and-set retry n (from 0), a random time up
-// to 1ms·2^n (at most 100ms), so that a processor that lost does not retry
-// in lockstep with the winner's next write (which needs no re-read).
+// casPause waits before compare-and-set retry n (from 0) a random time up
+// to 1ms·2^n, at most 100ms, out of step with the winner's next write.
 func casPause(ctx context.Context, n int) error {
 	limit := min(time.Millisecond<<min(n, 7), 100*time.Millisecond)
 	t := time.NewTimer(rand.N(limit))

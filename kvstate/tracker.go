@@ -3,7 +3,6 @@ package kvstate
 import (
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -17,18 +16,16 @@ import (
 const EventState EventKind = "state"
 
 // tracker turns bucket entries into outage events in the order they
-// happened. It holds each provider's last health value, so that a health
-// reset is a closed event only when it ends an outage, and the cooldowns
-// whose end has not been reported yet.
+// happened. It holds each provider's last health, so that a health reset is
+// closed only when it ends an outage, and the cooldowns whose end has not
+// been reported.
 type tracker struct {
 	health  map[string]Health
 	cooling map[string]Cooldown
-	// deleted holds the providers whose cooldown key was deleted by hand
-	// while the trip recorded in their health still runs: processors keep
-	// skipping them until the trip ends or the health goes too.
+	// deleted: cooldown key deleted by hand while the health's trip runs.
 	deleted map[string]bool
-	// closing holds the providers whose health was deleted by hand while
-	// their cooldown key ran: the circuit closes when the cooldown ends.
+	// closing: health deleted by hand while the cooldown key runs; the
+	// circuit closes when the cooldown ends.
 	closing map[string]bool
 }
 
@@ -52,8 +49,8 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		if err != nil || resetEnds(c, t.health[provider]) {
 			return nil // a trip that raced the last reset: over already
 		}
-		// A cooldown that ended before this one opened was reported
-		// over by nothing when a watch resumed after both: report it.
+		// One that ended before this opened, unreported when a watch
+		// resumed after both.
 		out := t.ended(provider, ev.Time)
 		t.cooling[provider] = c
 		delete(t.deleted, provider)
@@ -65,12 +62,9 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 			return nil // its end was reported when the probe came first
 		}
 		// The server's marker of an expired key is a purge; a delete is by
-		// hand.
+		// hand, and the trip in .health keeps the cooldown running then.
 		byHand := e.Operation() == jetstream.KeyValueDelete && ev.Time.Before(c.Until)
 		if byHand && tripRunning(t.health[provider], chain.CooldownPolicy{}, ev.Time) {
-			// The trip in .health keeps it running. Its end is reported
-			// when a probe, a success or the health's deletion shows it
-			// over.
 			t.deleted[provider] = true
 			return nil
 		}
@@ -93,16 +87,14 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 		before, known := t.health[provider]
 		t.health[provider] = h
 		if !h.ResetAt.IsZero() && !h.ResetAt.Equal(before.ResetAt) {
-			// The operator's reset ends the outage in one event: the
-			// deletion of the cooldown key that follows reports nothing.
+			// One event: the cooldown key's deletion reports nothing.
 			delete(t.cooling, provider)
 			delete(t.deleted, provider)
 			ev.Kind, ev.By = EventReset, h.ResetBy
 			return []Event{ev}
 		}
-		// A success closes the circuit only if it was open or half-open
-		// (tripped, and no success since) and is not now: a write that
-		// trips it again (an operator's trip counts no failure) is none.
+		// Closed only if it was tripped and is no more (an operator's
+		// trip counts no failure).
 		if h.ConsecutiveFailures != 0 || halfOpen(h) || !known || !halfOpen(before) {
 			return nil
 		}
@@ -113,8 +105,8 @@ func (t *tracker) events(e jetstream.KeyValueEntry) []Event {
 }
 
 // healthDeleted returns the events of provider's health deleted by hand
-// at at: the circuit closes, unless a cooldown key still keeps the provider
-// out. A cooldown whose key was deleted before ends with it.
+// at at: the circuit closes, unless a cooldown key still runs. A cooldown
+// whose key was deleted before ends with it.
 func (t *tracker) healthDeleted(provider string, at time.Time) []Event {
 	before, known := t.health[provider]
 	delete(t.health, provider)
@@ -134,8 +126,7 @@ func (t *tracker) healthDeleted(provider string, at time.Time) []Event {
 }
 
 // ended returns the expired event of provider's cooldown if it ran out by
-// at and its marker has not come yet: a probe or a success at at shows it
-// over.
+// at, when a probe or a success shows it over before its marker.
 func (t *tracker) ended(provider string, at time.Time) []Event {
 	c, open := t.cooling[provider]
 	if !open || c.Until.After(at) {
@@ -144,21 +135,11 @@ func (t *tracker) ended(provider string, at time.Time) []Event {
 	return t.end(provider, c.Until)
 }
 
-// bucketGone returns the events of the bucket deleted, with the outages it
-// held, learned at at (when the bucket was created anew): every cooldown
-// tracked ends (expired, at its until if that came first), and every
-// provider tripped and not succeeded since is closed; providers in name
-// order. The tracker is then of no more use.
+// bucketGone returns the events of the bucket deleted, learned at at: every
+// cooldown tracked expires, and every half-open provider is closed.
 func (t *tracker) bucketGone(at time.Time) []Event {
-	names := map[string]bool{}
-	for p := range t.cooling {
-		names[p] = true
-	}
-	for p := range t.health {
-		names[p] = true
-	}
 	var out []Event
-	for _, p := range slices.Sorted(maps.Keys(names)) {
+	for _, p := range t.names(nil) {
 		if _, open := t.cooling[p]; open {
 			out = append(out, t.end(p, at)...)
 		}
@@ -169,10 +150,9 @@ func (t *tracker) bucketGone(at time.Time) []Event {
 	return out
 }
 
-// end reports the end of provider's cooldown, known at at: expired, timed
-// at its until when that came first (the server's marker comes after the
-// TTL ran out), and closed when its health was deleted meanwhile. It
-// forgets the cooldown.
+// end reports and forgets the end of provider's cooldown, known at at and
+// timed at its until when that came first; closed too when its health was
+// deleted meanwhile.
 func (t *tracker) end(provider string, at time.Time) []Event {
 	c, closing := t.cooling[provider], t.closing[provider]
 	delete(t.cooling, provider)
@@ -191,37 +171,22 @@ func (t *tracker) end(provider string, at time.Time) []Event {
 // states returns an EventState event for every provider tracked and every
 // one of known, sorted by name, as the values read so far show them at now.
 func (t *tracker) states(now time.Time, known []string) []Event {
-	names := map[string]bool{}
-	for _, p := range known {
-		names[p] = true
-	}
-	for p := range t.health {
-		names[p] = true
-	}
-	for p := range t.cooling {
-		names[p] = true
-	}
+	names := t.names(known)
 	out := make([]Event, 0, len(names))
-	for p := range names {
-		h := t.health[p]
-		row := ProviderStatus{Provider: p, ConsecutiveFailures: h.ConsecutiveFailures, Trips: h.Trips,
-			LastClass: h.LastClass.String(), LastError: h.LastError, LastFailure: h.LastFailure, LastSuccess: h.LastSuccess,
-			ResetAt: h.ResetAt, ResetBy: h.ResetBy}
-		until := tripEnd(h, chain.CooldownPolicy{})
+	for _, p := range names {
+		var cooling *Cooldown
 		if c, ok := t.cooling[p]; ok {
-			row.Cooldown = &c
-			if c.Until.After(until) {
-				until = c.Until
-			}
+			cooling = &c
 		}
-		switch {
-		case now.Before(until):
-			row.State, row.CooldownUntil = StateOpen, until
-		case halfOpen(h):
-			row.State = StateHalfOpen
-		}
+		row := statusOf(p, t.health[p], cooling, now)
 		out = append(out, Event{Time: now.UTC(), Provider: p, Kind: EventState, State: &row})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Provider < out[j].Provider })
 	return out
+}
+
+// names returns known and every provider tracked, sorted, each once.
+func (t *tracker) names(known []string) []string {
+	names := slices.Concat(known, slices.Collect(maps.Keys(t.health)), slices.Collect(maps.Keys(t.cooling)))
+	slices.Sort(names)
+	return slices.Compact(names)
 }

@@ -18,15 +18,13 @@ type Health struct {
 	// escalation of the next cooldown.
 	Trips    int       `json:"trips"`
 	LastTrip time.Time `json:"last_trip,omitzero"`
-	// LastTripS is the length in whole seconds of the cooldown the last trip
-	// opened. It can differ from the escalated length (an auth cooldown, a
-	// long Retry-After), and tripRunning needs the real one.
+	// LastTripS is the length in whole seconds of the last trip's
+	// cooldown, which can differ from the escalated one (an auth cooldown,
+	// a long Retry-After).
 	LastTripS int64 `json:"last_trip_s,omitempty"`
-	// ResetAt and ResetBy record the operator's last reset (processor
-	// reset): when, and who (user@host). A reset clears every other field;
-	// later writes carry these on, so that a failure of a call that began
-	// before the reset, or a cooldown opened before it, is known as such
-	// (see predatesReset, resetEnds).
+	// ResetAt and ResetBy record the operator's last reset: when, and who
+	// (user@host). A reset clears every other field; later writes carry
+	// these on (see predatesReset, resetEnds).
 	ResetAt time.Time `json:"reset_at,omitzero"`
 	ResetBy string    `json:"reset_by,omitempty"`
 }
@@ -35,17 +33,16 @@ type Health struct {
 // ends the cooldown; Until is stored because KV entries do not expose a TTL.
 type Cooldown struct {
 	Until time.Time `json:"until"`
-	// Class is the failure class that tripped the provider; an operator's
-	// cooldown has none, and leaves it out.
+	// Class is the failure class that tripped the provider; none for an
+	// operator's.
 	Class     chain.Class `json:"class,omitzero"`
 	Reason    string      `json:"reason"`
 	Trip      int         `json:"trip"`
 	DurationS int64       `json:"duration_s"`
 	// By is the processor that opened it (<hostname>-<pid>-<random>), or
-	// for an operator's cooldown the operator (user@host).
+	// the operator (user@host) who did.
 	By string `json:"by"`
-	// Operator is set on a cooldown an operator opened (processor trip):
-	// Reason is theirs, Trip 0, and no failure class.
+	// Operator is set on a cooldown an operator opened (processor trip).
 	Operator bool `json:"operator,omitempty"`
 }
 

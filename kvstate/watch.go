@@ -15,59 +15,45 @@ import (
 )
 
 const (
-	// checkEvery is how often a watch confirms that the bucket it watches is
-	// still there and still the same bucket. A watcher does not end when its
-	// bucket is deleted and created again: it waits, silent, for revisions
-	// of the old bucket that never come.
-	checkEvery = time.Second
-	// checkTimeout bounds one check.
+	// checkEvery is how often a watch confirms that its bucket is still
+	// there and the same: a watcher of a bucket deleted and created again
+	// waits, silent, for revisions of the old one.
+	checkEvery   = time.Second
 	checkTimeout = 2 * time.Second
-	// loadTimeout bounds reading the bucket's current values.
-	loadTimeout = 10 * time.Second
+	loadTimeout  = 10 * time.Second // reading the bucket's current values
 	// retryBase and retryMax bound the pause before watching again.
 	retryBase = 100 * time.Millisecond
 	retryMax  = 5 * time.Second
 )
 
 // Following reports whether the mirror follows the bucket: its values are
-// loaded, a watcher delivers changes, and the last check found the bucket it
-// watches still there. It is false before Load, while the store watches
-// again after a watch ended, and while the bucket cannot be reached.
+// loaded, a watcher delivers changes, and the last check found the bucket
+// still there. It is false before Load, while the store watches again, and
+// while the bucket cannot be reached.
 func (s *Store) Following() bool { return s.following.Load() }
 
-// Load reads the bucket's current values into the mirror, from scratch, and
-// returns once it holds every one. The watch it opens is kept for Run, which
-// follows from there. A store with js recreates the bucket if it is gone.
+// Load reads the bucket's current values into the mirror, from scratch,
+// recreating the bucket if gone and the store has js. Run follows from the
+// watch it opens.
 func (s *Store) Load(ctx context.Context) error {
 	w, err := s.load(ctx)
 	if err != nil {
 		return err
 	}
-	s.watchMu.Lock()
-	old := s.loaded
-	s.loaded = w
-	s.watchMu.Unlock()
-	if old != nil {
+	if old := s.loaded.Swap(w); old != nil {
 		old.stop()
 	}
 	return nil
 }
 
 // Run keeps the mirror following the bucket until ctx ends, then returns
-// nil; it never gives up before. When a watch ends (its watcher closed, the
-// bucket deleted or created anew, the connection re-established) the mirror
-// is not following until Run has opened the bucket again (recreating it if
-// gone, when the store can write), reloaded the mirror from scratch, so that
-// keys that no longer exist are dropped, and watches again; tries are spaced
-// by a growing, jittered pause. The end of a watch is logged once at warn,
-// with why, and the mirror following again at info. Call it after Load or
-// instead of it, and once at a time: a call made after another returned
-// reloads the mirror and follows from there.
+// nil. When a watch ends (its watcher closed, the bucket deleted or created
+// anew, the connection re-established) the mirror is not following until
+// Run has reloaded it from scratch (recreating the bucket when it can) and
+// watches again, with a growing, jittered pause between tries. Call it
+// after Load or instead of it, one at a time.
 func (s *Store) Run(ctx context.Context) error {
-	s.watchMu.Lock()
-	w := s.loaded
-	s.loaded = nil
-	s.watchMu.Unlock()
+	w := s.loaded.Swap(nil)
 	lost := "" // why the last watch ended, while none follows
 	tries := 0 // failed loads in a row
 	for {
@@ -102,17 +88,15 @@ func (s *Store) Run(ctx context.Context) error {
 			return nil
 		}
 		s.opts.Logger.Warn("provider state watch ended; not ready until it follows again", "bucket", Bucket, "why", lost)
-		// Even the first try waits a moment: a watch that ended with a
-		// server restart or a leader change would fail again at once.
+		// A watch that ended with a server restart would fail again at once.
 		if wait.Sleep(ctx, retryPause(0)) != nil {
 			return nil
 		}
 	}
 }
 
-// load opens a watch of the bucket, recreating the bucket first if it is
-// gone and the store can write, and reads its current values into a fresh
-// mirror that replaces the old one once complete.
+// load opens a watch of the bucket and reads its current values into a
+// fresh mirror that replaces the old one once complete.
 func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 	w, err := openWatch(ctx, s.kv, s.conn)
 	if errors.Is(err, errBucketGone) && s.js != nil {
@@ -127,15 +111,13 @@ func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 	s.mu.Lock()
 	s.loading = fresh
 	s.mu.Unlock()
-	loaded := false
-	defer func() {
-		if !loaded {
-			s.mu.Lock()
-			s.loading = nil
-			s.mu.Unlock()
-			w.stop()
-		}
-	}()
+	fail := func(err error) (*bucketWatch, error) {
+		s.mu.Lock()
+		s.loading = nil
+		s.mu.Unlock()
+		w.stop()
+		return nil, err
+	}
 	timeout := time.NewTimer(loadTimeout)
 	defer timeout.Stop()
 	for {
@@ -143,50 +125,45 @@ func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 		case e, ok := <-w.Updates():
 			switch {
 			case !ok:
-				return nil, fmt.Errorf("kvstate: watcher of %s closed before the initial values", Bucket)
+				return fail(fmt.Errorf("kvstate: watcher of %s closed before the initial values", Bucket))
 			case e == nil: // end of the initial values
 				s.mu.Lock()
 				s.m, s.loading = fresh, nil
 				s.mu.Unlock()
 				s.following.Store(true)
-				loaded = true
 				return w, nil
 			}
 			s.applyTo(func() *mirror { return fresh }, e)
 		case <-timeout.C:
-			return nil, fmt.Errorf("kvstate: reading %s: initial values not read within %s", Bucket, loadTimeout)
+			return fail(fmt.Errorf("kvstate: reading %s: initial values not read within %s", Bucket, loadTimeout))
 		case <-ctx.Done():
-			return nil, fmt.Errorf("kvstate: reading %s: %w", Bucket, context.Cause(ctx))
+			return fail(fmt.Errorf("kvstate: reading %s: %w", Bucket, context.Cause(ctx)))
 		}
 	}
 }
 
-// retryPause is the pause before try n (from 0) to watch again: from
-// retryBase, doubling up to retryMax, the upper half of it at random so that
-// processors that lost the same bucket do not return in step.
+// retryPause is the pause before try n (from 0) to watch again: doubling up
+// to retryMax, the upper half at random so that processors come out of step.
 func retryPause(n int) time.Duration {
 	d := min(retryBase<<min(n, 10), retryMax)
 	return d/2 + rand.N(d/2)
 }
 
-// bucketWatch is one watch of every key of the bucket, with what it takes to
-// tell that it ended without a word: which bucket it watches (see
-// incarnation) and how many times the connection had reconnected when it
-// began.
+// bucketWatch is one watch of every key of the bucket, with what tells that
+// it ended without a word.
 type bucketWatch struct {
 	jetstream.KeyWatcher
-	cancel     context.CancelFunc // ends the watch's context, at stop
+	cancel     context.CancelFunc
 	kv         jetstream.KeyValue
 	conn       *nats.Conn // nil: reconnects are not checked
-	created    time.Time
+	created    time.Time  // see incarnation
 	reconnects uint64
 }
 
 // openWatch watches every key of kv. A bucket that does not exist is
 // reported as errBucketGone.
 func openWatch(ctx context.Context, kv jetstream.KeyValue, conn *nats.Conn) (*bucketWatch, error) {
-	// Read before the watch starts: read after, it could name a bucket
-	// created after the one watched, and hide the difference.
+	// Read before the watch starts, lest it name a bucket created after.
 	created, err := incarnation(ctx, kv)
 	if err != nil {
 		return nil, err
@@ -195,9 +172,8 @@ func openWatch(ctx context.Context, kv jetstream.KeyValue, conn *nats.Conn) (*bu
 	if conn != nil {
 		reconnects = conn.Stats().Reconnects
 	}
-	// The watch lives until stop, not until ctx ends: nats.go ends a watch
-	// with its context, and Load's context is the caller's start-up I/O,
-	// which may end (a stop signal) while the mirror must go on following.
+	// The watch lives until stop: Load's ctx is the caller's start-up I/O,
+	// and nats.go would end the watch with it.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w, err := kv.WatchAll(wctx)
 	if err != nil {
@@ -208,8 +184,8 @@ func openWatch(ctx context.Context, kv jetstream.KeyValue, conn *nats.Conn) (*bu
 }
 
 // incarnation returns when the bucket's stream was created, which tells a
-// bucket deleted and created again from the one before it: its revisions
-// start over. A bucket that does not exist is reported as errBucketGone.
+// bucket created again, whose revisions start over, from the one before. A
+// bucket that does not exist is errBucketGone.
 func incarnation(ctx context.Context, kv jetstream.KeyValue) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
@@ -226,14 +202,12 @@ func incarnation(ctx context.Context, kv jetstream.KeyValue) (time.Time, error) 
 	return time.Time{}, nil // no stream to tell by: every check matches
 }
 
-// follow hands the watch's entries (nil marks the end of the initial values)
-// to apply until ctx ends, returning "", or until the watch ends, returning
-// why. Its watcher closing ends it; so does a check, every checkEvery and
-// whenever recheck fires, that finds the bucket gone or created anew, or the
-// connection re-established since the watch began (the watcher's consumer
-// is lost with a restarted server, and replaced only after several silent
-// seconds). confirmed, if set, hears after each other check whether it could
-// reach the bucket.
+// follow hands the watch's entries (nil ends the initial values) to apply
+// until ctx ends, returning "", or until the watch ends, returning why: its
+// watcher closed, or a check (every checkEvery, and on recheck) found the
+// bucket gone or created anew or the connection re-established (a restarted
+// server loses the watcher's consumer). confirmed, if set, hears after each
+// other check whether it reached the bucket.
 func (w *bucketWatch) follow(ctx context.Context, recheck <-chan struct{}, apply func(jetstream.KeyValueEntry), confirmed func(bool)) string {
 	tick := time.NewTicker(checkEvery)
 	defer tick.Stop()
@@ -278,9 +252,8 @@ func (w *bucketWatch) check(ctx context.Context) (ended string, err error) {
 	return "", nil
 }
 
-// stop ends the watch. The client's delivery goroutine may be blocked
-// handing over an entry nobody reads any more, so the channel is drained
-// until the client closes it.
+// stop ends the watch, draining the channel until the client closes it: its
+// delivery goroutine may be blocked on an entry nobody reads.
 func (w *bucketWatch) stop() {
 	_ = w.Stop()
 	w.cancel()

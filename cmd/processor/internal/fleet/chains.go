@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/detourhq/detour/internal/text"
@@ -40,39 +39,15 @@ func (c ChainConflict) String() string {
 // than one list of providers (order counts: it is the fallback order),
 // sorted by name.
 func ChainConflicts(instances []Instance) []ChainConflict {
-	byName := map[string]map[string]*HeldList{}
-	for _, in := range instances {
-		for name, providers := range in.Chains {
-			if byName[name] == nil {
-				byName[name] = map[string]*HeldList{}
-			}
-			joined := strings.Join(providers, ",")
-			l := byName[name][joined]
-			if l == nil {
-				l = &HeldList{Providers: providers}
-				byName[name][joined] = l
-			}
-			if !slices.Contains(l.Processors, in.Processor) {
-				l.Processors = append(l.Processors, in.Processor)
-			}
-		}
-	}
 	var out []ChainConflict
-	for name, lists := range byName {
-		if len(lists) < 2 {
-			continue
-		}
+	runs := func(in Instance) map[string][]string { return in.Chains }
+	for name, ways := range disagreements(instances, runs, func(p []string) string { return strings.Join(p, ",") }) {
 		c := ChainConflict{Chain: name}
-		for _, l := range lists {
-			slices.Sort(l.Processors)
-			c.Lists = append(c.Lists, *l)
+		for _, w := range ways {
+			c.Lists = append(c.Lists, HeldList{Providers: w.value, Processors: w.processors})
 		}
-		sort.Slice(c.Lists, func(i, j int) bool {
-			return strings.Join(c.Lists[i].Providers, ",") < strings.Join(c.Lists[j].Providers, ",")
-		})
 		out = append(out, c)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Chain < out[j].Chain })
 	return out
 }
 
@@ -87,21 +62,13 @@ func ChainsInvolving(conflicts []ChainConflict, processor string) []ChainConflic
 // WriteChainConflicts prints, after the table, each chain name that
 // running processors run with different providers.
 func WriteChainConflicts(w io.Writer, conflicts []ChainConflict) error {
-	// Anyone who can write the bucket can write a record: what the records
-	// hold reaches the terminal through text.Visible.
+	var b strings.Builder
 	for _, c := range conflicts {
-		if _, err := fmt.Fprintf(w, "\nCONFLICT: chain %s has different providers on running processors (its requests go to either):\n", text.Visible(c.Chain)); err != nil {
-			return err
-		}
+		fmt.Fprintf(&b, "\nCONFLICT: chain %s has different providers on running processors (its requests go to either):\n", text.Visible(c.Chain))
 		for _, l := range c.Lists {
-			processors := make([]string, len(l.Processors))
-			for i, p := range l.Processors {
-				processors[i] = text.Visible(p)
-			}
-			if _, err := fmt.Fprintf(w, "  [%s]  on %v\n", text.Visible(strings.Join(l.Providers, " ")), processors); err != nil {
-				return err
-			}
+			fmt.Fprintf(&b, "  [%s]  on %v\n", text.Visible(strings.Join(l.Providers, " ")), visible(l.Processors))
 		}
 	}
-	return nil
+	_, err := io.WriteString(w, b.String())
+	return err
 }

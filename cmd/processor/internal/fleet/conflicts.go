@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,8 +16,8 @@ import (
 	"github.com/detourhq/detour/kvstate"
 )
 
-// Record is what processor, running file's providers and chains, records
-// in the provider bucket (kvstate.Store.Record): its Instance as JSON.
+// Record is what processor, running file, records in the provider bucket
+// (kvstate.Store.Record): its Instance as JSON.
 func Record(processor string, file *config.File) []byte {
 	b, _ := json.Marshal(Instance{Processor: processor, Providers: Definitions(file), Chains: Chains(file)})
 	return b
@@ -36,13 +37,7 @@ func Instances(records []json.RawMessage) []Instance {
 }
 
 // Chains returns file's chains' providers by chain name.
-func Chains(file *config.File) map[string][]string {
-	out := make(map[string][]string, len(file.Chains))
-	for name, providers := range file.Chains {
-		out[name] = slices.Clone(providers)
-	}
-	return out
-}
+func Chains(file *config.File) map[string][]string { return maps.Clone(file.Chains) }
 
 // Definitions returns file's providers' definitions by name.
 func Definitions(file *config.File) map[string]Definition {
@@ -66,9 +61,7 @@ type Instance struct {
 func Providers(instances []Instance) []string {
 	var names []string
 	for _, in := range instances {
-		for name := range in.Providers {
-			names = append(names, name)
-		}
+		names = slices.AppendSeq(names, maps.Keys(in.Providers))
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
@@ -86,9 +79,8 @@ type Conflict struct {
 type Held struct {
 	Definition
 	Processors []string `json:"processors"`
-	// Circuit is the circuit the definition keeps in the provider bucket
-	// (kvstate.Circuit), set by WithCircuits: the provider's name for the
-	// definition that holds it, provider=<short fingerprint> for another.
+	// Circuit is the circuit the definition keeps (kvstate.Circuit), set
+	// by WithCircuits.
 	Circuit string `json:"circuit,omitempty"`
 }
 
@@ -104,37 +96,59 @@ func (c Conflict) String() string {
 // Conflicts returns the provider names that instances define in more than
 // one way, sorted by name.
 func Conflicts(instances []Instance) []Conflict {
-	byName := map[string]map[string]*Held{}
-	for _, in := range instances {
-		for name, d := range in.Providers {
-			if byName[name] == nil {
-				byName[name] = map[string]*Held{}
-			}
-			h := byName[name][d.Fingerprint]
-			if h == nil {
-				h = &Held{Definition: d}
-				byName[name][d.Fingerprint] = h
-			}
-			if !slices.Contains(h.Processors, in.Processor) {
-				h.Processors = append(h.Processors, in.Processor)
-			}
-		}
-	}
 	var out []Conflict
-	for name, held := range byName {
-		if len(held) < 2 {
-			continue
-		}
+	runs := func(in Instance) map[string]Definition { return in.Providers }
+	for name, ways := range disagreements(instances, runs, func(d Definition) string { return d.Fingerprint }) {
 		c := Conflict{Provider: name}
-		for _, h := range held {
-			slices.Sort(h.Processors)
-			c.Definitions = append(c.Definitions, *h)
+		for _, w := range ways {
+			c.Definitions = append(c.Definitions, Held{Definition: w.value, Processors: w.processors})
 		}
-		sort.Slice(c.Definitions, func(i, j int) bool { return c.Definitions[i].Fingerprint < c.Definitions[j].Fingerprint })
 		out = append(out, c)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Provider < out[j].Provider })
 	return out
+}
+
+// variant is one way that processors run a name.
+type variant[T any] struct {
+	value      T
+	processors []string
+}
+
+// disagreements yields, in name order, each name that instances run in
+// more than one way (runs: what an instance runs by name; key tells the
+// ways apart), with its ways in key order, each with its processors sorted.
+func disagreements[T any](instances []Instance, runs func(Instance) map[string]T, key func(T) string) iter.Seq2[string, []variant[T]] {
+	byName := map[string]map[string]*variant[T]{}
+	for _, in := range instances {
+		for name, v := range runs(in) {
+			if byName[name] == nil {
+				byName[name] = map[string]*variant[T]{}
+			}
+			w := byName[name][key(v)]
+			if w == nil {
+				w = &variant[T]{value: v}
+				byName[name][key(v)] = w
+			}
+			if !slices.Contains(w.processors, in.Processor) {
+				w.processors = append(w.processors, in.Processor)
+			}
+		}
+	}
+	return func(yield func(string, []variant[T]) bool) {
+		for _, name := range slices.Sorted(maps.Keys(byName)) {
+			if len(byName[name]) < 2 {
+				continue
+			}
+			var ways []variant[T]
+			for _, k := range slices.Sorted(maps.Keys(byName[name])) {
+				slices.Sort(byName[name][k].processors)
+				ways = append(ways, *byName[name][k])
+			}
+			if !yield(name, ways) {
+				return
+			}
+		}
+	}
 }
 
 // Involving returns the conflicts in which processor holds one of the
@@ -146,8 +160,7 @@ func Involving(conflicts []Conflict, processor string) []Conflict {
 }
 
 // Running reads the records of the running processors from the provider
-// bucket, for the commands that run beside them: none while the bucket does
-// not exist (no processor has started).
+// bucket, for the commands: none while the bucket does not exist.
 func Running(ctx context.Context, js jetstream.JetStream) ([]Instance, error) {
 	kv, err := js.KeyValue(ctx, kvstate.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {

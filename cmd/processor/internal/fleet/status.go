@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/kvstate"
@@ -38,11 +39,8 @@ func WithConflicts(rows []kvstate.ProviderStatus, conflicts []Conflict) []Status
 }
 
 // WithCircuits returns conflicts with each definition's circuit set
-// (kvstate.Circuit), where holder returns the holder of a provider name and
-// whether one is recorded (kvstate.Store.Holder). A name that no
-// definition holds yet has no state of any: its definitions get no
-// circuit. A holder without a fingerprint holds the name for a definition
-// no processor runs: every definition gets a circuit of its own.
+// (kvstate.Circuit), where holder is kvstate.Store.Holder. The definitions
+// of a name that none holds yet, which has no state, get no circuit.
 func WithCircuits(conflicts []Conflict, holder func(provider string) (kvstate.Holder, bool)) []Conflict {
 	out := make([]Conflict, len(conflicts))
 	for i, c := range conflicts {
@@ -60,28 +58,30 @@ func WithCircuits(conflicts []Conflict, holder func(provider string) (kvstate.Ho
 }
 
 // WriteConflicts prints, after the table, each provider name that running
-// processors define differently, each definition with its processors and,
-// when WithCircuits set it, its circuit.
+// processors define differently, each definition with its processors and
+// circuit.
 func WriteConflicts(w io.Writer, conflicts []Conflict) error {
-	// Anyone who can write the bucket can write a record: what the records
-	// hold reaches the terminal through text.Visible.
+	var b strings.Builder
 	for _, c := range conflicts {
-		if _, err := fmt.Fprintf(w, "\nCONFLICT: provider %s is defined differently by running processors:\n", text.Visible(c.Provider)); err != nil {
-			return err
-		}
+		fmt.Fprintf(&b, "\nCONFLICT: provider %s is defined differently by running processors:\n", text.Visible(c.Provider))
 		for _, h := range c.Definitions {
-			processors := make([]string, len(h.Processors))
-			for i, p := range h.Processors {
-				processors[i] = text.Visible(p)
-			}
 			circuit := ""
 			if h.Circuit != "" {
 				circuit = "  circuit " + text.Visible(h.Circuit)
 			}
-			if _, err := fmt.Fprintf(w, "  %s  on %v%s\n", text.Visible(h.Definition.String()), processors, circuit); err != nil {
-				return err
-			}
+			fmt.Fprintf(&b, "  %s  on %v%s\n", text.Visible(h.Definition.String()), visible(h.Processors), circuit)
 		}
 	}
-	return nil
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// visible is ss each through text.Visible: what the records hold reaches
+// the terminal, and anyone who can write the bucket can write a record.
+func visible(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = text.Visible(s)
+	}
+	return out
 }

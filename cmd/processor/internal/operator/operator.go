@@ -20,13 +20,11 @@ import (
 	"github.com/detourhq/detour/kvstate"
 )
 
-// ErrUsage marks a request refused before anything is written: no
-// provider named, one the chain file does not define, a bad -for or
-// -reason. The commands exit 2 for it.
+// ErrUsage marks a request refused before anything is written (a provider
+// the chain file does not define, a bad -for or -reason): exit 2.
 var ErrUsage = errors.New("operator: bad usage")
 
-// usageError is a refused request: its message says what is wrong, and it
-// is ErrUsage.
+// usageError is a refused request, ErrUsage, its message saying why.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string        { return e.msg }
@@ -35,16 +33,15 @@ func (e *usageError) Is(target error) bool { return target == ErrUsage }
 func refuse(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 // ErrNoBucket is a trip that finds no bucket: no processor has started on
-// this NATS, or the command is pointed at another one.
+// this NATS.
 var ErrNoBucket = fmt.Errorf("bucket %s does not exist yet: no processor has started on this NATS", kvstate.Bucket)
 
-// maxReason is the longest -reason, in bytes: a cooldown's reason holds
-// 300 (docs/state.md).
+// maxReason is the longest -reason, in bytes, as a cooldown holds it.
 const maxReason = 300
 
 // Identity names the operator in what they write: user@host, from the
-// operating system's account (else $USER) and the host name; "unknown"
-// stands in for what cannot be read.
+// operating system's account (else $USER) and the host name, "unknown"
+// for what cannot be read.
 func Identity() string {
 	name := os.Getenv("USER")
 	if u, err := user.Current(); err == nil && u.Username != "" {
@@ -60,33 +57,28 @@ func Identity() string {
 	return name + "@" + host
 }
 
-// Fleet is the provider state an operator acts on: the bucket, through JS,
-// and the chain file that says which providers there are and how long
-// their cooldowns may be.
+// Fleet is the provider state an operator acts on: the bucket, through JS
+// (the checks need none), and the chain file that says which providers
+// there are and how long their cooldowns may be.
 type Fleet struct {
-	// JS reaches the bucket; the checks need none.
 	JS   jetstream.JetStream
 	File *config.File
-	// Path names the chain file in messages.
-	Path string
-	// By names the operator, user@host (Identity).
-	By string
+	Path string // names the chain file in messages
+	By   string // the operator, user@host (Identity)
 	// Clock is the operator's own clock, nil meaning time.Now. Acts are
-	// timed by the NATS server's time, learned as an offset from it
-	// (package serverclock): processors judge cooldowns by it, and a reset
-	// timed before the failures it clears, by a clock that is behind,
-	// would clear nothing.
+	// timed by the NATS server's time (package serverclock), by which
+	// processors judge: a reset timed before the failures it clears would
+	// clear nothing.
 	Clock func() time.Time
-	// Running are the running processors' records (fleet.Running):
-	// a trip of a provider also opens a cooldown of each circuit that a
-	// definition of it running somewhere keeps, with state or not yet.
-	// Nil: only the circuits with state are known.
+	// Running are the running processors' records (fleet.Running): a trip
+	// also opens a cooldown of each circuit a running definition keeps,
+	// with state or not yet. Nil: only the circuits with state are known.
 	Running []fleet.Instance
 }
 
 // provider returns the chain file's provider that name, a provider name
-// or one of its circuits (provider=<short fingerprint>), belongs to, or an
-// ErrUsage error that names the closest one, or lists them.
+// or one of its circuits, belongs to, or an ErrUsage error that names the
+// closest one, or lists them.
 func (f Fleet) provider(name string) (config.Provider, error) {
 	base, _, ok := kvstate.SplitCircuit(name)
 	if !ok {
@@ -105,8 +97,7 @@ func (f Fleet) provider(name string) (config.Provider, error) {
 }
 
 // CheckReset checks the providers a reset names, before anything is
-// connected or written: at least one, each of the chain file or a circuit
-// of one.
+// connected: at least one, each of the chain file or a circuit of one.
 func (f Fleet) CheckReset(names []string) error {
 	if len(names) == 0 {
 		return refuse("name the providers to reset")
@@ -121,8 +112,8 @@ func (f Fleet) CheckReset(names []string) error {
 
 // CheckTrip checks a trip of provider name for d, for reason: a provider
 // of the chain file; d whole seconds, at least one (KV TTLs are), and no
-// longer than the provider's longest cooldown: no trip of the provider
-// runs longer than its chain file lets it; a reason of at most 300 bytes.
+// longer than the provider's longest cooldown; a reason of at most 300
+// bytes.
 func (f Fleet) CheckTrip(name string, d time.Duration, reason string) error {
 	p, err := f.provider(name)
 	if err != nil {
@@ -135,8 +126,6 @@ func (f Fleet) CheckTrip(name string, d time.Duration, reason string) error {
 		return refuse("-for %s is longer than %s's longest cooldown in %s, %s (the larger of its max_cooldown and auth_cooldown): "+
 			"no trip of it runs longer. Trip for at most %s (and again before it ends), or raise max_cooldown in the chain file the processors run",
 			d, name, f.Path, limit, limit)
-	}
-	switch {
 	case strings.TrimSpace(reason) == "":
 		return refuse("-reason is required: say why, for whoever sees the cooldown")
 	case len(reason) > maxReason:
@@ -151,31 +140,23 @@ type ResetResult struct {
 	// fingerprint> for another definition's.
 	Provider string
 	kvstate.ResetOutcome
-	// NoBucket is set when the bucket does not exist yet: there is no
-	// state to reset.
-	NoBucket bool
+	NoBucket bool // the bucket does not exist yet: nothing to reset
 }
 
-// Reset ends the cooldown and clears the health of each provider named,
-// for every processor (kvstate.Store.Reset), in the order given, each
-// once: a provider's name resets its plain circuit and every other
-// definition's circuit of it with state (provider=<short fingerprint>); a
-// circuit's name, that circuit alone. Nothing is written when a name is
-// refused (CheckReset) or there is nothing to reset. It returns the
+// Reset ends the cooldown and clears the health of each provider named, in
+// the order given, each once (kvstate.Store.Reset): a provider's name, its
+// plain circuit and every other with state; a circuit's name, that circuit
+// alone. Nothing is written when CheckReset refuses a name. It returns the
 // results so far with the error that stopped it.
 func (f Fleet) Reset(ctx context.Context, names []string) ([]ResetResult, error) {
 	if err := f.CheckReset(names); err != nil {
 		return nil, err
 	}
 	names = lo.Uniq(names)
-	kv, err := f.JS.KeyValue(ctx, kvstate.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	store, err := f.store(ctx)
+	if errors.Is(err, ErrNoBucket) {
 		return lo.Map(names, func(n string, _ int) ResetResult { return ResetResult{Provider: n, NoBucket: true} }), nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	store, err := f.store(ctx, kv)
 	if err != nil {
 		return nil, err
 	}
@@ -204,37 +185,25 @@ type TripResult struct {
 	Provider string
 	For      time.Duration
 	Reason   string
-	// HalfOpen is set when the provider is half-open once the cooldown
-	// ends (kvstate.OperatorTrip.HalfOpen).
-	HalfOpen bool
+	HalfOpen bool // see kvstate.OperatorTrip.HalfOpen
 	kvstate.TripOutcome
-	// Others are the trips of the provider's other circuits, those of
-	// other definitions of it, in name order (see Fleet.Trip).
+	// Others are the trips of the circuits of other definitions of the
+	// provider, in name order (see Fleet.Trip).
 	Others []TripResult
 }
 
-// Trip opens an operator's cooldown of provider name for d, for reason,
-// for every processor (kvstate.Store.Trip), once CheckTrip accepts it: a
-// provider's name trips its plain circuit and, in Others, every other
-// definition's circuit of it that has state or that a running processor
-// keeps (Running); a circuit's name, that circuit alone. A provider with
-// cooldowns (failure_threshold above 0) is half-open when it ends; one
-// without is closed. It fails with ErrNoBucket when no processor has
-// created the bucket yet, and returns what it did so far with the error
-// that stopped it.
+// Trip opens an operator's cooldown of provider name for d, for reason
+// (kvstate.Store.Trip), once CheckTrip accepts it: a provider's name trips
+// its plain circuit and, in Others, its other circuits (otherCircuits); a
+// circuit's name, that circuit alone. It fails with ErrNoBucket before any
+// processor created the bucket, and returns what it did so far with the
+// error that stopped it.
 func (f Fleet) Trip(ctx context.Context, name string, d time.Duration, reason string) (TripResult, error) {
 	if err := f.CheckTrip(name, d, reason); err != nil {
 		return TripResult{}, err
 	}
 	p, _ := f.provider(name)
-	kv, err := f.JS.KeyValue(ctx, kvstate.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return TripResult{}, ErrNoBucket
-	}
-	if err != nil {
-		return TripResult{}, err
-	}
-	store, err := f.store(ctx, kv)
+	store, err := f.store(ctx)
 	if err != nil {
 		return TripResult{}, err
 	}
@@ -261,13 +230,10 @@ func (f Fleet) Trip(ctx context.Context, name string, d time.Duration, reason st
 }
 
 // otherCircuits returns, for a provider's name, its circuits besides the
-// plain one: those with state, and those the running processors'
-// definitions of it keep; none for a circuit's name. While no definition
-// holds the name yet, and the running processors record more than one
-// definition of it, each keeps the plain name now but all but one will
-// keep a circuit of their own once the first failure claims it
-// (kvstate.Store.Claim): every definition's own circuit is tripped too, so
-// that whichever holds the name then, each of them is cooling.
+// plain one: those with state, and those the running definitions of it
+// keep; none for a circuit's name. While no definition holds the name and
+// several run, all but one will keep a circuit of their own once the first
+// failure claims it: each definition's own circuit is tripped too.
 func (f Fleet) otherCircuits(store *kvstate.Store, name string) []string {
 	if _, short, _ := kvstate.SplitCircuit(name); short != "" {
 		return nil
@@ -290,11 +256,18 @@ func (f Fleet) otherCircuits(store *kvstate.Store, name string) []string {
 	return slices.DeleteFunc(slices.Compact(circuits), func(c string) bool { return c == name })
 }
 
-// store is a store on kv, loaded once: a snapshot, not followed.
-func (f Fleet) store(ctx context.Context, kv jetstream.KeyValue) (*kvstate.Store, error) {
+// store is a store on the bucket, loaded once: a snapshot, not followed. A
+// bucket that does not exist is ErrNoBucket.
+func (f Fleet) store(ctx context.Context) (*kvstate.Store, error) {
+	kv, err := f.JS.KeyValue(ctx, kvstate.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, ErrNoBucket
+	}
+	if err != nil {
+		return nil, err
+	}
 	clock := serverclock.New(f.Clock, serverclock.BucketTime(kv), nil)
 	_ = clock.Sync(ctx) // without a sample, the local time
-	// Each circuit of a provider as the chain file's definition of it.
 	s := kvstate.New(f.JS, kv, kvstate.Options{Now: clock.Now})
 	if err := s.Load(ctx); err != nil {
 		return nil, err

@@ -10,12 +10,10 @@ import (
 
 // RunningFile is a chain file of the providers that running processors
 // record (fleet.Running), for the commands run where no chain file is at
-// hand, beside a demo for one: each provider's name, type, failure
-// threshold and longest cooldown, nothing else, sorted by name. Where
-// processors define a name differently, the definition with the shortest
-// longest cooldown counts, so that no processor cuts a trip short; one
-// that records no longest cooldown is left out. nil when no processor
-// recorded a provider.
+// hand (beside a demo): each provider's name, type, failure threshold and
+// longest cooldown, sorted by name. Where processors define a name
+// differently, the shortest longest cooldown counts, so that no processor
+// cuts a trip short. nil when no processor recorded a provider.
 func RunningFile(instances []fleet.Instance) *config.File {
 	byName := map[string]config.Provider{}
 	for _, in := range instances {
@@ -24,8 +22,7 @@ func RunningFile(instances []fleet.Instance) *config.File {
 			if longest <= 0 {
 				continue // recorded by a processor too old to say it
 			}
-			p, seen := byName[name]
-			if seen && p.MaxCooldown <= longest {
+			if p, seen := byName[name]; seen && p.MaxCooldown <= longest {
 				continue
 			}
 			byName[name] = config.Provider{Name: name, Type: config.ProviderType(d.Type), FailureThreshold: d.FailureThreshold, MaxCooldown: longest}

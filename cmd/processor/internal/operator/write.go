@@ -23,8 +23,8 @@ func WriteReset(w io.Writer, results []ResetResult) error {
 		default:
 			line = fmt.Sprintf("%s: reset: was %s; now closed for every processor", r.Provider, describe(r.Before))
 		}
-		// Names and reasons come from the bucket: nothing of them acts on
-		// the terminal.
+		// Names and reasons come from the bucket: no control reaches the
+		// terminal.
 		if _, err := fmt.Fprintln(w, text.Visible(line)); err != nil {
 			return err
 		}
@@ -36,33 +36,25 @@ func WriteReset(w io.Writer, results []ResetResult) error {
 // follows it, or the longer one left running; then one line for each of
 // r.Others.
 func WriteTrip(w io.Writer, r TripResult) error {
-	if err := writeTrip(w, r); err != nil {
-		return err
-	}
-	for _, o := range r.Others {
-		if err := writeTrip(w, o); err != nil {
+	for _, r := range append([]TripResult{r}, r.Others...) {
+		if _, err := fmt.Fprintln(w, text.Visible(tripLine(r))); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func writeTrip(w io.Writer, r TripResult) error {
-	var line string
-	switch {
-	case !r.Opened:
-		line = fmt.Sprintf("%s: already cooling until %s%s, no sooner than the %s asked: left as it is (processor reset %s ends it)",
+func tripLine(r TripResult) string {
+	if !r.Opened {
+		return fmt.Sprintf("%s: already cooling until %s%s, no sooner than the %s asked: left as it is (processor reset %s ends it)",
 			r.Provider, stamp(r.Until), cooldownBy(r.Cooldown), r.For, r.Provider)
-	default:
-		after := "then sends it one request as a probe (half-open)"
-		if !r.HalfOpen {
-			after = "then calls it again (its failure_threshold is 0: it has no circuit of its own)"
-		}
-		line = fmt.Sprintf("%s: tripped by %s for %s, until %s: %s; every processor skips it until then, %s",
-			r.Provider, r.Cooldown.By, r.For, stamp(r.Until), r.Reason, after)
 	}
-	_, err := fmt.Fprintln(w, text.Visible(line))
-	return err
+	after := "then sends it one request as a probe (half-open)"
+	if !r.HalfOpen {
+		after = "then calls it again (its failure_threshold is 0: it has no circuit of its own)"
+	}
+	return fmt.Sprintf("%s: tripped by %s for %s, until %s: %s; every processor skips it until then, %s",
+		r.Provider, r.Cooldown.By, r.For, stamp(r.Until), r.Reason, after)
 }
 
 // describe is a provider's state for a reset's line: "open until … (auth

@@ -15,16 +15,14 @@ import (
 )
 
 const (
-	// syncEvery is how often Run asks the server for its time.
-	syncEvery = 5 * time.Second
+	syncEvery = 5 * time.Second // how often Run asks the server
 	// window is how many of the latest samples the estimate is chosen
 	// from: a minute of them, so a clock stepped by NTP is followed within
 	// a minute, and a slow reply or two do not move the estimate.
 	window = 12
 	// farOff is the offset past which a processor logs its clock as off
 	// the server's: more than a round trip or two explains.
-	farOff = time.Second
-	// syncTimeout bounds one sample.
+	farOff      = time.Second
 	syncTimeout = 5 * time.Second
 )
 
@@ -49,7 +47,6 @@ func BucketTime(kv jetstream.KeyValue) Source {
 	}
 }
 
-// sample is one reading of the server's clock.
 type sample struct {
 	offset, roundTrip time.Duration
 }
@@ -65,14 +62,11 @@ type Clock struct {
 	mu      sync.Mutex
 	samples []sample // the latest window, oldest first
 	offset  time.Duration
-	// logged is the offset last reported far off, zero when the clock
-	// agrees (or has not been reported).
-	logged time.Duration
+	logged  time.Duration // the offset last reported far off; 0: agrees
 }
 
 // New returns a clock on local (nil: time.Now) that asks source for the
-// server's time, and logs to logger (nil discards) when the two are far
-// apart.
+// server's time, and logs to logger (nil discards) when they are far apart.
 func New(local func() time.Time, source Source, logger *slog.Logger) *Clock {
 	if local == nil {
 		local = time.Now
@@ -81,12 +75,7 @@ func New(local func() time.Time, source Source, logger *slog.Logger) *Clock {
 }
 
 // Now is the server's time as the clock reads it.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	offset := c.offset
-	c.mu.Unlock()
-	return c.local().Add(offset)
-}
+func (c *Clock) Now() time.Time { return c.local().Add(c.Offset()) }
 
 // Offset is how far the server's clock is ahead of the local one (negative
 // when it is behind), as estimated.
@@ -141,43 +130,23 @@ func (c *Clock) Observe(sent, received, server time.Time) {
 		}
 	}
 	c.offset = best.offset
-	report, logged := c.report()
+	far := c.offset.Abs() > farOff
+	farAgain := far && (c.logged == 0 || (c.offset-c.logged).Abs() > farOff)
+	agrees := !far && c.logged != 0
+	switch {
+	case farAgain:
+		c.logged = c.offset
+	case agrees:
+		c.logged = 0
+	}
 	c.mu.Unlock()
-	switch report {
-	case reportFarOff:
+	// Logged when far off, for the first time or by another second since
+	// the last line, and when back within farOff after that.
+	switch {
+	case farAgain:
 		c.logger.Warn("this processor's clock is off the NATS server's; cooldowns, probe leases and deadlines are judged by the server's",
-			"server_ahead_by", logged, "within", best.roundTrip/2)
-	case reportAgrees:
+			"server_ahead_by", best.offset, "within", best.roundTrip/2)
+	case agrees:
 		c.logger.Info("this processor's clock agrees with the NATS server's again", "server_ahead_by", best.offset)
 	}
-}
-
-type report int
-
-const (
-	reportNothing report = iota
-	reportFarOff
-	reportAgrees
-)
-
-// report says what the offset, just estimated, is worth a log line for:
-// far off, for the first time or by another second since the last line,
-// or back within farOff after that. Called with c.mu held.
-func (c *Clock) report() (report, time.Duration) {
-	switch far := c.offset > farOff || c.offset < -farOff; {
-	case far && (c.logged == 0 || absDiff(c.offset, c.logged) > farOff):
-		c.logged = c.offset
-		return reportFarOff, c.offset
-	case !far && c.logged != 0:
-		c.logged = 0
-		return reportAgrees, 0
-	}
-	return reportNothing, 0
-}
-
-func absDiff(a, b time.Duration) time.Duration {
-	if a > b {
-		return a - b
-	}
-	return b - a
 }
