@@ -14,27 +14,15 @@ const AnthropicVersion = "2023-06-01"
 // when the request sets none.
 const anthropicDefaultMaxTokens = 1024
 
-// Anthropic calls the Anthropic Messages API (POST {base}/messages) with plain
-// net/http; it makes exactly one attempt per Call.
-type Anthropic struct {
-	name, endpoint, model, apiKey string
-	client                        *http.Client
-}
+// Anthropic calls the Anthropic Messages API (POST {base}/messages); it
+// makes exactly one attempt per Call.
+type Anthropic struct{ adapter }
 
 // NewAnthropic returns an adapter for baseURL (for example
 // https://api.anthropic.com/v1). A nil client uses DefaultHTTPClient.
 func NewAnthropic(name, baseURL, model, apiKey string, client *http.Client) *Anthropic {
-	if client == nil {
-		client = DefaultHTTPClient
-	}
-	return &Anthropic{name: name, endpoint: endpoint(baseURL, "/messages"), model: model, apiKey: apiKey, client: client}
+	return &Anthropic{newAdapter(name, baseURL, "/messages", model, apiKey, client)}
 }
-
-// Name returns the provider's name.
-func (a *Anthropic) Name() string { return a.name }
-
-// Model returns the configured model.
-func (a *Anthropic) Model() string { return a.model }
 
 type anthropicRequest struct {
 	Model       string    `json:"model"`

@@ -23,27 +23,36 @@ const maxErrorText = 300
 // misbehaving endpoint cannot exhaust memory.
 const maxResponseBytes = 8 << 20
 
-// OpenAI calls any OpenAI-compatible /chat/completions endpoint with plain
-// net/http; it makes exactly one attempt per Call.
-type OpenAI struct {
+// adapter is what the HTTP adapters share: one attempt per Call, with
+// plain net/http.
+type adapter struct {
 	name, endpoint, model, apiKey string
 	client                        *http.Client
 }
 
-// NewOpenAI returns an adapter for baseURL (for example
-// https://api.openai.com/v1). A nil client uses a shared pooled one.
-func NewOpenAI(name, baseURL, model, apiKey string, client *http.Client) *OpenAI {
+// newAdapter resolves path under baseURL; a nil client is DefaultHTTPClient.
+func newAdapter(name, baseURL, path, model, apiKey string, client *http.Client) adapter {
 	if client == nil {
 		client = DefaultHTTPClient
 	}
-	return &OpenAI{name: name, endpoint: endpoint(baseURL, "/chat/completions"), model: model, apiKey: apiKey, client: client}
+	return adapter{name: name, endpoint: endpoint(baseURL, path), model: model, apiKey: apiKey, client: client}
 }
 
 // Name returns the provider's name.
-func (o *OpenAI) Name() string { return o.name }
+func (a *adapter) Name() string { return a.name }
 
 // Model returns the configured model.
-func (o *OpenAI) Model() string { return o.model }
+func (a *adapter) Model() string { return a.model }
+
+// OpenAI calls any OpenAI-compatible /chat/completions endpoint; it makes
+// exactly one attempt per Call.
+type OpenAI struct{ adapter }
+
+// NewOpenAI returns an adapter for baseURL (for example
+// https://api.openai.com/v1). A nil client uses DefaultHTTPClient.
+func NewOpenAI(name, baseURL, model, apiKey string, client *http.Client) *OpenAI {
+	return &OpenAI{newAdapter(name, baseURL, "/chat/completions", model, apiKey, client)}
+}
 
 type openAIRequest struct {
 	Model       string    `json:"model"`
