@@ -26,10 +26,8 @@ type CheckResult struct {
 	LatencyMs int64  `json:"latency_ms"`
 }
 
-// Check sends every sample to every step's provider directly, once each (no
-// retries, no state, no fallback), and validates each answer with the rules
-// a chain applies. It tells, before traffic does, whether each provider
-// answers these requests acceptably.
+// Check sends every sample to every step's provider once (no retries,
+// state or fallback) and validates each answer as a chain would.
 func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
 	var out []CheckResult
 	for _, step := range steps {

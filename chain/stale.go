@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// CacheStatus says how the response cache took part in a result; it is
-// empty for a chain without a cache.
+// CacheStatus says how the response cache took part in a result; empty
+// for a chain without a cache.
 type CacheStatus string
 
 // Cache statuses of a result (docs/results.md).
@@ -20,8 +20,8 @@ const (
 	CacheStale CacheStatus = "stale"
 )
 
-// CacheControl is what a request asks of the response cache. The chain
-// itself only reads Stale; the cache in front of it reads the rest.
+// CacheControl is what a request asks of the response cache in front of
+// the chain.
 type CacheControl struct {
 	// Scope separates the entries of different callers; "" means "shared".
 	Scope string
@@ -33,10 +33,9 @@ type CacheControl struct {
 	// in for this request; nil means the chain's stale_ttl, zero turns
 	// stale answers off.
 	StaleIfError *time.Duration
-	// Fingerprint returns the hex SHA-256 of the canonical form of
-	// everything in the request that changes the answer; "" (or a nil
-	// Fingerprint) keeps the request out of the cache. It is a function so
-	// that only a chain with a cache pays for the hash.
+	// Fingerprint returns the hex SHA-256 of what in the request changes
+	// the answer; "" (or nil) keeps it out of the cache. A function, so only
+	// a chain with a cache pays for the hash.
 	Fingerprint func() string
 }
 
@@ -54,9 +53,8 @@ type StaleAnswer struct {
 	Until     time.Time
 }
 
-// staleResult makes res the result of a stale answer standing in at
-// position pos, or reports false, leaving res alone, when there is none or
-// it is too old at now.
+// staleResult makes res the stale answer standing in at position pos, or
+// reports false, leaving res alone, when there is none still in its window.
 func (c *Chain) staleResult(req *Request, res *Result, pos int, now time.Time) bool {
 	s := req.Stale
 	if s == nil || !now.Before(s.Until) {

@@ -17,11 +17,9 @@ const (
 )
 
 // Stop reasons, compared ignoring case. An answer counts only when it ends
-// the way its API documents a complete answer; every other ending, known or
-// not, is recorded in Attempt.StopReason and makes the answer invalid.
-// stopRefusal is the stop reason of an answer the model declined to give:
-// Anthropic's stop_reason, and what the OpenAI adapter records when an
-// answer carries message.refusal.
+// the way its API documents a complete answer; any other ending is recorded
+// in Attempt.StopReason and makes it invalid. stopRefusal is Anthropic's,
+// and what the OpenAI adapter records for message.refusal.
 const stopRefusal = "refusal"
 
 var (
@@ -54,8 +52,7 @@ func stopIn(reasons []string, reason string) bool {
 	return slices.ContainsFunc(reasons, func(r string) bool { return strings.EqualFold(r, reason) })
 }
 
-// recordedStop is the stop reason an attempt records: the answer's own,
-// cut short, when the answer is not complete; "" for a complete one.
+// recordedStop is the stop reason an attempt records: "" when complete.
 func recordedStop(resp *Response) string {
 	if resp.Complete {
 		return ""
@@ -63,9 +60,8 @@ func recordedStop(resp *Response) string {
 	return text.Cut(resp.StopReason, maxStopReason)
 }
 
-// stopProblem says why an answer that is not complete is no answer: the
-// text it has, if any, is a fragment, an apology or a filter's leftover,
-// not the answer asked for.
+// stopProblem says why an answer that is not complete is no answer: its
+// text is a fragment, an apology or a filter's leftover.
 func stopProblem(resp *Response) error {
 	reason := text.Cut(resp.StopReason, maxStopReason)
 	switch {
