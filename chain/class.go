@@ -7,12 +7,12 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Class is the failure class of one provider attempt (docs/failures.md). It is the
-// only input to what happens after a failure: retry, count, cool down or move on.
+// Class is the failure class of one provider attempt (docs/failures.md),
+// the only input to what follows a failure: retry, count, cool down or move on.
 type Class int
 
-// The failure classes. ClassNone marks a successful attempt; ClassCooldown marks
-// a provider that was skipped without a call because it is cooling.
+// The failure classes. ClassNone marks a success; ClassCooldown a provider
+// skipped without a call because it is cooling.
 const (
 	ClassNone Class = iota
 	ClassServer
@@ -83,12 +83,10 @@ func (c Class) Counts() bool {
 
 // Classify maps a non-2xx HTTP status to its failure class, before the
 // error body is read (docs/failures.md). Only 401 says by itself that the
-// credential is refused. A 402, 403 or 404 says too little to cool the
-// provider at once: providers send them for a flagged prompt (OpenRouter's
-// 403), a request the credit left cannot pay (OpenRouter's 402), a model
-// briefly without an endpoint (OpenRouter's 404) as well as for a dead
-// account; without a body that says which, they are counted like a server
-// failure.
+// credential is refused; a 402, 403 or 404 is sent for a flagged prompt, a
+// request the credit cannot pay or a model briefly without an endpoint
+// (OpenRouter) as well as for a dead account, so without a body that says
+// which it counts like a server failure.
 func Classify(status int) Class {
 	switch {
 	case status == http.StatusRequestTimeout:
@@ -107,8 +105,8 @@ func Classify(status int) Class {
 	}
 }
 
-// EncodeMsgpack writes the class as a msgpack string; without it msgpack
-// would use MarshalText and write binary, which other languages read as bytes.
+// EncodeMsgpack writes the class as a msgpack string (through MarshalText
+// it would be binary, which other languages read as bytes).
 func (c Class) EncodeMsgpack(enc *msgpack.Encoder) error { return enc.EncodeString(c.String()) }
 
 // DecodeMsgpack reads a class written by EncodeMsgpack.

@@ -7,12 +7,10 @@ import (
 	"time"
 )
 
-// This file reads the rate-limit windows a response reports: how much of
-// each is left and when it resets. A reset is a wait hint only for a
-// window the response says is spent (its remaining count is 0): providers
-// send these headers on every answer, and a reset of a window with room
-// left says nothing about when to call again. A reset without its
-// remaining count is not read either.
+// This file reads the rate-limit windows a response reports. A reset is a
+// wait hint only for a window whose remaining count is 0: providers send
+// these headers on every answer, and a window with room left says nothing
+// about when to call again.
 
 // Window header families, each a remaining count paired with a reset:
 //
@@ -52,8 +50,8 @@ func windowWait(header http.Header, now time.Time) time.Duration {
 	return max(wait, policyWait(header.Values("RateLimit")))
 }
 
-// resetKeyFor is the reset header paired with the remaining-count header
-// key (lower case), and whether key is one.
+// resetKeyFor is the reset header paired with the lower-case remaining-count
+// header key, if key is one.
 func resetKeyFor(key string) (string, bool) {
 	switch {
 	case strings.HasPrefix(key, "x-ratelimit-remaining"):
@@ -77,12 +75,10 @@ func spent(remaining string) bool {
 // write their resets ("6m0s", "2m59.56s", "20ms").
 var goDuration = regexp.MustCompile(`^(?:\d{1,20}(?:\.\d{1,20})?(?:ns|us|µs|ms|s|m|h))+$`)
 
-// parseReset reads a window's reset, in whichever form the families above
-// write it: a Go duration, an RFC 3339 or HTTP date, a count of seconds
-// (decimals allowed), or a time since the epoch, in seconds (10 to 12
-// digits) or milliseconds (13 digits or more). No delta of seconds is that
-// long (10 digits are 31 years), so the length tells them apart. A reset
-// in the past is no wait; ok is false for what does not read.
+// parseReset reads a window's reset in any form the families above write:
+// a Go duration, an RFC 3339 or HTTP date, seconds (decimals allowed), or a
+// time since the epoch in seconds (10 to 12 digits; no delta is 31 years)
+// or milliseconds (13 or more). A reset in the past is no wait.
 func parseReset(value string, now time.Time) (time.Duration, bool) {
 	value = strings.TrimSpace(value)
 	if goDuration.MatchString(value) {
