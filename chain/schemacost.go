@@ -30,12 +30,11 @@ const (
 // checkEvaluations refuses a compiled schema that could check one value of
 // an answer against more than MaxSchemaEvaluations of its parts. It counts
 // W_d(s), the paths from part s through at most d levels of the answer: s
-// itself, the paths of the parts s applies in place (allOf, anyOf, oneOf,
-// not, if/then/else, dependentSchemas, references), and those of the parts it
-// applies one level down (properties, items and the like) with d-1 levels.
-// Counting as if every one of those applied to a single child over-counts,
-// which errs on the side of refusing. A reference loop that never descends
-// counts once: the validator stops it with an error.
+// itself, the paths of the parts s applies in place (allOf, anyOf, not,
+// if/then/else, references, ...), and those of the parts it applies one
+// level down (properties, items, ...) with d-1 levels. Counting those as if
+// all applied to one child over-counts, erring towards refusing. A loop that
+// never descends counts once: the validator stops it with an error.
 func checkEvaluations(root *jsonschema.Schema) error {
 	g := newSchemaGraph(root)
 	prev := make([]int, len(g.nodes)) // W_{d-1}; W_{-1} is 0
@@ -124,8 +123,7 @@ func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
 }
 
 // appendNew appends the nodes of add that list does not hold yet: a dynamic
-// reference lands on one of its possible targets, its static one included,
-// never on two.
+// reference lands on one of its targets, never two.
 func appendNew(list []int, add ...int) []int {
 	for _, n := range add {
 		if !slices.Contains(list, n) {
@@ -135,9 +133,9 @@ func appendNew(list []int, add ...int) []int {
 	return list
 }
 
-// sortInPlace orders the nodes so that each comes after the nodes it applies
-// in place, setting aside the edges that close a loop. It walks with a stack
-// of its own: chains of references can be thousands long.
+// sortInPlace orders the nodes each after those it applies in place,
+// setting aside edges that close a loop, with a stack of its own: chains of
+// references can be thousands long.
 func (g *schemaGraph) sortInPlace(raw [][]int) {
 	const (
 		unseen = iota
@@ -181,20 +179,15 @@ func (g *schemaGraph) sortInPlace(raw [][]int) {
 // schemaEdges returns the parts s applies to the same value and those it
 // applies to values one level down.
 func schemaEdges(s *jsonschema.Schema) (inPlace, descend []*jsonschema.Schema) {
-	in := func(c ...*jsonschema.Schema) {
+	add := func(to *[]*jsonschema.Schema, c ...*jsonschema.Schema) {
 		for _, x := range c {
 			if x != nil {
-				inPlace = append(inPlace, x)
+				*to = append(*to, x)
 			}
 		}
 	}
-	down := func(c ...*jsonschema.Schema) {
-		for _, x := range c {
-			if x != nil {
-				descend = append(descend, x)
-			}
-		}
-	}
+	in := func(c ...*jsonschema.Schema) { add(&inPlace, c...) }
+	down := func(c ...*jsonschema.Schema) { add(&descend, c...) }
 	in(s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else)
 	if s.DynamicRef != nil {
 		in(s.DynamicRef.Ref)
@@ -229,9 +222,8 @@ func schemaEdges(s *jsonschema.Schema) (inPlace, descend []*jsonschema.Schema) {
 	return inPlace, descend
 }
 
-// jsonDeeperThan reports whether the JSON text s nests objects and arrays
-// deeper than limit; brackets inside strings do not count. It reads s once
-// and allocates nothing, so it can run before s is parsed.
+// jsonDeeperThan reports whether the JSON text s nests deeper than limit,
+// reading s once without allocating, before it is parsed.
 func jsonDeeperThan(s string, limit int) bool {
 	depth, inString, escaped := 0, false, false
 	for i := 0; i < len(s); i++ {

@@ -48,10 +48,9 @@ const (
 	MaxPatternWork = 50_000_000
 )
 
-// outsideRef refuses a reference of the schema object v that names a
-// scheme (https:, file:, urn:): the compiler reads none of them, but knows
-// the metaschemas of json-schema.org by heart and would follow a $ref to
-// one; a schema may refer to its own parts only.
+// outsideRef refuses a reference of v that names a scheme (https:, file:):
+// the compiler loads none, but knows json-schema.org's metaschemas by heart
+// and would follow a $ref to one.
 func outsideRef(v map[string]any) error {
 	for _, key := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
 		ref, ok := v[key].(string)
@@ -66,12 +65,11 @@ func outsideRef(v map[string]any) error {
 }
 
 // CheckSchema refuses a response_schema over MaxSchemaDepth, MaxSchemaBytes
-// or MaxSchemaObjects, or holding a number JSON cannot carry. It walks the decoded
-// value without recursing, and stops as soon as a limit is passed, so its cost
-// is bounded by the limits, not by the value: it is meant to run before the
-// schema is marshalled or compiled. The size it counts is a lower bound of
-// the JSON encoding; CompileSchema checks the exact size after marshalling.
-// A reference to outside the schema is refused too (outsideRef).
+// or MaxSchemaObjects, holding a number JSON cannot carry, or referring
+// outside itself. It walks without recursing and stops at the first limit
+// passed, so its cost is bounded by the limits: it runs before the schema
+// is marshalled or compiled. The size it counts is a lower bound of the
+// JSON; CompileSchema checks the exact size.
 func CheckSchema(doc map[string]any) error {
 	type node struct {
 		v     any
@@ -141,20 +139,19 @@ func CheckSchema(doc map[string]any) error {
 }
 
 // patternBudget compiles the regular expressions of one schema while their
-// total program size stays within MaxSchemaPatternSize. Each pattern is
-// measured from its parse tree, before the compilation that would expand its
-// repetitions. It is used by one compilation, then closed.
+// total program size stays within MaxSchemaPatternSize, each measured from
+// its parse tree before compiling would expand its repetitions. It serves
+// one compilation, then is closed.
 type patternBudget struct {
 	left int
 	// seen holds the patterns compiled so far: the compiler meets each
-	// pattern twice (checking the schema against its metaschema, then
-	// compiling it), and a pattern repeated in a schema costs memory once.
+	// twice (metaschema check, then compiling), and a repeated one costs
+	// memory once.
 	seen  map[string]*boundedRegexp
 	match *matchBudget
-	// closed is set once the compilation is over. The validator compiles
-	// patterns only to assert "format": "regex", which detour does not ask
-	// of it; should it ever, it gets an error rather than a share of this
-	// map from many goroutines.
+	// closed is set once the compilation is over: the validator compiles
+	// patterns only for "format": "regex", which detour does not assert;
+	// should it ever, it gets an error rather than a shared map.
 	closed atomic.Bool
 }
 
@@ -188,26 +185,23 @@ func (b *patternBudget) compile(s string) (jsonschema.Regexp, error) {
 	return re, nil
 }
 
-// matchBudget is what is left of MaxPatternWork while one answer is checked.
-// Validate holds mu for the whole check, so checks against one Schema run one
-// at a time, each with a budget of its own.
+// matchBudget is what is left of MaxPatternWork while one answer is
+// checked; Validate holds mu for the whole check.
 type matchBudget struct {
 	mu    sync.Mutex
 	left  int
 	spent bool // a pattern was not tried for want of budget
 }
 
-// boundedRegexp is a compiled pattern that matches only within its schema's
-// budget.
+// boundedRegexp is a pattern that matches only within its schema's budget.
 type boundedRegexp struct {
 	*regexp.Regexp
 	size   int // estimated program instructions
 	budget *matchBudget
 }
 
-// MatchString reports whether s contains a match of the pattern; once the
-// answer's budget is spent, it reports no match and marks the budget spent.
-// It is called only by the validator, under budget.mu.
+// MatchString reports whether s contains a match; once the budget is
+// spent, no match, and the budget marked spent. It runs under budget.mu.
 func (r *boundedRegexp) MatchString(s string) bool {
 	work := r.size * max(len(s), 1)
 	if work > r.budget.left {
@@ -218,13 +212,12 @@ func (r *boundedRegexp) MatchString(s string) bool {
 	return r.Regexp.MatchString(s)
 }
 
-// maxProgSize is where progSize stops counting, far above any budget, so that
-// nested repetitions cannot overflow it.
+// maxProgSize is where progSize stops counting, so nesting cannot overflow.
 const maxProgSize = 1 << 30
 
-// progSize estimates the instructions the regexp compiler emits for re: a
-// counted repetition is its body that many times over. The parser bounds the
-// tree's height at 1,000, so the recursion stays shallow.
+// progSize estimates the instructions the regexp compiler emits for re, a
+// counted repetition being its body that many times. The parser bounds the
+// tree's height at 1,000.
 func progSize(re *syntax.Regexp) int {
 	var n int
 	switch re.Op {
