@@ -39,23 +39,19 @@ var cacheScopeRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // cacheKeys are the keys of a request's cache object.
 var cacheKeys = []string{"no_cache", "no_store", "stale_if_error"}
 
-// CacheControl is a request's "cache" object: what it asks of the response
-// cache of a chain that has one (docs/requests.md). Unknown keys are
-// refused, so that a misspelt control does not go unnoticed.
+// CacheControl is a request's "cache" object (docs/requests.md). Unknown
+// keys are refused, so that a misspelt control does not go unnoticed.
 type CacheControl struct {
-	// NoCache: do not answer from a fresh entry; call the chain (and
-	// store its answer).
+	// NoCache: call the chain even when a fresh entry is stored.
 	NoCache bool `msgpack:"no_cache,omitempty" json:"no_cache,omitempty"`
 	// NoStore: do not store this request's answer.
 	NoStore bool `msgpack:"no_store,omitempty" json:"no_store,omitempty"`
-	// StaleIfError is how long past its fresh period an entry may stand in
-	// when no provider answers, in whole seconds; 0 turns stale answers
-	// off, and nil leaves the chain's stale_ttl.
+	// StaleIfError is how long past its fresh period an entry may stand in,
+	// in whole seconds; 0 turns stale answers off, nil leaves stale_ttl.
 	StaleIfError *int64 `msgpack:"stale_if_error,omitempty" json:"stale_if_error,omitempty"`
 }
 
-// UnmarshalJSON reads the cache object strictly: known keys of the right
-// kinds only.
+// UnmarshalJSON reads the cache object strictly.
 func (c *CacheControl) UnmarshalJSON(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -70,8 +66,7 @@ func (c *CacheControl) UnmarshalJSON(data []byte) error {
 func decodeMsgpackCache(v []byte) (*CacheControl, error) {
 	var raw any
 	if err := msgpack.Unmarshal(v, &raw); err != nil {
-		// The body is valid msgpack (checked before): what fails is a map
-		// key that is not a string, here or nested.
+		// The body is valid msgpack: a map key is not a string.
 		if kind := msgpackwalk.Kind(v); kind != "a map" {
 			return nil, fieldError("cache", fieldWants["cache"], kind)
 		}
@@ -147,8 +142,7 @@ func wholeNumber(v any) (int64, bool) {
 	return 0, false
 }
 
-// valueKind words a decoded value for an error: its kind, or a number or
-// short string quoted.
+// valueKind words a decoded value for an error.
 func valueKind(v any) string {
 	switch x := v.(type) {
 	case nil:
@@ -181,8 +175,6 @@ func validateCacheScope(scope string) error {
 	return nil
 }
 
-// cacheControl is what the chain's response cache is asked for this
-// request.
 func (d Decoded) cacheControl() chain.CacheControl {
 	c := chain.CacheControl{Scope: d.CacheScope, Fingerprint: d.Fingerprint}
 	if c.Scope == "" {
