@@ -16,16 +16,14 @@ var ErrNotArray = errors.New("msgpack: not an array")
 // the key is data[KeyStart:ValStart] and the value data[ValStart:ValEnd].
 type Entry struct {
 	KeyStart, ValStart, ValEnd int
-	// Key is the key when it is a string (str or bin, as the msgpack
-	// decoder reads a string); KeyIsString says whether it is.
+	// Key is the key when KeyIsString (a str or bin, as the decoder reads).
 	Key         string
 	KeyIsString bool
 }
 
-// MapEntries splits the map that starts data into its entries, in order
-// (duplicate keys included). Bytes after the map are ignored, as
-// msgpack.Unmarshal ignores them. It refuses a value that is not a map
-// (ErrNotMap) and one that is cut short, without allocating by a declared
+// MapEntries splits the map that starts data into its entries, in order,
+// duplicates included, ignoring bytes after it. It refuses a value that is
+// not a map (ErrNotMap) or is cut short, never allocating by a declared
 // length.
 func MapEntries(data []byte) ([]Entry, error) {
 	n, pos, err := containerLen(data, 0x80, 0xde, 0xdf)
@@ -57,8 +55,7 @@ func MapEntries(data []byte) ([]Entry, error) {
 }
 
 // Elements returns the start and end offsets of each element of the array
-// that starts data. It refuses a value that is not an array (ErrNotArray)
-// and one that is cut short, without allocating by a declared length.
+// that starts data, refusing as MapEntries does (ErrNotArray).
 func Elements(data []byte) ([][2]int, error) {
 	n, pos, err := containerLen(data, 0x90, 0xdc, 0xdd)
 	if errors.Is(err, errWrongKind) {
@@ -84,9 +81,8 @@ func Elements(data []byte) ([][2]int, error) {
 
 var errWrongKind = errors.New("msgpack: another kind of value")
 
-// containerLen reads the header of a map or array whose fix code starts at
-// fix (16 values) and whose 16- and 32-bit codes are c16 and c32: the number
-// of entries or elements, and the offset past the header.
+// containerLen reads the header of a map or array with the codes fix (16
+// values), c16 and c32: its length and the offset past the header.
 func containerLen(data []byte, fix, c16, c32 byte) (n uint64, pos int, err error) {
 	if len(data) == 0 {
 		return 0, 0, ErrTruncated
@@ -108,8 +104,8 @@ func containerLen(data []byte, fix, c16, c32 byte) (n uint64, pos int, err error
 	return 0, 0, errWrongKind
 }
 
-// String decodes b when it is exactly one msgpack string, or binary data,
-// which the msgpack decoder also reads as a string.
+// String decodes b when it is exactly one msgpack str or bin (which the
+// decoder also reads as a string).
 func String(b []byte) (string, bool) {
 	if len(b) == 0 {
 		return "", false
@@ -140,8 +136,8 @@ func String(b []byte) (string, bool) {
 // IsNil reports whether b starts with msgpack's nil.
 func IsNil(b []byte) bool { return len(b) > 0 && b[0] == 0xc0 }
 
-// IsTimestamp reports whether b starts with a msgpack timestamp: an extension
-// of type -1 holding 4, 8 or 12 bytes.
+// IsTimestamp reports whether b starts with a msgpack timestamp (extension
+// type -1 of 4, 8 or 12 bytes).
 func IsTimestamp(b []byte) bool {
 	if len(b) < 3 {
 		return false
@@ -155,8 +151,8 @@ func IsTimestamp(b []byte) bool {
 	return false
 }
 
-// Kind names the kind of the msgpack value that starts b, in words fit for
-// an error a user reads: "a string", "an integer", "a list", ...
+// Kind names the kind of the msgpack value that starts b for a user's
+// error: "a string", "an integer", "a list", ...
 func Kind(b []byte) string {
 	if len(b) == 0 {
 		return "nothing"

@@ -11,11 +11,10 @@ var ErrTruncated = errors.New("msgpack: unexpected end of data")
 
 // Check walks the first msgpack value of data and refuses one that is
 // truncated, nests deeper than maxDepth, declares more elements than the
-// bytes that follow could hold, or holds a str whose bytes are not UTF-8
-// (the msgpack spec's str is UTF-8 text; bytes go in a bin). After it, the
-// elements of every container are present in data, so a decoder's
-// allocations stay proportional to its size, and every string it decodes is
-// text. It neither recurses nor allocates by a declared length.
+// bytes that follow could hold, or holds a str that is not UTF-8 (the
+// spec's str is text; bytes go in a bin). After it, a decoder's allocations
+// stay proportional to data's size. It neither recurses nor allocates by a
+// declared length.
 func Check(data []byte, maxDepth int) error {
 	pending := []uint64{1} // values still to read at each open level
 	pos := 0
@@ -49,10 +48,10 @@ func Check(data []byte, maxDepth int) error {
 	return nil
 }
 
-// ValueEnd returns the offset just past the msgpack value that starts
-// at pos. It counts the values still to skip instead of recursing into
-// containers, and refuses a count the remaining bytes could not hold, so its
-// cost is bounded by len(data) whatever the declared lengths and nesting.
+// ValueEnd returns the offset just past the msgpack value that starts at
+// pos. It counts the values still to skip instead of recursing, and refuses
+// a count the remaining bytes could not hold: its cost is bounded by
+// len(data).
 func ValueEnd(data []byte, pos int) (int, error) {
 	pending := uint64(1)
 	for pending > 0 {
@@ -70,9 +69,9 @@ func ValueEnd(data []byte, pos int) (int, error) {
 	return pos, nil
 }
 
-// Head reads the value at pos. For a scalar it returns the offset
-// past it; for an array or map, the offset past its header and the number of
-// values nested in it (twice the entries of a map).
+// Head reads the value at pos: for a scalar the offset past it; for an
+// array or map, the offset past its header and the number of values in it
+// (twice the entries of a map).
 func Head(data []byte, pos int) (next int, children uint64, err error) {
 	if pos >= len(data) {
 		return 0, 0, ErrTruncated
@@ -133,8 +132,8 @@ func Head(data []byte, pos int) (next int, children uint64, err error) {
 	return pos + int(size), children, nil
 }
 
-// strStart is where the bytes of the str whose header byte c is at pos
-// begin, or 0 when c starts no str.
+// strStart is where the bytes of a str whose header c is at pos begin; 0
+// when c starts none.
 func strStart(c byte, pos int) int {
 	switch {
 	case c >= 0xa0 && c <= 0xbf: // fixstr
