@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"reflect"
 	"regexp"
 	"regexp/syntax"
 	"sync"
@@ -114,13 +115,8 @@ func CheckSchema(doc map[string]any) error {
 			size += len(v) + len(`""`)
 		case []byte: // msgpack bin, marshalled as base64
 			size += base64.StdEncoding.EncodedLen(len(v)) + len(`""`)
-		case float64:
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("response_schema holds %v, which JSON cannot carry", v)
-			}
-			size++
-		case float32:
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		case float32, float64:
+			if f := reflect.ValueOf(v).Float(); math.IsNaN(f) || math.IsInf(f, 0) {
 				return fmt.Errorf("response_schema holds %v, which JSON cannot carry", v)
 			}
 			size++

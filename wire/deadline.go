@@ -27,16 +27,13 @@ var (
 func MsgpackDeadline(v []byte) (string, error) {
 	var sec int64
 	var nsec uint32
-	if len(v) == 0 {
-		return "", fmt.Errorf("%w: deadline is not a msgpack timestamp of 4, 8 or 12 bytes", ErrBadRequest)
-	}
 	switch {
-	case v[0] == 0xd6 && len(v) == 6: // timestamp 32: unsigned seconds
+	case len(v) == 6 && v[0] == 0xd6: // timestamp 32: unsigned seconds
 		sec = int64(binary.BigEndian.Uint32(v[2:]))
-	case v[0] == 0xd7 && len(v) == 10: // timestamp 64: 30 bits of nanoseconds, 34 of seconds
+	case len(v) == 10 && v[0] == 0xd7: // timestamp 64: 30 bits of nanoseconds, 34 of seconds
 		x := binary.BigEndian.Uint64(v[2:])
 		nsec, sec = uint32(x>>34), int64(x&(1<<34-1))
-	case v[0] == 0xc7 && len(v) == 15: // timestamp 96: nanoseconds, signed seconds
+	case len(v) == 15 && v[0] == 0xc7: // timestamp 96: nanoseconds, signed seconds
 		nsec = binary.BigEndian.Uint32(v[3:])
 		sec = int64(binary.BigEndian.Uint64(v[7:]))
 	default:

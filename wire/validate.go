@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -169,10 +170,9 @@ func metadataEntryError(k string, v any) error {
 		size = len(v)
 		f, err := strconv.ParseFloat(string(v), 64)
 		finite = err == nil && !math.IsInf(f, 0)
-	case float64:
-		finite = !math.IsNaN(v) && !math.IsInf(v, 0)
-	case float32:
-		finite = !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0)
+	case float32, float64:
+		f := reflect.ValueOf(v).Float()
+		finite = !math.IsNaN(f) && !math.IsInf(f, 0)
 	}
 	switch {
 	case size > MaxMetadataValueLen:
