@@ -110,20 +110,8 @@ func String(b []byte) (string, bool) {
 	if len(b) == 0 {
 		return "", false
 	}
-	var hdr int
-	switch c := b[0]; {
-	case c >= 0xa0 && c <= 0xbf:
-		hdr = 1
-	case c == 0xd9, c == 0xc4:
-		hdr = 2
-	case c == 0xda, c == 0xc5:
-		hdr = 3
-	case c == 0xdb, c == 0xc6:
-		hdr = 5
-	default:
-		return "", false
-	}
-	if len(b) < hdr {
+	hdr, _ := strHeader(b[0])
+	if hdr == 0 || len(b) < hdr {
 		return "", false
 	}
 	end, err := ValueEnd(b, 0)

@@ -29,7 +29,7 @@ func Check(data []byte, maxDepth int) error {
 		if err != nil {
 			return err
 		}
-		if at := strStart(data[pos], pos); at > 0 && !utf8.Valid(data[at:next]) {
+		if hdr, isStr := strHeader(data[pos]); isStr && !utf8.Valid(data[pos+hdr:next]) {
 			return fmt.Errorf("msgpack: the string at offset %d is not valid UTF-8", pos)
 		}
 		pos = next
@@ -132,20 +132,18 @@ func Head(data []byte, pos int) (next int, children uint64, err error) {
 	return pos + int(size), children, nil
 }
 
-// strStart is where the bytes of a str whose header c is at pos begin; 0
-// when c starts none.
-func strStart(c byte, pos int) int {
+// strHeader is the header size of the str (isStr) or bin whose first byte
+// is c; 0 for any other value.
+func strHeader(c byte) (size int, isStr bool) {
 	switch {
 	case c >= 0xa0 && c <= 0xbf: // fixstr
-		return pos + 1
-	case c == 0xd9: // str8, str16, str32: the header byte, then the length
-		return pos + 2
-	case c == 0xda:
-		return pos + 3
-	case c == 0xdb:
-		return pos + 5
+		return 1, true
+	case c == 0xd9, c == 0xda, c == 0xdb: // str8, str16, str32
+		return 1 + 1<<(c-0xd9), true
+	case c == 0xc4, c == 0xc5, c == 0xc6: // bin8, bin16, bin32
+		return 1 + 1<<(c-0xc4), false
 	}
-	return 0
+	return 0, false
 }
 
 // readUint reads a big-endian length of width bytes at pos.
