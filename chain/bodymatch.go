@@ -27,8 +27,8 @@ func classifyBody(status int, u upstreamError) Class {
 	return r.class
 }
 
-// ownClass is the class the failure has without its body's words: the
-// status's, or in a 2xx the embedded code's (ClassNone when there is none).
+// ownClass is the class without the body's words: the status's, or in a
+// 2xx the embedded code's (ClassNone for none).
 func ownClass(status int, u upstreamError) Class {
 	if status/100 != 2 {
 		return Classify(status)

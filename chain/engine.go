@@ -232,8 +232,8 @@ func (c *Chain) exhausted(req *Request, res *Result, w *walk) error {
 	return ex
 }
 
-// pass makes up to 1+retries attempts on one provider and returns nil with
-// its answer in resp, or the failure that ended the pass.
+// pass makes up to 1+retries attempts on one provider: nil with its answer
+// in resp, or the failure that ended the pass.
 func (c *Chain) pass(ctx context.Context, step *Step, req *Request, res *Result, resp *Response, retries int) *CallError {
 	for retry := 0; ; retry++ {
 		started := c.now()
@@ -327,10 +327,9 @@ func (c *Chain) record(ctx context.Context, step *Step, failure *CallError, star
 	return f.CooldownFor > 0
 }
 
-// hintCooldown is the cooldown a provider's wait hint asks for: the hint in
-// whole seconds, rounded up (KV TTLs are whole seconds), and capped at
-// maxCooldown when that is set, so that one "Retry-After: 86400" cannot take
-// a provider out for a day.
+// hintCooldown is the cooldown a wait hint asks for: in whole seconds
+// rounded up (as KV TTLs are), capped at maxCooldown when set, so that one
+// "Retry-After: 86400" cannot take a provider out for a day.
 func hintCooldown(hint, maxCooldown time.Duration) time.Duration {
 	d := hint.Round(time.Second)
 	if d < hint {

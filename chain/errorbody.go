@@ -49,9 +49,8 @@ const maxTitleSearch = 64 << 10
 // an 8 MiB message of "try again in 1" took seconds of CPU to read whole.
 const maxReadText = 16 << 10
 
-// decodeErrorBody reads an error body of any shape upstreamError lists. It
-// never fails: what it cannot read is kept as raw text. Its texts are cut
-// to maxReadText.
+// decodeErrorBody reads an error body of any shape upstreamError lists,
+// keeping what it cannot read as raw text, its texts cut to maxReadText.
 func decodeErrorBody(body []byte) upstreamError {
 	b := bytes.TrimSpace(body)
 	u := upstreamError{raw: string(b)}
@@ -117,7 +116,7 @@ func decodeObject(b []byte, depth int) upstreamError {
 }
 
 // nameOrCode reads a type, code or status field: a word is a name, a
-// number (or a string of digits) between 100 and 999 is an HTTP-like code.
+// number (or digits) from 100 to 999 an HTTP-like code.
 func nameOrCode(raw json.RawMessage) (name string, code int) {
 	s := jsonString(raw)
 	if s == "" {
@@ -145,8 +144,7 @@ func jsonString(raw json.RawMessage) string {
 	return s
 }
 
-// htmlTitle is the page's <title>, unescaped with whitespace collapsed, or
-// "" when it has none.
+// htmlTitle is the page's <title>, unescaped with whitespace collapsed.
 func htmlTitle(page []byte) string {
 	page = page[:min(len(page), maxTitleSearch)]
 	// Lowered byte for byte, so that an index into it is one into page

@@ -73,8 +73,7 @@ type openRouterMetadata struct {
 	ErrorType    json.RawMessage            `json:"error_type"`
 }
 
-// readMetadata reads an OpenRouter metadata object; a relayed error in raw
-// is read depth levels down at most.
+// readMetadata reads an OpenRouter metadata object.
 func (u *upstreamError) readMetadata(raw json.RawMessage, depth int) {
 	var m openRouterMetadata
 	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
@@ -102,10 +101,9 @@ func (u *upstreamError) addHintHeader(key string, values []string) {
 	u.hintHeader[key] = values
 }
 
-// readRelayed reads the upstream error a gateway relays: a JSON document
-// (as a string, or as an object) of any shape decodeErrorBody reads, or
-// plain text. Its names and hints join the body's; its message becomes the
-// detail.
+// readRelayed reads the upstream error a gateway relays, a JSON document
+// (as a string or an object) or plain text: its names and hints join the
+// body's, its message becomes the detail.
 func (u *upstreamError) readRelayed(raw json.RawMessage, depth int) {
 	doc := bytes.TrimSpace(raw)
 	if s := jsonString(raw); s != "" {

@@ -86,8 +86,7 @@ func secondsHint(raw json.RawMessage) time.Duration {
 }
 
 // parseDecimal reads "digits" or "digits.digits" as a count of unit,
-// rounded up to the nanosecond. Signs, exponents, NaN and Inf are refused;
-// a value too large for a Duration gives maxHint.
+// rounded up, refusing signs, exponents, NaN and Inf; maxHint at most.
 func parseDecimal(s string, unit time.Duration) (time.Duration, bool) {
 	whole, frac, dot := strings.Cut(strings.TrimPrefix(s, "+"), ".")
 	if !allDigits(whole) || (dot && !allDigits(frac)) {
@@ -118,8 +117,7 @@ func allDigits(s string) bool {
 	return true
 }
 
-// parseProtoDuration reads a protobuf Duration in its JSON form, decimal
-// seconds with an "s" suffix ("30s", "1.5s"), as Google's RetryInfo sends it.
+// parseProtoDuration reads a protobuf Duration's JSON form ("1.5s").
 func parseProtoDuration(s string) (time.Duration, bool) {
 	secs, ok := strings.CutSuffix(strings.TrimSpace(s), "s")
 	if !ok {

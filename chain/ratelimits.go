@@ -34,8 +34,7 @@ import (
 //     (https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/),
 //     or in draft -07 `limit=10, remaining=0, reset=7`.
 
-// windowWait is the longest reset among the windows that header reports
-// spent, 0 if none is; every value is bounded by maxHint.
+// windowWait is the longest reset among the windows header reports spent.
 func windowWait(header http.Header, now time.Time) time.Duration {
 	var wait time.Duration
 	for key, values := range header {
@@ -64,15 +63,13 @@ func resetKeyFor(key string) (string, bool) {
 	return "", false
 }
 
-// spent reports a remaining count of 0 ("0", "0.0"); an unknown count
-// (Azure OpenAI sends -1) or one that does not read is not.
+// spent reports a remaining count of 0 ("0.0" too), not Azure's unknown -1.
 func spent(remaining string) bool {
 	n, ok := parseDecimal(strings.TrimSpace(remaining), time.Second)
 	return ok && n == 0
 }
 
-// goDuration is a positive duration in Go's syntax, as OpenAI and Groq
-// write their resets ("6m0s", "2m59.56s", "20ms").
+// goDuration is a positive duration in Go's syntax ("6m0s", "20ms").
 var goDuration = regexp.MustCompile(`^(?:\d{1,20}(?:\.\d{1,20})?(?:ns|us|µs|ms|s|m|h))+$`)
 
 // parseReset reads a window's reset in any form the families above write:
@@ -116,13 +113,11 @@ func until(t, now time.Time) time.Duration {
 	return min(max(t.Sub(now), 0), maxHint)
 }
 
-// maxPolicies bounds the policies of RateLimit fields read: the field is
-// outside input.
+// maxPolicies bounds the policies of RateLimit fields read.
 const maxPolicies = 64
 
 // policyWait is the longest reset among the spent policies of RateLimit
-// fields, in either form of the drafts: `"p";r=0;t=30` per policy, or the
-// dictionary `limit=10, remaining=0, reset=7`.
+// fields, in either form of the drafts above.
 func policyWait(fields []string) time.Duration {
 	var wait time.Duration
 	read := 0

@@ -25,8 +25,7 @@ type Schema struct {
 	patterns *matchBudget // nil without patterns: checks run concurrently
 }
 
-// schemaURL is the name the request's schema is compiled under; it is never
-// fetched.
+// schemaURL is the name the request's schema is compiled under, never fetched.
 const schemaURL = "detour:response_schema"
 
 // CompileSchema compiles a request's response_schema. A schema outside the
@@ -273,7 +272,6 @@ func (s *Schema) Validate(content string) error {
 	return nil
 }
 
-// stripFence removes a surrounding ```json … ``` fence.
 func stripFence(s string) string {
 	t := strings.TrimSpace(s)
 	if !strings.HasPrefix(t, "```") || !strings.HasSuffix(t, "```") || len(t) < 6 {
@@ -290,7 +288,6 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// quoteStart quotes the first n characters of s, marking a cut with "…".
 func quoteStart(s string, n int) string {
 	if r := []rune(s); len(r) > n {
 		return strconv.Quote(string(r[:n]) + "…")

@@ -7,23 +7,18 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Limits on what validating one answer against a response_schema may cost.
-// References let a small schema branch without end: 1.3 KB of definitions,
-// each "anyOf" two references to the next, take 4 s to check the answer
-// true, doubling with every definition added, and the validator cannot be
-// interrupted. Compilation refuses such a schema; validation refuses an
-// answer deeper than a schema could be meant for.
+// Limits on what validating one answer may cost. References let a small
+// schema branch without end (1.3 KB of definitions, each "anyOf" two
+// references to the next, take 4 s to check true, doubling with each), and
+// the validator cannot be interrupted.
 const (
 	// MaxSchemaEvaluations bounds, for each value of an answer, how many
-	// parts of the schema may be checked against it: the number of paths
-	// through applicators and references, as for an answer
-	// MaxAnswerDepth levels deep. A schema without references has about as
-	// many paths as parts, and MaxSchemaObjects bounds those.
+	// parts of the schema may be checked against it: the paths through
+	// applicators and references, for an answer MaxAnswerDepth deep.
 	MaxSchemaEvaluations = 50_000
 	// MaxAnswerDepth is the deepest nesting of objects and arrays an answer
-	// may have to be checked against a response_schema. Only a recursive
-	// schema admits answers deeper than itself, and no model writes a
-	// tree 128 levels deep for a caller.
+	// checked against a response_schema may have: only a recursive schema
+	// admits deeper answers, and no model writes them for a caller.
 	MaxAnswerDepth = 128
 )
 
@@ -63,9 +58,8 @@ func checkEvaluations(root *jsonschema.Schema) error {
 	return nil
 }
 
-// schemaGraph is a compiled schema as a graph of its parts; node 0 is the
-// root. Its edges are split by whether the part applies to the same value
-// (inPlace) or to values one level down (descend).
+// schemaGraph is a compiled schema as a graph of its parts, node 0 the
+// root, with edges to parts of the same value (inPlace) or one level down.
 type schemaGraph struct {
 	nodes   []*jsonschema.Schema
 	inPlace [][]int // without the edges that close a loop

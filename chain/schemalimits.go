@@ -15,37 +15,31 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Limits on a request's response_schema. A schema is outside input whose cost
-// is far out of proportion to its size: compiling one nested n levels deep
-// costs about n³ (20 KB of {"items": … took 11.6 s and 16.5 GB), and one
-// 21 KB pattern can compile to 130 MB. Each limit is checked before the work
-// it bounds.
+// Limits on a request's response_schema, whose cost is far out of
+// proportion to its size: n levels deep cost about n³ to compile (20 KB of
+// {"items": … took 11.6 s and 16.5 GB), and a 21 KB pattern can compile to
+// 130 MB. Each is checked before the work it bounds.
 const (
-	// MaxSchemaBytes is the largest response_schema, in bytes of its JSON
-	// encoding. Real answer schemas are a few KiB; 64 KiB compiles in well
-	// under a second.
+	// MaxSchemaBytes is the largest response_schema, in bytes of its JSON;
+	// real ones are a few KiB, and 64 KiB compiles well under a second.
 	MaxSchemaBytes = 64 << 10
 	// MaxSchemaDepth is the deepest nesting of objects and arrays in a
-	// response_schema, the schema object itself being level 1. A nested
-	// property costs two levels ("properties", then its schema), so 32
-	// allows about 15 levels of nested objects in the answer.
+	// response_schema, the schema itself being level 1: a nested property
+	// costs two levels, so about 15 levels of nested objects in the answer.
 	MaxSchemaDepth = 32
-	// MaxSchemaObjects is the most JSON objects a response_schema may hold
-	// (its subschemas and any object among its values). The compiler's cost
-	// grows with the square of its subschemas: 20,000 empty ones, 60 KB,
-	// take 2.3 s; 5,000 take under 0.3 s. Real schemas have hundreds.
+	// MaxSchemaObjects is the most JSON objects a response_schema may hold.
+	// The compiler's cost grows with their square: 20,000 empty ones take
+	// 2.3 s, 5,000 under 0.3 s. Real schemas have hundreds.
 	MaxSchemaObjects = 5_000
 	// MaxSchemaPatternSize bounds the regular expressions of a
-	// response_schema (pattern, patternProperties), in compiled program
-	// instructions, all patterns together. Counted repetition multiplies:
+	// response_schema, in compiled program instructions, all together:
 	// "a{1000}" is seven bytes and a thousand instructions of about 40
-	// bytes each. 50,000 is a few dozen realistic patterns, or 2 MB.
+	// bytes. 50,000 is a few dozen realistic patterns, or 2 MB.
 	MaxSchemaPatternSize = 50_000
 	// MaxPatternWork bounds the regexp work of checking one answer, in
-	// program instructions times bytes matched, all patterns together. Go's
-	// matcher takes time in proportion to both: a 226-byte pattern of
-	// 25,000 instructions takes 9 s on a 10 KB string. 50,000,000 is about
-	// a second; an answer that needs more fails its patterns.
+	// program instructions times bytes matched, all patterns together: a
+	// 226-byte pattern of 25,000 instructions takes 9 s on a 10 KB string.
+	// 50,000,000 is about a second; an answer that needs more fails.
 	MaxPatternWork = 50_000_000
 )
 

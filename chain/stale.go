@@ -30,8 +30,7 @@ type CacheControl struct {
 	// NoStore: store nothing for this request.
 	NoStore bool
 	// StaleIfError bounds how long past its fresh period an entry may stand
-	// in for this request; nil means the chain's stale_ttl, zero turns
-	// stale answers off.
+	// in; nil means the chain's stale_ttl, zero none.
 	StaleIfError *time.Duration
 	// Fingerprint returns the hex SHA-256 of what in the request changes
 	// the answer; "" (or nil) keeps it out of the cache. A function, so only
@@ -39,16 +38,14 @@ type CacheControl struct {
 	Fingerprint func() string
 }
 
-// StaleAnswer is an earlier answer to the same request that may stand in,
-// degraded, when no provider answers: after every provider and before the
-// rules provider, never for a poison request.
+// StaleAnswer is an earlier answer that may stand in, degraded, when no
+// provider answers, before the rules provider; never for a poison request.
 type StaleAnswer struct {
 	Content  string
 	Provider string
 	Model    string
 	Usage    Usage
-	// CreatedAt is when the answer was first given; Until is when it may no
-	// longer stand in.
+	// CreatedAt is when the answer was given; Until is the end of its window.
 	CreatedAt time.Time
 	Until     time.Time
 }
