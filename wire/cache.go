@@ -84,15 +84,11 @@ func decodeMsgpackCache(v []byte) (*CacheControl, error) {
 
 // set fills c from a decoded object (JSON with json.Number, or msgpack).
 func (c *CacheControl) set(v any) error {
-	if v == nil {
-		*c = CacheControl{}
-		return nil
-	}
+	*c = CacheControl{}
 	obj, ok := v.(map[string]any)
-	if !ok {
+	if !ok && v != nil {
 		return fmt.Errorf(`cache must be an object such as {"no_store": true}, not %s`, valueKind(v))
 	}
-	*c = CacheControl{}
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		val := obj[k]
 		switch k {
