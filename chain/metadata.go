@@ -168,7 +168,6 @@ func (m *Metadata) DecodeMsgpack(dec *msgpack.Decoder) error {
 
 // decodeMetadataValue decodes one msgpack scalar; false for another value.
 func decodeMetadataValue(b []byte) (any, bool) {
-	var err error
 	switch c := b[0]; {
 	case c == 0xc0:
 		return nil, true
@@ -176,24 +175,25 @@ func decodeMetadataValue(b []byte) (any, bool) {
 		return c == 0xc3, true
 	case c == 0xcf: // uint64: the one integer that may not fit an int64
 		var u uint64
-		if err = msgpack.Unmarshal(b, &u); err == nil && u <= math.MaxInt64 {
+		err := msgpack.Unmarshal(b, &u)
+		if err == nil && u <= math.MaxInt64 {
 			return int64(u), true
 		}
 		return u, err == nil
 	case c <= 0x7f, c >= 0xe0, c >= 0xcc && c <= 0xd3:
-		var i int64
-		err = msgpack.Unmarshal(b, &i)
-		return i, err == nil
+		return unmarshalAs[int64](b)
 	case c == 0xca:
-		var f float32
-		err = msgpack.Unmarshal(b, &f)
-		return f, err == nil
+		return unmarshalAs[float32](b)
 	case c == 0xcb:
-		var f float64
-		err = msgpack.Unmarshal(b, &f)
-		return f, err == nil
+		return unmarshalAs[float64](b)
 	case c >= 0xa0 && c <= 0xbf, c >= 0xd9 && c <= 0xdb:
 		return msgpackwalk.String(b)
 	}
 	return nil, false
+}
+
+func unmarshalAs[T any](b []byte) (any, bool) {
+	var v T
+	err := msgpack.Unmarshal(b, &v)
+	return v, err == nil
 }
