@@ -36,8 +36,7 @@ type Request struct {
 	Schema *Schema
 	// Cache is what the request asks of the response cache.
 	Cache CacheControl
-	// Stale, when set, is an earlier answer that stands in when no
-	// provider answers, before the rules provider (see StaleAnswer).
+	// Stale, when set, may stand in when no provider answers (StaleAnswer).
 	Stale *StaleAnswer
 }
 
@@ -66,14 +65,12 @@ func reportedUsage(prompt, completion int) Usage {
 type Response struct {
 	Content string
 	Model   string
-	// Complete is set when the answer ended the way the provider's API
-	// documents a complete answer (stop.go); an answer that is not never
-	// wins. A Provider written in Go sets it for every answer it stands
-	// behind.
+	// Complete is set when the answer ended the way its API documents a
+	// complete answer (stop.go); only then may it win. A Provider written
+	// in Go sets it for every answer it stands behind.
 	Complete bool
-	// StopReason is the provider's finish_reason or stop_reason as spelled
-	// ("" for none), or "refusal" when an OpenAI answer carried
-	// message.refusal.
+	// StopReason is the finish_reason or stop_reason as spelled, or
+	// "refusal" for OpenAI's message.refusal.
 	StopReason string
 	// Refusal is the text of OpenAI's message.refusal; "" when none.
 	Refusal string

@@ -85,8 +85,7 @@ var ErrBadReplySubject = errors.New("bad reply subject")
 type Decoded struct {
 	Request
 	Encoding Encoding
-	// DeadlineAt is the parsed deadline when HasDeadline, the zero time
-	// included.
+	// DeadlineAt is the parsed deadline when HasDeadline (zero included).
 	DeadlineAt time.Time
 }
 
@@ -170,9 +169,7 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 	if d.MaxTokens < 0 || d.MaxTokens > MaxMaxTokens {
 		return fmt.Errorf("%w: max_tokens must be between 0 and %d", ErrBadRequest, MaxMaxTokens)
 	}
-	if t := d.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0) || *t < 0) {
-		// msgpack can carry NaN and infinities; JSON can carry neither, and
-		// no provider takes them.
+	if t := d.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0) || *t < 0) { // msgpack can carry them
 		return fmt.Errorf("%w: temperature must be a finite number, not negative", ErrBadRequest)
 	}
 	if err := validateMetadata(d.Metadata); err != nil {
