@@ -24,16 +24,14 @@ const DefaultCacheScope = "shared"
 
 // Limits of the cache fields (docs/requests.md).
 const (
-	// MaxCacheScopeLen is the longest cache_scope, in bytes: it is one
-	// token of a key in the cache bucket.
+	// MaxCacheScopeLen is the longest cache_scope, in bytes, a token of a
+	// key in the cache bucket.
 	MaxCacheScopeLen = 64
-	// MaxStaleIfError is the largest stale_if_error, in seconds (about
-	// 31 years: longer than any stale_ttl).
+	// MaxStaleIfError is the largest stale_if_error, in seconds (31 years).
 	MaxStaleIfError = 1_000_000_000
 )
 
-// cacheScopeRE is what a cache_scope may hold: characters every KV key
-// token allows.
+// cacheScopeRE holds characters every KV key token allows.
 var cacheScopeRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // cacheKeys are the keys of a request's cache object.
@@ -123,7 +121,6 @@ func (c *CacheControl) set(v any) error {
 	return nil
 }
 
-// wholeNumber is v as an integer, if it is one.
 func wholeNumber(v any) (int64, bool) {
 	switch n := v.(type) {
 	case json.Number:

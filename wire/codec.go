@@ -115,8 +115,7 @@ func DetectEncoding(data []byte, header nats.Header) (Encoding, error) {
 }
 
 // RequestID is a request's id: the body's "id", else its Nats-Msg-Id
-// header, else its sequence in RequestsStream (docs/requests.md); "" when
-// all three are unknown (a sequence of 0).
+// header, else its sequence in RequestsStream; "" for none (sequence 0).
 func RequestID(bodyID, msgID string, seq uint64) string {
 	switch {
 	case bodyID != "":
@@ -129,9 +128,8 @@ func RequestID(bodyID, msgID string, seq uint64) string {
 	return ""
 }
 
-// DecodeRequest decodes and validates a request body. seq is the stream
-// sequence, the id of last resort. replyPrefixes are the allowed reply
-// subject prefixes. Errors wrap ErrBadRequest or ErrBadReplySubject.
+// DecodeRequest decodes and validates a request body stored at seq, given
+// the allowed reply prefixes. Errors wrap ErrBadRequest or ErrBadReplySubject.
 func DecodeRequest(data []byte, header nats.Header, seq uint64, replyPrefixes []string) (Decoded, error) {
 	enc, err := DetectEncoding(data, header)
 	if err != nil {
@@ -200,8 +198,7 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 }
 
 // replySubject is where the result of the request with the valid id goes,
-// given the reply subject it named ("" for none): that subject when it is
-// allowed, else an error wrapping ErrBadReplySubject.
+// given the reply subject it named, or an error wrapping ErrBadReplySubject.
 func replySubject(id, replyTo string, replyPrefixes []string) (string, error) {
 	own := ResultSubject(id)
 	if replyTo == "" || replyTo == own { // valid, as the id is

@@ -17,10 +17,9 @@ import (
 	"github.com/detourhq/detour/internal/text"
 )
 
-// This file decodes a request body in either encoding, and says what is
-// wrong with one in the words of docs/requests.md: the field, what it must
-// be and what was found, never a decoder's Go types. Every error wraps
-// ErrBadRequest.
+// This file decodes a request body in either encoding; its errors wrap
+// ErrBadRequest and say, as docs/requests.md does, the field, what it must
+// be and what was found, never a decoder's Go types.
 
 // What each request field must be, as an error says it.
 var fieldWants = map[string]string{
@@ -38,15 +37,13 @@ var fieldWants = map[string]string{
 	"cache_scope":      "a string",
 }
 
-// fieldError says that field holds a value of the wrong kind.
 func fieldError(field, want, found string) error {
 	return fmt.Errorf("%w: %s must be %s, not %s", ErrBadRequest, field, want, found)
 }
 
-// CheckJSONText refuses JSON text whose strings encoding/json would read as
-// U+FFFD, other than sent: bytes that are not UTF-8 (RFC 8259 section 8.1)
-// and a \u escape of half a surrogate pair alone (section 8.2). The error
-// names the offset, after "what" ("body", "line").
+// CheckJSONText refuses JSON text that encoding/json would read as U+FFFD:
+// bytes that are not UTF-8 (RFC 8259 section 8.1) and a lone surrogate
+// escape (section 8.2). The error names the offset, after "what" ("body").
 func CheckJSONText(data []byte, what string) error {
 	if !utf8.Valid(data) {
 		return fmt.Errorf("%s is not valid UTF-8 at byte %d (JSON text is UTF-8, RFC 8259 section 8.1)", what, invalidUTF8At(data))
@@ -125,8 +122,7 @@ func invalidUTF8At(data []byte) int {
 	return len(data)
 }
 
-// errEmptyID refuses an id given as "": no subject token (docs/requests.md, id),
-// where one left out falls back to Nats-Msg-Id or the sequence.
+// errEmptyID refuses an id given as "" (docs/requests.md, id).
 var errEmptyID = fmt.Errorf("%w: id must not be empty; leave it out to be named by Nats-Msg-Id or the stream sequence", ErrBadRequest)
 
 // emptyString is how an empty string is written in JSON: an id given as ""

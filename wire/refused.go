@@ -21,15 +21,11 @@ type Address struct {
 }
 
 // RefusedAddress says where the failed result of a request refused on
-// arrival goes (docs/results.md, Refused requests). It reads the body's
-// "id" and "reply_to" field by field as DecodeRequest would, whatever else
-// is wrong with it, at a cost bounded by the body's size.
-//
-// The id is found as for any request, a body that cannot be read counting
-// as one without an "id"; ok is false when it is not valid, or the body's
-// "id" is not a string. The reply subject is the body's "reply_to", else the
-// Detour-Reply-To header, when allowed; else the own result subject. The
-// encoding is RefusedEncoding's.
+// arrival goes (docs/results.md, Refused requests), reading the body's "id"
+// and "reply_to" as DecodeRequest would, whatever else is wrong with it, at
+// a cost bounded by its size. ok is false when the id is not valid or the
+// body's is no string; a reply subject not allowed gives way to the own
+// result subject. The encoding is RefusedEncoding's.
 func RefusedAddress(data []byte, header nats.Header, seq uint64, replyPrefixes []string) (a Address, ok bool) {
 	enc, f := refusedEncoding(data, header)
 	if f.badID {
@@ -59,7 +55,6 @@ func RefusedEncoding(data []byte, header nats.Header) Encoding {
 	return enc
 }
 
-// refusedEncoding is RefusedEncoding, with the envelope read on the way.
 func refusedEncoding(data []byte, header nats.Header) (Encoding, envelope) {
 	enc, err := DetectEncoding(data, header)
 	declared := err == nil && header.Get(HeaderContentType) != ""

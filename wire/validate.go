@@ -51,9 +51,8 @@ func quote(s string) string {
 }
 
 // ValidateID checks that a request id can stand as one subject token, header
-// value and log field: at most MaxIDLen bytes of valid UTF-8, every character
-// printable and none a space, a control or format (invisible) character,
-// '.', '*' or '>'. Letters of any script are welcome.
+// value and log field: at most MaxIDLen bytes of printable UTF-8, without
+// spaces, control or format characters, '.', '*' or '>' (docs/requests.md).
 func ValidateID(id string) error {
 	switch {
 	case id == "":
@@ -72,7 +71,6 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// idRune reports whether r may appear in a request id.
 func idRune(r rune) bool {
 	switch {
 	case r == '.', r == '*', r == '>':
@@ -156,7 +154,6 @@ func validateMetadata(m chain.Metadata) error {
 	return nil
 }
 
-// metadataEntryError is what is wrong with one metadata entry, if anything.
 func metadataEntryError(k string, v any) error {
 	if len(k) > MaxMetadataKeyLen {
 		return fmt.Errorf("%w: metadata key %s is longer than %d bytes", ErrBadRequest, quote(k), MaxMetadataKeyLen)
