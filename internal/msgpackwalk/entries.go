@@ -26,15 +26,9 @@ type Entry struct {
 // not a map (ErrNotMap) or is cut short, never allocating by a declared
 // length.
 func MapEntries(data []byte) ([]Entry, error) {
-	n, pos, err := containerLen(data, 0x80, 0xde, 0xdf)
-	if errors.Is(err, errWrongKind) {
-		return nil, ErrNotMap
-	}
+	n, pos, err := containerLen(data, 0x80, 0xde, 0xdf, 2, ErrNotMap)
 	if err != nil {
 		return nil, err
-	}
-	if n > uint64(len(data)-pos)/2 { // every key and value takes a byte at least
-		return nil, ErrTruncated
 	}
 	entries := make([]Entry, 0, n)
 	for range n {
@@ -57,15 +51,9 @@ func MapEntries(data []byte) ([]Entry, error) {
 // Elements returns the start and end offsets of each element of the array
 // that starts data, refusing as MapEntries does (ErrNotArray).
 func Elements(data []byte) ([][2]int, error) {
-	n, pos, err := containerLen(data, 0x90, 0xdc, 0xdd)
-	if errors.Is(err, errWrongKind) {
-		return nil, ErrNotArray
-	}
+	n, pos, err := containerLen(data, 0x90, 0xdc, 0xdd, 1, ErrNotArray)
 	if err != nil {
 		return nil, err
-	}
-	if n > uint64(len(data)-pos) { // every element takes a byte at least
-		return nil, ErrTruncated
 	}
 	spans := make([][2]int, 0, n)
 	for range n {
@@ -79,29 +67,29 @@ func Elements(data []byte) ([][2]int, error) {
 	return spans, nil
 }
 
-var errWrongKind = errors.New("msgpack: another kind of value")
-
 // containerLen reads the header of a map or array with the codes fix (16
-// values), c16 and c32: its length and the offset past the header.
-func containerLen(data []byte, fix, c16, c32 byte) (n uint64, pos int, err error) {
-	if len(data) == 0 {
+// values), c16 and c32: its length and the offset past the header. It
+// refuses another value with wrongKind, and a length whose items, of per
+// values of a byte at least, the bytes after the header could not hold.
+func containerLen(data []byte, fix, c16, c32 byte, per uint64, wrongKind error) (n uint64, pos int, err error) {
+	switch {
+	case len(data) == 0:
+		return 0, 0, ErrTruncated
+	case data[0] >= fix && data[0] <= fix|0x0f:
+		n, pos = uint64(data[0]&0x0f), 1
+	case data[0] == c16 && len(data) >= 3:
+		n, pos = uint64(binary.BigEndian.Uint16(data[1:])), 3
+	case data[0] == c32 && len(data) >= 5:
+		n, pos = uint64(binary.BigEndian.Uint32(data[1:])), 5
+	case data[0] == c16, data[0] == c32:
+		return 0, 0, ErrTruncated
+	default:
+		return 0, 0, wrongKind
+	}
+	if n > uint64(len(data)-pos)/per {
 		return 0, 0, ErrTruncated
 	}
-	switch c := data[0]; {
-	case c >= fix && c <= fix|0x0f:
-		return uint64(c & 0x0f), 1, nil
-	case c == c16:
-		if len(data) < 3 {
-			return 0, 0, ErrTruncated
-		}
-		return uint64(binary.BigEndian.Uint16(data[1:])), 3, nil
-	case c == c32:
-		if len(data) < 5 {
-			return 0, 0, ErrTruncated
-		}
-		return uint64(binary.BigEndian.Uint32(data[1:])), 5, nil
-	}
-	return 0, 0, errWrongKind
+	return n, pos, nil
 }
 
 // String decodes b when it is exactly one msgpack str or bin (which the
