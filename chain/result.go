@@ -34,9 +34,8 @@ type Attempt struct {
 	StopReason string `msgpack:"stop_reason,omitempty" json:"stop_reason,omitempty"`
 }
 
-// Result is the annotated answer to one request (docs/results.md). The
-// stream adds the queue time, deliveries and metadata to what the chain
-// fills in.
+// Result is the annotated answer to one request (docs/results.md). The stream
+// adds the queue time, deliveries and metadata to what the chain fills in.
 type Result struct {
 	ID       string    `msgpack:"id" json:"id"`
 	Status   Status    `msgpack:"status" json:"status"`

@@ -112,11 +112,10 @@ const SchemaCacheSize = 16
 // CPU of a large machine, and its memory to a few tens of MB per cache.
 const maxSchemaCompilations = 4
 
-// SchemaCache compiles response schemas and keeps the most recently used,
-// keyed by a hash of their canonical JSON, so that a schema sent with every
-// request is compiled once; one that does not compile is remembered too.
-// It is safe for concurrent use; requests with one schema share one
-// compilation.
+// SchemaCache compiles response schemas and keeps the most recently used, keyed
+// by a hash of their canonical JSON, so that a schema sent with every request
+// is compiled once; one that does not compile is remembered too. It is safe for
+// concurrent use; requests with one schema share one compilation.
 type SchemaCache struct {
 	mu        sync.Mutex
 	size      int

@@ -134,9 +134,8 @@ func CheckSchema(doc map[string]any) error {
 // one compilation, then is closed.
 type patternBudget struct {
 	left int
-	// seen holds the patterns compiled so far: the compiler meets each
-	// twice (metaschema check, then compiling), and a repeated one costs
-	// memory once.
+	// seen holds the patterns compiled so far: the compiler meets each twice
+	// (metaschema check, then compiling), and a repeated one costs memory once.
 	seen  map[string]*boundedRegexp
 	match *matchBudget
 	// closed is set once the compilation is over: the validator compiles

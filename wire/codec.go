@@ -218,11 +218,10 @@ func CheckReplySubject(subject string, replyPrefixes []string) error {
 	return ValidateReplySubject(subject, replyPrefixes)
 }
 
-// ChainRequest is what the chain is asked for this request, its
-// response_schema compiled through schemas when it is not nil (returning
-// once ctx ends), else directly. The error wraps ErrBadRequest, and ctx's
-// error when ctx ended first. The receiver is a pointer so that a caller's
-// frame holds no copy of d.
+// ChainRequest is what the chain is asked for this request, its response_schema
+// compiled through schemas when it is not nil (returning once ctx ends), else
+// directly. The error wraps ErrBadRequest, and ctx's error when ctx ended
+// first. The receiver is a pointer so that a caller's frame holds no copy of d.
 func (d *Decoded) ChainRequest(ctx context.Context, schemas *chain.SchemaCache) (chain.Request, error) {
 	req := chain.Request{ID: d.ID, Messages: d.Messages, MaxTokens: d.MaxTokens, Temperature: d.Temperature,
 		Cache: d.cacheControl()}

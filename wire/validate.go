@@ -86,9 +86,8 @@ func idRune(r rune) bool {
 // ValidateReplySubject refuses a reply subject that is not a plain publish
 // subject under one of the allowed prefixes, so that no request can make a
 // processor publish to $JS.API.… or a subject the server would drop its
-// connection for: at most MaxReplySubjectLen bytes of printable ASCII
-// without spaces, in at most MaxReplySubjectTokens non-empty tokens, none a
-// wildcard.
+// connection for: at most MaxReplySubjectLen bytes of printable ASCII without
+// spaces, in at most MaxReplySubjectTokens non-empty tokens, none a wildcard.
 func ValidateReplySubject(subject string, prefixes []string) error {
 	if err := checkPublishSubject(subject); err != nil {
 		return fmt.Errorf("%w: %s is not a valid publish subject: %v", ErrBadReplySubject, quote(subject), err)

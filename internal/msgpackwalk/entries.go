@@ -8,8 +8,7 @@ import (
 // ErrNotMap reports a value that is not a msgpack map where one was wanted.
 var ErrNotMap = errors.New("msgpack: not a map")
 
-// ErrNotArray reports a value that is not a msgpack array where one was
-// wanted.
+// ErrNotArray reports a value that is not a msgpack array where one was wanted.
 var ErrNotArray = errors.New("msgpack: not an array")
 
 // Entry is one key/value pair of a msgpack map, as offsets into its data:
@@ -22,9 +21,8 @@ type Entry struct {
 }
 
 // MapEntries splits the map that starts data into its entries, in order,
-// duplicates included, ignoring bytes after it. It refuses a value that is
-// not a map (ErrNotMap) or is cut short, never allocating by a declared
-// length.
+// duplicates included, ignoring bytes after it. It refuses a value that is not
+// a map (ErrNotMap) or is cut short, never allocating by a declared length.
 func MapEntries(data []byte) ([]Entry, error) {
 	n, pos, err := containerLen(data, 0x80, 0xde, 0xdf, 2, ErrNotMap)
 	if err != nil {

@@ -10,11 +10,10 @@ import (
 var ErrTruncated = errors.New("msgpack: unexpected end of data")
 
 // Check walks the first msgpack value of data and refuses one that is
-// truncated, nests deeper than maxDepth, declares more elements than the
-// bytes that follow could hold, or holds a str that is not UTF-8 (the
-// spec's str is text; bytes go in a bin). After it, a decoder's allocations
-// stay proportional to data's size. It neither recurses nor allocates by a
-// declared length.
+// truncated, nests deeper than maxDepth, declares more elements than the bytes
+// that follow could hold, or holds a str that is not UTF-8 (the spec's str is
+// text; bytes go in a bin). After it, a decoder's allocations stay proportional
+// to data's size. It neither recurses nor allocates by a declared length.
 func Check(data []byte, maxDepth int) error {
 	pending := []uint64{1} // values still to read at each open level
 	pos := 0
@@ -48,10 +47,9 @@ func Check(data []byte, maxDepth int) error {
 	return nil
 }
 
-// ValueEnd returns the offset just past the msgpack value that starts at
-// pos. It counts the values still to skip instead of recursing, and refuses
-// a count the remaining bytes could not hold: its cost is bounded by
-// len(data).
+// ValueEnd returns the offset just past the msgpack value that starts at pos.
+// It counts the values still to skip instead of recursing, and refuses a count
+// the remaining bytes could not hold: its cost is bounded by len(data).
 func ValueEnd(data []byte, pos int) (int, error) {
 	pending := uint64(1)
 	for pending > 0 {
