@@ -38,16 +38,14 @@ func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
 			err := callOnce(ctx, &step, &req, &resp)
 			r.LatencyMs = time.Since(start).Milliseconds()
 			if err == nil {
-				err = validate(&resp, req.Schema)
-				if err != nil {
-					err = &CallError{Class: ClassInvalidOutput, Err: err}
+				if problem := validate(&resp, req.Schema); problem != nil {
+					err = &CallError{Class: ClassInvalidOutput, Err: problem}
 				}
 			}
+			r.OK = err == nil
 			if err != nil {
 				ce := asCallError(err, ctx)
 				r.Class, r.Status, r.Error = ce.Class, ce.StatusCode, ce.Error()
-			} else {
-				r.OK = true
 			}
 			out = append(out, r)
 		}

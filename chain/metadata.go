@@ -47,12 +47,8 @@ func (m *Metadata) UnmarshalJSON(data []byte) error {
 	if err := dec.Decode(&v); err != nil {
 		return err
 	}
-	if v == nil {
-		*m = nil
-		return nil
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
+	obj, ok := v.(map[string]any) // nil for null
+	if !ok && v != nil {
 		return &json.UnmarshalTypeError{Value: jsonKind(v), Type: reflect.TypeFor[Metadata]()}
 	}
 	for _, k := range slices.Sorted(maps.Keys(obj)) {

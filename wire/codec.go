@@ -135,8 +135,7 @@ func DecodeRequest(data []byte, header nats.Header, seq uint64, replyPrefixes []
 	if err != nil {
 		return Decoded{}, err
 	}
-	var d Decoded
-	d.Encoding = enc
+	d := Decoded{Encoding: enc}
 	if enc == JSON {
 		err = decodeJSONRequest(data, &d.Request)
 	} else {
@@ -146,10 +145,8 @@ func DecodeRequest(data []byte, header nats.Header, seq uint64, replyPrefixes []
 		return d, err
 	}
 	d.ID = RequestID(d.ID, header.Get(HeaderMsgID), seq)
-	if err := validateRequest(&d, header, replyPrefixes); err != nil {
-		return d, err
-	}
-	return d, nil
+	err = validateRequest(&d, header, replyPrefixes)
+	return d, err
 }
 
 func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) error {

@@ -134,20 +134,14 @@ func validateMetadata(m chain.Metadata) error {
 	if len(m) > MaxMetadataKeys {
 		return fmt.Errorf("%w: metadata has %d keys, over the limit of %d", ErrBadRequest, len(m), MaxMetadataKeys)
 	}
-	bad := false
 	for k, v := range m {
 		if metadataEntryError(k, v) != nil {
-			bad = true
-			break
-		}
-	}
-	if !bad {
-		return nil
-	}
-	// Of several bad entries, the same one is named every time.
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if err := metadataEntryError(k, m[k]); err != nil {
-			return err
+			// Of several bad entries, the same one is named every time.
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				if err := metadataEntryError(k, m[k]); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
