@@ -381,9 +381,7 @@ func (c *Chain) rand() float64 {
 	return rand.Float64()
 }
 
-func (c *Chain) logger() *slog.Logger {
-	return logs.OrDiscard(c.Logger)
-}
+func (c *Chain) logger() *slog.Logger { return logs.OrDiscard(c.Logger) }
 
 func earliest(a, b time.Time) time.Time {
 	if a.IsZero() || b.Before(a) {

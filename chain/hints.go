@@ -105,17 +105,7 @@ func parseDecimal(s string, unit time.Duration) (time.Duration, bool) {
 	return d, true
 }
 
-func allDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
+func allDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
 
 // parseProtoDuration reads a protobuf Duration's JSON form ("1.5s").
 func parseProtoDuration(s string) (time.Duration, bool) {

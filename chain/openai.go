@@ -245,6 +245,4 @@ func answerFailure(status int, header http.Header, body []byte, apiKey string) *
 
 // errorText makes outside text fit for results and state: redacted, then
 // cut (a cut through the key would leave a prefix no longer matching).
-func errorText(msg, apiKey string) string {
-	return text.Cut(redactKey(msg, apiKey), maxErrorText)
-}
+func errorText(msg, apiKey string) string { return text.Cut(redactKey(msg, apiKey), maxErrorText) }

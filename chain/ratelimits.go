@@ -109,9 +109,7 @@ func parseReset(value string, now time.Time) (time.Duration, bool) {
 }
 
 // until is the wait from now to t: none when t has passed, maxHint at most.
-func until(t, now time.Time) time.Duration {
-	return min(max(t.Sub(now), 0), maxHint)
-}
+func until(t, now time.Time) time.Duration { return min(max(t.Sub(now), 0), maxHint) }
 
 // maxPolicies bounds the policies of RateLimit fields read.
 const maxPolicies = 64

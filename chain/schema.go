@@ -283,9 +283,7 @@ func stripFence(s string) string {
 	return t
 }
 
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func quoteStart(s string, n int) string {
 	if r := []rune(s); len(r) > n {

@@ -71,6 +71,4 @@ func (c *Chain) staleResult(req *Request, res *Result, pos int, now time.Time) b
 }
 
 // AgeSeconds is the whole seconds from created to now, never negative.
-func AgeSeconds(created, now time.Time) int64 {
-	return max(int64(now.Sub(created)/time.Second), 0)
-}
+func AgeSeconds(created, now time.Time) int64 { return max(int64(now.Sub(created)/time.Second), 0) }

@@ -22,6 +22,4 @@ func unmarshalMsgpack(data []byte, v any) error {
 
 // checkMsgpack refuses what msgpackwalk.Check refuses, nested deeper than
 // maxMsgpackDepth.
-func checkMsgpack(data []byte) error {
-	return msgpackwalk.Check(data, maxMsgpackDepth)
-}
+func checkMsgpack(data []byte) error { return msgpackwalk.Check(data, maxMsgpackDepth) }

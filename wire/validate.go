@@ -46,9 +46,7 @@ const (
 // quoteLimit is how much of an outside value an error quotes, in bytes.
 const quoteLimit = 64
 
-func quote(s string) string {
-	return strconv.Quote(text.Cut(s, quoteLimit))
-}
+func quote(s string) string { return strconv.Quote(text.Cut(s, quoteLimit)) }
 
 // ValidateID checks that a request id can stand as one subject token, header
 // value and log field: at most MaxIDLen bytes of printable UTF-8, without
