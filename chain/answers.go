@@ -53,13 +53,11 @@ func (n *tokenCount) UnmarshalJSON(b []byte) error {
 }
 
 // refuse is the failure a 2xx body is instead of the answer resp decoded
-// from it, nil when resp stands (validate still judges it). A body that did
-// not decode, has no text or is not complete is the failure its error
-// object names, if any: on the choice (OpenRouter's upstream dying
-// mid-answer), else at the top level (answerFailure), with the answer's
-// stop reason. One that did not decode and holds none is invalid_output.
-// An error object beside a complete answer says nothing of it. refuse runs
-// after decoding, so its frame is not on the stack meanwhile.
+// from it, nil when resp stands. A body that did not decode, has no text or
+// is not complete is the failure its error object names, on the choice
+// (OpenRouter's upstream dying mid-answer) or at the top level, with the
+// stop reason; else, undecoded, invalid_output. It runs after decoding, so
+// its frame is not on the stack meanwhile.
 func refuse(resp *Response, decodeErr error, choice json.RawMessage, status int, header http.Header, body []byte, apiKey string) error {
 	if decodeErr != nil || !resp.Complete || (isBlank(resp.Content) && resp.Refusal == "") {
 		failure := answerFailure(status, header, choice, apiKey)

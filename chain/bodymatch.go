@@ -88,13 +88,11 @@ func named(u upstreamError, names []string) bool {
 	})
 }
 
-// rateLimited reports a status or body that names a rate limit, in which
-// case the message's words are not read for the rows that stop retries:
-// Gemini's per-minute limit says "check your plan and billing details",
-// OpenAI's links to the billing page, Cerebras's says "too many tokens
-// processed". A rate limit guessed wrong costs a few retries; billing
-// guessed wrong takes a provider out for auth_cooldown. The counted rows,
-// which keep a 429's class, are read all the same.
+// rateLimited reports a status or body that names a rate limit, whose
+// words are then not read for the rows that stop retries: Gemini's limit
+// says "check your plan and billing details", OpenAI's links to billing. A
+// rate limit guessed wrong costs a few retries, billing guessed wrong an
+// auth_cooldown. The counted rows, keeping a 429's class, are still read.
 func rateLimited(status int, u upstreamError) bool {
 	if status == http.StatusTooManyRequests || u.code == http.StatusTooManyRequests || u.retryDelay > 0 || messageDelay(u.message) > 0 {
 		return true

@@ -81,12 +81,10 @@ func (c Class) Counts() bool {
 	return false
 }
 
-// Classify maps a non-2xx HTTP status to its failure class, before the
-// error body is read (docs/failures.md). Only 401 says by itself that the
-// credential is refused; a 402, 403 or 404 is sent for a flagged prompt, a
-// request the credit cannot pay or a model briefly without an endpoint
-// (OpenRouter) as well as for a dead account, so without a body that says
-// which it counts like a server failure.
+// Classify maps a non-2xx HTTP status to its failure class before the body
+// is read (docs/failures.md). Only 401 says by itself that the credential is
+// refused: OpenRouter sends 402, 403 and 404 for a flagged prompt, too little
+// credit or a model briefly gone too, so they count as server failures.
 func Classify(status int) Class {
 	switch {
 	case status == http.StatusRequestTimeout:

@@ -16,9 +16,8 @@ import (
 // takes: OpenAI's {"error":{"message","type","param","code"}}, Anthropic's
 // {"type":"error","error":{"type","message"}}, a gateway's {"error":"text"}
 // or {"error":{"message","code":429}}, Google's {"error":{"code","message",
-// "status","details"}}, vLLM's top-level {"object":"error",...}, or an array
-// of any of these; what a gateway adds beside them is read too (see
-// errormeta.go). An HTML page keeps only its title.
+// "status","details"}}, vLLM's top-level {"object":"error",...}, an array of
+// these, and what gateways add (errormeta.go). Of an HTML page, its title.
 type upstreamError struct {
 	found   bool // the body holds an error object or an error string
 	message string

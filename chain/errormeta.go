@@ -7,9 +7,8 @@ import (
 	"strings"
 )
 
-// This file reads what providers and gateways put beside an error's
-// message and type, for the body table (bodyrules.go) and the wait hints
-// (hints.go); every list read here is bounded, as the body is outside input.
+// This file reads what gateways put beside an error's message and type, for
+// bodyrules.go and hints.go; every list read is bounded: outside input.
 
 const (
 	// maxNames bounds upstreamError.names, which every row of the table reads.

@@ -16,12 +16,10 @@ import (
 // the arithmetic cannot overflow (max_cooldown caps a cooldown far lower).
 const maxHint = time.Duration(math.MaxInt64/int64(time.Second)) * time.Second
 
-// answeredAt is when the provider answered, by its own clock, which the
-// hints that name a time are read against: a processor whose clock is off
-// by minutes would otherwise open a cooldown where the provider asked for
-// seconds. It is the response's Date header (RFC 9110 §6.6.1) when that is
-// further from the local time than dateSlack, else the local time, precise
-// to the millisecond the resets name.
+// answeredAt is when the provider answered by its own clock, against which
+// the hints that name a time are read (a local clock off by minutes would
+// turn seconds into minutes of cooldown): the Date header (RFC 9110 §6.6.1)
+// when further from the local time than dateSlack, else the local time.
 func answeredAt(header http.Header) time.Time {
 	now := time.Now()
 	if t, err := http.ParseTime(header.Get("Date")); err == nil && (t.Sub(now) > dateSlack || now.Sub(t) > dateSlack) {

@@ -100,16 +100,14 @@ func schemaError(prefix string, err error) error {
 	return errors.New(prefix + ": " + text.Cut(oneLine(err.Error()), maxSchemaErrorText))
 }
 
-// SchemaCacheSize is how many compiled schemas a SchemaCache keeps. Most
-// take a few KB; the limits bound one at about 7 MB, so 16 keeps a cache
-// filled on purpose with the largest near 100 MB.
+// SchemaCacheSize is how many compiled schemas a SchemaCache keeps: most take
+// a few KB, the limits bound one at about 7 MB, so 16 are at most ~100 MB.
 const SchemaCacheSize = 16
 
 // maxSchemaCompilations bounds the compilations a SchemaCache runs at once,
-// never more than GOMAXPROCS either: a compilation cannot be interrupted,
-// and more than there are CPUs finish none sooner and hold more memory.
-// Only a flood of distinct schemas waits here; 4 keeps it from taking every
-// CPU of a large machine, and its memory to a few tens of MB per cache.
+// never more than GOMAXPROCS: more than there are CPUs finish none sooner
+// and hold more memory. Only a flood of distinct schemas waits here, kept
+// from every CPU of a large machine and to a few tens of MB per cache.
 const maxSchemaCompilations = 4
 
 // SchemaCache compiles response schemas and keeps the most recently used, keyed
@@ -148,9 +146,8 @@ func NewSchemaCache(size int) *SchemaCache {
 // Compile returns doc compiled, from the cache when it can, after the
 // limits of CheckSchema. The compiler cannot be interrupted, so it runs in
 // a goroutine of its own and Compile returns ctx's error once ctx ends; the
-// compilation (bounded by the limits) finishes and is kept. A cache runs at
-// most GOMAXPROCS compilations at once, and at most 4; beyond them a caller
-// waits under ctx. A schema whose callers all gave up before its turn is
+// compilation finishes and is kept. Beyond maxSchemaCompilations a caller
+// waits under ctx; a schema all its callers gave up on before its turn is
 // not compiled until it is sent again.
 func (c *SchemaCache) Compile(ctx context.Context, doc map[string]any) (*Schema, error) {
 	raw, err := schemaJSON(doc)

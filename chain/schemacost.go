@@ -24,12 +24,11 @@ const (
 
 // checkEvaluations refuses a compiled schema that could check one value of
 // an answer against more than MaxSchemaEvaluations of its parts. It counts
-// W_d(s), the paths from part s through at most d levels of the answer: s
-// itself, the paths of the parts s applies in place (allOf, anyOf, not,
-// if/then/else, references, ...), and those of the parts it applies one
-// level down (properties, items, ...) with d-1 levels. Counting those as if
-// all applied to one child over-counts, erring towards refusing. A loop that
-// never descends counts once: the validator stops it with an error.
+// W_d(s), the paths from part s through at most d levels of the answer: s,
+// the paths of the parts s applies in place (allOf, references, ...), and
+// those of the parts one level down (properties, items, ...) with d-1
+// levels, as if all applied to one child: an over-count, erring towards
+// refusing. A loop that never descends counts once (the validator stops it).
 func checkEvaluations(root *jsonschema.Schema) error {
 	g := newSchemaGraph(root)
 	prev := make([]int, len(g.nodes)) // W_{d-1}; W_{-1} is 0

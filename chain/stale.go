@@ -15,8 +15,7 @@ const (
 	CacheHit CacheStatus = "hit"
 	// CacheMiss: nothing fresh was stored; the chain answered, or failed.
 	CacheMiss CacheStatus = "miss"
-	// CacheStale: no provider answered and a stored answer past its fresh
-	// period stood in, degraded.
+	// CacheStale: no provider answered; a stale stored answer stood in.
 	CacheStale CacheStatus = "stale"
 )
 

@@ -22,10 +22,9 @@ func MarkAnswers(h nats.Header, requestSeq uint64, stored time.Time) {
 }
 
 // Answers reports whether the result whose header is h, stored at
-// resultStored, answers the request message stored at sequence requestSeq
-// at time requestStored. A zero requestStored checks the sequence alone. A
-// result that records no time (an older processor's) answers a message of
-// its sequence stored before it; a zero resultStored does not rule it out.
+// resultStored, answers the request message stored at requestSeq at
+// requestStored (zero: the sequence alone). A result recording no time (an
+// older processor's) answers one stored before it, or when that is unknown.
 func Answers(h nats.Header, resultStored time.Time, requestSeq uint64, requestStored time.Time) bool {
 	if h.Get(HeaderRequestSeq) != strconv.FormatUint(requestSeq, 10) {
 		return false

@@ -26,7 +26,7 @@ const (
 	JSON
 )
 
-// ContentType returns the MIME type of the encoding.
+// ContentType returns the encoding's MIME type.
 func (e Encoding) ContentType() string {
 	if e == JSON {
 		return "application/json"
@@ -246,8 +246,8 @@ func EncodeResult(res chain.Result, enc Encoding) ([]byte, error) {
 }
 
 // ResultEncoder encodes results as EncodeResult does, into a buffer it
-// reuses. The bytes Encode returns are valid until its next call. The zero
-// value is ready to use; it is not safe for concurrent use.
+// reuses: what Encode returns is valid until its next call. The zero value
+// is ready; it is not safe for concurrent use.
 type ResultEncoder struct {
 	buf  bytes.Buffer
 	json *json.Encoder // writes to buf
