@@ -12,12 +12,10 @@ import (
 	"github.com/detourhq/detour/internal/text"
 )
 
-// decodeLevel decodes raw, one level of an answer left as json.RawMessage,
-// into v, when raw holds anything, and keeps the error in *first unless an
-// earlier one is there. Answers are decoded a level at a time
-// (decodeOpenAIAnswer, decodeAnthropicAnswer): encoding/json's decoder
-// spends about 1 KiB of stack per level of nesting, on the stack of a
-// worker that must stay within 8 KiB while it decodes (Chain.Run).
+// decodeLevel decodes raw, one level of an answer, into v when raw holds
+// anything, keeping the first error in *first. Answers are decoded a level
+// at a time: encoding/json spends about 1 KiB of stack per level, on a
+// worker's stack that must stay within 8 KiB (Chain.Run).
 func decodeLevel(raw json.RawMessage, v any, first *error) {
 	if len(raw) == 0 {
 		return
@@ -27,19 +25,15 @@ func decodeLevel(raw json.RawMessage, v any, first *error) {
 	}
 }
 
-// decodeUsage decodes an answer's usage member into v, a struct of
-// tokenCount fields, as decodeLevel would, but never fails: usage only
-// counts, and an answer the provider was paid for stands whatever shape
-// its usage takes. A usage that is not an object reads as zero counts.
+// decodeUsage is decodeLevel that never fails: an answer the provider was
+// paid for stands whatever shape its usage takes (zero counts).
 func decodeUsage(raw json.RawMessage, v any) {
 	var ignored error
 	decodeLevel(raw, v, &ignored)
 }
 
-// tokenCount is a token count as a provider's usage reports it: any JSON
-// number, 12.0 and 1.2e1 too (gateways written in Python send floats),
-// rounded down and held within 0..MaxUsageTokens; a value of another kind
-// (a string, null, a list) reads as 0.
+// tokenCount is any JSON number (gateways in Python send 12.0), rounded
+// down within 0..MaxUsageTokens; a value of another kind reads as 0.
 type tokenCount int
 
 // UnmarshalJSON reads any JSON value and never fails.
@@ -58,17 +52,12 @@ func (n *tokenCount) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// refuse is the failure a 2xx answer body is instead of the answer resp
-// decoded from it, nil when resp stands (validate still judges it). A body
-// that did not decode, has no answer text or did not end complete is the
-// failure its error object names, when it holds one: on the choice
-// (choice, OpenRouter's when its upstream died mid-answer), else at the top
-// level (a gateway's {"type":"error",...} or {"error":...} sent with 200,
-// answerFailure); the answer's stop reason goes with it. A body that did
-// not decode and holds none is invalid_output. An error object beside a
-// complete answer says nothing of it. refuse runs once decoding has
-// returned, not around it, so that its frame is not on the worker's stack
-// while the answer is decoded (decodeLevel).
+// refuse is the failure a 2xx body is instead of the answer resp decoded
+// from it, nil when resp stands. A body that did not decode, has no text or
+// is not complete is the failure its error object names, on the choice
+// (OpenRouter's upstream dying mid-answer) or at the top level, with the
+// stop reason; else, undecoded, invalid_output. It runs after decoding, so
+// its frame is not on the stack meanwhile.
 func refuse(resp *Response, decodeErr error, choice json.RawMessage, status int, header http.Header, body []byte, apiKey string) error {
 	if decodeErr != nil || !resp.Complete || (isBlank(resp.Content) && resp.Refusal == "") {
 		failure := answerFailure(status, header, choice, apiKey)
@@ -87,8 +76,7 @@ func refuse(resp *Response, decodeErr error, choice json.RawMessage, status int,
 }
 
 // decodeProblem words why an answer body did not decode, without the
-// decoder's Go types: the member holding a value of the wrong kind and the
-// kind it should be, or where the text stops being JSON.
+// decoder's Go types.
 func decodeProblem(err error) string {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
@@ -105,17 +93,14 @@ func decodeProblem(err error) string {
 	return err.Error()
 }
 
-// looseString is an answer's text that only describes it (the model, a
-// stop reason, a refusal): a JSON string, or "" for a value of another
-// kind, which does not void an answer the provider was paid for.
+// looseString is a text that only describes an answer (the model, a stop
+// reason, a refusal): a JSON string, or "" for a value of another kind,
+// which does not void an answer the provider was paid for.
 type looseString string
 
-// UnmarshalJSON reads any JSON value and never fails.
-//
-// A string without escapes, valid UTF-8, is its bytes between the quotes
-// (the decoder has checked the literal): a second json.Unmarshal, nested in
-// the first, would cost a worker's stack more than a kilobyte at its
-// deepest, and double it (BENCHMARKS.md). Any other value is decoded.
+// UnmarshalJSON reads any JSON value and never fails. A string without
+// escapes is its bytes between the quotes (the decoder checked the
+// literal): a nested json.Unmarshal would cost the stack another KiB.
 func (s *looseString) UnmarshalJSON(b []byte) error {
 	if n := len(b); n >= 2 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) {
 		*s = looseString(b[1 : n-1])

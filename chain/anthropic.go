@@ -14,27 +14,15 @@ const AnthropicVersion = "2023-06-01"
 // when the request sets none.
 const anthropicDefaultMaxTokens = 1024
 
-// Anthropic calls the Anthropic Messages API (POST {base}/messages) with plain
-// net/http; it makes exactly one attempt per Call.
-type Anthropic struct {
-	name, endpoint, model, apiKey string
-	client                        *http.Client
-}
+// Anthropic calls the Anthropic Messages API (POST {base}/messages); it
+// makes exactly one attempt per Call.
+type Anthropic struct{ adapter }
 
 // NewAnthropic returns an adapter for baseURL (for example
 // https://api.anthropic.com/v1). A nil client uses DefaultHTTPClient.
 func NewAnthropic(name, baseURL, model, apiKey string, client *http.Client) *Anthropic {
-	if client == nil {
-		client = DefaultHTTPClient
-	}
-	return &Anthropic{name: name, endpoint: endpoint(baseURL, "/messages"), model: model, apiKey: apiKey, client: client}
+	return &Anthropic{newAdapter(name, baseURL, "/messages", model, apiKey, client)}
 }
-
-// Name returns the provider's name.
-func (a *Anthropic) Name() string { return a.name }
-
-// Model returns the configured model.
-func (a *Anthropic) Model() string { return a.model }
 
 type anthropicRequest struct {
 	Model       string    `json:"model"`
@@ -44,8 +32,7 @@ type anthropicRequest struct {
 	Temperature *float64  `json:"temperature,omitempty"`
 }
 
-// anthropicResponse, anthropicUsage and anthropicBlock are decoded one
-// after the other (decodeAnthropicAnswer).
+// The levels of an answer, decoded one after the other.
 type anthropicResponse struct {
 	Model      looseString       `json:"model"`
 	Content    []json.RawMessage `json:"content"`
@@ -106,12 +93,9 @@ func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
 }
 
 // decodeAnthropicAnswer reads a message's model, text, stop reason and
-// usage; the error is the first decoding failure, with what could be read
-// still returned. It decodes one level of nesting at a time (decodeLevel),
-// the usage and each content block on their own: a block's text decoded
-// with the rest took a worker's stack past 8 KiB. Of a member repeated in one
-// object (RFC 8259, section 4, leaves that to the reader), the last counts
-// where a level is decoded on its own.
+// usage, and the first decoding failure. It decodes a level at a time
+// (decodeLevel): a block's text decoded with the rest took a worker's stack
+// past 8 KiB. Of a member repeated in one object, the last counts.
 func decodeAnthropicAnswer(data []byte) (Response, error) {
 	var out anthropicResponse
 	decodeErr := json.Unmarshal(data, &out)

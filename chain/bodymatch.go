@@ -11,8 +11,7 @@ import (
 // This file applies the body table of bodyrules.go.
 
 // classifyBody is the class of a failure with this status and error body:
-// the first rule of bodyRules that holds, else Classify(status). For a 2xx
-// status it is only called when the body holds an error object.
+// the first rule of bodyRules that holds, else Classify(status).
 func classifyBody(status int, u upstreamError) Class {
 	r := ruleFor(status, u)
 	switch {
@@ -28,8 +27,8 @@ func classifyBody(status int, u upstreamError) Class {
 	return r.class
 }
 
-// ownClass is the class the failure has without its body's words: the
-// status's, or in a 2xx the embedded code's (ClassNone when there is none).
+// ownClass is the class without the body's words: the status's, or in a
+// 2xx the embedded code's (ClassNone for none).
 func ownClass(status int, u upstreamError) Class {
 	if status/100 != 2 {
 		return Classify(status)
@@ -59,9 +58,8 @@ func ruleFor(status int, u upstreamError) *bodyRule {
 	return nil
 }
 
-// matches reports whether the rule holds for u, whose message, relayed
-// detail and raw text, lowered, are msg; limited says the status or body
-// names a rate limit.
+// matches reports whether the rule holds for u, whose texts lowered are
+// msg; limited says the status or body names a rate limit.
 func (r bodyRule) matches(u upstreamError, msg string, limited bool) bool {
 	if named(u, r.unlessNamed) {
 		return false
@@ -90,16 +88,11 @@ func named(u upstreamError, names []string) bool {
 	})
 }
 
-// rateLimited reports a status or body that names a rate limit, in which
-// case the message's words are not read for the rows that stop the
-// provider's retries: Gemini's per-minute limit says "You exceeded your
-// current quota, please check your plan and billing details" with
-// RESOURCE_EXHAUSTED, OpenAI's tokens-per-minute limit links to the billing
-// page and says "Please try again in 6s", and Cerebras's says "too many
-// tokens processed". Guessing a rate limit wrong costs a few retries;
-// guessing billing wrong takes a provider out for auth_cooldown, guessing
-// a request wrong fails it everywhere. The counted rows are read all the
-// same: they keep a 429's class.
+// rateLimited reports a status or body that names a rate limit, whose
+// words are then not read for the rows that stop retries: Gemini's limit
+// says "check your plan and billing details", OpenAI's links to billing. A
+// rate limit guessed wrong costs a few retries, billing guessed wrong an
+// auth_cooldown. The counted rows, keeping a 429's class, are still read.
 func rateLimited(status int, u upstreamError) bool {
 	if status == http.StatusTooManyRequests || u.code == http.StatusTooManyRequests || u.retryDelay > 0 || messageDelay(u.message) > 0 {
 		return true
@@ -143,8 +136,7 @@ func (r bodyRule) markdownRow() string {
 var githubRef = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+)#([0-9]+)$`)
 
 // sourceLink is a source as a markdown link: a GitHub reference to its
-// issue (GitHub sends a pull request's number on to the pull request), a
-// URL under its host name.
+// issue (which GitHub forwards to a pull request), a URL under its host.
 func sourceLink(s string) string {
 	if m := githubRef.FindStringSubmatch(s); m != nil {
 		return fmt.Sprintf("[%s](https://github.com/%s/issues/%s)", s, m[1], m[2])

@@ -16,8 +16,7 @@ import (
 type CheckResult struct {
 	Provider string `json:"provider"`
 	Model    string `json:"model"`
-	// Sample names the sample: its request ID or, without one, "#N" (N
-	// from 1, in the order given).
+	// Sample is the sample's request ID, else "#N" (from 1, in order).
 	Sample    string `json:"sample"`
 	OK        bool   `json:"ok"`
 	Class     Class  `json:"class,omitzero"`
@@ -26,10 +25,8 @@ type CheckResult struct {
 	LatencyMs int64  `json:"latency_ms"`
 }
 
-// Check sends every sample to every step's provider directly, once each (no
-// retries, no state, no fallback), and validates each answer with the rules
-// a chain applies. It tells, before traffic does, whether each provider
-// answers these requests acceptably.
+// Check sends every sample to every step's provider once (no retries,
+// state or fallback) and validates each answer as a chain would.
 func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
 	var out []CheckResult
 	for _, step := range steps {
@@ -41,16 +38,14 @@ func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
 			err := callOnce(ctx, &step, &req, &resp)
 			r.LatencyMs = time.Since(start).Milliseconds()
 			if err == nil {
-				err = validate(&resp, req.Schema)
-				if err != nil {
-					err = &CallError{Class: ClassInvalidOutput, Err: err}
+				if problem := validate(&resp, req.Schema); problem != nil {
+					err = &CallError{Class: ClassInvalidOutput, Err: problem}
 				}
 			}
+			r.OK = err == nil
 			if err != nil {
 				ce := asCallError(err, ctx)
 				r.Class, r.Status, r.Error = ce.Class, ce.StatusCode, ce.Error()
-			} else {
-				r.OK = true
 			}
 			out = append(out, r)
 		}
@@ -68,14 +63,13 @@ func sampleName(req Request, i int) string {
 // ErrCheckFailed is returned by WriteCheck when any sample failed.
 var ErrCheckFailed = errors.New("chain: check failed")
 
-// WriteCheck prints results as a provider × sample table, its columns named
-// by sample, then the failures in full, and returns ErrCheckFailed if there
-// was any. samples is the number of samples each provider answered.
+// WriteCheck prints results as a provider × sample table, then the
+// failures in full, and returns ErrCheckFailed if there was any. samples is
+// the number of samples each provider answered.
 func WriteCheck(w io.Writer, results []CheckResult, samples int) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := []string{"PROVIDER", "MODEL"}
-	// A sample's name comes from the samples file, a provider's error from
-	// the provider: neither reaches the terminal as a control.
+	// Samples and errors are outside text: no control reaches the terminal.
 	for _, r := range results[:min(samples, len(results))] {
 		header = append(header, text.Visible(r.Sample))
 	}

@@ -7,12 +7,12 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Class is the failure class of one provider attempt (docs/failures.md). It is the
-// only input to what happens after a failure: retry, count, cool down or move on.
+// Class is the failure class of one provider attempt (docs/failures.md),
+// the only input to what follows a failure: retry, count, cool down or move on.
 type Class int
 
-// The failure classes. ClassNone marks a successful attempt; ClassCooldown marks
-// a provider that was skipped without a call because it is cooling.
+// The failure classes. ClassNone marks a success; ClassCooldown a provider
+// skipped without a call because it is cooling.
 const (
 	ClassNone Class = iota
 	ClassServer
@@ -81,14 +81,10 @@ func (c Class) Counts() bool {
 	return false
 }
 
-// Classify maps a non-2xx HTTP status to its failure class, before the
-// error body is read (docs/failures.md). Only 401 says by itself that the
-// credential is refused. A 402, 403 or 404 says too little to cool the
-// provider at once: providers send them for a flagged prompt (OpenRouter's
-// 403), a request the credit left cannot pay (OpenRouter's 402), a model
-// briefly without an endpoint (OpenRouter's 404) as well as for a dead
-// account; without a body that says which, they are counted like a server
-// failure.
+// Classify maps a non-2xx HTTP status to its failure class before the body
+// is read (docs/failures.md). Only 401 says by itself that the credential is
+// refused: OpenRouter sends 402, 403 and 404 for a flagged prompt, too little
+// credit or a model briefly gone too, so they count as server failures.
 func Classify(status int) Class {
 	switch {
 	case status == http.StatusRequestTimeout:
@@ -107,8 +103,8 @@ func Classify(status int) Class {
 	}
 }
 
-// EncodeMsgpack writes the class as a msgpack string; without it msgpack
-// would use MarshalText and write binary, which other languages read as bytes.
+// EncodeMsgpack writes the class as a msgpack string (through MarshalText
+// it would be binary, which other languages read as bytes).
 func (c Class) EncodeMsgpack(enc *msgpack.Encoder) error { return enc.EncodeString(c.String()) }
 
 // DecodeMsgpack reads a class written by EncodeMsgpack.

@@ -21,26 +21,20 @@ var ErrExhausted = errors.New("chain: no provider answered")
 // ExhaustedError says why no provider answered, so the caller can decide
 // between waiting (NAK with delay) and dead-lettering.
 type ExhaustedError struct {
-	// AllCooling is set when every provider was skipped for cooldown and none
-	// was called.
+	// AllCooling: every provider was skipped for cooldown, none called.
 	AllCooling bool
-	// Poison is set when every provider of the chain that can take the
-	// request (every one but the rules provider) rejected it itself (class
-	// request): retrying cannot help.
+	// Poison: every provider but the rules one rejected the request itself
+	// (class request); retrying cannot help.
 	Poison bool
-	// Undecided is set when every provider that was called rejected the
-	// request itself, but others were skipped for a cooldown: it is poison
-	// only if they reject it too, so the caller waits for the earliest
-	// reopen (ReopenAt), as when every provider is cooling, and the rules
-	// provider does not answer it meanwhile.
+	// Undecided: every provider called rejected the request, but others were
+	// skipped for a cooldown; it is poison only if they reject it too, so
+	// the caller waits for ReopenAt and the rules provider does not answer.
 	Undecided bool
-	// Rejected names the providers that rejected the request itself, in
-	// chain order: those that have judged it.
+	// Rejected names the providers that rejected the request, in chain order.
 	Rejected []string
-	// InvalidOutput is set when every provider that was called answered, but
-	// no answer was valid (class invalid_output, or request for some): no
-	// outage is to blame, so the caller retries only a bounded number of
-	// times (DETOUR_MAX_INVALID_DELIVERIES) before giving up.
+	// InvalidOutput: every provider called answered, none validly (class
+	// invalid_output, or request for some): no outage is to blame, so the
+	// caller retries only DETOUR_MAX_INVALID_DELIVERIES times.
 	InvalidOutput bool
 	// ReopenAt is the earliest end of a cooldown among the providers skipped
 	// or tripped by this request; zero when none is cooling.
@@ -70,10 +64,8 @@ func (e *ExhaustedError) Error() string {
 // Is makes errors.Is(err, ErrExhausted) hold.
 func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
 
-// Unwrap returns Last, the failure that ended the last provider's pass (a
-// *CallError), so errors.As and errors.Is reach its class, status and cause;
-// nil when no provider was called (AllCooling). errors.Is(err, ErrExhausted)
-// still holds through Is.
+// Unwrap returns Last (a *CallError), so errors.As reaches its class,
+// status and cause; nil when no provider was called.
 func (e *ExhaustedError) Unwrap() error { return e.Last }
 
 // Chain is an ordered list of providers sharing one State.
@@ -81,24 +73,21 @@ type Chain struct {
 	Name  string
 	Steps []Step
 	State State
-	// Logger receives auth failures (error level) and state write problems;
-	// nil discards.
+	// Logger receives auth failures and state write problems; nil discards.
 	Logger *slog.Logger
-	// Now and Rand are injected so tests control time and jitter; nil means
-	// time.Now and math/rand/v2.
+	// Now and Rand let tests control time and jitter; nil means time.Now
+	// and math/rand/v2.
 	Now  func() time.Time
 	Rand func() float64
 }
 
 // Run walks the chain for one request. It returns the winning Result, or a
-// Result holding the attempts together with an *ExhaustedError, or the
-// context's error wrapped when ctx ended (shutdown) before an answer. It
-// neither modifies req nor keeps any of it (Provider.Call).
+// Result holding the attempts with an *ExhaustedError, or ctx's error
+// wrapped when ctx ended first. It neither modifies req nor keeps any of it.
 func (c *Chain) Run(ctx context.Context, req *Request) (Result, error) {
 	// Run and what it calls while a provider is waited on keep their frames
-	// small, the rare paths in functions of their own: a worker's stack
-	// holds them for the whole call, and one past 8 KiB doubles to 16 KiB
-	// for every call in flight (BENCHMARKS.md, memory).
+	// small, the rare paths in functions of their own: a worker's stack past
+	// 8 KiB doubles to 16 KiB for every call in flight (BENCHMARKS.md).
 	res := Result{ID: req.ID, Status: StatusFailed}
 	w := walk{start: c.now()}
 	for pos := range c.Steps {
@@ -118,25 +107,20 @@ func (c *Chain) Run(ctx context.Context, req *Request) (Result, error) {
 	return res, c.exhausted(req, &res, &w)
 }
 
-// walk is what a run has learned beside its result: when it started, when
-// the earliest cooldown it met ends, how many providers it skipped for a
-// cooldown, and how the providers it called failed.
+// walk is what a run has learned beside its result.
 type walk struct {
-	start                              time.Time
-	reopen                             time.Time
+	start, reopen                      time.Time
 	called, skipped, rejected, invalid int
-	// rejecters names the providers that rejected the request itself.
-	rejecters []string
-	last      error
+	rejecters                          []string
+	last                               error
 }
 
 // judged says every provider called rejected the request itself: it is
 // poison, or will be if those skipped for a cooldown reject it too.
 func (w *walk) judged() bool { return w.called > 0 && w.called == w.rejected }
 
-// poisoned says every provider that can take the request rejected it: all
-// were called (none was skipped) and all said so. The rules provider is no
-// judge: it answers anything.
+// poisoned says every provider but the rules one (no judge: it answers
+// anything) was called and rejected the request.
 func (w *walk) poisoned() bool { return w.judged() && w.skipped == 0 }
 
 // try gives the request to the provider at pos, unless it is cooling, and
@@ -153,14 +137,13 @@ func (c *Chain) try(ctx context.Context, req *Request, pos int, res *Result, w *
 	var resp Response
 	retries := step.Policy.MaxRetries
 	if adm.Probe {
-		// A probe is one call: its lease lasts one timeout, and a provider
-		// that fails it is cooling again (a half-open failure trips).
+		// A probe is one call: its lease lasts one timeout, and a
+		// half-open failure trips.
 		retries = 0
 	}
 	failure := c.pass(ctx, step, req, res, &resp, retries)
 	if adm.Probe {
-		// The outcome is recorded (success closed the circuit, failure
-		// opened the next cooldown): let the next expiry be probed.
+		// The outcome is recorded: let the next expiry be probed.
 		c.releaseProbe(ctx, name, adm.Lease)
 	}
 	switch {
@@ -217,13 +200,10 @@ func (c *Chain) won(step *Step, pos int, resp *Response, res *Result, w *walk) {
 	res.LatencyMs = c.now().Sub(w.start).Milliseconds()
 }
 
-// canceled is Run's error when ctx ended before an answer.
 func (c *Chain) canceled(ctx context.Context) error {
 	return fmt.Errorf("chain %s: %w", c.Name, context.Cause(ctx))
 }
 
-// releaseProbe ends the probe lease of a provider whose probe has been
-// recorded.
 func (c *Chain) releaseProbe(ctx context.Context, name string, lease uint64) {
 	if err := c.State.ReleaseProbe(context.WithoutCancel(ctx), name, lease); err != nil {
 		c.logger().Warn("releasing probe lease", "provider", name, "err", err)
@@ -231,8 +211,7 @@ func (c *Chain) releaseProbe(ctx context.Context, name string, lease uint64) {
 }
 
 // exhausted ends a run that no provider answered: with a stale answer
-// standing in, when there is one, else with res failed and the
-// *ExhaustedError that says why.
+// standing in, else with the *ExhaustedError that says why.
 func (c *Chain) exhausted(req *Request, res *Result, w *walk) error {
 	res.LatencyMs = c.now().Sub(w.start).Milliseconds()
 	if !w.judged() { // a chain without a rules provider
@@ -253,8 +232,8 @@ func (c *Chain) exhausted(req *Request, res *Result, w *walk) error {
 	return ex
 }
 
-// pass makes up to 1+retries attempts on one provider and returns nil with
-// its answer in resp, or the failure that ended the pass.
+// pass makes up to 1+retries attempts on one provider: nil with its answer
+// in resp, or the failure that ended the pass.
 func (c *Chain) pass(ctx context.Context, step *Step, req *Request, res *Result, resp *Response, retries int) *CallError {
 	for retry := 0; ; retry++ {
 		started := c.now()
@@ -274,12 +253,11 @@ func (c *Chain) pass(ctx context.Context, step *Step, req *Request, res *Result,
 }
 
 // answered records an attempt that got an answer, and returns the failure
-// that makes it no answer at all: withheld, cut short, empty or not
-// matching the request's schema.
+// that makes it no answer at all (validate).
 func (c *Chain) answered(ctx context.Context, step *Step, req *Request, started time.Time, resp *Response, res *Result) *CallError {
 	p := step.Provider
-	attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds()}
-	attempt.StopReason = recordedStop(resp)
+	attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds(),
+		StopReason: recordedStop(resp)}
 	if problem := validate(resp, req.Schema); problem != nil {
 		attempt.Outcome, attempt.Class, attempt.Error = OutcomeFailed, ClassInvalidOutput, problem.Error()
 		res.Attempts = append(res.Attempts, attempt)
@@ -292,7 +270,6 @@ func (c *Chain) answered(ctx context.Context, step *Step, req *Request, started 
 	return nil
 }
 
-// failedAttempt records an attempt that ended in failure.
 func (c *Chain) failedAttempt(step *Step, started time.Time, failure *CallError, res *Result) {
 	p := step.Provider
 	res.Attempts = append(res.Attempts, Attempt{
@@ -302,11 +279,10 @@ func (c *Chain) failedAttempt(step *Step, started time.Time, failure *CallError,
 	})
 }
 
-// again records a failed attempt with the state and, when the pass may try
-// the provider again (retry counts the retries made so far, retries is the
-// most the pass may make), waits out the backoff (or the provider's wait
-// hint). It returns nil to try again, else the failure that ends the pass: failure
-// itself, or a cancellation that cut the wait short.
+// again records a failed attempt with the state and, when the pass may
+// make another of its retries, waits out the backoff or the provider's wait
+// hint. It returns nil to try again, else the failure that ends the pass:
+// failure itself, or a cancellation that cut the wait short.
 func (c *Chain) again(ctx context.Context, step *Step, failure *CallError, started time.Time, retry, retries int) *CallError {
 	name, pol := step.Provider.Name(), step.Policy
 	coolNow := c.record(ctx, step, failure, started)
@@ -314,12 +290,9 @@ func (c *Chain) again(ctx context.Context, step *Step, failure *CallError, start
 		return failure
 	}
 	if failure.RetryAfter > pol.MaxRetryWait {
-		// Not worth sleeping for: move on. With cooldowns on, record has
-		// already ended the pass above by opening one of the hint's length.
-		return failure
+		return failure // not worth sleeping for (record opened a cooldown)
 	}
-	delay := Backoff(retry, pol.BackoffBase, pol.BackoffMax, c.rand)
-	delay = max(delay, failure.RetryAfter)
+	delay := max(Backoff(retry, pol.BackoffBase, pol.BackoffMax, c.rand), failure.RetryAfter)
 	if _, cooling := c.State.Cooling(name, c.now()); cooling {
 		return failure // this request's own failures (or another worker's) tripped it
 	}
@@ -332,10 +305,9 @@ func (c *Chain) again(ctx context.Context, step *Step, failure *CallError, start
 	return nil
 }
 
-// record feeds a counted failure of an attempt begun at started to the
-// state and reports whether it asked for a cooldown at once (auth, a wait
-// hint longer than max_retry_wait on any retryable class), which ends the
-// pass.
+// record feeds a counted failure to the state and reports whether it asked
+// for a cooldown at once (auth, or a wait hint over max_retry_wait), which
+// ends the pass.
 func (c *Chain) record(ctx context.Context, step *Step, failure *CallError, started time.Time) (coolNow bool) {
 	if !failure.Class.Counts() {
 		return false
@@ -355,10 +327,9 @@ func (c *Chain) record(ctx context.Context, step *Step, failure *CallError, star
 	return f.CooldownFor > 0
 }
 
-// hintCooldown is the cooldown a provider's wait hint asks for: the hint in
-// whole seconds, rounded up (KV TTLs are whole seconds), and capped at
-// maxCooldown when that is set, so that one "Retry-After: 86400" cannot take
-// a provider out for a day.
+// hintCooldown is the cooldown a wait hint asks for: in whole seconds
+// rounded up (as KV TTLs are), capped at maxCooldown when set, so that one
+// "Retry-After: 86400" cannot take a provider out for a day.
 func hintCooldown(hint, maxCooldown time.Duration) time.Duration {
 	d := hint.Round(time.Second)
 	if d < hint {
@@ -370,8 +341,7 @@ func hintCooldown(hint, maxCooldown time.Duration) time.Duration {
 	return d
 }
 
-// callOnce makes one attempt, under the provider's timeout, and leaves its
-// answer in resp.
+// callOnce makes one attempt under the provider's timeout.
 func callOnce(ctx context.Context, step *Step, req *Request, resp *Response) error {
 	cancel := context.CancelFunc(func() {})
 	if step.Policy.Timeout > 0 {
@@ -383,10 +353,8 @@ func callOnce(ctx context.Context, step *Step, req *Request, resp *Response) err
 	return err
 }
 
-// validate rejects a 2xx answer that must not win: not ended the way its
-// API documents a complete answer (withheld by a content filter or a
-// refusal, cut short, ended by an error or an unknown reason), empty, or
-// not satisfying the request's schema.
+// validate rejects a 2xx answer that must not win: not complete (filtered,
+// refused, cut short, ended otherwise), empty, or not matching the schema.
 func validate(resp *Response, schema *Schema) error {
 	switch {
 	case !resp.Complete:
@@ -413,9 +381,7 @@ func (c *Chain) rand() float64 {
 	return rand.Float64()
 }
 
-func (c *Chain) logger() *slog.Logger {
-	return logs.OrDiscard(c.Logger)
-}
+func (c *Chain) logger() *slog.Logger { return logs.OrDiscard(c.Logger) }
 
 func earliest(a, b time.Time) time.Time {
 	if a.IsZero() || b.Before(a) {

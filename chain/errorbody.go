@@ -16,90 +16,71 @@ import (
 // takes: OpenAI's {"error":{"message","type","param","code"}}, Anthropic's
 // {"type":"error","error":{"type","message"}}, a gateway's {"error":"text"}
 // or {"error":{"message","code":429}}, Google's {"error":{"code","message",
-// "status","details"}}, vLLM's top-level {"object":"error",...}, or an array
-// of any of these; what a gateway adds beside them is read too (see
-// errormeta.go). An HTML page keeps only its title.
+// "status","details"}}, vLLM's top-level {"object":"error",...}, an array of
+// these, and what gateways add (errormeta.go). Of an HTML page, its title.
 type upstreamError struct {
-	// found is set when the body holds an error object or an error string.
-	found   bool
+	found   bool // the body holds an error object or an error string
 	message string
 	// names are the words the body classes itself by, as sent: its type,
-	// code and status fields ("insufficient_quota", "RESOURCE_EXHAUSTED"),
-	// Google's ErrorInfo and errors[] reasons ("API_KEY_INVALID"), Azure's
-	// innererror code, OpenRouter's metadata.error_type, and those of an
-	// upstream error the body relays; at most maxNames.
-	names []string
-	// code is a numeric code or status field (429, "503"), 0 if none.
-	code int
-	// retryDelay is Google's RetryInfo retryDelay, 0 if none.
-	retryDelay time.Duration
-	// loadWait is Hugging Face's estimated_time for a model still loading,
-	// 0 if none.
-	loadWait time.Duration
-	// flagged is set when the body lists the moderation categories the
-	// input was flagged for (OpenRouter's metadata.reasons).
-	flagged bool
-	// detail is the message of the upstream error a gateway relays
-	// (OpenRouter's metadata.raw), or its text when it is no JSON.
+	// code and status fields, Google's ErrorInfo and errors[] reasons,
+	// Azure's innererror code, OpenRouter's metadata.error_type, and those
+	// of a relayed error; at most maxNames.
+	names      []string
+	code       int           // a numeric code or status field (429, "503")
+	retryDelay time.Duration // Google's RetryInfo retryDelay
+	loadWait   time.Duration // Hugging Face's estimated_time
+	flagged    bool          // OpenRouter's metadata.reasons lists categories
+	// detail is the message of a relayed upstream error (OpenRouter's
+	// metadata.raw), or its text when it is no JSON.
 	detail string
-	// hintHeader holds the rate-limit headers a gateway relays in the body
-	// (OpenRouter's metadata.headers), at most maxBodyHeaders; nil if none.
+	// hintHeader holds the rate-limit headers relayed in the body
+	// (OpenRouter's metadata.headers), at most maxBodyHeaders.
 	hintHeader http.Header
-	// html is set for an HTML (or other markup) page; title is its <title>.
-	html  bool
-	title string
-	// raw is the trimmed body, for a body that is neither an error object
-	// nor markup; the caller cuts it short.
-	raw string
+	html       bool   // an HTML (or other markup) page
+	title      string // its <title>
+	raw        string // the trimmed body, when neither object nor markup
 }
 
 // maxTitleSearch bounds how far into an HTML page the <title> is looked for.
 const maxTitleSearch = 64 << 10
 
-// maxReadText bounds each text of an error body that is read for words
-// and waits (the message, a relayed one, the raw body): the words a rule
-// looks for come first, and an 8 MiB message of "try again in 1" took
-// seconds of CPU per failed call to read whole.
+// maxReadText bounds each text of an error body read for words and waits:
+// an 8 MiB message of "try again in 1" took seconds of CPU to read whole.
 const maxReadText = 16 << 10
 
-// decodeErrorBody reads an error body of any shape upstreamError lists. It
-// never fails: what it cannot read is kept as raw text. Its texts are cut
-// to maxReadText.
+// decodeErrorBody reads an error body of any shape upstreamError lists,
+// keeping what it cannot read as raw text, its texts cut to maxReadText.
 func decodeErrorBody(body []byte) upstreamError {
-	u := decodeErrorBodyWhole(body)
+	b := bytes.TrimSpace(body)
+	u := upstreamError{raw: string(b)}
+	if len(b) > 0 && b[0] == '<' {
+		// A proxy's or CDN's page: markup that no reader of a result wants.
+		u = upstreamError{html: true, title: htmlTitle(b)}
+	} else if doc := decodeDocument(b, maxRelayDepth); doc.found {
+		u = doc
+	}
 	u.message, u.detail, u.raw = text.Cut(u.message, maxReadText), text.Cut(u.detail, maxReadText), text.Cut(u.raw, maxReadText)
 	return u
 }
 
-func decodeErrorBodyWhole(body []byte) upstreamError {
-	b := bytes.TrimSpace(body)
-	if len(b) > 0 && b[0] == '<' {
-		// A proxy's or CDN's page (<!DOCTYPE html>, <html>, even XML):
-		// thousands of bytes of markup that no reader of a result wants.
-		return upstreamError{html: true, title: htmlTitle(b)}
+// decodeDocument reads a JSON error object, or the first of an array of
+// them, reading relayed errors (metadata.raw) at most depth levels down.
+func decodeDocument(b []byte, depth int) upstreamError {
+	if len(b) == 0 || b[0] != '[' {
+		return decodeObject(b, depth)
 	}
-	if len(b) > 0 && b[0] == '[' {
-		var list []json.RawMessage
-		if json.Unmarshal(b, &list) == nil {
-			for _, item := range list {
-				if u := decodeErrorObject(item); u.found {
-					return u
-				}
+	var list []json.RawMessage
+	if json.Unmarshal(b, &list) == nil {
+		for _, item := range list {
+			if u := decodeObject(item, depth); u.found {
+				return u
 			}
 		}
-	} else if u := decodeErrorObject(b); u.found {
-		return u
 	}
-	return upstreamError{raw: string(b)}
+	return upstreamError{}
 }
 
-// decodeErrorObject reads one JSON document that may carry an error.
-func decodeErrorObject(b []byte) upstreamError {
-	return decodeObject(b, maxRelayDepth)
-}
-
-// decodeObject is decodeErrorObject reading relayed errors (metadata.raw)
-// at most depth levels down.
+// decodeObject reads one JSON document that may carry an error.
 func decodeObject(b []byte, depth int) upstreamError {
 	var doc map[string]json.RawMessage
 	if json.Unmarshal(b, &doc) != nil {
@@ -134,7 +115,7 @@ func decodeObject(b []byte, depth int) upstreamError {
 }
 
 // nameOrCode reads a type, code or status field: a word is a name, a
-// number (or a string of digits) between 100 and 999 is an HTTP-like code.
+// number (or digits) from 100 to 999 an HTTP-like code.
 func nameOrCode(raw json.RawMessage) (name string, code int) {
 	s := jsonString(raw)
 	if s == "" {
@@ -162,13 +143,11 @@ func jsonString(raw json.RawMessage) string {
 	return s
 }
 
-// htmlTitle is the page's <title>, unescaped with whitespace collapsed, or
-// "" when it has none.
+// htmlTitle is the page's <title>, unescaped with whitespace collapsed.
 func htmlTitle(page []byte) string {
 	page = page[:min(len(page), maxTitleSearch)]
-	// Lowered byte for byte, so that an index into it is one into page:
-	// bytes.ToLower turns each byte that is not UTF-8 into the three of
-	// U+FFFD, and the title was then cut out of page at the wrong place.
+	// Lowered byte for byte, so that an index into it is one into page
+	// (bytes.ToLower turns a byte that is not UTF-8 into three).
 	lower := asciiLower(page)
 	open := bytes.Index(lower, []byte("<title"))
 	if open < 0 {
@@ -198,8 +177,7 @@ func asciiLower(b []byte) []byte {
 	return out
 }
 
-// text is the readable part of the body for an error text, before the
-// caller redacts and cuts it.
+// text is the readable part of the body, before the caller redacts it.
 func (u upstreamError) text() string {
 	switch {
 	case u.html && u.title != "":

@@ -7,19 +7,16 @@ import (
 	"strings"
 )
 
-// This file reads what providers and gateways put beside the message and
-// type of an error: Google's details, Azure's innererror, OpenRouter's
-// metadata. The body table (bodyrules.go) and the wait hints (hints.go)
-// need it; every list read here is bounded, as the body is outside input.
+// This file reads what gateways put beside an error's message and type, for
+// bodyrules.go and hints.go; every list read is bounded: outside input.
 
 const (
-	// maxNames bounds upstreamError.names: a body listing thousands of
-	// details would otherwise make every row of the table read them all.
+	// maxNames bounds upstreamError.names, which every row of the table reads.
 	maxNames = 16
 	// maxBodyHeaders bounds the rate-limit headers read from a body.
 	maxBodyHeaders = 32
-	// maxRelayDepth is how many relayed errors deep (an OpenRouter
-	// metadata.raw holding another gateway's body) the decoder reads.
+	// maxRelayDepth is how many relayed errors deep (metadata.raw holding
+	// another gateway's body) the decoder reads.
 	maxRelayDepth = 2
 )
 
@@ -31,9 +28,8 @@ func (u *upstreamError) addName(name string) {
 }
 
 // readDetails reads Google's details list (https://cloud.google.com/apis/design/errors):
-// google.rpc.RetryInfo's retryDelay ("30s", "1.5s") and google.rpc.ErrorInfo's
-// reason ("API_KEY_INVALID", "CONSUMER_SUSPENDED"), which says why the call
-// was refused far more precisely than the status does.
+// google.rpc.RetryInfo's retryDelay ("30s") and google.rpc.ErrorInfo's
+// reason ("API_KEY_INVALID"), more precise than the status.
 func (u *upstreamError) readDetails(raw json.RawMessage) {
 	var details []map[string]json.RawMessage
 	if json.Unmarshal(raw, &details) != nil {
@@ -51,10 +47,8 @@ func (u *upstreamError) readDetails(raw json.RawMessage) {
 	}
 }
 
-// readReasons reads the other places an error names its reason: Google's
-// older errors[].reason ("rateLimitExceeded", "forbidden") and Azure
-// OpenAI's innererror.code ("ResponsibleAIPolicyViolation", which its
-// content filter sends with code "content_filter").
+// readReasons reads Google's older errors[].reason ("rateLimitExceeded")
+// and Azure OpenAI's innererror.code ("ResponsibleAIPolicyViolation").
 func (u *upstreamError) readReasons(fields map[string]json.RawMessage) {
 	var errs []map[string]json.RawMessage
 	if json.Unmarshal(fields["errors"], &errs) == nil {
@@ -69,9 +63,7 @@ func (u *upstreamError) readReasons(fields map[string]json.RawMessage) {
 }
 
 // openRouterMetadata is what OpenRouter adds to an error
-// (https://openrouter.ai/docs/api-reference/errors): the categories a
-// flagged input was flagged for, the upstream provider's own error body as
-// text, the rate-limit headers of a 429, and a word for the kind of error.
+// (https://openrouter.ai/docs/api-reference/errors).
 type openRouterMetadata struct {
 	Reasons      []json.RawMessage          `json:"reasons"`
 	FlaggedInput json.RawMessage            `json:"flagged_input"`
@@ -80,8 +72,7 @@ type openRouterMetadata struct {
 	ErrorType    json.RawMessage            `json:"error_type"`
 }
 
-// readMetadata reads an OpenRouter metadata object; a relayed error in raw
-// is read depth levels down at most.
+// readMetadata reads an OpenRouter metadata object.
 func (u *upstreamError) readMetadata(raw json.RawMessage, depth int) {
 	var m openRouterMetadata
 	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
@@ -90,23 +81,28 @@ func (u *upstreamError) readMetadata(raw json.RawMessage, depth int) {
 	u.flagged = len(m.Reasons) > 0 || jsonString(m.FlaggedInput) != ""
 	u.addName(jsonString(m.ErrorType))
 	for key, value := range m.Headers {
-		if len(u.hintHeader) >= maxBodyHeaders {
-			break
-		}
 		if v := jsonString(value); v != "" {
-			if u.hintHeader == nil {
-				u.hintHeader = http.Header{}
-			}
-			u.hintHeader.Set(key, v)
+			u.addHintHeader(http.CanonicalHeaderKey(key), []string{v})
 		}
 	}
 	u.readRelayed(m.Raw, depth)
 }
 
-// readRelayed reads the upstream error a gateway relays: a JSON document
-// (as a string, or as an object) of any shape decodeErrorBody reads, or
-// plain text. Its names and hints join the body's; its message becomes the
-// detail.
+// addHintHeader keeps a relayed header the body has not named yet, within
+// maxBodyHeaders.
+func (u *upstreamError) addHintHeader(key string, values []string) {
+	if len(u.hintHeader) >= maxBodyHeaders || u.hintHeader.Get(key) != "" {
+		return
+	}
+	if u.hintHeader == nil {
+		u.hintHeader = http.Header{}
+	}
+	u.hintHeader[key] = values
+}
+
+// readRelayed reads the upstream error a gateway relays, a JSON document
+// (as a string or an object) or plain text: its names and hints join the
+// body's, its message becomes the detail.
 func (u *upstreamError) readRelayed(raw json.RawMessage, depth int) {
 	doc := bytes.TrimSpace(raw)
 	if s := jsonString(raw); s != "" {
@@ -117,7 +113,7 @@ func (u *upstreamError) readRelayed(raw json.RawMessage, depth int) {
 	}
 	var relayed upstreamError
 	if depth > 0 && (doc[0] == '{' || doc[0] == '[') {
-		relayed = decodeRelayed(doc, depth-1)
+		relayed = decodeDocument(doc, depth-1)
 	}
 	if !relayed.found {
 		var bare struct{ Message json.RawMessage }
@@ -140,31 +136,6 @@ func (u *upstreamError) readRelayed(raw json.RawMessage, depth int) {
 	u.retryDelay = max(u.retryDelay, relayed.retryDelay)
 	u.loadWait = max(u.loadWait, relayed.loadWait)
 	for key, values := range relayed.hintHeader {
-		if len(u.hintHeader) >= maxBodyHeaders {
-			break
-		}
-		if u.hintHeader == nil {
-			u.hintHeader = http.Header{}
-		}
-		if u.hintHeader.Get(key) == "" {
-			u.hintHeader[key] = values
-		}
+		u.addHintHeader(key, values)
 	}
-}
-
-// decodeRelayed reads a relayed document as decodeErrorBody does, arrays
-// included, with depth levels of relaying left.
-func decodeRelayed(doc []byte, depth int) upstreamError {
-	if doc[0] != '[' {
-		return decodeObject(doc, depth)
-	}
-	var list []json.RawMessage
-	if json.Unmarshal(doc, &list) == nil {
-		for _, item := range list {
-			if u := decodeObject(item, depth); u.found {
-				return u
-			}
-		}
-	}
-	return upstreamError{}
 }

@@ -12,20 +12,14 @@ import (
 	"time"
 )
 
-// maxHint caps every wait hint: the longest whole-second delay a
-// time.Duration holds. A cooldown is capped far lower (max_cooldown); this
-// cap only keeps the arithmetic from overflowing.
+// maxHint caps every wait hint, the longest whole-second Duration, so that
+// the arithmetic cannot overflow (max_cooldown caps a cooldown far lower).
 const maxHint = time.Duration(math.MaxInt64/int64(time.Second)) * time.Second
 
-// answeredAt is when the provider answered, by its own clock. The hints
-// that name a time (an HTTP-date Retry-After, a window's reset as a date or
-// since the epoch) are the provider's clock, and a wait read against the
-// local one would be off by as much as the two clocks differ: minutes, on a
-// processor whose clock is off, opening a cooldown where the provider asked
-// for seconds. So it is the response's Date header (RFC 9110 §6.6.1) when
-// that is further from the local time than its whole-second precision and
-// the round trip explain (dateSlack), else the local time, which is
-// precise to the millisecond the resets name.
+// answeredAt is when the provider answered by its own clock, against which
+// the hints that name a time are read (a local clock off by minutes would
+// turn seconds into minutes of cooldown): the Date header (RFC 9110 §6.6.1)
+// when further from the local time than dateSlack, else the local time.
 func answeredAt(header http.Header) time.Time {
 	now := time.Now()
 	if t, err := http.ParseTime(header.Get("Date")); err == nil && (t.Sub(now) > dateSlack || now.Sub(t) > dateSlack) {
@@ -34,21 +28,17 @@ func answeredAt(header http.Header) time.Time {
 	return now
 }
 
-// dateSlack is how far a Date header may be from the local time and the
-// two clocks still be taken to agree: its second is truncated, and the
-// answer took a while to arrive.
+// dateSlack is how far a Date header (truncated to the second, and late by
+// the round trip) may be from the local time with the clocks agreeing.
 const dateSlack = 3 * time.Second
 
-// waitHint is the longest wait the provider asked for, by any of the hints
-// it may send: Retry-After (RFC 9110 §10.2.3, decimals rounded up to whole
-// seconds), retry-after-ms (milliseconds, sent by OpenAI and Azure OpenAI),
-// the reset of every rate-limit window that the response reports spent
-// (windowWait), Google's RetryInfo retryDelay and Hugging Face's
-// estimated_time in the error body, and a wait the message names ("Please
-// try again in 6.5s", "Please retry after 9 seconds"), its own or a relayed
-// upstream error's. Headers a gateway relays in the body (OpenRouter's
-// error.metadata.headers) count as the response's own where it has none
-// of that name. Zero when there is none.
+// waitHint is the longest wait the provider asked for by any hint:
+// Retry-After (RFC 9110 §10.2.3), retry-after-ms (OpenAI, Azure OpenAI),
+// the reset of every rate-limit window reported spent (windowWait), Google's
+// retryDelay and Hugging Face's estimated_time in the body, and a wait a
+// message names ("Please try again in 6.5s"), its own or a relayed one's.
+// Headers relayed in the body count where the response has none of that
+// name. Zero when there is none.
 func waitHint(header http.Header, u upstreamError, now time.Time) time.Duration {
 	h := withRelayedHeaders(header, u.hintHeader)
 	var d time.Duration
@@ -61,8 +51,8 @@ func waitHint(header http.Header, u upstreamError, now time.Time) time.Duration 
 	return max(d, windowWait(h, now), u.retryDelay, u.loadWait, messageDelay(u.message), messageDelay(u.detail))
 }
 
-// withRelayedHeaders is header with relayed added where header has no
-// value of that name; header itself when there is nothing to add.
+// withRelayedHeaders is header with relayed added where it has no value of
+// that name.
 func withRelayedHeaders(header, relayed http.Header) http.Header {
 	if len(relayed) == 0 {
 		return header
@@ -80,8 +70,8 @@ func withRelayedHeaders(header, relayed http.Header) http.Header {
 }
 
 // secondsHint reads a JSON number of seconds (Hugging Face's
-// estimated_time: 20.0, 300.8891906738281), rounded up to the nanosecond;
-// 0 for anything else, a negative number, NaN included; maxHint at most.
+// estimated_time: 300.8891906738281), rounded up; 0 for anything else or
+// not positive; maxHint at most.
 func secondsHint(raw json.RawMessage) time.Duration {
 	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
 	switch {
@@ -94,8 +84,7 @@ func secondsHint(raw json.RawMessage) time.Duration {
 }
 
 // parseDecimal reads "digits" or "digits.digits" as a count of unit,
-// rounded up to the nanosecond. Signs, exponents, NaN and Inf are refused;
-// a value too large for a Duration gives maxHint.
+// rounded up, refusing signs, exponents, NaN and Inf; maxHint at most.
 func parseDecimal(s string, unit time.Duration) (time.Duration, bool) {
 	whole, frac, dot := strings.Cut(strings.TrimPrefix(s, "+"), ".")
 	if !allDigits(whole) || (dot && !allDigits(frac)) {
@@ -114,20 +103,9 @@ func parseDecimal(s string, unit time.Duration) (time.Duration, bool) {
 	return d, true
 }
 
-func allDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
+func allDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
 
-// parseProtoDuration reads a protobuf Duration in its JSON form, decimal
-// seconds with an "s" suffix ("30s", "1.5s"), as Google's RetryInfo sends it.
+// parseProtoDuration reads a protobuf Duration's JSON form ("1.5s").
 func parseProtoDuration(s string) (time.Duration, bool) {
 	secs, ok := strings.CutSuffix(strings.TrimSpace(s), "s")
 	if !ok {
@@ -136,10 +114,9 @@ func parseProtoDuration(s string) (time.Duration, bool) {
 	return parseDecimal(secs, time.Second)
 }
 
-// tryAgainIn finds OpenAI's and Groq's "Please try again in 6.5s" (also
-// "in 20ms", "in 1m30s", "in 1m26.4s"). The phrase comes from the provider's
-// own rate limiter and names the wait in Go's duration syntax, so it is read
-// as reliably as a header.
+// tryAgainIn finds OpenAI's and Groq's "Please try again in 6.5s" (or
+// "20ms", "1m26.4s"): their rate limiter's own words, in Go's duration
+// syntax, as reliable as a header.
 var tryAgainIn = regexp.MustCompile(`(?i)try again in ((?:\d{1,12}(?:\.\d{1,9})?(?:ms|h|m|s))+)`)
 
 // waitInWords finds a wait spelt in words: "Try again in 60 seconds" (LiteLLM's

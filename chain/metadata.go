@@ -21,14 +21,12 @@ import (
 // Metadata is a request's metadata, echoed unchanged in its result: string
 // keys, each value a JSON scalar (a string, a number, true, false or null).
 //
-// Numbers keep their form across a round trip. A JSON number decodes as a
-// json.Number, its text, and is written back as that text; a msgpack
-// integer decodes as an int64 (a uint64 above math.MaxInt64) and a msgpack
-// float as a float32 or float64, and each is written back as the same kind
-// of msgpack number. A Go program may also set any other Go integer or
-// float. A value of any other kind (an object, a list, binary data, a msgpack
-// extension) is refused when decoding. How many keys and how long a value
-// may be is the wire format's to bound.
+// Numbers keep their form across a round trip: a JSON number decodes as a
+// json.Number, written back as its text; a msgpack integer as an int64 (a
+// uint64 above math.MaxInt64), a float as a float32 or float64, each
+// written back as the same kind. A Go program may set any Go integer or
+// float. Any other kind of value is refused when decoding. The wire format
+// bounds the keys and values.
 type Metadata map[string]any
 
 // metadataKeyQuote is how much of a key an error quotes, in bytes.
@@ -40,9 +38,8 @@ func metadataValueError(key, kind string) error {
 		strconv.Quote(text.Cut(key, metadataKeyQuote)), kind)
 }
 
-// UnmarshalJSON reads a JSON object of scalars, numbers as json.Number.
-// A value that is not an object is reported as a *json.UnmarshalTypeError,
-// like a field of the wrong type.
+// UnmarshalJSON reads a JSON object of scalars, numbers as json.Number; a
+// value that is not an object is a *json.UnmarshalTypeError.
 func (m *Metadata) UnmarshalJSON(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -50,12 +47,8 @@ func (m *Metadata) UnmarshalJSON(data []byte) error {
 	if err := dec.Decode(&v); err != nil {
 		return err
 	}
-	if v == nil {
-		*m = nil
-		return nil
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
+	obj, ok := v.(map[string]any) // nil for null
+	if !ok && v != nil {
 		return &json.UnmarshalTypeError{Value: jsonKind(v), Type: reflect.TypeFor[Metadata]()}
 	}
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
@@ -70,8 +63,7 @@ func (m *Metadata) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// jsonKind names the kind of a decoded JSON value as encoding/json names it
-// in an UnmarshalTypeError.
+// jsonKind names a decoded JSON value's kind as an UnmarshalTypeError does.
 func jsonKind(v any) string {
 	switch v.(type) {
 	case []any:
@@ -121,37 +113,21 @@ func encodeMetadataValue(enc *msgpack.Encoder, v any) error {
 			return fmt.Errorf("%q is not a number", string(v))
 		}
 		return enc.EncodeFloat64(f)
-	case int:
-		return enc.EncodeInt(int64(v))
-	case int8:
-		return enc.EncodeInt(int64(v))
-	case int16:
-		return enc.EncodeInt(int64(v))
-	case int32:
-		return enc.EncodeInt(int64(v))
-	case int64:
-		return enc.EncodeInt(v)
-	case uint:
-		return enc.EncodeUint(uint64(v))
-	case uint8:
-		return enc.EncodeUint(uint64(v))
-	case uint16:
-		return enc.EncodeUint(uint64(v))
-	case uint32:
-		return enc.EncodeUint(uint64(v))
-	case uint64:
-		return enc.EncodeUint(v)
 	case float32:
 		return enc.EncodeFloat32(v)
 	case float64:
 		return enc.EncodeFloat64(v)
 	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return enc.EncodeInt(rv.Int()) // shortest form, as enc.Encode would not
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return enc.EncodeUint(rv.Uint())
+	}
 	return enc.Encode(v)
 }
 
-// DecodeMsgpack reads a msgpack map of scalars: string keys; nil, booleans,
-// strings, integers (int64, or uint64 above math.MaxInt64) and floats
-// (float32 or float64, as sent).
+// DecodeMsgpack reads a msgpack map of scalars with string keys.
 func (m *Metadata) DecodeMsgpack(dec *msgpack.Decoder) error {
 	raw, err := dec.DecodeRaw()
 	if err != nil {
@@ -186,10 +162,8 @@ func (m *Metadata) DecodeMsgpack(dec *msgpack.Decoder) error {
 	return nil
 }
 
-// decodeMetadataValue decodes one msgpack scalar, and reports false for a
-// value that is not one.
+// decodeMetadataValue decodes one msgpack scalar; false for another value.
 func decodeMetadataValue(b []byte) (any, bool) {
-	var err error
 	switch c := b[0]; {
 	case c == 0xc0:
 		return nil, true
@@ -197,24 +171,25 @@ func decodeMetadataValue(b []byte) (any, bool) {
 		return c == 0xc3, true
 	case c == 0xcf: // uint64: the one integer that may not fit an int64
 		var u uint64
-		if err = msgpack.Unmarshal(b, &u); err == nil && u <= math.MaxInt64 {
+		err := msgpack.Unmarshal(b, &u)
+		if err == nil && u <= math.MaxInt64 {
 			return int64(u), true
 		}
 		return u, err == nil
 	case c <= 0x7f, c >= 0xe0, c >= 0xcc && c <= 0xd3:
-		var i int64
-		err = msgpack.Unmarshal(b, &i)
-		return i, err == nil
+		return unmarshalAs[int64](b)
 	case c == 0xca:
-		var f float32
-		err = msgpack.Unmarshal(b, &f)
-		return f, err == nil
+		return unmarshalAs[float32](b)
 	case c == 0xcb:
-		var f float64
-		err = msgpack.Unmarshal(b, &f)
-		return f, err == nil
+		return unmarshalAs[float64](b)
 	case c >= 0xa0 && c <= 0xbf, c >= 0xd9 && c <= 0xdb:
 		return msgpackwalk.String(b)
 	}
 	return nil, false
+}
+
+func unmarshalAs[T any](b []byte) (any, bool) {
+	var v T
+	err := msgpack.Unmarshal(b, &v)
+	return v, err == nil
 }

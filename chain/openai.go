@@ -23,27 +23,36 @@ const maxErrorText = 300
 // misbehaving endpoint cannot exhaust memory.
 const maxResponseBytes = 8 << 20
 
-// OpenAI calls any OpenAI-compatible /chat/completions endpoint with plain
-// net/http; it makes exactly one attempt per Call.
-type OpenAI struct {
+// adapter is what the HTTP adapters share: one attempt per Call, with
+// plain net/http.
+type adapter struct {
 	name, endpoint, model, apiKey string
 	client                        *http.Client
 }
 
-// NewOpenAI returns an adapter for baseURL (for example
-// https://api.openai.com/v1). A nil client uses a shared pooled one.
-func NewOpenAI(name, baseURL, model, apiKey string, client *http.Client) *OpenAI {
+// newAdapter resolves path under baseURL; a nil client is DefaultHTTPClient.
+func newAdapter(name, baseURL, path, model, apiKey string, client *http.Client) adapter {
 	if client == nil {
 		client = DefaultHTTPClient
 	}
-	return &OpenAI{name: name, endpoint: endpoint(baseURL, "/chat/completions"), model: model, apiKey: apiKey, client: client}
+	return adapter{name: name, endpoint: endpoint(baseURL, path), model: model, apiKey: apiKey, client: client}
 }
 
 // Name returns the provider's name.
-func (o *OpenAI) Name() string { return o.name }
+func (a *adapter) Name() string { return a.name }
 
 // Model returns the configured model.
-func (o *OpenAI) Model() string { return o.model }
+func (a *adapter) Model() string { return a.model }
+
+// OpenAI calls any OpenAI-compatible /chat/completions endpoint; it makes
+// exactly one attempt per Call.
+type OpenAI struct{ adapter }
+
+// NewOpenAI returns an adapter for baseURL (for example
+// https://api.openai.com/v1). A nil client uses DefaultHTTPClient.
+func NewOpenAI(name, baseURL, model, apiKey string, client *http.Client) *OpenAI {
+	return &OpenAI{newAdapter(name, baseURL, "/chat/completions", model, apiKey, client)}
+}
 
 type openAIRequest struct {
 	Model       string    `json:"model"`
@@ -52,8 +61,7 @@ type openAIRequest struct {
 	Temperature *float64  `json:"temperature,omitempty"`
 }
 
-// openAIResponse, openAIUsage, openAIChoice and openAIMessage are decoded
-// one after the other (decodeOpenAIAnswer).
+// The levels of an answer, decoded one after the other.
 type openAIResponse struct {
 	Model   looseString       `json:"model"`
 	Choices []json.RawMessage `json:"choices"`
@@ -101,15 +109,12 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
 }
 
 // decodeOpenAIAnswer reads a chat completion's model, usage and first
-// choice, and returns that choice as sent, where an error object that
-// ended it may be (OpenRouter's); the error is the first decoding failure,
-// with what could be read still returned. It decodes one level of nesting at a time (decodeLevel),
-// the usage, each choice and then its message on their own: the content's
-// three levels at once took a worker's stack past 8 KiB. Every choice is
-// decoded, so that a malformed one fails the answer as it would in one
-// pass. Of a member repeated in one object (RFC 8259, section 4, leaves
-// that to the reader), the last counts where a level is decoded on its
-// own.
+// choice, and returns that choice as sent (an error object that ended it
+// may be there, OpenRouter's) and the first decoding failure. It decodes a
+// level at a time (decodeLevel): the content's three levels at once took a
+// worker's stack past 8 KiB. Every choice is decoded, so a malformed one
+// fails the answer as in one pass. Of a member repeated in one object (RFC
+// 8259, section 4), the last counts.
 func decodeOpenAIAnswer(data []byte) (Response, json.RawMessage, error) {
 	var out openAIResponse
 	decodeErr := json.Unmarshal(data, &out)
@@ -140,10 +145,9 @@ func decodeOpenAIAnswer(data []byte) (Response, json.RawMessage, error) {
 }
 
 // DefaultHTTPClient is shared by adapters built without a client. It has no
-// overall timeout: each attempt's context carries the provider's timeout. It
-// never follows a redirect: net/http would resend a custom header such as
-// x-api-key to wherever the redirect points, and a provider has no reason to
-// redirect a POST (the 3xx is reported as a server failure).
+// overall timeout (each attempt's context has the provider's), and follows
+// no redirect: net/http would resend x-api-key wherever it points, and a
+// provider has no reason to redirect a POST (a 3xx is a server failure).
 var DefaultHTTPClient = &http.Client{
 	Transport: func() http.RoundTripper {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -153,9 +157,8 @@ var DefaultHTTPClient = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
-// endpoint is the URL of the API's path under baseURL: the path goes after
-// the base path, and a query the base carries (Azure OpenAI's api-version)
-// stays the query.
+// endpoint is the URL of path under baseURL, keeping its query (Azure
+// OpenAI's api-version).
 func endpoint(baseURL, path string) string {
 	u, err := neturl.Parse(baseURL)
 	if err != nil { // checked by the chain file; from Go, the call reports it
@@ -216,7 +219,7 @@ func undecodable(err error) bool {
 
 // httpFailure builds the CallError for a non-2xx answer: the status's class
 // unless the body overrides it (bodyRules), the longest wait hint, and the
-// body's message, or only the title of an HTML page.
+// body's text.
 func httpFailure(status int, header http.Header, body []byte, apiKey string) *CallError {
 	u := decodeErrorBody(body)
 	return &CallError{
@@ -225,11 +228,9 @@ func httpFailure(status int, header http.Header, body []byte, apiKey string) *Ca
 	}
 }
 
-// answerFailure is the failure a 2xx body reports in place of an answer, as
-// gateways do: an error object of any shape decodeErrorBody reads, classed
-// by its embedded code or type. nil when the body holds no error object.
-// Adapters ask only when the body has no answer text: an error object next
-// to a real answer is not a failure.
+// answerFailure is the failure an error object in a 2xx body reports, as
+// gateways send, classed by its embedded code or type; nil when there is
+// none. Adapters ask only when the body has no answer (refuse).
 func answerFailure(status int, header http.Header, body []byte, apiKey string) *CallError {
 	u := decodeErrorBody(body)
 	if !u.found {
@@ -242,10 +243,6 @@ func answerFailure(status int, header http.Header, body []byte, apiKey string) *
 	}
 }
 
-// errorText makes outside text fit for results and state: without the API
-// key, and short.
-func errorText(msg, apiKey string) string {
-	// Redact before cutting short: a cut through the key would leave a
-	// prefix of it that no longer matches.
-	return text.Cut(redactKey(msg, apiKey), maxErrorText)
-}
+// errorText makes outside text fit for results and state: redacted, then
+// cut (a cut through the key would leave a prefix no longer matching).
+func errorText(msg, apiKey string) string { return text.Cut(redactKey(msg, apiKey), maxErrorText) }

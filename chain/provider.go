@@ -14,11 +14,9 @@ type Provider interface {
 	Name() string
 	// Model is the configured model, reported when the answer names none.
 	Model() string
-	// Call makes one attempt. A failure is returned as a *CallError. req
-	// belongs to the caller: Call must not modify it or anything it refers
-	// to (its Messages, Schema, Stale), nor keep any of it once it returns;
-	// the caller may reuse it then. It is a pointer so that the worker's
-	// stack, held for the whole wait on the provider, holds no copy of it.
+	// Call makes one attempt; a failure is a *CallError. req stays the
+	// caller's: Call neither modifies nor keeps it or what it refers to. It
+	// is a pointer so that the worker's stack holds no copy of it.
 	Call(ctx context.Context, req *Request) (Response, error)
 }
 
@@ -38,8 +36,7 @@ type Request struct {
 	Schema *Schema
 	// Cache is what the request asks of the response cache.
 	Cache CacheControl
-	// Stale, when set, is an earlier answer that stands in when no
-	// provider answers, before the rules provider (see StaleAnswer).
+	// Stale, when set, may stand in when no provider answers (StaleAnswer).
 	Stale *StaleAnswer
 }
 
@@ -49,19 +46,17 @@ type Usage struct {
 	CompletionTokens int `msgpack:"completion_tokens" json:"completion_tokens"`
 }
 
-// MaxUsageTokens bounds each count of a provider's usage report: far above
-// any context window, so that no report can make a cost or a counter
-// overflow.
+// MaxUsageTokens bounds each count of a provider's usage report, far above
+// any context window, so that no cost or counter can overflow.
 const MaxUsageTokens = 1 << 30
 
-// MaxModelBytes bounds the model an answer names, in bytes: the name goes
-// into the Detour-Model header, a metric label and the response cache,
-// which keeps no longer one. A longer one gives way to the configured model.
+// MaxModelBytes bounds the model an answer names, in bytes (it goes into a
+// header, a metric label and the cache); a longer one gives way to the
+// configured model.
 const MaxModelBytes = 256
 
-// reportedUsage is a provider's usage report, each count bounded to
-// [0, MaxUsageTokens]: a provider's numbers are outside input, and a
-// negative one would make token and cost counters go backwards.
+// reportedUsage bounds each count of a provider's report to
+// [0, MaxUsageTokens]: a negative one would make counters go backwards.
 func reportedUsage(prompt, completion int) Usage {
 	return Usage{PromptTokens: min(max(prompt, 0), MaxUsageTokens), CompletionTokens: min(max(completion, 0), MaxUsageTokens)}
 }
@@ -70,36 +65,27 @@ func reportedUsage(prompt, completion int) Usage {
 type Response struct {
 	Content string
 	Model   string
-	// Complete is set when the answer ended the way the provider's API
-	// documents a complete answer (stop.go: OpenAI's finish_reason "stop",
-	// Anthropic's stop_reason "end_turn" or "stop_sequence"). An answer
-	// that is not complete, cut short, filtered, refused, ended by an error
-	// or by a reason the API does not document, never wins, whatever text
-	// it has. A Provider written in Go sets it for every answer it stands
-	// behind.
+	// Complete is set when the answer ended the way its API documents a
+	// complete answer (stop.go); only then may it win. A Provider written
+	// in Go sets it for every answer it stands behind.
 	Complete bool
-	// StopReason is why the provider stopped, as it spelled it (OpenAI's
-	// finish_reason, Anthropic's stop_reason; "" when it sent none or
-	// null), or "refusal" when an OpenAI answer carried message.refusal.
+	// StopReason is the finish_reason or stop_reason as spelled, or
+	// "refusal" for OpenAI's message.refusal.
 	StopReason string
-	// Refusal is the text of OpenAI's message.refusal, the model declining
-	// to answer; "" when it sent none.
+	// Refusal is the text of OpenAI's message.refusal; "" when none.
 	Refusal string
 	Usage   Usage
 }
 
-// CallError is a failed attempt with everything the chain needs to decide what
-// to do next.
+// CallError is a failed attempt, with what the chain needs to decide next.
 type CallError struct {
 	Class      Class
 	StatusCode int
 	// RetryAfter is the longest wait the provider asked for by any hint
-	// (Retry-After, retry-after-ms, a retry delay in the error body), zero
-	// if none.
+	// (waitHint), zero if none.
 	RetryAfter time.Duration
-	// StopReason is the stop reason of a 2xx answer that ended with an
-	// error object instead of a complete ending (OpenRouter's
-	// finish_reason "error"), as the provider spelled it; "" otherwise.
+	// StopReason is that of a 2xx answer ended by an error object
+	// (OpenRouter's finish_reason "error"); "" otherwise.
 	StopReason string
 	Err        error
 }
@@ -115,8 +101,7 @@ func (e *CallError) Error() string {
 // Unwrap returns the underlying failure.
 func (e *CallError) Unwrap() error { return e.Err }
 
-// asCallError turns any error from Provider.Call into a *CallError, classifying
-// transport errors and deadlines that an adapter returned as they were.
+// asCallError turns any error from Provider.Call into a *CallError.
 func asCallError(err error, parent context.Context) *CallError {
 	var ce *CallError
 	if errors.As(err, &ce) {

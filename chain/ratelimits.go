@@ -7,12 +7,10 @@ import (
 	"time"
 )
 
-// This file reads the rate-limit windows a response reports: how much of
-// each is left and when it resets. A reset is a wait hint only for a
-// window the response says is spent (its remaining count is 0): providers
-// send these headers on every answer, and a reset of a window with room
-// left says nothing about when to call again. A reset without its
-// remaining count is not read either.
+// This file reads the rate-limit windows a response reports. A reset is a
+// wait hint only for a window whose remaining count is 0: providers send
+// these headers on every answer, and a window with room left says nothing
+// about when to call again.
 
 // Window header families, each a remaining count paired with a reset:
 //
@@ -36,8 +34,7 @@ import (
 //     (https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/),
 //     or in draft -07 `limit=10, remaining=0, reset=7`.
 
-// windowWait is the longest reset among the windows that header reports
-// spent, 0 if none is; every value is bounded by maxHint.
+// windowWait is the longest reset among the windows header reports spent.
 func windowWait(header http.Header, now time.Time) time.Duration {
 	var wait time.Duration
 	for key, values := range header {
@@ -52,8 +49,8 @@ func windowWait(header http.Header, now time.Time) time.Duration {
 	return max(wait, policyWait(header.Values("RateLimit")))
 }
 
-// resetKeyFor is the reset header paired with the remaining-count header
-// key (lower case), and whether key is one.
+// resetKeyFor is the reset header paired with the lower-case remaining-count
+// header key, if key is one.
 func resetKeyFor(key string) (string, bool) {
 	switch {
 	case strings.HasPrefix(key, "x-ratelimit-remaining"):
@@ -66,23 +63,19 @@ func resetKeyFor(key string) (string, bool) {
 	return "", false
 }
 
-// spent reports a remaining count of 0 ("0", "0.0"); an unknown count
-// (Azure OpenAI sends -1) or one that does not read is not.
+// spent reports a remaining count of 0 ("0.0" too), not Azure's unknown -1.
 func spent(remaining string) bool {
 	n, ok := parseDecimal(strings.TrimSpace(remaining), time.Second)
 	return ok && n == 0
 }
 
-// goDuration is a positive duration in Go's syntax, as OpenAI and Groq
-// write their resets ("6m0s", "2m59.56s", "20ms").
+// goDuration is a positive duration in Go's syntax ("6m0s", "20ms").
 var goDuration = regexp.MustCompile(`^(?:\d{1,20}(?:\.\d{1,20})?(?:ns|us|µs|ms|s|m|h))+$`)
 
-// parseReset reads a window's reset, in whichever form the families above
-// write it: a Go duration, an RFC 3339 or HTTP date, a count of seconds
-// (decimals allowed), or a time since the epoch, in seconds (10 to 12
-// digits) or milliseconds (13 digits or more). No delta of seconds is that
-// long (10 digits are 31 years), so the length tells them apart. A reset
-// in the past is no wait; ok is false for what does not read.
+// parseReset reads a window's reset in any form the families above write:
+// a Go duration, an RFC 3339 or HTTP date, seconds (decimals allowed), or a
+// time since the epoch in seconds (10 to 12 digits; no delta is 31 years)
+// or milliseconds (13 or more). A reset in the past is no wait.
 func parseReset(value string, now time.Time) (time.Duration, bool) {
 	value = strings.TrimSpace(value)
 	if goDuration.MatchString(value) {
@@ -116,17 +109,13 @@ func parseReset(value string, now time.Time) (time.Duration, bool) {
 }
 
 // until is the wait from now to t: none when t has passed, maxHint at most.
-func until(t, now time.Time) time.Duration {
-	return min(max(t.Sub(now), 0), maxHint)
-}
+func until(t, now time.Time) time.Duration { return min(max(t.Sub(now), 0), maxHint) }
 
-// maxPolicies bounds the policies of RateLimit fields read: the field is
-// outside input.
+// maxPolicies bounds the policies of RateLimit fields read.
 const maxPolicies = 64
 
 // policyWait is the longest reset among the spent policies of RateLimit
-// fields, in either form of the drafts: `"p";r=0;t=30` per policy, or the
-// dictionary `limit=10, remaining=0, reset=7`.
+// fields, in either form of the drafts above.
 func policyWait(fields []string) time.Duration {
 	var wait time.Duration
 	read := 0

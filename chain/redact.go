@@ -8,19 +8,17 @@ import (
 	"github.com/detourhq/detour/internal/text"
 )
 
-// This file keeps a provider's API key out of everything a provider sends
-// back: its answers and its errors reach results, dead letters, logs, the
-// provider state and metric labels. An endpoint may echo the key it was
-// sent (a gateway repeating the request in an error, a hostile one in its
-// answer), so every text taken from a response passes through here.
+// This file keeps a provider's API key out of every text taken from its
+// responses, which reach results, dead letters, logs, state and metrics:
+// an endpoint may echo the key (a gateway quoting the request, a hostile
+// one in its answer).
 
 // redactedKey stands in for the key.
 const redactedKey = "[redacted]"
 
-// redactKey replaces apiKey in s. Text taken from a JSON document (an
-// error body kept as sent, cut short or not) may spell the key with
-// escapes ("\u002d", "\/") that a plain search misses: when s holds such
-// escapes and reading them shows the key, s is shown with its escapes read.
+// redactKey replaces apiKey in s. Text from a JSON document may spell the
+// key with escapes ("\u002d", "\/"): when reading them shows the key, s is
+// shown with its escapes read.
 func redactKey(s, apiKey string) string {
 	if apiKey == "" {
 		return s
@@ -34,10 +32,9 @@ func redactKey(s, apiKey string) string {
 	return s
 }
 
-// unescape reads the JSON escapes of s that can spell a key's characters,
-// \uXXXX (a surrogate pair as one character) and \/, wherever they are: s
-// need not be JSON, or whole. Other escapes (\\, \", \n, ...) are kept as
-// written, so that "\\u0041" stays a backslash and "u0041".
+// unescape reads the escapes of s that can spell a key, \uXXXX (a pair as
+// one character) and \/, wherever they are; s need not be JSON. Other
+// escapes are kept as written, so "\\u0041" stays a backslash and "u0041".
 func unescape(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
@@ -66,8 +63,7 @@ func unescape(s string) string {
 	return b.String()
 }
 
-// redactAnswer removes the key from every text of a decoded answer: the
-// content, the model, the stop reason and the refusal.
+// redactAnswer removes the key from every text of a decoded answer.
 func redactAnswer(resp *Response, apiKey string) {
 	for _, s := range []*string{&resp.Content, &resp.Model, &resp.StopReason, &resp.Refusal} {
 		*s = redactKey(*s, apiKey)
@@ -84,8 +80,8 @@ func redact(err error, apiKey string) error {
 	return &redactedError{msg: strings.ReplaceAll(err.Error(), apiKey, redactedKey), cause: err}
 }
 
-// redactedError keeps the cause for classification (Timeout, errors.Is on
-// deadlines) while its text never shows the key.
+// redactedError keeps the cause for classification while its text never
+// shows the key.
 type redactedError struct {
 	msg   string
 	cause error
@@ -93,7 +89,6 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.msg }
 
-// Is and Timeout forward classification to the cause without exposing its text.
 func (e *redactedError) Is(target error) bool { return errors.Is(e.cause, target) }
 
 func (e *redactedError) Timeout() bool { return isTimeout(e.cause) }

@@ -29,15 +29,13 @@ type Attempt struct {
 	RetryAfterMs int64   `msgpack:"retry_after_ms,omitempty" json:"retry_after_ms,omitempty"`
 	LatencyMs    int64   `msgpack:"latency_ms" json:"latency_ms"`
 	Error        string  `msgpack:"error,omitempty" json:"error,omitempty"`
-	// StopReason is why an answering provider stopped when that was not a
-	// complete ending: "length", "content_filter", "refusal", "error", ...;
-	// empty for a complete answer, and for one that named no reason.
+	// StopReason is why an answer was not complete ("length",
+	// "content_filter", "refusal", "error", ...); empty otherwise.
 	StopReason string `msgpack:"stop_reason,omitempty" json:"stop_reason,omitempty"`
 }
 
-// Result is the annotated answer to one request (docs/results.md). The chain
-// fills in what it knows; the stream adds the request's id, queue time,
-// delivery count and metadata before publishing it.
+// Result is the annotated answer to one request (docs/results.md). The stream
+// adds the queue time, deliveries and metadata to what the chain fills in.
 type Result struct {
 	ID       string    `msgpack:"id" json:"id"`
 	Status   Status    `msgpack:"status" json:"status"`
@@ -50,16 +48,13 @@ type Result struct {
 	Usage    Usage     `msgpack:"usage" json:"usage"`
 	// Cost is what the answer cost at the answering provider's price, in
 	// the chain file's currency; nil when that provider has no price.
-	Cost       *float64 `msgpack:"cost,omitempty" json:"cost,omitempty"`
-	LatencyMs  int64    `msgpack:"latency_ms" json:"latency_ms"`
-	QueuedMs   int64    `msgpack:"queued_ms" json:"queued_ms"`
-	Deliveries uint64   `msgpack:"deliveries" json:"deliveries"`
-	Error      string   `msgpack:"error,omitempty" json:"error,omitempty"`
-	Metadata   Metadata `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
-	// Cache says how the response cache took part: hit, miss or stale;
-	// empty for a chain without a cache.
-	Cache CacheStatus `msgpack:"cache,omitempty" json:"cache,omitempty"`
-	// AgeS is the age of a cached answer (hit or stale), in whole seconds;
-	// omitted when zero.
+	Cost       *float64    `msgpack:"cost,omitempty" json:"cost,omitempty"`
+	LatencyMs  int64       `msgpack:"latency_ms" json:"latency_ms"`
+	QueuedMs   int64       `msgpack:"queued_ms" json:"queued_ms"`
+	Deliveries uint64      `msgpack:"deliveries" json:"deliveries"`
+	Error      string      `msgpack:"error,omitempty" json:"error,omitempty"`
+	Metadata   Metadata    `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
+	Cache      CacheStatus `msgpack:"cache,omitempty" json:"cache,omitempty"`
+	// AgeS is a cached answer's age in whole seconds; omitted when zero.
 	AgeS int64 `msgpack:"age_s,omitempty" json:"age_s,omitempty"`
 }

@@ -7,10 +7,9 @@ import (
 	"time"
 )
 
-// Backoff returns the wait before retry number attempt (0 for the first retry):
-// a uniformly random duration between zero and base·2^attempt capped at max
-// ("full jitter"), so that many workers retrying the same outage spread out.
-// rnd returns a float in [0, 1).
+// Backoff returns the wait before retry number attempt (from 0): uniformly
+// random between zero and base·2^attempt capped at max ("full jitter"), so
+// that workers retrying one outage spread out. rnd returns [0, 1).
 func Backoff(attempt int, base, max time.Duration, rnd func() float64) time.Duration {
 	if base <= 0 {
 		return 0
@@ -22,11 +21,10 @@ func Backoff(attempt int, base, max time.Duration, rnd func() float64) time.Dura
 	return time.Duration(rnd() * ceiling)
 }
 
-// ParseRetryAfter reads a Retry-After header value (RFC 9110 §10.2.3),
-// either delay-seconds or an HTTP-date. Decimal seconds ("2.5"), which some
-// gateways send, are rounded up to whole seconds, so the wait is never
-// shorter than asked. ok is false when the value is absent or unreadable; a
-// date in the past gives zero, and a value beyond a Duration is capped.
+// ParseRetryAfter reads a Retry-After value (RFC 9110 §10.2.3):
+// delay-seconds (decimals, which some gateways send, rounded up) or an
+// HTTP-date. ok is false when absent or unreadable; a past date gives zero,
+// and a value beyond a Duration is capped.
 func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
 	value = strings.TrimSpace(value)
 	if value == "" {

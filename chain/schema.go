@@ -18,24 +18,21 @@ import (
 	"github.com/detourhq/detour/internal/text"
 )
 
-// Schema is a compiled response_schema: a JSON Schema the answer's content
-// must satisfy before the answer may win. It is safe for concurrent use.
+// Schema is a compiled response_schema, which an answer's content must
+// satisfy to win. It is safe for concurrent use.
 type Schema struct {
 	compiled *jsonschema.Schema
-	// patterns is nil for a schema without patterns: its checks need no
-	// budget, so they run concurrently.
-	patterns *matchBudget
+	patterns *matchBudget // nil without patterns: checks run concurrently
 }
 
-// schemaURL is the name the request's schema is compiled under; it is never
-// fetched.
+// schemaURL is the name the request's schema is compiled under, never fetched.
 const schemaURL = "detour:response_schema"
 
 // CompileSchema compiles a request's response_schema. A schema outside the
 // limits of CheckSchema, or whose patterns exceed MaxSchemaPatternSize, is
 // refused before it costs; one that could cost more than
-// MaxSchemaEvaluations to check an answer against is refused once compiled. References outside the schema itself are refused:
-// a request must not make the processor read files or fetch URLs.
+// MaxSchemaEvaluations per answer is refused once compiled. References
+// outside the schema are refused: no request reads files or fetches URLs.
 func CompileSchema(doc map[string]any) (*Schema, error) {
 	raw, err := schemaJSON(doc)
 	if err != nil {
@@ -44,14 +41,13 @@ func CompileSchema(doc map[string]any) (*Schema, error) {
 	return compileSchemaJSON(raw)
 }
 
-// schemaJSON checks doc against the limits and returns its JSON encoding,
-// which is canonical: encoding/json sorts map keys.
+// schemaJSON checks doc against the limits and returns its canonical JSON
+// (encoding/json sorts map keys).
 func schemaJSON(doc map[string]any) ([]byte, error) {
 	if err := CheckSchema(doc); err != nil {
 		return nil, err
 	}
-	// Round-trip through JSON so values decoded from msgpack (int64, []byte
-	// keys...) reach the compiler as JSON values.
+	// So that values decoded from msgpack reach the compiler as JSON values.
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("response_schema is not JSON: %w", err)
@@ -94,52 +90,40 @@ func compileSchemaJSON(raw []byte) (*Schema, error) {
 	return s, nil
 }
 
-// maxSchemaErrorText is how much of the compiler's or validator's error text
-// is kept, in bytes. It lists every failing location; for an outside schema
-// that can be thousands, and the text ends up in a log line and a header.
+// maxSchemaErrorText is how much of the compiler's or validator's error
+// text is kept, in bytes: it lists every failing location, and ends up in
+// a log line and a header.
 const maxSchemaErrorText = 512
 
-// schemaError is err's text on one line after prefix, cut to
-// maxSchemaErrorText.
+// schemaError is err's text on one line after prefix, cut short.
 func schemaError(prefix string, err error) error {
 	return errors.New(prefix + ": " + text.Cut(oneLine(err.Error()), maxSchemaErrorText))
 }
 
-// SchemaCacheSize is how many compiled schemas a SchemaCache keeps. Clients
-// tend to send one schema with many requests. Most compiled schemas take a
-// few KB; the limits bound one at about 7 MB (5,000 objects keep 4 MB, a
-// full pattern budget 2 MB), so 16 keeps a cache filled on purpose with the
-// largest near 100 MB.
+// SchemaCacheSize is how many compiled schemas a SchemaCache keeps: most take
+// a few KB, the limits bound one at about 7 MB, so 16 are at most ~100 MB.
 const SchemaCacheSize = 16
 
 // maxSchemaCompilations bounds the compilations a SchemaCache runs at once,
-// which is also never more than GOMAXPROCS: a compilation is CPU work that
-// cannot be interrupted, so more at once than there are CPUs finishes none
-// sooner and holds more memory (a compiled schema up to about 7 MB, see
-// SchemaCacheSize). Clients tend to send few distinct schemas, each compiled
-// once, so only a flood of distinct schemas waits here; 4 keeps its
-// compilations from taking every CPU of a large machine, and what they hold
-// to a few tens of MB, per cache.
+// never more than GOMAXPROCS: more than there are CPUs finish none sooner
+// and hold more memory. Only a flood of distinct schemas waits here, kept
+// from every CPU of a large machine and to a few tens of MB per cache.
 const maxSchemaCompilations = 4
 
-// SchemaCache compiles response schemas and keeps the most recently used,
-// keyed by a hash of their canonical JSON, so that a schema sent with every
-// request is compiled once. A schema that does not compile is remembered too,
-// so resending it costs no more. It is safe for concurrent use; requests with
-// the same schema share one compilation.
+// SchemaCache compiles response schemas and keeps the most recently used, keyed
+// by a hash of their canonical JSON, so that a schema sent with every request
+// is compiled once; one that does not compile is remembered too. It is safe for
+// concurrent use; requests with one schema share one compilation.
 type SchemaCache struct {
-	mu      sync.Mutex
-	size    int
-	entries map[[sha256.Size]byte]*list.Element // of *schemaEntry
-	recent  *list.List                          // most recently used first
-	compile func(raw []byte) (*Schema, error)
-	// compilers holds a token for each compilation under way, evicted
-	// entries' included.
-	compilers chan struct{}
+	mu        sync.Mutex
+	size      int
+	entries   map[[sha256.Size]byte]*list.Element // of *schemaEntry
+	recent    *list.List                          // most recently used first
+	compile   func(raw []byte) (*Schema, error)
+	compilers chan struct{} // a token per compilation under way
 }
 
-// schemaEntry is one schema's compilation: waiting for a compiler, under
-// way, or done.
+// schemaEntry is one schema's compilation.
 type schemaEntry struct {
 	key     [sha256.Size]byte
 	begun   bool          // guarded by the cache's mu
@@ -159,14 +143,12 @@ func NewSchemaCache(size int) *SchemaCache {
 		compilers: make(chan struct{}, min(runtime.GOMAXPROCS(0), maxSchemaCompilations))}
 }
 
-// Compile returns doc compiled, from the cache when it can. The limits of
-// CheckSchema are checked first. The compiler cannot be interrupted, so it
-// runs in a goroutine of its own and Compile returns ctx's error as soon as
-// ctx ends; the compilation still finishes (its cost is bounded by the limits)
-// and is kept for the next request with this schema. A cache runs at most
-// GOMAXPROCS compilations at once, and at most 4; beyond them a caller waits,
-// under ctx, for one to end. A schema whose callers all gave up before then
-// is not compiled until it is sent again.
+// Compile returns doc compiled, from the cache when it can, after the
+// limits of CheckSchema. The compiler cannot be interrupted, so it runs in
+// a goroutine of its own and Compile returns ctx's error once ctx ends; the
+// compilation finishes and is kept. Beyond maxSchemaCompilations a caller
+// waits under ctx; a schema all its callers gave up on before its turn is
+// not compiled until it is sent again.
 func (c *SchemaCache) Compile(ctx context.Context, doc map[string]any) (*Schema, error) {
 	raw, err := schemaJSON(doc)
 	if err != nil {
@@ -184,9 +166,9 @@ func (c *SchemaCache) Compile(ctx context.Context, doc map[string]any) (*Schema,
 	}
 }
 
-// start returns once e's compilation is under way, waiting for a compiler to
-// start it unless another caller does first, or with ctx's error once ctx
-// ends: only a caller that still wants the schema starts its compilation.
+// start returns once e's compilation is under way, started by this caller
+// or another, or with ctx's error once ctx ends: only a caller that still
+// wants the schema starts it.
 func (c *SchemaCache) start(ctx context.Context, e *schemaEntry, raw []byte) error {
 	select {
 	case <-e.started: // done or under way: no compiler is taken
@@ -201,8 +183,8 @@ func (c *SchemaCache) start(ctx context.Context, e *schemaEntry, raw []byte) err
 	case c.compilers <- struct{}{}:
 	}
 	c.mu.Lock()
-	// A caller whose ctx ended as a compiler came free starts nothing:
-	// select picks at random among the cases ready.
+	// select picks at random among ready cases: a caller whose ctx ended
+	// as a compiler came free starts nothing.
 	first := !e.begun && ctx.Err() == nil
 	if first {
 		e.begun = true
@@ -218,9 +200,7 @@ func (c *SchemaCache) start(ctx context.Context, e *schemaEntry, raw []byte) err
 	go func() {
 		defer func() { <-c.compilers }()
 		defer close(e.done)
-		defer func() {
-			// Outside input must not crash the process, even through
-			// a bug of the compiler.
+		defer func() { // outside input must not crash the process through a compiler bug
 			if r := recover(); r != nil {
 				e.schema, e.err = nil, fmt.Errorf("response_schema: the compiler failed: %v", r)
 			}
@@ -230,16 +210,15 @@ func (c *SchemaCache) start(ctx context.Context, e *schemaEntry, raw []byte) err
 	return nil
 }
 
-// held returns how many schemas the cache holds, compiled, under way or
-// waiting for a compiler.
+// held returns how many schemas the cache holds, in any state.
 func (c *SchemaCache) held() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.recent.Len()
 }
 
-// entry returns the cache entry of raw, adding one if it has none, and evicts
-// the least recently used beyond the cache's size.
+// entry returns raw's entry, adding one if need be and evicting the least
+// recently used beyond the cache's size.
 func (c *SchemaCache) entry(raw []byte) *schemaEntry {
 	key := sha256.Sum256(raw)
 	c.mu.Lock()
@@ -258,36 +237,29 @@ func (c *SchemaCache) entry(raw []byte) *schemaEntry {
 	return e
 }
 
-// Validate checks that content is JSON satisfying the schema. A Markdown code
-// fence around the JSON, which models often add, is tolerated. An answer
+// Validate checks that content is JSON satisfying the schema; a Markdown
+// code fence around it, which models often add, is tolerated. An answer
 // nested deeper than MaxAnswerDepth, or whose strings would cost more than
-// MaxPatternWork to match, fails. Checks against one Schema with patterns run
-// one at a time, so each has that budget to itself; a cached Schema is shared
-// by every request that sends it, and most have no patterns.
+// MaxPatternWork to match, fails. Checks against one Schema with patterns
+// run one at a time, so each has that budget to itself.
 func (s *Schema) Validate(content string) error {
 	content = stripFence(content)
 	if jsonDeeperThan(content, MaxAnswerDepth) {
-		// Checked before parsing: a recursive schema's cost grows with
-		// the answer's depth (see MaxSchemaEvaluations).
+		// Before parsing: a recursive schema's cost grows with the depth.
 		return fmt.Errorf("answer nests deeper than %d levels", MaxAnswerDepth)
 	}
 	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(content))
 	if err != nil {
-		// The parser's words ("invalid character 'k' in literal false")
-		// say less than the answer's start: prose, an apology, a preamble.
+		// The answer's start (prose, an apology) says more than the parser.
 		return fmt.Errorf("answer is not JSON; it begins %s", quoteStart(strings.TrimSpace(content), 40))
 	}
-	if s.patterns == nil {
-		if err := s.compiled.Validate(inst); err != nil {
-			return validationError("answer does not satisfy response_schema", err)
-		}
-		return nil
+	if s.patterns != nil {
+		s.patterns.mu.Lock()
+		defer s.patterns.mu.Unlock()
+		s.patterns.left, s.patterns.spent = MaxPatternWork, false
 	}
-	s.patterns.mu.Lock()
-	defer s.patterns.mu.Unlock()
-	s.patterns.left, s.patterns.spent = MaxPatternWork, false
 	err = s.compiled.Validate(inst)
-	if s.patterns.spent {
+	if s.patterns != nil && s.patterns.spent {
 		return fmt.Errorf("answer is too long to check against the patterns of response_schema (over %d instructions × bytes)", MaxPatternWork)
 	}
 	if err != nil {
@@ -296,7 +268,6 @@ func (s *Schema) Validate(content string) error {
 	return nil
 }
 
-// stripFence removes a surrounding ```json … ``` fence.
 func stripFence(s string) string {
 	t := strings.TrimSpace(s)
 	if !strings.HasPrefix(t, "```") || !strings.HasSuffix(t, "```") || len(t) < 6 {
@@ -309,11 +280,8 @@ func stripFence(s string) string {
 	return t
 }
 
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// quoteStart quotes the first n characters of s, marking a cut with "…".
 func quoteStart(s string, n int) string {
 	if r := []rune(s); len(r) > n {
 		return strconv.Quote(string(r[:n]) + "…")

@@ -7,35 +7,28 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Limits on what validating one answer against a response_schema may cost.
-// References let a small schema branch without end: 1.3 KB of definitions,
-// each "anyOf" two references to the next, take 4 s to check the answer
-// true, doubling with every definition added, and the validator cannot be
-// interrupted. Compilation refuses such a schema; validation refuses an
-// answer deeper than a schema could be meant for.
+// Limits on what validating one answer may cost. References let a small
+// schema branch without end (1.3 KB of definitions, each "anyOf" two
+// references to the next, take 4 s to check true, doubling with each), and
+// the validator cannot be interrupted.
 const (
 	// MaxSchemaEvaluations bounds, for each value of an answer, how many
-	// parts of the schema may be checked against it: the number of paths
-	// through applicators and references, as for an answer
-	// MaxAnswerDepth levels deep. A schema without references has about as
-	// many paths as parts, and MaxSchemaObjects bounds those.
+	// parts of the schema may be checked against it: the paths through
+	// applicators and references, for an answer MaxAnswerDepth deep.
 	MaxSchemaEvaluations = 50_000
 	// MaxAnswerDepth is the deepest nesting of objects and arrays an answer
-	// may have to be checked against a response_schema. Only a recursive
-	// schema admits answers deeper than itself, and no model writes a
-	// tree 128 levels deep for a caller.
+	// checked against a response_schema may have: only a recursive schema
+	// admits deeper answers, and no model writes them for a caller.
 	MaxAnswerDepth = 128
 )
 
 // checkEvaluations refuses a compiled schema that could check one value of
 // an answer against more than MaxSchemaEvaluations of its parts. It counts
-// W_d(s), the paths from part s through at most d levels of the answer: s
-// itself, the paths of the parts s applies in place (allOf, anyOf, oneOf,
-// not, if/then/else, dependentSchemas, references), and those of the parts it
-// applies one level down (properties, items and the like) with d-1 levels.
-// Counting as if every one of those applied to a single child over-counts,
-// which errs on the side of refusing. A reference loop that never descends
-// counts once: the validator stops it with an error.
+// W_d(s), the paths from part s through at most d levels of the answer: s,
+// the paths of the parts s applies in place (allOf, references, ...), and
+// those of the parts one level down (properties, items, ...) with d-1
+// levels, as if all applied to one child: an over-count, erring towards
+// refusing. A loop that never descends counts once (the validator stops it).
 func checkEvaluations(root *jsonschema.Schema) error {
 	g := newSchemaGraph(root)
 	prev := make([]int, len(g.nodes)) // W_{d-1}; W_{-1} is 0
@@ -64,9 +57,8 @@ func checkEvaluations(root *jsonschema.Schema) error {
 	return nil
 }
 
-// schemaGraph is a compiled schema as a graph of its parts; node 0 is the
-// root. Its edges are split by whether the part applies to the same value
-// (inPlace) or to values one level down (descend).
+// schemaGraph is a compiled schema as a graph of its parts, node 0 the
+// root, with edges to parts of the same value (inPlace) or one level down.
 type schemaGraph struct {
 	nodes   []*jsonschema.Schema
 	inPlace [][]int // without the edges that close a loop
@@ -124,8 +116,7 @@ func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
 }
 
 // appendNew appends the nodes of add that list does not hold yet: a dynamic
-// reference lands on one of its possible targets, its static one included,
-// never on two.
+// reference lands on one of its targets, never two.
 func appendNew(list []int, add ...int) []int {
 	for _, n := range add {
 		if !slices.Contains(list, n) {
@@ -135,9 +126,9 @@ func appendNew(list []int, add ...int) []int {
 	return list
 }
 
-// sortInPlace orders the nodes so that each comes after the nodes it applies
-// in place, setting aside the edges that close a loop. It walks with a stack
-// of its own: chains of references can be thousands long.
+// sortInPlace orders the nodes each after those it applies in place,
+// setting aside edges that close a loop, with a stack of its own: chains of
+// references can be thousands long.
 func (g *schemaGraph) sortInPlace(raw [][]int) {
 	const (
 		unseen = iota
@@ -181,20 +172,15 @@ func (g *schemaGraph) sortInPlace(raw [][]int) {
 // schemaEdges returns the parts s applies to the same value and those it
 // applies to values one level down.
 func schemaEdges(s *jsonschema.Schema) (inPlace, descend []*jsonschema.Schema) {
-	in := func(c ...*jsonschema.Schema) {
+	add := func(to *[]*jsonschema.Schema, c ...*jsonschema.Schema) {
 		for _, x := range c {
 			if x != nil {
-				inPlace = append(inPlace, x)
+				*to = append(*to, x)
 			}
 		}
 	}
-	down := func(c ...*jsonschema.Schema) {
-		for _, x := range c {
-			if x != nil {
-				descend = append(descend, x)
-			}
-		}
-	}
+	in := func(c ...*jsonschema.Schema) { add(&inPlace, c...) }
+	down := func(c ...*jsonschema.Schema) { add(&descend, c...) }
 	in(s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else)
 	if s.DynamicRef != nil {
 		in(s.DynamicRef.Ref)
@@ -229,9 +215,8 @@ func schemaEdges(s *jsonschema.Schema) (inPlace, descend []*jsonschema.Schema) {
 	return inPlace, descend
 }
 
-// jsonDeeperThan reports whether the JSON text s nests objects and arrays
-// deeper than limit; brackets inside strings do not count. It reads s once
-// and allocates nothing, so it can run before s is parsed.
+// jsonDeeperThan reports whether the JSON text s nests deeper than limit,
+// reading s once without allocating, before it is parsed.
 func jsonDeeperThan(s string, limit int) bool {
 	depth, inString, escaped := 0, false, false
 	for i := 0; i < len(s); i++ {

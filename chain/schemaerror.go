@@ -14,16 +14,12 @@ import (
 	"github.com/detourhq/detour/internal/text"
 )
 
-// schemaPrinter words the compiler's findings; it is the compiler's own
-// English.
+// schemaPrinter words the compiler's findings in its own English.
 var schemaPrinter = message.NewPrinter(language.English)
 
-// compileError words a response_schema the compiler refused for the
-// requester: where in the schema and what is wrong, never the compiler's
-// internal URL for it, its metaschema or its Go types. A schema that breaks
-// the metaschema is named by its first finding (JSON pointer into the
-// schema); a reference outside the schema, or to a place it does not hold,
-// by the reference. Other errors keep the compiler's text (schemaError).
+// compileError words a response_schema the compiler refused: where in the
+// schema and what is wrong, never the compiler's URL for it, its metaschema
+// or its Go types. Other errors keep the compiler's text (schemaError).
 func compileError(err error) error {
 	var invalid *jsonschema.SchemaValidationError
 	var load *jsonschema.LoadURLError
@@ -50,8 +46,7 @@ func compileError(err error) error {
 	return schemaError("response_schema", err)
 }
 
-// keywordAt is a keyword's place in the schema as a JSON pointer, "/" for
-// the root (which the compiler leaves empty), cut short.
+// keywordAt is a keyword's place as a JSON pointer, "/" for the root.
 func keywordAt(loc string) string {
 	if loc == "" {
 		return "/"
@@ -59,15 +54,13 @@ func keywordAt(loc string) string {
 	return text.Cut(loc, maxSchemaErrorText)
 }
 
-// inSchema is a reference into the schema as its author wrote it, without
-// the compiler's own name for the schema, and cut short.
+// inSchema is a reference into the schema without the compiler's name for it.
 func inSchema(url string) string {
 	return text.Cut(strings.TrimPrefix(url, schemaURL), maxSchemaErrorText)
 }
 
-// validationError words an answer that does not satisfy the schema, or a
-// schema that does not satisfy its metaschema: the first specific finding
-// and its place (a JSON pointer into what was checked), after prefix.
+// validationError words a value that does not satisfy its schema: the
+// first specific finding and its place as a JSON pointer, after prefix.
 func validationError(prefix string, err error) error {
 	var found *jsonschema.ValidationError
 	if !errors.As(err, &found) {
@@ -78,9 +71,9 @@ func validationError(prefix string, err error) error {
 }
 
 // refCycle reports a reference that leads back to where it is, as in
-// {"allOf": [{"$ref": "#"}]}: the compiler accepts it, and every answer
-// would then fail against it after its provider was paid. Checking null
-// finds a loop met before the answer's own shape decides the way.
+// {"allOf": [{"$ref": "#"}]}, which the compiler accepts and every paid
+// answer would fail. Checking null finds a loop met before the answer's
+// shape decides the way.
 func refCycle(compiled *jsonschema.Schema) error {
 	var found *jsonschema.ValidationError
 	if !errors.As(compiled.Validate(nil), &found) {
@@ -97,8 +90,7 @@ func refCycle(compiled *jsonschema.Schema) error {
 	return nil
 }
 
-// firstLeaf is the first finding without causes of its own: the most
-// specific one ("value must be one of …" rather than "'anyOf' failed").
+// firstLeaf is the first, most specific finding without causes of its own.
 func firstLeaf(e *jsonschema.ValidationError) *jsonschema.ValidationError {
 	for len(e.Causes) > 0 {
 		e = e.Causes[0]
@@ -122,9 +114,7 @@ func pointer(tokens []string) string {
 	return b.String()
 }
 
-// outsideRefError refuses a schema that refers to ref, a document outside
-// itself: CheckSchema before compiling, the compiler should it try to load
-// one.
+// outsideRefError refuses a schema that refers to ref outside itself.
 func outsideRefError(ref string) error {
 	return fmt.Errorf("response_schema refers to %q outside itself; only references within it (#/…) are followed",
 		text.Cut(ref, maxSchemaErrorText))

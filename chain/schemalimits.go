@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"reflect"
 	"regexp"
 	"regexp/syntax"
 	"sync"
@@ -14,44 +15,37 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Limits on a request's response_schema. A schema is outside input whose cost
-// is far out of proportion to its size: compiling one nested n levels deep
-// costs about n³ (20 KB of {"items": … took 11.6 s and 16.5 GB), and one
-// 21 KB pattern can compile to 130 MB. Each limit is checked before the work
-// it bounds.
+// Limits on a request's response_schema, whose cost is far out of
+// proportion to its size: n levels deep cost about n³ to compile (20 KB of
+// {"items": … took 11.6 s and 16.5 GB), and a 21 KB pattern can compile to
+// 130 MB. Each is checked before the work it bounds.
 const (
-	// MaxSchemaBytes is the largest response_schema, in bytes of its JSON
-	// encoding. Real answer schemas are a few KiB; 64 KiB compiles in well
-	// under a second.
+	// MaxSchemaBytes is the largest response_schema, in bytes of its JSON;
+	// real ones are a few KiB, and 64 KiB compiles well under a second.
 	MaxSchemaBytes = 64 << 10
 	// MaxSchemaDepth is the deepest nesting of objects and arrays in a
-	// response_schema, the schema object itself being level 1. A nested
-	// property costs two levels ("properties", then its schema), so 32
-	// allows about 15 levels of nested objects in the answer.
+	// response_schema, the schema itself being level 1: a nested property
+	// costs two levels, so about 15 levels of nested objects in the answer.
 	MaxSchemaDepth = 32
-	// MaxSchemaObjects is the most JSON objects a response_schema may hold
-	// (its subschemas and any object among its values). The compiler's cost
-	// grows with the square of its subschemas: 20,000 empty ones, 60 KB,
-	// take 2.3 s; 5,000 take under 0.3 s. Real schemas have hundreds.
+	// MaxSchemaObjects is the most JSON objects a response_schema may hold.
+	// The compiler's cost grows with their square: 20,000 empty ones take
+	// 2.3 s, 5,000 under 0.3 s. Real schemas have hundreds.
 	MaxSchemaObjects = 5_000
 	// MaxSchemaPatternSize bounds the regular expressions of a
-	// response_schema (pattern, patternProperties), in compiled program
-	// instructions, all patterns together. Counted repetition multiplies:
+	// response_schema, in compiled program instructions, all together:
 	// "a{1000}" is seven bytes and a thousand instructions of about 40
-	// bytes each. 50,000 is a few dozen realistic patterns, or 2 MB.
+	// bytes. 50,000 is a few dozen realistic patterns, or 2 MB.
 	MaxSchemaPatternSize = 50_000
 	// MaxPatternWork bounds the regexp work of checking one answer, in
-	// program instructions times bytes matched, all patterns together. Go's
-	// matcher takes time in proportion to both: a 226-byte pattern of
-	// 25,000 instructions takes 9 s on a 10 KB string. 50,000,000 is about
-	// a second; an answer that needs more fails its patterns.
+	// program instructions times bytes matched, all patterns together: a
+	// 226-byte pattern of 25,000 instructions takes 9 s on a 10 KB string.
+	// 50,000,000 is about a second; an answer that needs more fails.
 	MaxPatternWork = 50_000_000
 )
 
-// outsideRef refuses a reference of the schema object v that names a
-// scheme (https:, file:, urn:): the compiler reads none of them, but knows
-// the metaschemas of json-schema.org by heart and would follow a $ref to
-// one; a schema may refer to its own parts only.
+// outsideRef refuses a reference of v that names a scheme (https:, file:):
+// the compiler loads none, but knows json-schema.org's metaschemas by heart
+// and would follow a $ref to one.
 func outsideRef(v map[string]any) error {
 	for _, key := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
 		ref, ok := v[key].(string)
@@ -66,12 +60,11 @@ func outsideRef(v map[string]any) error {
 }
 
 // CheckSchema refuses a response_schema over MaxSchemaDepth, MaxSchemaBytes
-// or MaxSchemaObjects, or holding a number JSON cannot carry. It walks the decoded
-// value without recursing, and stops as soon as a limit is passed, so its cost
-// is bounded by the limits, not by the value: it is meant to run before the
-// schema is marshalled or compiled. The size it counts is a lower bound of
-// the JSON encoding; CompileSchema checks the exact size after marshalling.
-// A reference to outside the schema is refused too (outsideRef).
+// or MaxSchemaObjects, holding a number JSON cannot carry, or referring
+// outside itself. It walks without recursing and stops at the first limit
+// passed, so its cost is bounded by the limits: it runs before the schema
+// is marshalled or compiled. The size it counts is a lower bound of the
+// JSON; CompileSchema checks the exact size.
 func CheckSchema(doc map[string]any) error {
 	type node struct {
 		v     any
@@ -116,13 +109,8 @@ func CheckSchema(doc map[string]any) error {
 			size += len(v) + len(`""`)
 		case []byte: // msgpack bin, marshalled as base64
 			size += base64.StdEncoding.EncodedLen(len(v)) + len(`""`)
-		case float64:
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("response_schema holds %v, which JSON cannot carry", v)
-			}
-			size++
-		case float32:
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		case float32, float64:
+			if f := reflect.ValueOf(v).Float(); math.IsNaN(f) || math.IsInf(f, 0) {
 				return fmt.Errorf("response_schema holds %v, which JSON cannot carry", v)
 			}
 			size++
@@ -141,20 +129,18 @@ func CheckSchema(doc map[string]any) error {
 }
 
 // patternBudget compiles the regular expressions of one schema while their
-// total program size stays within MaxSchemaPatternSize. Each pattern is
-// measured from its parse tree, before the compilation that would expand its
-// repetitions. It is used by one compilation, then closed.
+// total program size stays within MaxSchemaPatternSize, each measured from
+// its parse tree before compiling would expand its repetitions. It serves
+// one compilation, then is closed.
 type patternBudget struct {
 	left int
-	// seen holds the patterns compiled so far: the compiler meets each
-	// pattern twice (checking the schema against its metaschema, then
-	// compiling it), and a pattern repeated in a schema costs memory once.
+	// seen holds the patterns compiled so far: the compiler meets each twice
+	// (metaschema check, then compiling), and a repeated one costs memory once.
 	seen  map[string]*boundedRegexp
 	match *matchBudget
-	// closed is set once the compilation is over. The validator compiles
-	// patterns only to assert "format": "regex", which detour does not ask
-	// of it; should it ever, it gets an error rather than a share of this
-	// map from many goroutines.
+	// closed is set once the compilation is over: the validator compiles
+	// patterns only for "format": "regex", which detour does not assert;
+	// should it ever, it gets an error rather than a shared map.
 	closed atomic.Bool
 }
 
@@ -188,26 +174,23 @@ func (b *patternBudget) compile(s string) (jsonschema.Regexp, error) {
 	return re, nil
 }
 
-// matchBudget is what is left of MaxPatternWork while one answer is checked.
-// Validate holds mu for the whole check, so checks against one Schema run one
-// at a time, each with a budget of its own.
+// matchBudget is what is left of MaxPatternWork while one answer is
+// checked; Validate holds mu for the whole check.
 type matchBudget struct {
 	mu    sync.Mutex
 	left  int
 	spent bool // a pattern was not tried for want of budget
 }
 
-// boundedRegexp is a compiled pattern that matches only within its schema's
-// budget.
+// boundedRegexp is a pattern that matches only within its schema's budget.
 type boundedRegexp struct {
 	*regexp.Regexp
 	size   int // estimated program instructions
 	budget *matchBudget
 }
 
-// MatchString reports whether s contains a match of the pattern; once the
-// answer's budget is spent, it reports no match and marks the budget spent.
-// It is called only by the validator, under budget.mu.
+// MatchString reports whether s contains a match; once the budget is
+// spent, no match, and the budget marked spent. It runs under budget.mu.
 func (r *boundedRegexp) MatchString(s string) bool {
 	work := r.size * max(len(s), 1)
 	if work > r.budget.left {
@@ -218,13 +201,12 @@ func (r *boundedRegexp) MatchString(s string) bool {
 	return r.Regexp.MatchString(s)
 }
 
-// maxProgSize is where progSize stops counting, far above any budget, so that
-// nested repetitions cannot overflow it.
+// maxProgSize is where progSize stops counting, so nesting cannot overflow.
 const maxProgSize = 1 << 30
 
-// progSize estimates the instructions the regexp compiler emits for re: a
-// counted repetition is its body that many times over. The parser bounds the
-// tree's height at 1,000, so the recursion stays shallow.
+// progSize estimates the instructions the regexp compiler emits for re, a
+// counted repetition being its body that many times. The parser bounds the
+// tree's height at 1,000.
 func progSize(re *syntax.Regexp) int {
 	var n int
 	switch re.Op {

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// CacheStatus says how the response cache took part in a result; it is
-// empty for a chain without a cache.
+// CacheStatus says how the response cache took part in a result; empty
+// for a chain without a cache.
 type CacheStatus string
 
 // Cache statuses of a result (docs/results.md).
@@ -15,13 +15,12 @@ const (
 	CacheHit CacheStatus = "hit"
 	// CacheMiss: nothing fresh was stored; the chain answered, or failed.
 	CacheMiss CacheStatus = "miss"
-	// CacheStale: no provider answered and a stored answer past its fresh
-	// period stood in, degraded.
+	// CacheStale: no provider answered; a stale stored answer stood in.
 	CacheStale CacheStatus = "stale"
 )
 
-// CacheControl is what a request asks of the response cache. The chain
-// itself only reads Stale; the cache in front of it reads the rest.
+// CacheControl is what a request asks of the response cache in front of
+// the chain.
 type CacheControl struct {
 	// Scope separates the entries of different callers; "" means "shared".
 	Scope string
@@ -30,33 +29,28 @@ type CacheControl struct {
 	// NoStore: store nothing for this request.
 	NoStore bool
 	// StaleIfError bounds how long past its fresh period an entry may stand
-	// in for this request; nil means the chain's stale_ttl, zero turns
-	// stale answers off.
+	// in; nil means the chain's stale_ttl, zero none.
 	StaleIfError *time.Duration
-	// Fingerprint returns the hex SHA-256 of the canonical form of
-	// everything in the request that changes the answer; "" (or a nil
-	// Fingerprint) keeps the request out of the cache. It is a function so
-	// that only a chain with a cache pays for the hash.
+	// Fingerprint returns the hex SHA-256 of what in the request changes
+	// the answer; "" (or nil) keeps it out of the cache. A function, so only
+	// a chain with a cache pays for the hash.
 	Fingerprint func() string
 }
 
-// StaleAnswer is an earlier answer to the same request that may stand in,
-// degraded, when no provider answers: after every provider and before the
-// rules provider, never for a poison request.
+// StaleAnswer is an earlier answer that may stand in, degraded, when no
+// provider answers, before the rules provider; never for a poison request.
 type StaleAnswer struct {
 	Content  string
 	Provider string
 	Model    string
 	Usage    Usage
-	// CreatedAt is when the answer was first given; Until is when it may no
-	// longer stand in.
+	// CreatedAt is when the answer was given; Until is the end of its window.
 	CreatedAt time.Time
 	Until     time.Time
 }
 
-// staleResult makes res the result of a stale answer standing in at
-// position pos, or reports false, leaving res alone, when there is none or
-// it is too old at now.
+// staleResult makes res the stale answer standing in at position pos, or
+// reports false, leaving res alone, when there is none still in its window.
 func (c *Chain) staleResult(req *Request, res *Result, pos int, now time.Time) bool {
 	s := req.Stale
 	if s == nil || !now.Before(s.Until) {
@@ -76,6 +70,4 @@ func (c *Chain) staleResult(req *Request, res *Result, pos int, now time.Time) b
 }
 
 // AgeSeconds is the whole seconds from created to now, never negative.
-func AgeSeconds(created, now time.Time) int64 {
-	return max(int64(now.Sub(created)/time.Second), 0)
-}
+func AgeSeconds(created, now time.Time) int64 { return max(int64(now.Sub(created)/time.Second), 0) }

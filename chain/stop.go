@@ -17,35 +17,26 @@ const (
 )
 
 // Stop reasons, compared ignoring case. An answer counts only when it ends
-// the way its API documents a complete answer; every other ending, known or
-// not, is recorded in Attempt.StopReason and makes the answer invalid.
-// stopRefusal is the stop reason of an answer the model declined to give:
-// Anthropic's stop_reason, and what the OpenAI adapter records when an
-// answer carries message.refusal.
+// the way its API documents a complete answer; any other ending is recorded
+// in Attempt.StopReason and makes it invalid. stopRefusal is Anthropic's,
+// and what the OpenAI adapter records for message.refusal.
 const stopRefusal = "refusal"
 
 var (
-	// openAIComplete is the finish_reason of a complete chat completion:
-	// "stop", "if the model hit a natural stop point or a provided stop
-	// sequence" (https://platform.openai.com/docs/api-reference/chat/object).
-	// The others it documents ("length", "content_filter", and the tool and
-	// function calls that requests without tools never ask for) and
-	// OpenRouter's "error" (https://openrouter.ai/docs/api-reference/overview)
-	// end an answer that is not the one asked for.
+	// openAIComplete is the finish_reason of a complete chat completion
+	// (https://platform.openai.com/docs/api-reference/chat/object); the
+	// others, and OpenRouter's "error"
+	// (https://openrouter.ai/docs/api-reference/overview), are not.
 	openAIComplete = []string{"stop"}
-	// anthropicComplete are the stop_reason values of a complete message:
-	// "end_turn" and "stop_sequence" (https://docs.anthropic.com/en/api/messages).
-	// "max_tokens", "model_context_window_exceeded", "refusal", "pause_turn"
-	// and "tool_use" (no request carries tools) are not.
+	// anthropicComplete are the stop_reason values of a complete message
+	// (https://docs.anthropic.com/en/api/messages); "max_tokens",
+	// "refusal", "pause_turn", "tool_use" and the others are not.
 	anthropicComplete = []string{"end_turn", "stop_sequence"}
-	// truncatedStops cut the answer short: OpenAI's "length", Anthropic's
-	// "max_tokens" and "model_context_window_exceeded".
+	// truncatedStops cut the answer short (OpenAI's, then Anthropic's).
 	truncatedStops = []string{"length", "max_tokens", "model_context_window_exceeded"}
-	// filteredStops end an answer that a safety filter or the model itself
-	// withheld: OpenAI's "content_filter", Anthropic's "refusal", and what
-	// gateways pass on from Gemini ("SAFETY", "RECITATION", "BLOCKLIST",
-	// "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"), Bedrock
-	// ("guardrail_intervened") and others ("sensitive", "content_filtered").
+	// filteredStops end an answer a safety filter or the model withheld:
+	// OpenAI's, Anthropic's, and what gateways pass on from Gemini ("safety"
+	// to "image_safety"), Bedrock ("guardrail_intervened") and others.
 	filteredStops = []string{"content_filter", stopRefusal, "safety", "recitation", "prohibited_content", "blocklist",
 		"spii", "image_safety", "guardrail_intervened", "sensitive", "content_filtered"}
 )
@@ -54,8 +45,7 @@ func stopIn(reasons []string, reason string) bool {
 	return slices.ContainsFunc(reasons, func(r string) bool { return strings.EqualFold(r, reason) })
 }
 
-// recordedStop is the stop reason an attempt records: the answer's own,
-// cut short, when the answer is not complete; "" for a complete one.
+// recordedStop is the stop reason an attempt records: "" when complete.
 func recordedStop(resp *Response) string {
 	if resp.Complete {
 		return ""
@@ -63,9 +53,8 @@ func recordedStop(resp *Response) string {
 	return text.Cut(resp.StopReason, maxStopReason)
 }
 
-// stopProblem says why an answer that is not complete is no answer: the
-// text it has, if any, is a fragment, an apology or a filter's leftover,
-// not the answer asked for.
+// stopProblem says why an answer that is not complete is no answer: its
+// text is a fragment, an apology or a filter's leftover.
 func stopProblem(resp *Response) error {
 	reason := text.Cut(resp.StopReason, maxStopReason)
 	switch {

@@ -24,38 +24,32 @@ const DefaultCacheScope = "shared"
 
 // Limits of the cache fields (docs/requests.md).
 const (
-	// MaxCacheScopeLen is the longest cache_scope, in bytes: it is one
-	// token of a key in the cache bucket.
+	// MaxCacheScopeLen is the longest cache_scope, in bytes, a token of a
+	// key in the cache bucket.
 	MaxCacheScopeLen = 64
-	// MaxStaleIfError is the largest stale_if_error, in seconds (about
-	// 31 years: longer than any stale_ttl).
+	// MaxStaleIfError is the largest stale_if_error, in seconds (31 years).
 	MaxStaleIfError = 1_000_000_000
 )
 
-// cacheScopeRE is what a cache_scope may hold: characters every KV key
-// token allows.
+// cacheScopeRE holds characters every KV key token allows.
 var cacheScopeRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // cacheKeys are the keys of a request's cache object.
 var cacheKeys = []string{"no_cache", "no_store", "stale_if_error"}
 
-// CacheControl is a request's "cache" object: what it asks of the response
-// cache of a chain that has one (docs/requests.md). Unknown keys are
-// refused, so that a misspelt control does not go unnoticed.
+// CacheControl is a request's "cache" object (docs/requests.md). Unknown
+// keys are refused, so that a misspelt control does not go unnoticed.
 type CacheControl struct {
-	// NoCache: do not answer from a fresh entry; call the chain (and
-	// store its answer).
+	// NoCache: call the chain even when a fresh entry is stored.
 	NoCache bool `msgpack:"no_cache,omitempty" json:"no_cache,omitempty"`
 	// NoStore: do not store this request's answer.
 	NoStore bool `msgpack:"no_store,omitempty" json:"no_store,omitempty"`
-	// StaleIfError is how long past its fresh period an entry may stand in
-	// when no provider answers, in whole seconds; 0 turns stale answers
-	// off, and nil leaves the chain's stale_ttl.
+	// StaleIfError is how long past its fresh period an entry may stand in,
+	// in whole seconds; 0 turns stale answers off, nil leaves stale_ttl.
 	StaleIfError *int64 `msgpack:"stale_if_error,omitempty" json:"stale_if_error,omitempty"`
 }
 
-// UnmarshalJSON reads the cache object strictly: known keys of the right
-// kinds only.
+// UnmarshalJSON reads the cache object strictly.
 func (c *CacheControl) UnmarshalJSON(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -70,8 +64,7 @@ func (c *CacheControl) UnmarshalJSON(data []byte) error {
 func decodeMsgpackCache(v []byte) (*CacheControl, error) {
 	var raw any
 	if err := msgpack.Unmarshal(v, &raw); err != nil {
-		// The body is valid msgpack (checked before): what fails is a map
-		// key that is not a string, here or nested.
+		// The body is valid msgpack: a map key is not a string.
 		if kind := msgpackwalk.Kind(v); kind != "a map" {
 			return nil, fieldError("cache", fieldWants["cache"], kind)
 		}
@@ -89,15 +82,11 @@ func decodeMsgpackCache(v []byte) (*CacheControl, error) {
 
 // set fills c from a decoded object (JSON with json.Number, or msgpack).
 func (c *CacheControl) set(v any) error {
-	if v == nil {
-		*c = CacheControl{}
-		return nil
-	}
+	*c = CacheControl{}
 	obj, ok := v.(map[string]any)
-	if !ok {
+	if !ok && v != nil {
 		return fmt.Errorf(`cache must be an object such as {"no_store": true}, not %s`, valueKind(v))
 	}
-	*c = CacheControl{}
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		val := obj[k]
 		switch k {
@@ -132,7 +121,6 @@ func (c *CacheControl) set(v any) error {
 	return nil
 }
 
-// wholeNumber is v as an integer, if it is one.
 func wholeNumber(v any) (int64, bool) {
 	switch n := v.(type) {
 	case json.Number:
@@ -147,8 +135,7 @@ func wholeNumber(v any) (int64, bool) {
 	return 0, false
 }
 
-// valueKind words a decoded value for an error: its kind, or a number or
-// short string quoted.
+// valueKind words a decoded value for an error.
 func valueKind(v any) string {
 	switch x := v.(type) {
 	case nil:
@@ -181,8 +168,6 @@ func validateCacheScope(scope string) error {
 	return nil
 }
 
-// cacheControl is what the chain's response cache is asked for this
-// request.
 func (d Decoded) cacheControl() chain.CacheControl {
 	c := chain.CacheControl{Scope: d.CacheScope, Fingerprint: d.Fingerprint}
 	if c.Scope == "" {

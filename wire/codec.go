@@ -26,7 +26,7 @@ const (
 	JSON
 )
 
-// ContentType returns the MIME type of the encoding.
+// ContentType returns the encoding's MIME type.
 func (e Encoding) ContentType() string {
 	if e == JSON {
 		return "application/json"
@@ -44,22 +44,17 @@ const (
 	HeaderProvider    = "Detour-Provider"
 	HeaderDegraded    = "Detour-Degraded"
 	HeaderStatus      = "Detour-Status"
-	// HeaderCache mirrors a result's cache field (hit, miss or stale); it
-	// is absent for a chain without a cache.
+	// HeaderCache mirrors a result's cache field; absent without a cache.
 	HeaderCache = "Detour-Cache"
-	// HeaderRequestSeq names the request message a result answers (its
-	// sequence in DETOUR_REQUESTS), so a redelivery recognises its own
-	// answer and a later request reusing the id does not.
+	// HeaderRequestSeq is the sequence in DETOUR_REQUESTS of the request
+	// message a result answers.
 	HeaderRequestSeq = "Detour-Request-Seq"
-	// HeaderRequestTime is when that request message was stored in
-	// DETOUR_REQUESTS, by the server's clock, in RFC 3339 with nanoseconds:
-	// with the sequence it names the message even after the stream is
-	// created again and hands its sequences out anew.
+	// HeaderRequestTime is when that message was stored, by the server's
+	// clock, in RFC 3339 with nanoseconds: with the sequence it names the
+	// message even in a stream created again.
 	HeaderRequestTime = "Detour-Request-Time"
-	// HeaderDelivery names the delivery that stored a result, unique to
-	// it: a processor whose store timed out but landed knows its own result
-	// from another processor's answer to the same request message, and
-	// replies only for its own.
+	// HeaderDelivery names the delivery that stored a result, so that a
+	// processor whose store timed out but landed knows its own result.
 	HeaderDelivery = "Detour-Delivery"
 )
 
@@ -73,8 +68,7 @@ type Request struct {
 	ReplyTo        string          `msgpack:"reply_to,omitempty" json:"reply_to,omitempty"`
 	Deadline       string          `msgpack:"deadline,omitempty" json:"deadline,omitempty"`
 	Metadata       chain.Metadata  `msgpack:"metadata,omitempty" json:"metadata,omitempty"`
-	// Cache and CacheScope steer the response cache of a chain that has
-	// one; other chains ignore them.
+	// Cache and CacheScope steer the response cache of a chain with one.
 	Cache      *CacheControl `msgpack:"cache,omitempty" json:"cache,omitempty"`
 	CacheScope string        `msgpack:"cache_scope,omitempty" json:"cache_scope,omitempty"`
 }
@@ -91,16 +85,15 @@ var ErrBadReplySubject = errors.New("bad reply subject")
 type Decoded struct {
 	Request
 	Encoding Encoding
-	// DeadlineAt is the parsed deadline, when HasDeadline: any time, the
-	// zero time (0001-01-01T00:00:00Z) included.
+	// DeadlineAt is the parsed deadline when HasDeadline (zero included).
 	DeadlineAt time.Time
 }
 
 // HasDeadline reports whether the request named a deadline.
 func (d *Decoded) HasDeadline() bool { return d.Deadline != "" }
 
-// DetectEncoding picks the wire format from the Content-Type header or, when
-// there is none, from the first byte: '{' is JSON, anything else msgpack.
+// DetectEncoding picks the wire format from the Content-Type header, else
+// from the first byte other than a space: '{' is JSON, anything else msgpack.
 func DetectEncoding(data []byte, header nats.Header) (Encoding, error) {
 	if ct := header.Get(HeaderContentType); ct != "" {
 		media, _, err := mime.ParseMediaType(ct)
@@ -122,8 +115,7 @@ func DetectEncoding(data []byte, header nats.Header) (Encoding, error) {
 }
 
 // RequestID is a request's id: the body's "id", else its Nats-Msg-Id
-// header, else its sequence in RequestsStream (docs/requests.md); "" when
-// all three are unknown (a sequence of 0).
+// header, else its sequence in RequestsStream; "" for none (sequence 0).
 func RequestID(bodyID, msgID string, seq uint64) string {
 	switch {
 	case bodyID != "":
@@ -136,16 +128,14 @@ func RequestID(bodyID, msgID string, seq uint64) string {
 	return ""
 }
 
-// DecodeRequest decodes and validates a request body. seq is the stream
-// sequence, the id of last resort. replyPrefixes are the allowed reply
-// subject prefixes. Errors wrap ErrBadRequest or ErrBadReplySubject.
+// DecodeRequest decodes and validates a request body stored at seq, given
+// the allowed reply prefixes. Errors wrap ErrBadRequest or ErrBadReplySubject.
 func DecodeRequest(data []byte, header nats.Header, seq uint64, replyPrefixes []string) (Decoded, error) {
 	enc, err := DetectEncoding(data, header)
 	if err != nil {
 		return Decoded{}, err
 	}
-	var d Decoded
-	d.Encoding = enc
+	d := Decoded{Encoding: enc}
 	if enc == JSON {
 		err = decodeJSONRequest(data, &d.Request)
 	} else {
@@ -155,10 +145,8 @@ func DecodeRequest(data []byte, header nats.Header, seq uint64, replyPrefixes []
 		return d, err
 	}
 	d.ID = RequestID(d.ID, header.Get(HeaderMsgID), seq)
-	if err := validateRequest(&d, header, replyPrefixes); err != nil {
-		return d, err
-	}
-	return d, nil
+	err = validateRequest(&d, header, replyPrefixes)
+	return d, err
 }
 
 func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) error {
@@ -176,9 +164,7 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 	if d.MaxTokens < 0 || d.MaxTokens > MaxMaxTokens {
 		return fmt.Errorf("%w: max_tokens must be between 0 and %d", ErrBadRequest, MaxMaxTokens)
 	}
-	if t := d.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0) || *t < 0) {
-		// msgpack can carry NaN and infinities; JSON can carry neither, and
-		// no provider takes them.
+	if t := d.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0) || *t < 0) { // msgpack can carry them
 		return fmt.Errorf("%w: temperature must be a finite number, not negative", ErrBadRequest)
 	}
 	if err := validateMetadata(d.Metadata); err != nil {
@@ -188,8 +174,7 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 		return err
 	}
 	if d.ResponseSchema != nil {
-		// Bounded here, before anything costs: compiling a schema costs
-		// far more than its size (about the cube of its depth).
+		// Before anything costs: compiling costs about the cube of its depth.
 		if err := chain.CheckSchema(d.ResponseSchema); err != nil {
 			return fmt.Errorf("%w: %v", ErrBadRequest, err)
 		}
@@ -210,12 +195,10 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 }
 
 // replySubject is where the result of the request with the valid id goes,
-// given the reply subject it named ("" for none): that subject when it is
-// allowed, else an error wrapping ErrBadReplySubject.
+// given the reply subject it named, or an error wrapping ErrBadReplySubject.
 func replySubject(id, replyTo string, replyPrefixes []string) (string, error) {
 	own := ResultSubject(id)
-	if replyTo == "" || replyTo == own {
-		// The id is valid, so its own result subject is too.
+	if replyTo == "" || replyTo == own { // valid, as the id is
 		return own, nil
 	}
 	return replyTo, CheckReplySubject(replyTo, replyPrefixes)
@@ -223,9 +206,8 @@ func replySubject(id, replyTo string, replyPrefixes []string) (string, error) {
 
 // CheckReplySubject refuses a reply subject that no request may name, other
 // than its own result subject: one ValidateReplySubject refuses, and any
-// result subject (the results stream is the record of every request's
-// answer: a reply stored under another id would pass for that request's).
-// The error wraps ErrBadReplySubject.
+// result subject (a reply stored under another id would pass for that
+// request's). The error wraps ErrBadReplySubject.
 func CheckReplySubject(subject string, replyPrefixes []string) error {
 	if IsResultSubject(subject) {
 		return fmt.Errorf("%w: %s is another request's result subject", ErrBadReplySubject, quote(subject))
@@ -233,12 +215,10 @@ func CheckReplySubject(subject string, replyPrefixes []string) error {
 	return ValidateReplySubject(subject, replyPrefixes)
 }
 
-// ChainRequest is what the chain is asked for this request, its
-// response_schema compiled: through schemas when it is not nil (a cache that
-// also bounds the wait, returning once ctx ends), else directly. A schema
-// that does not compile makes the request a bad one: the error wraps
-// ErrBadRequest, and ctx's error when ctx ended first. The receiver is a
-// pointer so that a caller's frame holds no copy of d.
+// ChainRequest is what the chain is asked for this request, its response_schema
+// compiled through schemas when it is not nil (returning once ctx ends), else
+// directly. The error wraps ErrBadRequest, and ctx's error when ctx ended
+// first. The receiver is a pointer so that a caller's frame holds no copy of d.
 func (d *Decoded) ChainRequest(ctx context.Context, schemas *chain.SchemaCache) (chain.Request, error) {
 	req := chain.Request{ID: d.ID, Messages: d.Messages, MaxTokens: d.MaxTokens, Temperature: d.Temperature,
 		Cache: d.cacheControl()}
@@ -265,20 +245,17 @@ func EncodeResult(res chain.Result, enc Encoding) ([]byte, error) {
 	return msgpack.Marshal(res)
 }
 
-// ResultEncoder encodes results as EncodeResult does, into a buffer of its
-// own that it reuses, so that a processor answering many requests does not
-// allocate a fresh one for each. The bytes Encode returns are valid until
-// its next call. The zero value is ready to use; it is not safe for
-// concurrent use.
+// ResultEncoder encodes results as EncodeResult does, into a buffer it
+// reuses: what Encode returns is valid until its next call. The zero value
+// is ready; it is not safe for concurrent use.
 type ResultEncoder struct {
 	buf  bytes.Buffer
 	json *json.Encoder // writes to buf
 	res  chain.Result  // what is encoded: a copy here costs no allocation
 }
 
-// Encode encodes *res in the format enc, as EncodeResult(*res, enc) would.
-// It takes res by pointer, since a result is large and its caller's stack
-// is a worker's (BENCHMARKS.md).
+// Encode encodes *res as EncodeResult(*res, enc) would; a pointer, since a
+// result is large and its caller's stack is a worker's (BENCHMARKS.md).
 func (e *ResultEncoder) Encode(res *chain.Result, enc Encoding) ([]byte, error) {
 	e.buf.Reset()
 	e.res = *res
@@ -305,8 +282,7 @@ func (e *ResultEncoder) Encode(res *chain.Result, enc Encoding) ([]byte, error) 
 	return b, nil
 }
 
-// Cap is how many bytes the encoder's buffer holds on to: as much as the
-// largest result it has encoded needed.
+// Cap is how many bytes the encoder's buffer holds on to.
 func (e *ResultEncoder) Cap() int { return e.buf.Cap() }
 
 // DecodeResult decodes a result body, detecting its format like a request's.

@@ -7,11 +7,7 @@ import (
 )
 
 // ParseDeadline reads s, a request's deadline, as time.Parse reads
-// time.RFC3339Nano; ok is false when it does not. That is RFC 3339's
-// date-time (section 5.6) with upper-case "T" and "Z", no leap second, a
-// fraction after "." or ",", a one- or two-digit hour and an offset whose
-// hours and minutes are each two digits up to 24 and 60 (docs/requests.md
-// lists it). A request's field is bounded in length before it gets here.
+// time.RFC3339Nano (docs/requests.md, deadline).
 func ParseDeadline(s string) (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	return t, err == nil
@@ -23,27 +19,21 @@ var (
 	maxDeadlineUnix = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
 )
 
-// MsgpackDeadline is the RFC 3339 text, in UTC, of a request's deadline
-// sent as the msgpack timestamp v
-// (extension type -1, any of its three sizes, as msgpackwalk.IsTimestamp
-// tells). It reads the timestamp itself: vmihailenco/msgpack takes
-// nanoseconds over 999999999, which the msgpack spec forbids, and carries
-// them into the seconds, and time.Time wraps the year of an instant near
-// -2^63 seconds into a positive one. A timestamp RFC 3339 cannot write,
-// before year 0000 or after 9999, is refused naming its seconds.
+// MsgpackDeadline is the RFC 3339 text, in UTC, of a deadline sent as the
+// msgpack timestamp v (extension type -1, any of its three sizes). It reads
+// the timestamp itself: vmihailenco/msgpack takes nanoseconds over
+// 999999999, which the spec forbids, and time.Time wraps the year of an
+// instant near -2^63 seconds. A year outside 0000 to 9999 is refused.
 func MsgpackDeadline(v []byte) (string, error) {
 	var sec int64
 	var nsec uint32
-	if len(v) == 0 {
-		return "", fmt.Errorf("%w: deadline is not a msgpack timestamp of 4, 8 or 12 bytes", ErrBadRequest)
-	}
 	switch {
-	case v[0] == 0xd6 && len(v) == 6: // timestamp 32: unsigned seconds
+	case len(v) == 6 && v[0] == 0xd6: // timestamp 32: unsigned seconds
 		sec = int64(binary.BigEndian.Uint32(v[2:]))
-	case v[0] == 0xd7 && len(v) == 10: // timestamp 64: 30 bits of nanoseconds, 34 of seconds
+	case len(v) == 10 && v[0] == 0xd7: // timestamp 64: 30 bits of nanoseconds, 34 of seconds
 		x := binary.BigEndian.Uint64(v[2:])
 		nsec, sec = uint32(x>>34), int64(x&(1<<34-1))
-	case v[0] == 0xc7 && len(v) == 15: // timestamp 96: nanoseconds, signed seconds
+	case len(v) == 15 && v[0] == 0xc7: // timestamp 96: nanoseconds, signed seconds
 		nsec = binary.BigEndian.Uint32(v[3:])
 		sec = int64(binary.BigEndian.Uint64(v[7:]))
 	default:

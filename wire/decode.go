@@ -17,10 +17,9 @@ import (
 	"github.com/detourhq/detour/internal/text"
 )
 
-// This file decodes a request body into a Request, in either encoding, and
-// says what is wrong with one that does not decode in the words of
-// docs/requests.md: the field, what it must be and what was found, never a
-// decoder's internals or Go types. Every error wraps ErrBadRequest.
+// This file decodes a request body in either encoding; its errors wrap
+// ErrBadRequest and say, as docs/requests.md does, the field, what it must
+// be and what was found, never a decoder's Go types.
 
 // What each request field must be, as an error says it.
 var fieldWants = map[string]string{
@@ -38,17 +37,13 @@ var fieldWants = map[string]string{
 	"cache_scope":      "a string",
 }
 
-// fieldError says that field holds a value of the wrong kind.
 func fieldError(field, want, found string) error {
 	return fmt.Errorf("%w: %s must be %s, not %s", ErrBadRequest, field, want, found)
 }
 
-// CheckJSONText refuses JSON text whose strings encoding/json would read
-// other than written: bytes that are not UTF-8 (JSON text exchanged between
-// systems is UTF-8, RFC 8259 section 8.1) and a \u escape of half a UTF-16
-// surrogate pair alone (section 8.2), both read as U+FFFD. An id, a message
-// or metadata would then be other than sent. The error names the offset,
-// in what is wrong and where, after "what" ("body", "line").
+// CheckJSONText refuses JSON text that encoding/json would read as U+FFFD:
+// bytes that are not UTF-8 (RFC 8259 section 8.1) and a lone surrogate
+// escape (section 8.2). The error names the offset, after "what" ("body").
 func CheckJSONText(data []byte, what string) error {
 	if !utf8.Valid(data) {
 		return fmt.Errorf("%s is not valid UTF-8 at byte %d (JSON text is UTF-8, RFC 8259 section 8.1)", what, invalidUTF8At(data))
@@ -95,9 +90,7 @@ func decodeJSONRequest(data []byte, r *Request) error {
 }
 
 // loneSurrogateAt is the offset of the first \u escape in a string of data
-// that spells half of a UTF-16 surrogate pair without the other half, or
-// -1. encoding/json reads such an escape as U+FFFD, as it reads bytes that
-// are not UTF-8.
+// that spells half a surrogate pair alone, or -1.
 func loneSurrogateAt(data []byte) int {
 	inString := false
 	for i := 0; i < len(data); i++ {
@@ -117,8 +110,7 @@ func loneSurrogateAt(data []byte) int {
 	return -1
 }
 
-// invalidUTF8At is the offset of the first byte of data that does not
-// begin a valid UTF-8 sequence, len(data) when there is none.
+// invalidUTF8At is the offset of the first byte not beginning valid UTF-8.
 func invalidUTF8At(data []byte) int {
 	for i := 0; i < len(data); {
 		r, size := utf8.DecodeRune(data[i:])
@@ -130,8 +122,7 @@ func invalidUTF8At(data []byte) int {
 	return len(data)
 }
 
-// errEmptyID refuses an id given as "": no subject token (docs/requests.md, id),
-// where one left out falls back to Nats-Msg-Id or the sequence.
+// errEmptyID refuses an id given as "" (docs/requests.md, id).
 var errEmptyID = fmt.Errorf("%w: id must not be empty; leave it out to be named by Nats-Msg-Id or the stream sequence", ErrBadRequest)
 
 // emptyString is how an empty string is written in JSON: an id given as ""
@@ -139,9 +130,8 @@ var errEmptyID = fmt.Errorf("%w: id must not be empty; leave it out to be named 
 var emptyString = []byte(`""`)
 
 // jsonGivesEmptyID reports whether a JSON body that decoded with no id
-// names one as "" (rather than leaving it out, or null). Only requests
-// without an id whose body holds "" pay for reading it again: one pass
-// that tells the two apart costs every request allocations.
+// names one as "" (not left out, or null). Only such bodies pay for reading
+// it again: one pass telling them apart costs every request allocations.
 func jsonGivesEmptyID(data []byte) bool {
 	var probe struct {
 		ID *string `json:"id"`
@@ -149,11 +139,10 @@ func jsonGivesEmptyID(data []byte) bool {
 	return json.Unmarshal(data, &probe) == nil && probe.ID != nil && *probe.ID == ""
 }
 
-// messageField names the message a field error of encoding/json is about:
-// it says "messages.role" for every message, and "messages" for an element
-// that is no object, where docs/requests.md names "messages[2].role" and
-// "messages[2]". Only a failed decode pays for reading the messages again,
-// one by one. Other fields are returned as they are.
+// messageField names the message a field error of encoding/json is about,
+// "messages[2].role" or "messages[2]" where it says "messages.role" or
+// "messages"; only a failed decode pays for reading them again. Other
+// fields are returned as they are.
 func messageField(data []byte, field string) string {
 	rest, ok := strings.CutPrefix(field, "messages.")
 	if !ok && field != "messages" {
@@ -176,11 +165,10 @@ func messageField(data []byte, field string) string {
 	return field
 }
 
-// decodeMsgpackRequest decodes a msgpack request body: a map whose known keys
-// are decoded one by one, so that an error names its field and deadline may
-// be a msgpack timestamp. As with a struct, keys match exactly, the last of
-// duplicate keys wins, and other keys are ignored. declared says whether the
-// Content-Type header named msgpack, rather than the body's first byte.
+// decodeMsgpackRequest decodes a msgpack request body, a map whose known
+// keys are decoded one by one, so that an error names its field and
+// deadline may be a timestamp. Keys match exactly, the last duplicate wins,
+// others are ignored. declared says the Content-Type named msgpack.
 func decodeMsgpackRequest(data []byte, declared bool, r *Request) error {
 	if len(data) == 0 {
 		return fmt.Errorf("%w: body is empty", ErrBadRequest)
@@ -220,18 +208,19 @@ func decodeMsgpackRequest(data []byte, declared bool, r *Request) error {
 func decodeMsgpackField(r *Request, key string, v []byte) error {
 	wrongKind := func() error { return fieldError(key, fieldWants[key], msgpackwalk.Kind(v)) }
 	switch key {
-	case "id", "reply_to":
+	case "id", "reply_to", "cache_scope":
 		s, found := msgpackText(v)
-		if found != "" {
+		switch {
+		case found != "":
 			return fieldError(key, fieldWants[key], found)
-		}
-		if key == "id" {
-			if s == "" && !msgpackwalk.IsNil(v) {
-				return errEmptyID
-			}
+		case key == "id" && s == "" && !msgpackwalk.IsNil(v):
+			return errEmptyID
+		case key == "id":
 			r.ID = s
-		} else {
+		case key == "reply_to":
 			r.ReplyTo = s
+		default:
+			r.CacheScope = s
 		}
 	case "messages":
 		msgs, err := decodeMsgpackMessages(v)
@@ -284,12 +273,6 @@ func decodeMsgpackField(r *Request, key string, v []byte) error {
 			return err
 		}
 		r.Cache = c
-	case "cache_scope":
-		s, found := msgpackText(v)
-		if found != "" {
-			return fieldError(key, fieldWants[key], found)
-		}
-		r.CacheScope = s
 	case "metadata":
 		var m chain.Metadata
 		if err := msgpack.Unmarshal(v, &m); err != nil {
@@ -300,10 +283,9 @@ func decodeMsgpackField(r *Request, key string, v []byte) error {
 	return nil
 }
 
-// msgpackText decodes a msgpack value that must be text: a str, nil (as
-// ""), or a bin, which the decoder reads into a string too, but which
-// msgpackwalk.Check does not hold to UTF-8. found says what the value is
-// when it is no text, "" when it is.
+// msgpackText decodes a value that must be text: a str, nil (as ""), or a
+// bin, which msgpackwalk.Check does not hold to UTF-8. found says what the
+// value is when it is no text.
 func msgpackText(v []byte) (s, found string) {
 	if msgpack.Unmarshal(v, &s) != nil {
 		return "", msgpackwalk.Kind(v)
@@ -315,7 +297,7 @@ func msgpackText(v []byte) (s, found string) {
 }
 
 // decodeMsgpackMessages decodes the messages list, naming the message and
-// field of a value of the wrong kind.
+// field of a wrong value.
 func decodeMsgpackMessages(v []byte) ([]chain.Message, error) {
 	if msgpackwalk.IsNil(v) {
 		return nil, nil
@@ -349,8 +331,7 @@ func decodeMsgpackMessages(v []byte) ([]chain.Message, error) {
 	return msgs, nil
 }
 
-// describeStart says what a body that is not a msgpack map looks like: its
-// opening text when it reads as text, else the kind of its first value.
+// describeStart says what a body that is not a msgpack map looks like.
 func describeStart(data []byte) string {
 	head := data[:min(len(data), quoteLimit+utf8.UTFMax)]
 	for len(head) > 0 && !utf8.Valid(head) { // a rune cut at the end
@@ -362,8 +343,7 @@ func describeStart(data []byte) string {
 	return fmt.Sprintf("it starts with %s (byte 0x%02x)", msgpackwalk.Kind(data), data[0])
 }
 
-// isText reports whether s is printable text, spaces and line breaks
-// allowed.
+// isText reports whether s is printable text, line breaks allowed.
 func isText(s []byte) bool {
 	for _, r := range string(s) {
 		if !unicode.IsPrint(r) && r != '\t' && r != '\n' && r != '\r' {

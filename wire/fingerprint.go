@@ -21,13 +21,10 @@ type canonicalMessage struct {
 }
 
 // Fingerprint is the hex SHA-256 of the canonical JSON of the request's
-// messages, max_tokens, temperature and response_schema (a field left
-// out, or max_tokens 0, as null; object keys sorted): two requests that
-// would get the same answer share it, and two that differ in any of these
-// never do. The id, reply subject, deadline, metadata and cache fields are
-// not part of it. It is "" in the one case the schema cannot be written as
-// JSON (a msgpack map with keys that are not strings), which keeps such a
-// request out of the cache.
+// messages, max_tokens, temperature and response_schema (a field left out,
+// or max_tokens 0, as null; keys sorted; docs/cache.md). It is "" when the
+// schema cannot be written as JSON (msgpack keys that are not strings),
+// which keeps such a request out of the cache.
 func (d Decoded) Fingerprint() string {
 	c := canonicalRequest{Messages: make([]canonicalMessage, len(d.Messages)),
 		ResponseSchema: d.ResponseSchema, Temperature: d.Temperature}

@@ -7,12 +7,9 @@ import (
 	"github.com/detourhq/detour/internal/msgpackwalk"
 )
 
-// maxMsgpackDepth bounds the nesting of a msgpack body before it is decoded,
-// so that a body of nested arrays neither exhausts the stack nor makes the
-// decoder build a value only to refuse it (100,000 levels decode into 33 MB).
-// The deepest part of a request is its response_schema, one level below the
-// root and at most chain.MaxSchemaDepth deep; a result nests three levels.
-// The margin leaves room for fields yet to come.
+// maxMsgpackDepth bounds the nesting of a msgpack body before it is
+// decoded (100,000 levels decode into 33 MB): a request's response_schema,
+// one level down, nests at most chain.MaxSchemaDepth, with a margin.
 const maxMsgpackDepth = chain.MaxSchemaDepth + 8
 
 // unmarshalMsgpack decodes data after checkMsgpack has vouched for it.
@@ -23,9 +20,6 @@ func unmarshalMsgpack(data []byte, v any) error {
 	return msgpack.Unmarshal(data, v)
 }
 
-// checkMsgpack refuses msgpack that is truncated, nests deeper than
-// maxMsgpackDepth, or declares more elements than it holds (see
-// msgpackwalk.Check for why the decoder must not see such a body).
-func checkMsgpack(data []byte) error {
-	return msgpackwalk.Check(data, maxMsgpackDepth)
-}
+// checkMsgpack refuses what msgpackwalk.Check refuses, nested deeper than
+// maxMsgpackDepth.
+func checkMsgpack(data []byte) error { return msgpackwalk.Check(data, maxMsgpackDepth) }

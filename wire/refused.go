@@ -21,21 +21,11 @@ type Address struct {
 }
 
 // RefusedAddress says where the failed result of a request refused on
-// arrival goes (docs/results.md): one whose body DecodeRequest refused, or
-// one too large to decode. It reads the body's "id" and "reply_to" best
-// effort, field by field as DecodeRequest would read them, whatever else is
-// wrong with the body; its cost is bounded by the body's size, whatever its
-// nesting or declared lengths.
-//
-// The id is the body's "id", else the Nats-Msg-Id header, else seq, as for
-// any request; a body that cannot be read at all counts as one without an
-// "id". There is no address, and ok is false, when that id is not a valid
-// one, or the body's "id" is there but is not a string: no result can be
-// named for such a request. The reply subject is the body's "reply_to", else
-// the Detour-Reply-To header, when it is allowed for this id and
-// replyPrefixes; else the request's own result subject.
-//
-// The result is encoded as RefusedEncoding says.
+// arrival goes (docs/results.md, Refused requests), reading the body's "id"
+// and "reply_to" as DecodeRequest would, whatever else is wrong with it, at
+// a cost bounded by its size. ok is false when the id is not valid or the
+// body's is no string; a reply subject not allowed gives way to the own
+// result subject. The encoding is RefusedEncoding's.
 func RefusedAddress(data []byte, header nats.Header, seq uint64, replyPrefixes []string) (a Address, ok bool) {
 	enc, f := refusedEncoding(data, header)
 	if f.badID {
@@ -57,16 +47,14 @@ func RefusedAddress(data []byte, header nats.Header, seq uint64, replyPrefixes [
 	return a, true
 }
 
-// RefusedEncoding is the encoding of a refused request's failed result, as
-// RefusedAddress gives it: the one its Content-Type names, else the one its
-// body reads as, and JSON for a body that is neither a JSON object nor a
-// msgpack map, or one whose Content-Type names neither.
+// RefusedEncoding is the encoding of a refused request's failed result:
+// the one its Content-Type names, else the one its body reads as; JSON for
+// a body that is neither JSON nor msgpack, or of another Content-Type.
 func RefusedEncoding(data []byte, header nats.Header) Encoding {
 	enc, _ := refusedEncoding(data, header)
 	return enc
 }
 
-// refusedEncoding is RefusedEncoding, with the envelope read on the way.
 func refusedEncoding(data []byte, header nats.Header) (Encoding, envelope) {
 	enc, err := DetectEncoding(data, header)
 	declared := err == nil && header.Get(HeaderContentType) != ""
@@ -88,18 +76,15 @@ func refusedEncoding(data []byte, header nats.Header) (Encoding, envelope) {
 
 // envelope is what RefusedAddress reads from a body.
 type envelope struct {
-	// readable: the body is a JSON object or a msgpack map.
-	readable bool
-	// id and replyTo are the fields when they are strings ("" when absent
-	// or null); badID and badReplyTo say that one is there but is not a
-	// string.
+	readable bool // a JSON object or a msgpack map
+	// id and replyTo are "" when absent or null; badID and badReplyTo say
+	// one is there but is no string.
 	id, replyTo       string
 	badID, badReplyTo bool
 }
 
 // readJSONEnvelope reads "id" and "reply_to" from a JSON object, matching
-// keys as encoding/json does (case-insensitively, the last duplicate
-// winning).
+// keys as encoding/json does.
 func readJSONEnvelope(data []byte) envelope {
 	var raw struct {
 		ID      json.RawMessage `json:"id"`
@@ -111,18 +96,14 @@ func readJSONEnvelope(data []byte) envelope {
 	f := envelope{readable: true}
 	f.id, f.badID = jsonString(raw.ID)
 	f.replyTo, f.badReplyTo = jsonString(raw.ReplyTo)
-	// An id given as "" names no result, as DecodeRequest refuses it;
-	// one left out or null falls back.
+	// An id given as "" names no result; one left out or null falls back.
 	f.badID = f.badID || (f.id == "" && len(raw.ID) > 0 && !bytes.Equal(raw.ID, []byte("null")))
-	// encoding/json reads bytes that are not UTF-8, and a lone surrogate
-	// escape, as U+FFFD: the id read would be another than the one sent,
-	// maybe another request's (decodeJSONRequest refuses such a body).
+	// The id read as U+FFFD would be another, maybe another request's.
 	f.badID = f.badID || CheckJSONText(raw.ID, "id") != nil
 	return f
 }
 
-// jsonString decodes a JSON string; bad is true for a value of another
-// kind. Absent and null read as "".
+// jsonString decodes a JSON string, absent and null as ""; bad for another kind.
 func jsonString(raw json.RawMessage) (s string, bad bool) {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return "", false
@@ -133,8 +114,7 @@ func jsonString(raw json.RawMessage) (s string, bad bool) {
 	return s, false
 }
 
-// readMsgpackEnvelope reads "id" and "reply_to" from a msgpack map, keys
-// matching exactly, the last duplicate winning.
+// readMsgpackEnvelope reads "id" and "reply_to" from a msgpack map.
 func readMsgpackEnvelope(data []byte) envelope {
 	entries, err := msgpackwalk.MapEntries(data)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,53 +16,41 @@ import (
 	"github.com/detourhq/detour/internal/text"
 )
 
-// Limits on the outside values that become subjects, headers and log fields.
-// Each is checked when a request is decoded, so a request outside them is
-// dead-lettered before anything is published for it.
+// Limits on the outside values that become subjects, headers and log
+// fields, checked when a request is decoded, before anything is published.
 const (
 	// MaxIDLen is the longest request id, in bytes. An id is a subject
 	// token (detour.results.<id>), a Nats-Msg-Id and a log field.
 	MaxIDLen = 128
 	// MaxReplySubjectLen is the longest reply subject, in bytes. A NATS
-	// server drops a connection that sends a protocol line longer than its
-	// max_control_line (4 KiB by default), and the client then closes for
-	// good: one request could knock a processor off NATS. 256 bytes is far
-	// below that, leaves the line room for the reply size and the header
-	// size, and is well above any inbox a client library makes
-	// (_INBOX.<22 characters>.<token>).
+	// server drops a connection whose protocol line passes its
+	// max_control_line (4 KiB by default), and the client closes for good:
+	// one request could knock a processor off NATS. 256 leaves the line
+	// room, and is well above any client library's inbox.
 	MaxReplySubjectLen = 256
-	// MaxReplySubjectTokens is the most '.'-separated tokens a reply subject
-	// may have; servers and clients split subjects into tokens on every
-	// publish, and no inbox needs more than a handful.
+	// MaxReplySubjectTokens is the most '.'-separated tokens a reply
+	// subject may have; no inbox needs more than a handful.
 	MaxReplySubjectTokens = 16
-	// MaxMaxTokens is the largest max_tokens a request may ask for: above
-	// the output limit of any model today, so a larger value is a mistake,
-	// refused before a provider is paid to say so.
+	// MaxMaxTokens is the largest max_tokens, above any model's output
+	// limit: a larger value is refused before a provider is paid to say so.
 	MaxMaxTokens = 1_000_000
-	// MaxMetadataKeys is the most keys a request's metadata may hold, and
-	// MaxMetadataKeyLen and MaxMetadataValueLen the longest key and value
-	// (a string, or a number's text), in bytes. Metadata is echoed in the
-	// result, which must fit the server whatever the answer; it labels a
-	// request (a tenant, a trace id), it does not carry documents.
+	// MaxMetadataKeys is the most keys metadata may hold, MaxMetadataKeyLen
+	// and MaxMetadataValueLen the longest key and value (a string, or a
+	// number's text) in bytes: metadata is echoed in a result that must fit
+	// the server; it labels a request, it carries no documents.
 	MaxMetadataKeys     = 64
 	MaxMetadataKeyLen   = 256
 	MaxMetadataValueLen = 4096
 )
 
-// quoteLimit is how much of an outside value an error quotes, in bytes: enough
-// to recognise it, never so much that one value fills a log line or the
-// Detour-DLQ-Error header.
+// quoteLimit is how much of an outside value an error quotes, in bytes.
 const quoteLimit = 64
 
-// quote quotes an outside value for an error text, cut to quoteLimit bytes.
-func quote(s string) string {
-	return strconv.Quote(text.Cut(s, quoteLimit))
-}
+func quote(s string) string { return strconv.Quote(text.Cut(s, quoteLimit)) }
 
 // ValidateID checks that a request id can stand as one subject token, header
-// value and log field: at most MaxIDLen bytes of valid UTF-8, every character
-// printable and none a space of any script, a control or format (invisible)
-// character, '.', '*' or '>'. Letters of any script are welcome.
+// value and log field: at most MaxIDLen bytes of printable UTF-8, without
+// spaces, control or format characters, '.', '*' or '>' (docs/requests.md).
 func ValidateID(id string) error {
 	switch {
 	case id == "":
@@ -80,15 +69,13 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// idRune reports whether r may appear in a request id.
 func idRune(r rune) bool {
 	switch {
 	case r == '.', r == '*', r == '>':
 		return false // a token separator and the wildcards
 	case unicode.IsSpace(r), unicode.IsControl(r), unicode.Is(unicode.Cf, r):
-		// A space splits a subject; a control or format character (a
-		// zero-width space, a bidi mark, a terminal escape) makes two ids
-		// that print alike, or rewrites the terminal that shows a log.
+		// A space splits a subject; a control or format character makes
+		// two ids that print alike, or rewrites a terminal.
 		return false
 	}
 	return unicode.IsPrint(r)
@@ -96,11 +83,9 @@ func idRune(r rune) bool {
 
 // ValidateReplySubject refuses a reply subject that is not a plain publish
 // subject under one of the allowed prefixes, so that no request can make a
-// processor publish to an API subject such as $JS.API.…, and none can make it
-// send a subject the server would drop its connection for. A plain publish
-// subject here is at most MaxReplySubjectLen bytes of printable ASCII without
-// spaces, in at most MaxReplySubjectTokens non-empty tokens, none of them a
-// wildcard ('*' or '>').
+// processor publish to $JS.API.… or a subject the server would drop its
+// connection for: at most MaxReplySubjectLen bytes of printable ASCII without
+// spaces, in at most MaxReplySubjectTokens non-empty tokens, none a wildcard.
 func ValidateReplySubject(subject string, prefixes []string) error {
 	if err := checkPublishSubject(subject); err != nil {
 		return fmt.Errorf("%w: %s is not a valid publish subject: %v", ErrBadReplySubject, quote(subject), err)
@@ -114,7 +99,6 @@ func ValidateReplySubject(subject string, prefixes []string) error {
 }
 
 // checkPublishSubject says what keeps s from being a plain publish subject.
-// It reads s once, whatever its length.
 func checkPublishSubject(s string) error {
 	switch {
 	case s == "":
@@ -142,35 +126,25 @@ func checkPublishSubject(s string) error {
 	return nil
 }
 
-// validateMetadata bounds a request's metadata, whose values decoding has
-// already limited to JSON scalars: at most MaxMetadataKeys keys of at most
-// MaxMetadataKeyLen bytes, strings and numbers of at most
-// MaxMetadataValueLen bytes, and numbers finite (JSON has no NaN or
-// infinity, and no provider or client expects one).
+// validateMetadata bounds a request's metadata (JSON scalars by then) to
+// the Max* limits, and its numbers to finite ones.
 func validateMetadata(m chain.Metadata) error {
 	if len(m) > MaxMetadataKeys {
 		return fmt.Errorf("%w: metadata has %d keys, over the limit of %d", ErrBadRequest, len(m), MaxMetadataKeys)
 	}
-	bad := false
 	for k, v := range m {
 		if metadataEntryError(k, v) != nil {
-			bad = true
-			break
-		}
-	}
-	if !bad {
-		return nil
-	}
-	// Of several bad entries, the same one is named every time.
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if err := metadataEntryError(k, m[k]); err != nil {
-			return err
+			// Of several bad entries, the same one is named every time.
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				if err := metadataEntryError(k, m[k]); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
 }
 
-// metadataEntryError is what is wrong with one metadata entry, if anything.
 func metadataEntryError(k string, v any) error {
 	if len(k) > MaxMetadataKeyLen {
 		return fmt.Errorf("%w: metadata key %s is longer than %d bytes", ErrBadRequest, quote(k), MaxMetadataKeyLen)
@@ -184,10 +158,9 @@ func metadataEntryError(k string, v any) error {
 		size = len(v)
 		f, err := strconv.ParseFloat(string(v), 64)
 		finite = err == nil && !math.IsInf(f, 0)
-	case float64:
-		finite = !math.IsNaN(v) && !math.IsInf(v, 0)
-	case float32:
-		finite = !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0)
+	case float32, float64:
+		f := reflect.ValueOf(v).Float()
+		finite = !math.IsNaN(f) && !math.IsInf(f, 0)
 	}
 	switch {
 	case size > MaxMetadataValueLen:

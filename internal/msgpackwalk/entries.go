@@ -8,35 +8,25 @@ import (
 // ErrNotMap reports a value that is not a msgpack map where one was wanted.
 var ErrNotMap = errors.New("msgpack: not a map")
 
-// ErrNotArray reports a value that is not a msgpack array where one was
-// wanted.
+// ErrNotArray reports a value that is not a msgpack array where one was wanted.
 var ErrNotArray = errors.New("msgpack: not an array")
 
 // Entry is one key/value pair of a msgpack map, as offsets into its data:
 // the key is data[KeyStart:ValStart] and the value data[ValStart:ValEnd].
 type Entry struct {
 	KeyStart, ValStart, ValEnd int
-	// Key is the key when it is a string (str or bin, as the msgpack
-	// decoder reads a string); KeyIsString says whether it is.
+	// Key is the key when KeyIsString (a str or bin, as the decoder reads).
 	Key         string
 	KeyIsString bool
 }
 
-// MapEntries splits the map that starts data into its entries, in order
-// (duplicate keys included). Bytes after the map are ignored, as
-// msgpack.Unmarshal ignores them. It refuses a value that is not a map
-// (ErrNotMap) and one that is cut short, without allocating by a declared
-// length.
+// MapEntries splits the map that starts data into its entries, in order,
+// duplicates included, ignoring bytes after it. It refuses a value that is not
+// a map (ErrNotMap) or is cut short, never allocating by a declared length.
 func MapEntries(data []byte) ([]Entry, error) {
-	n, pos, err := containerLen(data, 0x80, 0xde, 0xdf)
-	if errors.Is(err, errWrongKind) {
-		return nil, ErrNotMap
-	}
+	n, pos, err := containerLen(data, 0x80, 0xde, 0xdf, 2, ErrNotMap)
 	if err != nil {
 		return nil, err
-	}
-	if n > uint64(len(data)-pos)/2 { // every key and value takes a byte at least
-		return nil, ErrTruncated
 	}
 	entries := make([]Entry, 0, n)
 	for range n {
@@ -57,18 +47,11 @@ func MapEntries(data []byte) ([]Entry, error) {
 }
 
 // Elements returns the start and end offsets of each element of the array
-// that starts data. It refuses a value that is not an array (ErrNotArray)
-// and one that is cut short, without allocating by a declared length.
+// that starts data, refusing as MapEntries does (ErrNotArray).
 func Elements(data []byte) ([][2]int, error) {
-	n, pos, err := containerLen(data, 0x90, 0xdc, 0xdd)
-	if errors.Is(err, errWrongKind) {
-		return nil, ErrNotArray
-	}
+	n, pos, err := containerLen(data, 0x90, 0xdc, 0xdd, 1, ErrNotArray)
 	if err != nil {
 		return nil, err
-	}
-	if n > uint64(len(data)-pos) { // every element takes a byte at least
-		return nil, ErrTruncated
 	}
 	spans := make([][2]int, 0, n)
 	for range n {
@@ -82,52 +65,39 @@ func Elements(data []byte) ([][2]int, error) {
 	return spans, nil
 }
 
-var errWrongKind = errors.New("msgpack: another kind of value")
-
-// containerLen reads the header of a map or array whose fix code starts at
-// fix (16 values) and whose 16- and 32-bit codes are c16 and c32: the number
-// of entries or elements, and the offset past the header.
-func containerLen(data []byte, fix, c16, c32 byte) (n uint64, pos int, err error) {
-	if len(data) == 0 {
+// containerLen reads the header of a map or array with the codes fix (16
+// values), c16 and c32: its length and the offset past the header. It
+// refuses another value with wrongKind, and a length whose items, of per
+// values of a byte at least, the bytes after the header could not hold.
+func containerLen(data []byte, fix, c16, c32 byte, per uint64, wrongKind error) (n uint64, pos int, err error) {
+	switch {
+	case len(data) == 0:
+		return 0, 0, ErrTruncated
+	case data[0] >= fix && data[0] <= fix|0x0f:
+		n, pos = uint64(data[0]&0x0f), 1
+	case data[0] == c16 && len(data) >= 3:
+		n, pos = uint64(binary.BigEndian.Uint16(data[1:])), 3
+	case data[0] == c32 && len(data) >= 5:
+		n, pos = uint64(binary.BigEndian.Uint32(data[1:])), 5
+	case data[0] == c16, data[0] == c32:
+		return 0, 0, ErrTruncated
+	default:
+		return 0, 0, wrongKind
+	}
+	if n > uint64(len(data)-pos)/per {
 		return 0, 0, ErrTruncated
 	}
-	switch c := data[0]; {
-	case c >= fix && c <= fix|0x0f:
-		return uint64(c & 0x0f), 1, nil
-	case c == c16:
-		if len(data) < 3 {
-			return 0, 0, ErrTruncated
-		}
-		return uint64(binary.BigEndian.Uint16(data[1:])), 3, nil
-	case c == c32:
-		if len(data) < 5 {
-			return 0, 0, ErrTruncated
-		}
-		return uint64(binary.BigEndian.Uint32(data[1:])), 5, nil
-	}
-	return 0, 0, errWrongKind
+	return n, pos, nil
 }
 
-// String decodes b when it is exactly one msgpack string, or binary data,
-// which the msgpack decoder also reads as a string.
+// String decodes b when it is exactly one msgpack str or bin (which the
+// decoder also reads as a string).
 func String(b []byte) (string, bool) {
 	if len(b) == 0 {
 		return "", false
 	}
-	var hdr int
-	switch c := b[0]; {
-	case c >= 0xa0 && c <= 0xbf:
-		hdr = 1
-	case c == 0xd9, c == 0xc4:
-		hdr = 2
-	case c == 0xda, c == 0xc5:
-		hdr = 3
-	case c == 0xdb, c == 0xc6:
-		hdr = 5
-	default:
-		return "", false
-	}
-	if len(b) < hdr {
+	hdr, _ := strHeader(b[0])
+	if hdr == 0 || len(b) < hdr {
 		return "", false
 	}
 	end, err := ValueEnd(b, 0)
@@ -140,8 +110,8 @@ func String(b []byte) (string, bool) {
 // IsNil reports whether b starts with msgpack's nil.
 func IsNil(b []byte) bool { return len(b) > 0 && b[0] == 0xc0 }
 
-// IsTimestamp reports whether b starts with a msgpack timestamp: an extension
-// of type -1 holding 4, 8 or 12 bytes.
+// IsTimestamp reports whether b starts with a msgpack timestamp (extension
+// type -1 of 4, 8 or 12 bytes).
 func IsTimestamp(b []byte) bool {
 	if len(b) < 3 {
 		return false
@@ -155,8 +125,8 @@ func IsTimestamp(b []byte) bool {
 	return false
 }
 
-// Kind names the kind of the msgpack value that starts b, in words fit for
-// an error a user reads: "a string", "an integer", "a list", ...
+// Kind names the kind of the msgpack value that starts b for a user's
+// error: "a string", "an integer", "a list", ...
 func Kind(b []byte) string {
 	if len(b) == 0 {
 		return "nothing"

@@ -10,12 +10,10 @@ import (
 var ErrTruncated = errors.New("msgpack: unexpected end of data")
 
 // Check walks the first msgpack value of data and refuses one that is
-// truncated, nests deeper than maxDepth, declares more elements than the
-// bytes that follow could hold, or holds a str whose bytes are not UTF-8
-// (the msgpack spec's str is UTF-8 text; bytes go in a bin). After it, the
-// elements of every container are present in data, so a decoder's
-// allocations stay proportional to its size, and every string it decodes is
-// text. It neither recurses nor allocates by a declared length.
+// truncated, nests deeper than maxDepth, declares more elements than the bytes
+// that follow could hold, or holds a str that is not UTF-8 (the spec's str is
+// text; bytes go in a bin). After it, a decoder's allocations stay proportional
+// to data's size. It neither recurses nor allocates by a declared length.
 func Check(data []byte, maxDepth int) error {
 	pending := []uint64{1} // values still to read at each open level
 	pos := 0
@@ -30,7 +28,7 @@ func Check(data []byte, maxDepth int) error {
 		if err != nil {
 			return err
 		}
-		if at := strStart(data[pos], pos); at > 0 && !utf8.Valid(data[at:next]) {
+		if hdr, isStr := strHeader(data[pos]); isStr && !utf8.Valid(data[pos+hdr:next]) {
 			return fmt.Errorf("msgpack: the string at offset %d is not valid UTF-8", pos)
 		}
 		pos = next
@@ -49,10 +47,9 @@ func Check(data []byte, maxDepth int) error {
 	return nil
 }
 
-// ValueEnd returns the offset just past the msgpack value that starts
-// at pos. It counts the values still to skip instead of recursing into
-// containers, and refuses a count the remaining bytes could not hold, so its
-// cost is bounded by len(data) whatever the declared lengths and nesting.
+// ValueEnd returns the offset just past the msgpack value that starts at pos.
+// It counts the values still to skip instead of recursing, and refuses a count
+// the remaining bytes could not hold: its cost is bounded by len(data).
 func ValueEnd(data []byte, pos int) (int, error) {
 	pending := uint64(1)
 	for pending > 0 {
@@ -70,9 +67,9 @@ func ValueEnd(data []byte, pos int) (int, error) {
 	return pos, nil
 }
 
-// Head reads the value at pos. For a scalar it returns the offset
-// past it; for an array or map, the offset past its header and the number of
-// values nested in it (twice the entries of a map).
+// Head reads the value at pos: for a scalar the offset past it; for an
+// array or map, the offset past its header and the number of values in it
+// (twice the entries of a map).
 func Head(data []byte, pos int) (next int, children uint64, err error) {
 	if pos >= len(data) {
 		return 0, 0, ErrTruncated
@@ -133,20 +130,18 @@ func Head(data []byte, pos int) (next int, children uint64, err error) {
 	return pos + int(size), children, nil
 }
 
-// strStart is where the bytes of the str whose header byte c is at pos
-// begin, or 0 when c starts no str.
-func strStart(c byte, pos int) int {
+// strHeader is the header size of the str (isStr) or bin whose first byte
+// is c; 0 for any other value.
+func strHeader(c byte) (size int, isStr bool) {
 	switch {
 	case c >= 0xa0 && c <= 0xbf: // fixstr
-		return pos + 1
-	case c == 0xd9: // str8, str16, str32: the header byte, then the length
-		return pos + 2
-	case c == 0xda:
-		return pos + 3
-	case c == 0xdb:
-		return pos + 5
+		return 1, true
+	case c == 0xd9, c == 0xda, c == 0xdb: // str8, str16, str32
+		return 1 + 1<<(c-0xd9), true
+	case c == 0xc4, c == 0xc5, c == 0xc6: // bin8, bin16, bin32
+		return 1 + 1<<(c-0xc4), false
 	}
-	return 0
+	return 0, false
 }
 
 // readUint reads a big-endian length of width bytes at pos.
