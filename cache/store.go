@@ -6,19 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
-	"github.com/detourhq/detour/internal/topology"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/internal/topology"
 )
 
 // Bucket is the KV bucket of the response cache.
-const Bucket = "detour_cache"
-
-// markerTTL is how long the server keeps the marker of an expired key:
-// nobody watches them, so they should not pile up.
-const markerTTL = time.Second
+const Bucket = topology.CacheBucket
 
 // Key is the bucket key of a request of chain, in scope, with the
 // fingerprint of its canonical form: <chain>.<scope>.<fingerprint>.
@@ -48,15 +44,8 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 // Ensure creates the bucket again, as Open does, for a read or a write that
 // found it gone. Errors are the server's, wrapped.
 func (s *Store) Ensure(ctx context.Context) error {
-	_, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:         Bucket,
-		Description:    "detour response cache",
-		History:        1,
-		LimitMarkerTTL: markerTTL,
-		Replicas:       s.replicas,
-	})
-	if err != nil {
-		return fmt.Errorf("cache: opening bucket %s: %w", Bucket, err)
+	if _, err := topology.OpenBucket(ctx, s.js, Bucket, s.replicas); err != nil {
+		return fmt.Errorf("cache: %w", err)
 	}
 	stream, err := s.js.Stream(ctx, kvStream)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/client"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -25,13 +25,13 @@ import (
 // cmd/processor/internal/service (client_test.go, ask_test.go) and
 // cmd/publisher.
 
-// topology starts a server with the streams and consumer of the chain
+// serverWithStreams starts a server with the streams and consumer of the chain
 // "default", as a processor creates them.
-func topology(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+func serverWithStreams(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
-	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
+	err := topology.Ensure(context.Background(), js, topology.Streams{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100, ResultTTL: time.Hour,
 	})
 	if err != nil {
@@ -58,7 +58,7 @@ func hello(id string) wire.Request {
 // duplicate window queues nothing: the receipt says duplicate, with the
 // first one's sequence.
 func TestPublishStoresTheRequestOnce(t *testing.T) {
-	nc, js := topology(t)
+	nc, js := serverWithStreams(t)
 	c := newClient(t, nc)
 	ctx := context.Background()
 	r, err := c.Publish(ctx, "default", hello(""))
@@ -95,7 +95,7 @@ func TestPublishStoresTheRequestOnce(t *testing.T) {
 // TestPublishToAnUnknownChainFailsAtOnce: no stream takes the subject, and
 // that is final, not retried.
 func TestPublishToAnUnknownChainFailsAtOnce(t *testing.T) {
-	nc, _ := topology(t)
+	nc, _ := serverWithStreams(t)
 	c := newClient(t, nc)
 	start := time.Now()
 	_, err := c.Publish(context.Background(), "nosuch", hello("x"))
@@ -111,7 +111,7 @@ func TestPublishToAnUnknownChainFailsAtOnce(t *testing.T) {
 // before anything is stored, by Publish, by Ask and by PublishAll, which
 // refuses an id two requests share too, and reports every request unsent.
 func TestABadIDSendsNothing(t *testing.T) {
-	nc, js := topology(t)
+	nc, js := serverWithStreams(t)
 	c := newClient(t, nc)
 	ctx := context.Background()
 	if _, err := c.Publish(ctx, "default", hello("a b")); !errors.Is(err, wire.ErrBadRequest) {
@@ -147,7 +147,7 @@ func TestABadIDSendsNothing(t *testing.T) {
 // TestPublishAllLeavesItsRequestsAlone: the ids and reply subjects it
 // assigns are in the outcomes, not written into the caller's slice.
 func TestPublishAllLeavesItsRequestsAlone(t *testing.T) {
-	nc, _ := topology(t)
+	nc, _ := serverWithStreams(t)
 	c := newClient(t, nc)
 	reqs := []wire.Request{hello(""), hello("mine")}
 	want := []wire.Request{hello(""), hello("mine")}
@@ -188,7 +188,7 @@ func storeResult(t *testing.T, js jetstream.JetStream, res chain.Result, request
 // another request message is passed over until the request's own is
 // stored; a receipt without a sequence takes any.
 func TestResultTakesOnlyItsRequestsAnswer(t *testing.T) {
-	nc, js := topology(t)
+	nc, js := serverWithStreams(t)
 	c := newClient(t, nc)
 	r, err := c.Publish(context.Background(), "default", hello("reused"))
 	if err != nil {
@@ -236,7 +236,7 @@ func TestResultWithoutAResultsStream(t *testing.T) {
 // TestAskWithoutAProcessor: nobody serves detour.ask.<chain>; Ask says so
 // at once.
 func TestAskWithoutAProcessor(t *testing.T) {
-	nc, _ := topology(t)
+	nc, _ := serverWithStreams(t)
 	c := newClient(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

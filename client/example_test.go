@@ -16,7 +16,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/client"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -134,7 +134,7 @@ func startDetourStandIn() (nc *nats.Conn, stop func()) {
 		panic(err)
 	}
 	ctx := context.Background()
-	err = stream.EnsureTopology(ctx, js, stream.Topology{
+	err = topology.Ensure(ctx, js, topology.Streams{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100, ResultTTL: time.Hour,
 	})
 	if err != nil {

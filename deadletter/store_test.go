@@ -14,7 +14,7 @@ import (
 
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -31,7 +31,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
-	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
+	err := topology.Ensure(context.Background(), js, topology.Streams{
 		Chains: []string{"default", "other"}, Replicas: 1, AckWait: 30 * time.Second,
 		MaxAckPending: 100, ResultTTL: time.Hour,
 	})

@@ -16,7 +16,6 @@ const (
 	// recreateEvery is the least time between two re-creations by one
 	// store; writers that find the bucket gone sooner share the last.
 	recreateEvery   = 500 * time.Millisecond
-	recreatePause   = time.Second // see recreateBucket
 	recreateTimeout = 10 * time.Second
 )
 
@@ -49,9 +48,7 @@ func (s *Store) recreateBucket(ctx context.Context) error {
 			return err // back already, or the server cannot say
 		}
 		s.opts.Logger.Warn("provider state bucket missing; recreating it", "bucket", Bucket)
-		// A bucket created again while the server may still be ending the
-		// one deleted can be left without its store (as package stream's).
-		if err := wait.Sleep(ctx, recreatePause); err != nil {
+		if err := wait.Sleep(ctx, topology.RecreatePause); err != nil {
 			return err
 		}
 		if _, err := OpenBucket(ctx, s.js, s.opts.Replicas); err != nil {

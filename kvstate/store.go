@@ -22,27 +22,18 @@ import (
 )
 
 // Bucket is the KV bucket that holds provider state.
-const Bucket = "detour_providers"
-
-// markerTTL is how long the bucket keeps the marker of an expired key, by
-// which watchers see cooldowns end.
-const markerTTL = 5 * time.Minute
+const Bucket = topology.ProviderBucket
 
 // maxCASRetries bounds compare-and-set retries under contention: each
 // conflict is another processor's write gone through.
 const maxCASRetries = 16
 
-// OpenBucket creates or updates the provider bucket idempotently.
+// OpenBucket creates or updates the provider bucket idempotently
+// (topology.OpenBucket).
 func OpenBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:         Bucket,
-		Description:    "detour provider health and cooldowns",
-		History:        1,
-		LimitMarkerTTL: markerTTL,
-		Replicas:       max(replicas, 1),
-	})
+	kv, err := topology.OpenBucket(ctx, js, Bucket, replicas)
 	if err != nil {
-		return nil, fmt.Errorf("kvstate: opening bucket %s: %w", Bucket, err)
+		return nil, fmt.Errorf("kvstate: %w", err)
 	}
 	return kv, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
@@ -26,7 +27,7 @@ func BenchmarkHandle(b *testing.B) {
 	srv := natstest.Start(b)
 	nc, js := natstest.Connect(b, srv)
 	ctx := context.Background()
-	err := stream.EnsureTopology(ctx, js, stream.Topology{
+	err := topology.Ensure(ctx, js, topology.Streams{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000,
 		ResultTTL: time.Hour,
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/stream"
 )
 
@@ -31,48 +32,6 @@ func checkConfigErr(t *testing.T, err error, want string) {
 
 // A config refused is refused before the server is touched: the refused
 // cases run without connections.
-
-func TestTopologyValidation(t *testing.T) {
-	valid := stream.Topology{
-		Chains: []string{"default"}, AckWait: time.Second, MaxAckPending: 1, ResultTTL: time.Minute,
-	}
-	cases := []struct {
-		name   string
-		change func(*stream.Topology)
-		want   string
-	}{
-		{"valid, replicas unset", func(*stream.Topology) {}, ""},
-		{"no chains", func(t *stream.Topology) { t.Chains = nil }, "stream: Topology.Chains must name at least one chain"},
-		{"empty chain", func(t *stream.Topology) { t.Chains = []string{"default", ""} }, "stream: Topology.Chains[1] must not be empty"},
-		{"negative replicas", func(t *stream.Topology) { t.Replicas = -1 }, "stream: Topology.Replicas must not be negative"},
-		{"zero ack wait", func(t *stream.Topology) { t.AckWait = 0 }, "stream: Topology.AckWait must be positive"},
-		{"negative ack wait", func(t *stream.Topology) { t.AckWait = -time.Second }, "stream: Topology.AckWait must be positive"},
-		{"zero max ack pending", func(t *stream.Topology) { t.MaxAckPending = 0 }, "stream: Topology.MaxAckPending must be positive"},
-		{"limits", func(t *stream.Topology) {
-			t.RequestsMaxBytes, t.ResultsMaxBytes, t.DeadLetterMaxBytes = 1<<20, 2<<20, 2<<20
-		}, ""},
-		{"negative limit", func(t *stream.Topology) { t.DeadLetterMaxBytes = -1 }, "stream: Topology.DeadLetterMaxBytes must not be negative"},
-		{"zero result ttl", func(t *stream.Topology) { t.ResultTTL = 0 }, "stream: Topology.ResultTTL must be positive"},
-		{"zero value", func(t *stream.Topology) { *t = stream.Topology{} }, `stream: Topology.Chains must name at least one chain
-			stream: Topology.AckWait must be positive
-			stream: Topology.MaxAckPending must be positive
-			stream: Topology.ResultTTL must be positive`},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			topo := valid
-			c.change(&topo)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if c.want == "" {
-				_, js := natstest.Connect(t, natstest.Start(t))
-				checkConfigErr(t, stream.EnsureTopology(ctx, js, topo), "")
-				return
-			}
-			checkConfigErr(t, stream.EnsureTopology(ctx, nil, topo), c.want)
-		})
-	}
-}
 
 func TestProcessorConfigValidation(t *testing.T) {
 	valid := stream.ProcessorConfig{
@@ -105,7 +64,7 @@ func TestProcessorConfigValidation(t *testing.T) {
 			defer cancel()
 			if c.want == "" {
 				nc, js := natstest.Connect(t, natstest.Start(t))
-				if err := stream.EnsureTopology(ctx, js, repairTopology()); err != nil {
+				if err := topology.Ensure(ctx, js, repairTopology()); err != nil {
 					t.Fatal(err)
 				}
 				_, err := stream.NewProcessor(ctx, nc, js, cfg)
@@ -142,7 +101,7 @@ func TestConsumerConfigValidation(t *testing.T) {
 			if c.want == "" {
 				// A valid config consumes until its context ends.
 				_, js := natstest.Connect(t, natstest.Start(t))
-				if err := stream.EnsureTopology(context.Background(), js, repairTopology()); err != nil {
+				if err := topology.Ensure(context.Background(), js, repairTopology()); err != nil {
 					t.Fatal(err)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

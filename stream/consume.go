@@ -30,7 +30,7 @@ type handBacker interface{ handBack() }
 // defaults. Consume refuses a required field unset, naming it.
 type ConsumerConfig struct {
 	// Chains names the chains to consume, each by its durable consumer
-	// (EnsureTopology). Required: at least one.
+	// (topology.Ensure). Required: at least one.
 	Chains []string
 	// Workers is the number of deliveries handled at once, across chains.
 	// Required: positive.
@@ -43,7 +43,7 @@ type ConsumerConfig struct {
 	Logger *slog.Logger
 	// Repair recreates a consumer or stream a pull finds gone; nil repairs
 	// nothing.
-	Repair *Repairer
+	Repair *topology.Repairer
 	// Health records whether each chain's pulls work; nil records nothing.
 	Health *Health
 }
@@ -129,7 +129,7 @@ type puller struct {
 	ctx, workCtx context.Context
 	h            Handler
 	log          *slog.Logger
-	repair       *Repairer
+	repair       *topology.Repairer
 	health       *Health
 	slots        chan struct{} // one token per busy worker
 	work         chan pulled   // deliveries handed to the workers

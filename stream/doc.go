@@ -1,6 +1,5 @@
-// Package stream is detour's JetStream side: the topology of streams and
-// consumers, and the consume loop that takes each
-// delivery through its life:
+// Package stream is the consume loop that takes each delivery of detour's
+// requests stream (created by package topology) through its life:
 // decode, check the deadline, skip what was already answered, run the chain
 // with InProgress heartbeats, then publish and ack, NAK with a delay, or
 // dead-letter with a reason.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
@@ -49,7 +50,7 @@ func TestAStoredResultWhoseAckWasLostIsRepliedOnce(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	if err := stream.EnsureTopology(ctx, js, testTopology(time.Hour, "default")); err != nil {
+	if err := topology.Ensure(ctx, js, testTopology(time.Hour, "default")); err != nil {
 		t.Fatal(err)
 	}
 	replies, err := nc.SubscribeSync(replyTo)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
@@ -116,9 +117,9 @@ func testCutOff(t *testing.T, tt cutOff) {
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	topo := stream.Topology{Chains: []string{"default"}, Replicas: 1, AckWait: ackWait, MaxAckPending: 1000,
+	topo := topology.Streams{Chains: []string{"default"}, Replicas: 1, AckWait: ackWait, MaxAckPending: 1000,
 		ResultTTL: time.Hour}
-	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+	if err := topology.Ensure(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}
 	if tt.window > 0 {

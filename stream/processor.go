@@ -72,7 +72,7 @@ type ProcessorConfig struct {
 	Observer Observer
 	// Repair recreates a results or dead-letter stream found gone; nil
 	// repairs nothing.
-	Repair *Repairer
+	Repair *topology.Repairer
 	// Health records whether results can be stored; nil records nothing.
 	Health *Health
 }

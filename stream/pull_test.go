@@ -13,6 +13,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
@@ -85,8 +86,8 @@ func consumeChainsAfter(t *testing.T, workers int, queue func(*nats.Conn), chain
 
 // testTopology is the topology of the tests' processors: chains, their
 // requests kept for requestTTL.
-func testTopology(requestTTL time.Duration, chains ...string) stream.Topology {
-	return stream.Topology{
+func testTopology(requestTTL time.Duration, chains ...string) topology.Streams {
+	return topology.Streams{
 		Chains: chains, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
 		ResultTTL: time.Hour,
 	}
@@ -100,7 +101,7 @@ func newProcessor(t *testing.T, requestTTL time.Duration, newRunner func() strea
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	if err := stream.EnsureTopology(ctx, js, testTopology(requestTTL, chains...)); err != nil {
+	if err := topology.Ensure(ctx, js, testTopology(requestTTL, chains...)); err != nil {
 		t.Fatal(err)
 	}
 	runners := map[string]stream.Runner{}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
@@ -74,7 +75,7 @@ func TestARecreatedRequestsStreamsRequestsGetTheirOwnResults(t *testing.T) {
 	if err := js.DeleteStream(ctx, wire.RequestsStream); err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.EnsureTopology(ctx, js, testTopology(time.Hour, "default")); err != nil {
+	if err := topology.Ensure(ctx, js, testTopology(time.Hour, "default")); err != nil {
 		t.Fatal(err)
 	}
 	// The first within the results' duplicate window: its store is refused

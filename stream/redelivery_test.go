@@ -14,6 +14,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
@@ -34,7 +35,7 @@ func TestRedeliveryOfAnsweredRequestCallsNothing(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	err := stream.EnsureTopology(ctx, js, stream.Topology{
+	err := topology.Ensure(ctx, js, topology.Streams{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
 		ResultTTL: time.Hour,
 	})
@@ -126,7 +127,7 @@ func eventually(t *testing.T, cond func() bool) {
 func TestConsumeStoppedBeforeItsFirstPull(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
-	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
+	err := topology.Ensure(context.Background(), js, topology.Streams{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
 		ResultTTL: time.Hour,
 	})
@@ -149,7 +150,7 @@ func fullResults(t *testing.T) (js jetstream.JetStream, p *stream.Processor, run
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	err := stream.EnsureTopology(ctx, js, stream.Topology{
+	err := topology.Ensure(ctx, js, topology.Streams{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 2 * time.Second, MaxAckPending: 100,
 		ResultTTL: time.Hour,
 	})
@@ -378,7 +379,7 @@ func consumerRecreatedMidCall(t *testing.T, id string) (js jetstream.JetStream, 
 	if err := js.DeleteConsumer(ctx, wire.RequestsStream, wire.ConsumerName("default")); err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.EnsureTopology(ctx, js, testTopology(time.Hour, "default")); err != nil {
+	if err := topology.Ensure(ctx, js, testTopology(time.Hour, "default")); err != nil {
 		t.Fatal(err)
 	}
 	return js, p, runner, done

@@ -11,12 +11,13 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
 
-func repairTopology() stream.Topology {
-	return stream.Topology{
+func repairTopology() topology.Streams {
+	return topology.Streams{
 		Chains: []string{"default", "other"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
 		ResultTTL: time.Hour,
 	}
@@ -60,71 +61,6 @@ func (w *warnings) count(prefix string) int {
 	return n
 }
 
-// TestRepairerRecreatesWhatIsMissing: fifty workers that find the results
-// stream and a consumer gone at once make one repair, logged once, after
-// which the topology is whole again and configured as at start.
-func TestRepairerRecreatesWhatIsMissing(t *testing.T) {
-	_, js := natstest.Connect(t, natstest.Start(t))
-	ctx := context.Background()
-	topo := repairTopology()
-	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
-		t.Fatal(err)
-	}
-	if err := js.DeleteStream(ctx, wire.ResultsStream); err != nil {
-		t.Fatal(err)
-	}
-	if err := js.DeleteConsumer(ctx, wire.RequestsStream, wire.ConsumerName("other")); err != nil {
-		t.Fatal(err)
-	}
-	logs := &warnings{n: map[string]int{}}
-	r := stream.NewRepairer(js, topo, slog.New(logs))
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := r.Ensure(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if n := logs.count("topology incomplete"); n != 1 {
-		t.Fatalf("repair logged %d times, want once", n)
-	}
-	checkTopology(t, js, topo)
-	var nilRepairer *stream.Repairer
-	if err := nilRepairer.Ensure(ctx); err != nil {
-		t.Fatalf("a nil Repairer: %v", err)
-	}
-}
-
-// TestRepairerPutsBackAChainsSubject: another processor's update of the
-// requests stream, made at the same moment as this one's, can leave out a
-// chain of this one's; its consumer and pulls carry on, and only publishes
-// fail. The check puts the subject back.
-func TestRepairerPutsBackAChainsSubject(t *testing.T) {
-	_, js := natstest.Connect(t, natstest.Start(t))
-	ctx := context.Background()
-	topo := repairTopology()
-	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
-		t.Fatal(err)
-	}
-	cfg := streamConfig(t, js, wire.RequestsStream)
-	cfg.Subjects = []string{wire.RequestSubject("default")}
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	logs := &warnings{n: map[string]int{}}
-	if err := stream.NewRepairer(js, topo, slog.New(logs)).Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := logs.count("topology incomplete"); n != 1 {
-		t.Fatalf("repair logged %d times, want once", n)
-	}
-	checkTopology(t, js, topo)
-}
-
 // TestConsumeRecreatesTheRequestsStream: when the requests stream is
 // deleted under a running consume loop, its pulls fail (Health says so), the
 // loop recreates the stream and its consumers, and requests published
@@ -134,10 +70,10 @@ func TestConsumeRecreatesTheRequestsStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	topo := repairTopology()
-	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+	if err := topology.Ensure(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}
-	repair, health := stream.NewRepairer(js, topo, nil), &stream.Health{}
+	repair, health := topology.NewRepairer(js, topo, nil), &stream.Health{}
 	runner := &countingRunner{}
 	p, err := stream.NewProcessor(ctx, nc, js, stream.ProcessorConfig{
 		Chains:        map[string]stream.Runner{"default": runner, "other": runner},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/deadletter"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -274,3 +275,24 @@ func (out *outgoing) message(d *delivery, subject string, data []byte, res *chai
 
 // payloadSize is what the server counts against its max payload.
 func payloadSize(m *nats.Msg) int64 { return int64(m.Size() - len(m.Subject) - len(m.Reply)) }
+
+// resultStored records one attempt to store a result for readiness, and
+// repairs a results stream found gone before the next. errTooLarge is the
+// result's fault, not counted; errAnswered is a store that worked.
+func (p *Processor) resultStored(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, errTooLarge):
+		return
+	case errors.Is(err, errAnswered):
+		err = nil
+	}
+	switch changed := p.cfg.Health.stored(err); {
+	case changed && err != nil:
+		p.cfg.Logger.Warn("storing results fails; not ready until one is stored", "err", err)
+	case changed:
+		p.cfg.Logger.Info("results are stored again")
+	}
+	if err != nil && topology.Gone(err) {
+		_ = p.cfg.Repair.Ensure(ctx)
+	}
+}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -25,7 +25,7 @@ func dlqServer(t *testing.T) (jetstream.JetStream, *deadletter.Publisher) {
 	t.Helper()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
-	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
+	err := topology.Ensure(context.Background(), js, topology.Streams{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second,
 		MaxAckPending: 10, ResultTTL: time.Hour,
 	})

@@ -22,7 +22,7 @@ import (
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/internal/topology"
 )
 
 // startProcessor runs an embedded server and, on it, a processor process
@@ -251,7 +251,7 @@ func TestABadLineSendsNothing(t *testing.T) {
 func TestAReplySubjectUnderTheProcessorsPrefixesIsSent(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
-	err := stream.EnsureTopology(context.Background(), js, stream.Topology{
+	err := topology.Ensure(context.Background(), js, topology.Streams{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000, ResultTTL: time.Hour,
 	})
 	if err != nil {
@@ -496,7 +496,7 @@ func TestAFullQueueRefusesThePublishSayingSo(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	err := stream.EnsureTopology(ctx, js, stream.Topology{
+	err := topology.Ensure(ctx, js, topology.Streams{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 1000, ResultTTL: time.Hour,
 		RequestsMaxBytes: 64 << 10,
 	})

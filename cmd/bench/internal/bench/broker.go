@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/kvstate"
-	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -133,7 +133,7 @@ func (b *broker) reset(ctx context.Context, pipe pipeline, maxAckPending int, pa
 			return err
 		}
 	} else {
-		err := stream.EnsureTopology(ctx, b.js, stream.Topology{
+		err := topology.Ensure(ctx, b.js, topology.Streams{
 			Chains: []string{benchChain}, Replicas: 1, MaxAckPending: maxAckPending,
 			AckWait: defaults.AckWait, ResultTTL: defaults.ResultTTL, RequestsMaxBytes: defaults.RequestsMaxBytes,
 			ResultsMaxBytes: defaults.ResultsMaxBytes, DeadLetterMaxBytes: defaults.DeadLetterMaxBytes,

@@ -17,7 +17,7 @@ import (
 	"github.com/detourhq/detour/cmd/processor/internal/ask"
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -30,17 +30,17 @@ type served struct {
 	stop func() error // ends Serve and returns what it returned
 }
 
-func serve(t *testing.T, maxPayload int, with ...func(*stream.Topology)) *served {
+func serve(t *testing.T, maxPayload int, with ...func(*topology.Streams)) *served {
 	t.Helper()
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	topo := stream.Topology{Chains: []string{"default"}, Replicas: 1,
+	topo := topology.Streams{Chains: []string{"default"}, Replicas: 1,
 		AckWait: 30 * time.Second, MaxAckPending: 100, ResultTTL: time.Hour}
 	for _, w := range with {
 		w(&topo)
 	}
-	err := stream.EnsureTopology(ctx, js, topo)
+	err := topology.Ensure(ctx, js, topo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestAskWithoutStream(t *testing.T) {
 // (DETOUR_REQUESTS_MAX_BYTES of requests wait for processors) is refused
 // at once, saying so, rather than with the server's bare words.
 func TestAskToAFullQueue(t *testing.T) {
-	s := serve(t, 1<<20, func(topo *stream.Topology) { topo.RequestsMaxBytes = 64 << 10 })
+	s := serve(t, 1<<20, func(topo *topology.Streams) { topo.RequestsMaxBytes = 64 << 10 })
 	// Large requests first, then small ones, until not even a small one fits.
 	for _, size := range []int{16 << 10, 1 << 10, 0} {
 		filler := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("x", size) + `"}]}`)

@@ -23,8 +23,8 @@ import (
 	"github.com/detourhq/detour/cmd/processor/internal/service"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/natstest"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/kvstate"
-	"github.com/detourhq/detour/stream"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -69,7 +69,7 @@ chains:
 	// The topology exists before the processors start so that each can be
 	// placed: one on the server that will be lost, one on a survivor.
 	nc, js := connectCluster(t, natstest.ClusterURLs(servers))
-	err := stream.EnsureTopology(ctx, js, stream.Topology{
+	err := topology.Ensure(ctx, js, topology.Streams{
 		Chains: file.ChainNames(), Replicas: settings.Replicas, AckWait: settings.AckWait,
 		MaxAckPending: settings.MaxAckPending, ResultTTL: settings.ResultTTL,
 	})

@@ -27,6 +27,7 @@ import (
 	"github.com/detourhq/detour/cmd/processor/internal/supervise"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/stream"
@@ -59,7 +60,7 @@ type Processor struct {
 	clock     *serverclock.Clock // the NATS server's time
 	handler   *stream.Processor
 	chains    []string
-	repair    *stream.Repairer
+	repair    *topology.Repairer
 	health    *stream.Health
 	consuming atomic.Bool // while Run's consume loop takes work
 	id        string      // names this processor in its cooldowns and record
@@ -89,14 +90,14 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		return nil, fmt.Errorf("service: jetstream: %w", err)
 	}
 	names := opts.File.ChainNames()
-	topology := stream.Topology{
+	streams := topology.Streams{
 		Chains: names, Replicas: s.Replicas, AckWait: s.AckWait, MaxAckPending: s.MaxAckPending, ResultTTL: s.ResultTTL,
 		RequestsMaxBytes: s.RequestsMaxBytes, ResultsMaxBytes: s.ResultsMaxBytes, DeadLetterMaxBytes: s.DeadLetterMaxBytes,
 		Kept: func(what string) {
 			opts.Logger.Warn("a stream or consumer keeps a setting of another processor's or an operator's", "kept", what)
 		},
 	}
-	if err := stream.EnsureTopology(ctx, js, topology); err != nil {
+	if err := topology.Ensure(ctx, js, streams); err != nil {
 		return nil, err
 	}
 	kv, err := kvstate.OpenBucket(ctx, js, s.Replicas)
@@ -141,7 +142,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 	if err != nil {
 		return nil, err
 	}
-	repair, health := stream.NewRepairer(js, topology, opts.Logger), &stream.Health{}
+	repair, health := topology.NewRepairer(js, streams, opts.Logger), &stream.Health{}
 	handler, err := stream.NewProcessor(ctx, opts.Conn, js, stream.ProcessorConfig{
 		Chains: runners, ReplyPrefixes: s.ReplyPrefixes, MaxPayload: s.MaxPayload,
 		RequestTTL: s.RequestTTL, AckWait: s.AckWait, MaxInvalidDeliveries: s.MaxInvalidDeliveries,

@@ -1,4 +1,4 @@
-package stream_test
+package topology_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/internal/natstest"
-	"github.com/detourhq/detour/stream"
+	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/wire"
 )
 
@@ -35,7 +35,7 @@ func consumerConfig(t *testing.T, js jetstream.JetStream, name string) jetstream
 }
 
 // checkTopology compares what the server holds with the documented topology (docs/state.md, docs/requests.md).
-func checkTopology(t *testing.T, js jetstream.JetStream, topo stream.Topology) {
+func checkTopology(t *testing.T, js jetstream.JetStream, topo topology.Streams) {
 	t.Helper()
 	req := streamConfig(t, js, wire.RequestsStream)
 	var wantSubjects []string
@@ -121,7 +121,7 @@ func TestEnsureTopology(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	topo := stream.Topology{
+	topo := topology.Streams{
 		Chains:        []string{"default", "cheap"},
 		Replicas:      1,
 		AckWait:       7 * time.Second,
@@ -130,7 +130,7 @@ func TestEnsureTopology(t *testing.T) {
 		// Reserved in the server's store, which has room for them.
 		RequestsMaxBytes: 8 << 20, ResultsMaxBytes: 32 << 20, DeadLetterMaxBytes: 16 << 20,
 	}
-	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+	if err := topology.Ensure(ctx, js, topo); err != nil {
 		t.Fatalf("first EnsureTopology: %v", err)
 	}
 	checkTopology(t, js, topo)
@@ -147,7 +147,7 @@ func TestEnsureTopology(t *testing.T) {
 	}
 
 	t.Run("idempotent", func(t *testing.T) {
-		if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+		if err := topology.Ensure(ctx, js, topo); err != nil {
 			t.Fatalf("second EnsureTopology: %v", err)
 		}
 		checkTopology(t, js, topo)
@@ -165,7 +165,7 @@ func TestEnsureTopology(t *testing.T) {
 		grown.Chains = []string{"default", "cheap", "extra"}
 		grown.AckWait = 11 * time.Second
 		grown.MaxAckPending = 23
-		if err := stream.EnsureTopology(ctx, js, grown); err != nil {
+		if err := topology.Ensure(ctx, js, grown); err != nil {
 			t.Fatalf("EnsureTopology with a new chain: %v", err)
 		}
 		checkTopology(t, js, grown)
@@ -192,13 +192,13 @@ func TestEnsureTopologyShortTTLs(t *testing.T) {
 	defer cancel()
 	// A TTL shorter than the duplicate window must not make the server
 	// refuse the streams (it requires Duplicates <= MaxAge).
-	topo := stream.Topology{
+	topo := topology.Streams{
 		Chains:        []string{"default"},
 		AckWait:       time.Second,
 		MaxAckPending: 1,
 		ResultTTL:     time.Minute,
 	}
-	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+	if err := topology.Ensure(ctx, js, topo); err != nil {
 		t.Fatalf("EnsureTopology: %v", err)
 	}
 	if d := streamConfig(t, js, wire.ResultsStream).Duplicates; d != time.Minute {
@@ -218,11 +218,11 @@ func TestEnsureTopologyKeepsWhatOtherProcessorsRelyOn(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.Start(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	first := stream.Topology{
+	first := topology.Streams{
 		Chains: []string{"default", "cheap"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
 		ResultTTL: 24 * time.Hour, RequestsMaxBytes: 4 << 20, DeadLetterMaxBytes: 4 << 20,
 	}
-	if err := stream.EnsureTopology(ctx, js, first); err != nil {
+	if err := topology.Ensure(ctx, js, first); err != nil {
 		t.Fatal(err)
 	}
 	// A processor serves both chains: a pull of each waits.
@@ -237,12 +237,12 @@ func TestEnsureTopologyKeepsWhatOtherProcessorsRelyOn(t *testing.T) {
 	}
 
 	var kept []string
-	other := stream.Topology{
+	other := topology.Streams{
 		Chains: []string{"default", "other"}, Replicas: 1, AckWait: 2 * time.Second, MaxAckPending: 10,
 		ResultTTL: time.Minute, RequestsMaxBytes: 2 << 20, ResultsMaxBytes: 5 << 20, DeadLetterMaxBytes: 2 << 20,
 		Kept: func(what string) { kept = append(kept, what) },
 	}
-	if err := stream.EnsureTopology(ctx, js, other); err != nil {
+	if err := topology.Ensure(ctx, js, other); err != nil {
 		t.Fatal(err)
 	}
 	req := streamConfig(t, js, wire.RequestsStream)
@@ -310,16 +310,16 @@ func TestEnsureTopologyLeavesOutAChainNoOneServes(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.Start(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	topo := stream.Topology{
+	topo := topology.Streams{
 		Chains: []string{"default", "retired", "elsewhere"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100,
 		ResultTTL: time.Hour,
 	}
-	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+	if err := topology.Ensure(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}
 	waitingPull(t, js, "elsewhere")
 	topo.Chains = []string{"default"}
-	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+	if err := topology.Ensure(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}
 	got := slices.Sorted(slices.Values(streamConfig(t, js, wire.RequestsStream).Subjects))
@@ -349,11 +349,11 @@ func TestEnsureTopologyBoundsStreamsMadeWithoutLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	topo := stream.Topology{
+	topo := topology.Streams{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100, ResultTTL: time.Hour,
 		RequestsMaxBytes: 2 << 20, ResultsMaxBytes: 8 << 20, DeadLetterMaxBytes: 4 << 20,
 	}
-	if err := stream.EnsureTopology(ctx, js, topo); err != nil {
+	if err := topology.Ensure(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}
 	checkTopology(t, js, topo)
@@ -367,12 +367,76 @@ func TestEnsureTopologySaysWhenTheStoreHasNoRoom(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.StartWith(t, &server.Options{JetStreamMaxStore: 16 << 20}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := stream.EnsureTopology(ctx, js, stream.Topology{
+	err := topology.Ensure(ctx, js, topology.Streams{
 		Chains: []string{"default"}, Replicas: 1, AckWait: 30 * time.Second, MaxAckPending: 100, ResultTTL: time.Hour,
 		RequestsMaxBytes: 4 << 20, ResultsMaxBytes: 32 << 20, DeadLetterMaxBytes: 8 << 20,
 	})
 	if err == nil || !strings.Contains(err.Error(), "no room to reserve the 33554432 bytes of DETOUR_RESULTS") ||
 		!strings.Contains(err.Error(), "DETOUR_RESULTS_MAX_BYTES") {
 		t.Fatalf("EnsureTopology on a 16 MiB store: %v, want it to say the store has no room for DETOUR_RESULTS", err)
+	}
+}
+
+// checkConfigErr checks err against want: nil for "", else an error that
+// names every line of want.
+func checkConfigErr(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("err = %v, want nil", err)
+	case want == "":
+	case err == nil:
+		t.Fatalf("err = nil, want %q", want)
+	default:
+		for w := range strings.Lines(want) {
+			if !strings.Contains(err.Error(), strings.TrimSpace(w)) {
+				t.Errorf("err = %q, want it to contain %q", err, strings.TrimSpace(w))
+			}
+		}
+	}
+}
+
+// A config refused is refused before the server is touched: the refused
+// cases run without connections.
+
+func TestTopologyValidation(t *testing.T) {
+	valid := topology.Streams{
+		Chains: []string{"default"}, AckWait: time.Second, MaxAckPending: 1, ResultTTL: time.Minute,
+	}
+	cases := []struct {
+		name   string
+		change func(*topology.Streams)
+		want   string
+	}{
+		{"valid, replicas unset", func(*topology.Streams) {}, ""},
+		{"no chains", func(t *topology.Streams) { t.Chains = nil }, "topology: Streams.Chains must name at least one chain"},
+		{"empty chain", func(t *topology.Streams) { t.Chains = []string{"default", ""} }, "topology: Streams.Chains[1] must not be empty"},
+		{"negative replicas", func(t *topology.Streams) { t.Replicas = -1 }, "topology: Streams.Replicas must not be negative"},
+		{"zero ack wait", func(t *topology.Streams) { t.AckWait = 0 }, "topology: Streams.AckWait must be positive"},
+		{"negative ack wait", func(t *topology.Streams) { t.AckWait = -time.Second }, "topology: Streams.AckWait must be positive"},
+		{"zero max ack pending", func(t *topology.Streams) { t.MaxAckPending = 0 }, "topology: Streams.MaxAckPending must be positive"},
+		{"limits", func(t *topology.Streams) {
+			t.RequestsMaxBytes, t.ResultsMaxBytes, t.DeadLetterMaxBytes = 1<<20, 2<<20, 2<<20
+		}, ""},
+		{"negative limit", func(t *topology.Streams) { t.DeadLetterMaxBytes = -1 }, "topology: Streams.DeadLetterMaxBytes must not be negative"},
+		{"zero result ttl", func(t *topology.Streams) { t.ResultTTL = 0 }, "topology: Streams.ResultTTL must be positive"},
+		{"zero value", func(t *topology.Streams) { *t = topology.Streams{} }, `topology: Streams.Chains must name at least one chain
+			topology: Streams.AckWait must be positive
+			topology: Streams.MaxAckPending must be positive
+			topology: Streams.ResultTTL must be positive`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			topo := valid
+			c.change(&topo)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if c.want == "" {
+				_, js := natstest.Connect(t, natstest.Start(t))
+				checkConfigErr(t, topology.Ensure(ctx, js, topo), "")
+				return
+			}
+			checkConfigErr(t, topology.Ensure(ctx, nil, topo), c.want)
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package stream
+package topology
 
 import (
 	"context"
@@ -19,9 +19,11 @@ const (
 	deadLetterAge   = 7 * 24 * time.Hour
 )
 
-// Topology is what EnsureTopology creates, with config.Settings' defaults.
-// EnsureTopology refuses a required field unset, naming it.
-type Topology struct {
+// Streams is what Ensure creates: detour's requests, results and
+// dead-letter streams and one durable consumer per chain, with
+// config.Settings' defaults. Ensure refuses a required field unset, naming
+// it.
+type Streams struct {
 	// Chains names the chains, each with a requests subject and a durable
 	// consumer. Required: at least one, none empty.
 	Chains []string
@@ -29,7 +31,7 @@ type Topology struct {
 	// Zero means 1.
 	Replicas int
 	// AckWait is how long a delivery may stay unacknowledged before it is
-	// delivered again (ProcessorConfig.AckWait). Required: positive, as
+	// delivered again (stream.ProcessorConfig.AckWait). Required: positive, as
 	// JetStream would read zero as its own default.
 	AckWait time.Duration
 	// MaxAckPending is how many deliveries of one chain may be
@@ -50,56 +52,43 @@ type Topology struct {
 	Kept func(what string)
 }
 
-func (t Topology) check() error {
-	var p problems
-	chainList(&p, "Topology.Chains", t.Chains)
-	notNegative(&p, "Topology.Replicas", t.Replicas)
-	positive(&p, "Topology.AckWait", t.AckWait)
-	positive(&p, "Topology.MaxAckPending", t.MaxAckPending)
-	positive(&p, "Topology.ResultTTL", t.ResultTTL)
-	notNegative(&p, "Topology.RequestsMaxBytes", t.RequestsMaxBytes)
-	notNegative(&p, "Topology.ResultsMaxBytes", t.ResultsMaxBytes)
-	notNegative(&p, "Topology.DeadLetterMaxBytes", t.DeadLetterMaxBytes)
-	return p.err()
-}
-
-// problems collects what is wrong with a configuration, each naming its
-// field: "stream: Topology.AckWait must be positive".
-type problems []error
-
-func (p *problems) add(field, what string) {
-	*p = append(*p, fmt.Errorf("stream: %s %s", field, what))
-}
-
-func (p problems) err() error { return errors.Join(p...) }
-
-func positive[T ~int | ~int64](p *problems, field string, v T) {
-	if v <= 0 {
-		p.add(field, "must be positive")
+// check reports every field of s that is unset or out of range, each
+// naming its field: "topology: Streams.AckWait must be positive".
+func (s Streams) check() error {
+	var errs []error
+	bad := func(field, what string) { errs = append(errs, fmt.Errorf("topology: Streams.%s %s", field, what)) }
+	if len(s.Chains) == 0 {
+		bad("Chains", "must name at least one chain")
 	}
-}
-
-func notNegative[T ~int | ~int64](p *problems, field string, v T) {
-	if v < 0 {
-		p.add(field, "must not be negative")
-	}
-}
-
-// chainList reports an empty list of chain names, or an empty name.
-func chainList(p *problems, field string, chains []string) {
-	if len(chains) == 0 {
-		p.add(field, "must name at least one chain")
-	}
-	for i, c := range chains {
+	for i, c := range s.Chains {
 		if c == "" {
-			p.add(fmt.Sprintf("%s[%d]", field, i), "must not be empty")
+			bad(fmt.Sprintf("Chains[%d]", i), "must not be empty")
 		}
 	}
+	if s.Replicas < 0 {
+		bad("Replicas", "must not be negative")
+	}
+	for _, f := range []struct {
+		name     string
+		v        int64
+		positive bool
+	}{
+		{"AckWait", int64(s.AckWait), true}, {"MaxAckPending", int64(s.MaxAckPending), true}, {"ResultTTL", int64(s.ResultTTL), true},
+		{"RequestsMaxBytes", s.RequestsMaxBytes, false}, {"ResultsMaxBytes", s.ResultsMaxBytes, false}, {"DeadLetterMaxBytes", s.DeadLetterMaxBytes, false},
+	} {
+		switch {
+		case f.positive && f.v <= 0:
+			bad(f.name, "must be positive")
+		case f.v < 0:
+			bad(f.name, "must not be negative")
+		}
+	}
+	return errors.Join(errs...)
 }
 
-// EnsureTopology creates or updates the streams and one durable consumer per
+// Ensure creates or updates the streams and one durable consumer per
 // chain, idempotently, so that every processor runs it at start. It refuses
-// a bad Topology before touching the server.
+// bad Streams before touching the server.
 //
 // Processors share what it builds and may run different chains or settings
 // (a restart with new ones, a canary): an update takes away nothing another
@@ -109,7 +98,7 @@ func chainList(p *problems, field string, chains []string) {
 // that t does not. Shortening is left to an operator (`nats stream edit`).
 // Two processors updating at once can leave out a chain of one: its
 // Repairer puts it back.
-func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
+func Ensure(ctx context.Context, js jetstream.JetStream, t Streams) error {
 	if err := t.check(); err != nil {
 		return err
 	}
@@ -155,7 +144,7 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 			keep = func(subject string) bool { return served(ctx, js, subject) }
 		}
 		if err := ensureStream(ctx, js, cfg, keep, t.kept); err != nil {
-			return fmt.Errorf("stream: creating %s: %w", cfg.Name, noRoom(err, cfg))
+			return fmt.Errorf("topology: creating %s: %w", cfg.Name, noRoom(err, cfg))
 		}
 	}
 	for _, c := range t.Chains {
@@ -172,20 +161,20 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 			Replicas:      replicas,
 		}, t.kept)
 		if err != nil {
-			return fmt.Errorf("stream: creating consumer %s: %w", wire.ConsumerName(c), err)
+			return fmt.Errorf("topology: creating consumer %s: %w", wire.ConsumerName(c), err)
 		}
 	}
 	return nil
 }
 
-func (t Topology) kept(format string, args ...any) {
+func (t Streams) kept(format string, args ...any) {
 	if t.Kept != nil {
 		t.Kept(fmt.Sprintf(format, args...))
 	}
 }
 
 // ensureStream creates the stream want describes or updates what detour
-// sets of it, as EnsureTopology says; keep says which other subjects stay.
+// sets of it, as Ensure says; keep says which other subjects stay.
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, keep func(subject string) bool,
 	kept func(string, ...any)) error {
 	for range 2 { // a second round when another processor created it meanwhile
@@ -250,7 +239,7 @@ func duplicatesFor(maxAge time.Duration) time.Duration {
 }
 
 // ensureConsumer creates the consumer want describes or updates what
-// detour sets of it, as EnsureTopology says.
+// detour sets of it, as Ensure says.
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, want jetstream.ConsumerConfig, kept func(string, ...any)) error {
 	c, err := js.Consumer(ctx, wire.RequestsStream, want.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {

@@ -1,4 +1,4 @@
-package stream
+package topology
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/detourhq/detour/internal/coalesce"
 	"github.com/detourhq/detour/internal/logs"
-	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/internal/wait"
 	"github.com/detourhq/detour/wire"
 )
@@ -23,22 +22,26 @@ const (
 	repairEvery = 500 * time.Millisecond
 	// repairTimeout bounds one check and its re-creation.
 	repairTimeout = 10 * time.Second
-	// recreatePause is how long a stream found gone is left (see repair).
-	recreatePause = time.Second
+	// RecreatePause is how long a stream or bucket found gone is left before
+	// it is created again: one created again while the server may still be
+	// ending the deleted one now and then never stores a message (3 of 40
+	// runs of stream's TestConsumeRecreatesTheRequestsStream; none of 40
+	// with the pause).
+	RecreatePause = time.Second
 )
 
-// Repairer puts back, with EnsureTopology, a consumer or stream found gone:
+// Repairer puts back, with Ensure, a consumer or stream found gone:
 // deleted by an operator or lost with a server's store. Its methods are
 // safe for concurrent use; a nil *Repairer repairs nothing.
 type Repairer struct {
 	js   jetstream.JetStream
-	topo Topology
+	topo Streams
 	log  *slog.Logger
 	gate coalesce.Gate // one check for every worker that finds the same gap
 }
 
-// NewRepairer returns a Repairer of topology t; a nil logger discards.
-func NewRepairer(js jetstream.JetStream, t Topology, logger *slog.Logger) *Repairer {
+// NewRepairer returns a Repairer of the streams t; a nil logger discards.
+func NewRepairer(js jetstream.JetStream, t Streams, logger *slog.Logger) *Repairer {
 	logger = logs.OrDiscard(logger)
 	return &Repairer{js: js, topo: t, log: logger, gate: coalesce.Gate{Every: repairEvery, Timeout: repairTimeout}}
 }
@@ -63,14 +66,11 @@ func (r *Repairer) repair(ctx context.Context) error {
 	}
 	r.log.Warn("topology incomplete; recreating it", "missing", missing)
 	if streamGone {
-		// A stream created again while the server may still be ending the
-		// deleted one now and then never stores a message (3 of 40 runs of
-		// TestConsumeRecreatesTheRequestsStream; none of 40 with the pause).
-		if err := wait.Sleep(ctx, recreatePause); err != nil {
+		if err := wait.Sleep(ctx, RecreatePause); err != nil {
 			return err
 		}
 	}
-	if err := EnsureTopology(ctx, r.js, r.topo); err != nil {
+	if err := Ensure(ctx, r.js, r.topo); err != nil {
 		r.log.Warn("recreating the topology failed; will try again", "missing", missing, "err", err)
 		return err
 	}
@@ -90,7 +90,7 @@ func (r *Repairer) missing(ctx context.Context) (missing []string, streamGone bo
 			streamGone = true
 			requestsGone = requestsGone || name == wire.RequestsStream
 		case err != nil:
-			return nil, false, fmt.Errorf("stream: checking %s: %w", name, err)
+			return nil, false, fmt.Errorf("topology: checking %s: %w", name, err)
 		case name == wire.RequestsStream:
 			// Another processor's update at the same moment can leave
 			// out a chain of this one's.
@@ -111,29 +111,8 @@ func (r *Repairer) missing(ctx context.Context) (missing []string, streamGone bo
 		case errors.Is(err, jetstream.ErrConsumerNotFound):
 			missing = append(missing, "consumer "+wire.ConsumerName(c))
 		case err != nil:
-			return nil, false, fmt.Errorf("stream: checking consumer %s: %w", wire.ConsumerName(c), err)
+			return nil, false, fmt.Errorf("topology: checking consumer %s: %w", wire.ConsumerName(c), err)
 		}
 	}
 	return missing, streamGone, nil
-}
-
-// resultStored records one attempt to store a result for readiness, and
-// repairs a results stream found gone before the next. errTooLarge is the
-// result's fault, not counted; errAnswered is a store that worked.
-func (p *Processor) resultStored(ctx context.Context, err error) {
-	switch {
-	case errors.Is(err, errTooLarge):
-		return
-	case errors.Is(err, errAnswered):
-		err = nil
-	}
-	switch changed := p.cfg.Health.stored(err); {
-	case changed && err != nil:
-		p.cfg.Logger.Warn("storing results fails; not ready until one is stored", "err", err)
-	case changed:
-		p.cfg.Logger.Info("results are stored again")
-	}
-	if err != nil && topology.Gone(err) {
-		_ = p.cfg.Repair.Ensure(ctx)
-	}
 }
