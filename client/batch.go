@@ -224,15 +224,12 @@ func (c *Client) await(ctx context.Context, col *collector) {
 	}
 }
 
-// collectStoredTimeout bounds one read of the pending results.
-const collectStoredTimeout = 5 * time.Second
-
-// collectStored reads the results of ids from DETOUR_RESULTS.
+// collectStored reads the results of ids from DETOUR_RESULTS, within 5 s.
 func (c *Client) collectStored(ctx context.Context, col *collector, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, collectStoredTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := c.js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
