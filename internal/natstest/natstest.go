@@ -50,7 +50,14 @@ func StartWith(t testing.TB, opts *server.Options) *server.Server {
 // Connect opens a client connection to s, closed in cleanup.
 func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL())
+	return ConnectWith(t, s.ClientURL())
+}
+
+// ConnectWith opens a client connection to url with opts, closed in cleanup,
+// for servers that [Connect] cannot reach without credentials or TLS.
+func ConnectWith(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Timeout(5 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatalf("natstest: connect: %v", err)
 	}
