@@ -38,38 +38,27 @@ func (f Flavor) completionPath() string {
 	return "/v1/chat/completions"
 }
 
-// finishReason spells a stop reason the way this flavour does, so that scripts
-// can say "length" or "max_tokens" without knowing which server runs them.
-func (f Flavor) finishReason(reason string) string {
-	switch reason {
-	case "", "stop", "end_turn":
-		if f == Anthropic {
-			return "end_turn"
-		}
-		return "stop"
-	case "length", "max_tokens":
-		if f == Anthropic {
-			return "max_tokens"
-		}
-		return "length"
-	case "content_filter", "refusal":
-		if f == Anthropic {
-			return "refusal"
-		}
-		return "content_filter"
-	default:
-		return reason
-	}
-}
+// finishReasons pairs each stop reason's spelling by OpenAI with
+// Anthropic's, indexed by Flavor.
+var finishReasons = [][2]string{{"stop", "end_turn"}, {"length", "max_tokens"}, {"content_filter", "refusal"}}
 
-// stopReason is the finish_reason (stop_reason) member: the flavour's
-// spelling of reason, or JSON null.
+// stopReason is the finish_reason (stop_reason) member: JSON null, or the
+// flavour's spelling of reason, so that scripts can say "length" or
+// "max_tokens" without knowing which server runs them ("" is a normal
+// stop; a reason of neither flavour is sent verbatim).
 func (f Flavor) stopReason(reason string, null bool) *string {
 	if null {
 		return nil
 	}
-	s := f.finishReason(reason)
-	return &s
+	if reason == "" {
+		reason = "stop"
+	}
+	for _, pair := range finishReasons {
+		if reason == pair[0] || reason == pair[1] {
+			reason = pair[f]
+		}
+	}
+	return &reason
 }
 
 // midAnswerError is the error object beside the text of a reply that
@@ -149,13 +138,6 @@ func usageMember(r Reply, counted any) any {
 		return r.UsageJSON
 	}
 	return counted
-}
-
-// errorBody is the flavour's error document for a non-2xx status, with the
-// type (and for OpenAI the code) that the real service sends for it, so that
-// adapters are tested against the bodies they will meet.
-func (f Flavor) errorBody(status int, message string) []byte {
-	return f.errorDocument(status, Reply{ErrorMessage: message})
 }
 
 func statusText(status int) string {

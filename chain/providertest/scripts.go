@@ -13,11 +13,11 @@ type Reply struct {
 	// Status is the HTTP status; 0 means 200. A status of 300 or more gets
 	// the flavour's error body, shaped by the Error fields below.
 	Status int
-	// Content is the assistant text of a 2xx answer; "" gives an empty answer.
+	// Content is the assistant text of a 2xx answer.
 	Content string
-	// FinishReason is the stop reason; "" means a normal stop. "length" and
-	// "max_tokens" are the same reason, as are "stop" and "end_turn": the
-	// server spells it in its flavour. Other values are sent verbatim.
+	// FinishReason is the stop reason; "" means a normal stop. Either
+	// flavour's spelling ("length" or "max_tokens") is sent in the server's;
+	// other values are sent verbatim.
 	FinishReason string
 	// Header holds extra response headers, such as Retry-After; a
 	// Content-Type here replaces the default application/json.
@@ -28,20 +28,16 @@ type Reply struct {
 	// Hang never answers: the handler waits until the client goes away or the
 	// server closes (then the connection is dropped, as a dying server would).
 	Hang bool
-	// RawBody, when set, is written verbatim instead of the flavour's JSON,
-	// with Status: malformed bodies, or non-standard error bodies such as
-	// {"error":"text"}.
+	// RawBody, when set, is written verbatim, with Status, instead of the
+	// flavour's JSON.
 	RawBody string
-	// ErrorMessage is the message of a non-2xx body; a default naming the
-	// status is used when it is empty.
+	// ErrorMessage is the message of an error document; "" names the status.
 	ErrorMessage string
 	// ErrorType replaces the error type the flavour sends for the status
-	// (OpenAI's and Anthropic's error.type, Google's error.status), so that
-	// Status(429) can carry "insufficient_quota".
+	// (OpenAI's and Anthropic's error.type, Google's error.status).
 	ErrorType string
 	// ErrorCode replaces the code of an OpenAI or gateway error document: a
-	// string ("insufficient_quota") or a number (429). Anthropic's own
-	// document has no code and ignores it.
+	// string ("insufficient_quota") or a number (429).
 	ErrorCode any
 	// ErrorShape lays the error document out as a gateway would; the zero
 	// value is the flavour's own.
@@ -50,24 +46,19 @@ type Reply struct {
 	// Gemini's OpenAI-compatible endpoint does.
 	ErrorArray bool
 	// ErrorStatus, on a 2xx reply, sends the error document for this status
-	// in place of an answer, as gateways do that relay an upstream failure
-	// with 200.
+	// in place of an answer, as gateways relay an upstream failure.
 	ErrorStatus int
 	// RetryDelay is the retryDelay of a google.rpc.RetryInfo detail in a
 	// ShapeGoogle document, in its JSON form ("30s", "1.5s").
 	RetryDelay string
 	// ErrorReason is the reason of a google.rpc.ErrorInfo detail in a
-	// ShapeGoogle document ("API_KEY_INVALID", "CONSUMER_SUSPENDED"), which
-	// Google sends to say why a call was refused.
+	// ShapeGoogle document ("API_KEY_INVALID", "CONSUMER_SUSPENDED").
 	ErrorReason string
 	// ErrorMetadata is the metadata object of a ShapeGateway document, as
-	// OpenRouter adds it (https://openrouter.ai/docs/api-reference/errors):
-	// "reasons" and "flagged_input" of a flagged input, "headers" with the
-	// rate-limit headers of a 429, "raw" with the upstream provider's body.
+	// OpenRouter adds it (https://openrouter.ai/docs/api-reference/errors).
 	ErrorMetadata map[string]any
 	// EstimatedTime, when positive, is the estimated_time in seconds that
-	// Hugging Face sends beside a ShapeString error for a model still
-	// loading ({"error":"Model m is currently loading","estimated_time":20.0}).
+	// Hugging Face sends beside a ShapeString error for a model still loading.
 	EstimatedTime float64
 	// Refusal is the model declining to answer: OpenAI's message.refusal
 	// (with content null when Content is empty); for Anthropic the answer
@@ -77,24 +68,18 @@ type Reply struct {
 	// the words of the prompt and of the answer, one token a word.
 	Usage *Usage
 	// UsageJSON, when set, is sent verbatim as the answer's usage member,
-	// for shapes Usage cannot carry: counts written as floats (12.0, as
-	// gateways written in Python send them), exponents, strings, null. It
+	// for shapes Usage cannot carry (12.0, exponents, strings, null). It
 	// must be JSON: the handler panics on one that is not.
 	UsageJSON json.RawMessage
-	// Model is the model a 2xx answer names; "" names the model requested,
-	// as the real APIs do (up to a dated suffix).
+	// Model is the model a 2xx answer names; "" names the model requested.
 	Model string
 	// MidAnswerError, on a 2xx reply, is the code of an error object sent
-	// beside the answer's text, with ErrorMessage (or a default naming the
-	// code): OpenRouter commits a 200 before the model runs, and when the
-	// upstream dies mid-answer it ends the choice with finish_reason
-	// "error" and {"code":502,"message":"Provider returned error"} on the
-	// choice (OpenAI flavour); the Anthropic flavour puts the error
-	// document at the top level of the message, as a gateway would.
+	// beside the answer's text, with ErrorMessage: on the choice, as
+	// OpenRouter ends one whose upstream died mid-answer (OpenAI flavour),
+	// or at the top level of the message (Anthropic flavour).
 	MidAnswerError int
 	// NullFinishReason sends finish_reason (Anthropic: stop_reason) as
-	// JSON null, as servers do whose answer was cut off by their own
-	// failure; FinishReason is then ignored.
+	// JSON null; FinishReason is then ignored.
 	NullFinishReason bool
 }
 

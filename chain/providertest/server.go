@@ -229,5 +229,5 @@ func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
 func (s *Server) writeError(w http.ResponseWriter, status int, message string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(s.flavor.errorBody(status, message))
+	_, _ = w.Write(s.flavor.errorDocument(status, Reply{ErrorMessage: message}))
 }
