@@ -1,6 +1,7 @@
 package providertest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -33,10 +34,7 @@ const (
 // errorDocument is the error body for status laid out as r asks (shape,
 // type, code, retry delay, array), in the flavour's words by default.
 func (f Flavor) errorDocument(status int, r Reply) []byte {
-	message := r.ErrorMessage
-	if message == "" {
-		message = fmt.Sprintf("providertest: scripted %d %s", status, statusText(status))
-	}
+	message := cmp.Or(r.ErrorMessage, fmt.Sprintf("providertest: scripted %d %s", status, statusText(status)))
 	var v any
 	switch r.ErrorShape {
 	case ShapeString:
@@ -58,11 +56,7 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 		}
 		v = map[string]any{"error": detail}
 	case ShapeGoogle:
-		typ := r.ErrorType
-		if typ == "" {
-			typ = googleStatus(status)
-		}
-		detail := googleErrorDetail{Code: status, Message: message, Status: typ, Details: []any{}}
+		detail := googleErrorDetail{Code: status, Message: message, Status: cmp.Or(r.ErrorType, googleStatus(status)), Details: []any{}}
 		if r.ErrorReason != "" {
 			detail.Details = append(detail.Details, googleErrorInfo{Type: "type.googleapis.com/google.rpc.ErrorInfo", Reason: r.ErrorReason, Domain: "googleapis.com"})
 		}
@@ -72,17 +66,11 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 		v = googleError{Error: detail}
 	default:
 		if f == Anthropic {
-			typ := r.ErrorType
-			if typ == "" {
-				typ = anthropicErrorType(status)
-			}
-			v = anthropicError{Type: "error", Error: anthropicErrorDetail{Type: typ, Message: message}}
+			v = anthropicError{Type: "error", Error: anthropicErrorDetail{Type: cmp.Or(r.ErrorType, anthropicErrorType(status)), Message: message}}
 			break
 		}
 		typ, code := openAIErrorType(status)
-		if r.ErrorType != "" {
-			typ = r.ErrorType
-		}
+		typ = cmp.Or(r.ErrorType, typ)
 		if r.ErrorCode != nil {
 			code = r.ErrorCode
 		}

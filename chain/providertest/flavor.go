@@ -1,6 +1,7 @@
 package providertest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -50,9 +51,7 @@ func (f Flavor) stopReason(reason string, null bool) *string {
 	if null {
 		return nil
 	}
-	if reason == "" {
-		reason = "stop"
-	}
+	reason = cmp.Or(reason, "stop")
 	for _, pair := range finishReasons {
 		if reason == pair[0] || reason == pair[1] {
 			reason = pair[f]
@@ -68,10 +67,7 @@ func (f Flavor) midAnswerError(r Reply) any {
 	if r.MidAnswerError == 0 {
 		return nil
 	}
-	message := r.ErrorMessage
-	if message == "" {
-		message = fmt.Sprintf("providertest: scripted %d %s mid-answer", r.MidAnswerError, statusText(r.MidAnswerError))
-	}
+	message := cmp.Or(r.ErrorMessage, fmt.Sprintf("providertest: scripted %d %s mid-answer", r.MidAnswerError, statusText(r.MidAnswerError)))
 	if f == Anthropic {
 		return anthropicErrorDetail{Type: anthropicErrorType(r.MidAnswerError), Message: message}
 	}
@@ -87,10 +83,7 @@ func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
 		if r.Refusal != "" {
 			// Anthropic has no refusal field: the model's text stops with
 			// stop_reason "refusal".
-			finish = "refusal"
-			if text == "" {
-				text = r.Refusal
-			}
+			finish, text = "refusal", cmp.Or(text, r.Refusal)
 		}
 		v = anthropicResponse{
 			ID:         fmt.Sprintf("msg_fake%06d", n),

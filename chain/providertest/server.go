@@ -1,6 +1,7 @@
 package providertest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,9 +87,7 @@ func (s *Server) KeepReceived(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.keep = max(n, -1)
-	if n >= 0 {
-		s.received = slices.Clone(s.received[max(len(s.received)-n, 0):])
-	}
+	s.trim()
 }
 
 // Received returns copies of the requests whose body decoded, in order of
@@ -107,15 +106,16 @@ func (s *Server) Received() []Request {
 func (s *Server) remember(req Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.keep == 0:
-		return
-	case s.keep > 0 && len(s.received) >= s.keep:
-		// Shift within the slice: its array does not grow past keep.
-		n := copy(s.received, s.received[len(s.received)-s.keep+1:])
-		s.received = s.received[:n]
-	}
 	s.received = append(s.received, req.clone())
+	s.trim()
+}
+
+// trim drops the oldest requests beyond keep, shifting within the slice so
+// that its array stays bounded.
+func (s *Server) trim() {
+	if s.keep >= 0 && len(s.received) > s.keep {
+		s.received = slices.Delete(s.received, 0, len(s.received)-s.keep)
+	}
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -191,10 +191,7 @@ func (s *Server) wait(ctx context.Context, d time.Duration) error {
 }
 
 func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
-	status := reply.Status
-	if status == 0 {
-		status = http.StatusOK
-	}
+	status := cmp.Or(reply.Status, http.StatusOK)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	for k, vs := range reply.Header {
@@ -216,11 +213,7 @@ func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
 		if reply.Usage != nil {
 			prompt, completion = reply.Usage.Prompt, reply.Usage.Completion
 		}
-		model := req.Model
-		if reply.Model != "" {
-			model = reply.Model
-		}
-		body = s.flavor.successBody(n, model, reply, prompt, completion)
+		body = s.flavor.successBody(n, cmp.Or(reply.Model, req.Model), reply, prompt, completion)
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // a client that left cannot be told

@@ -1,6 +1,7 @@
 package natstest
 
 import (
+	"cmp"
 	"testing"
 	"time"
 
@@ -24,12 +25,7 @@ func StartWith(t testing.TB, opts *server.Options) *server.Server {
 	if opts.StoreDir == "" {
 		opts.StoreDir = t.TempDir()
 	}
-	if opts.Host == "" {
-		opts.Host = "127.0.0.1"
-	}
-	if opts.Port == 0 {
-		opts.Port = -1
-	}
+	opts.Host, opts.Port = cmp.Or(opts.Host, "127.0.0.1"), cmp.Or(opts.Port, -1)
 	opts.NoSigs = true
 	s, err := server.NewServer(opts)
 	if err != nil {
