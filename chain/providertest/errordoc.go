@@ -56,17 +56,19 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 		}
 		v = map[string]any{"error": detail}
 	case ShapeGoogle:
-		detail := googleErrorDetail{Code: status, Message: message, Status: cmp.Or(r.ErrorType, googleStatus(status)), Details: []any{}}
+		details := []any{}
 		if r.ErrorReason != "" {
-			detail.Details = append(detail.Details, googleErrorInfo{Type: "type.googleapis.com/google.rpc.ErrorInfo", Reason: r.ErrorReason, Domain: "googleapis.com"})
+			details = append(details, map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": r.ErrorReason, "domain": "googleapis.com"})
 		}
 		if r.RetryDelay != "" {
-			detail.Details = append(detail.Details, googleRetryInfo{Type: "type.googleapis.com/google.rpc.RetryInfo", RetryDelay: r.RetryDelay})
+			details = append(details, map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": r.RetryDelay})
 		}
-		v = googleError{Error: detail}
+		v = map[string]any{"error": map[string]any{
+			"code": status, "message": message, "status": cmp.Or(r.ErrorType, googleStatus(status)), "details": details,
+		}}
 	default:
 		if f == Anthropic {
-			v = anthropicError{Type: "error", Error: anthropicErrorDetail{Type: cmp.Or(r.ErrorType, anthropicErrorType(status)), Message: message}}
+			v = map[string]any{"type": "error", "error": map[string]any{"type": cmp.Or(r.ErrorType, anthropicErrorType(status)), "message": message}}
 			break
 		}
 		typ, code := openAIErrorType(status)
@@ -74,7 +76,7 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 		if r.ErrorCode != nil {
 			code = r.ErrorCode
 		}
-		v = openAIError{Error: openAIErrorDetail{Message: message, Type: typ, Code: code}}
+		v = map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": code}}
 	}
 	if r.ErrorArray {
 		v = []any{v}
@@ -110,26 +112,4 @@ func googleStatus(status int) string {
 		return "INTERNAL"
 	}
 	return "FAILED_PRECONDITION"
-}
-
-type googleError struct {
-	Error googleErrorDetail `json:"error"`
-}
-
-type googleErrorDetail struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Status  string `json:"status"`
-	Details []any  `json:"details"`
-}
-
-type googleErrorInfo struct {
-	Type   string `json:"@type"`
-	Reason string `json:"reason"`
-	Domain string `json:"domain"`
-}
-
-type googleRetryInfo struct {
-	Type       string `json:"@type"`
-	RetryDelay string `json:"retryDelay"`
 }

@@ -63,13 +63,13 @@ func (f Flavor) stopReason(reason string, null bool) *string {
 // midAnswerError is the error object beside the text of a reply that
 // sets MidAnswerError, nil for any other: OpenRouter's {"code","message"}
 // on the choice, or the Anthropic error document's "error" member.
-func (f Flavor) midAnswerError(r Reply) any {
+func (f Flavor) midAnswerError(r Reply) map[string]any {
 	if r.MidAnswerError == 0 {
 		return nil
 	}
 	message := cmp.Or(r.ErrorMessage, fmt.Sprintf("providertest: scripted %d %s mid-answer", r.MidAnswerError, statusText(r.MidAnswerError)))
 	if f == Anthropic {
-		return anthropicErrorDetail{Type: anthropicErrorType(r.MidAnswerError), Message: message}
+		return map[string]any{"type": anthropicErrorType(r.MidAnswerError), "message": message}
 	}
 	return map[string]any{"code": r.MidAnswerError, "message": message}
 }
@@ -77,7 +77,7 @@ func (f Flavor) midAnswerError(r Reply) any {
 // successBody is the flavour's 2xx answer carrying r's content, stop reason
 // and refusal.
 func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
-	var v any
+	var v, withError map[string]any // withError: where a mid-answer error goes
 	if f == Anthropic {
 		text, finish := r.Content, r.FinishReason
 		if r.Refusal != "" {
@@ -85,37 +85,31 @@ func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
 			// stop_reason "refusal".
 			finish, text = "refusal", cmp.Or(text, r.Refusal)
 		}
-		v = anthropicResponse{
-			ID:         fmt.Sprintf("msg_fake%06d", n),
-			Type:       "message",
-			Role:       "assistant",
-			Model:      model,
-			Content:    []anthropicBlock{{Type: "text", Text: text}},
-			StopReason: f.stopReason(finish, r.NullFinishReason),
-			Usage:      usageMember(r, anthropicUsage{InputTokens: in, OutputTokens: out}),
-			Error:      f.midAnswerError(r),
+		v = map[string]any{
+			"id": fmt.Sprintf("msg_fake%06d", n), "type": "message", "role": "assistant", "model": model,
+			"content":     []any{map[string]any{"type": "text", "text": text}},
+			"stop_reason": f.stopReason(finish, r.NullFinishReason),
+			"usage":       usageMember(r, map[string]any{"input_tokens": in, "output_tokens": out}),
 		}
+		withError = v
 	} else {
-		msg := openAIMessage{Role: "assistant", Content: &r.Content}
+		msg := map[string]any{"role": "assistant", "content": r.Content, "refusal": nil}
 		if r.Refusal != "" {
 			// The API answers a refusal with content null.
-			msg.Refusal = &r.Refusal
+			msg["refusal"] = r.Refusal
 			if r.Content == "" {
-				msg.Content = nil
+				msg["content"] = nil
 			}
 		}
-		v = openAIResponse{
-			ID:      fmt.Sprintf("chatcmpl-fake%06d", n),
-			Object:  "chat.completion",
-			Created: time.Now().Unix(),
-			Model:   model,
-			Choices: []openAIChoice{{
-				Message:      msg,
-				FinishReason: f.stopReason(r.FinishReason, r.NullFinishReason),
-				Error:        f.midAnswerError(r),
-			}},
-			Usage: usageMember(r, openAIUsage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}),
+		withError = map[string]any{"index": 0, "message": msg, "finish_reason": f.stopReason(r.FinishReason, r.NullFinishReason)}
+		v = map[string]any{
+			"id": fmt.Sprintf("chatcmpl-fake%06d", n), "object": "chat.completion", "created": time.Now().Unix(), "model": model,
+			"choices": []any{withError},
+			"usage":   usageMember(r, map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}),
 		}
+	}
+	if e := f.midAnswerError(r); e != nil {
+		withError["error"] = e
 	}
 	b, err := json.Marshal(v)
 	if err != nil { // only a UsageJSON that is not JSON: the test is wrong
@@ -178,74 +172,4 @@ func openAIErrorType(status int) (string, any) {
 	default:
 		return "invalid_request_error", nil
 	}
-}
-
-type openAIResponse struct {
-	ID      string         `json:"id"`
-	Object  string         `json:"object"`
-	Created int64          `json:"created"`
-	Model   string         `json:"model"`
-	Choices []openAIChoice `json:"choices"`
-	Usage   any            `json:"usage"` // openAIUsage or Reply.UsageJSON
-}
-
-type openAIChoice struct {
-	Index        int           `json:"index"`
-	Message      openAIMessage `json:"message"`
-	FinishReason *string       `json:"finish_reason"`
-	Error        any           `json:"error,omitempty"`
-}
-
-type openAIMessage struct {
-	Role    string  `json:"role"`
-	Content *string `json:"content"`
-	Refusal *string `json:"refusal"`
-}
-
-type openAIUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
-
-type openAIError struct {
-	Error openAIErrorDetail `json:"error"`
-}
-
-type openAIErrorDetail struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-	Param   any    `json:"param"`
-	Code    any    `json:"code"`
-}
-
-type anthropicResponse struct {
-	ID         string           `json:"id"`
-	Type       string           `json:"type"`
-	Role       string           `json:"role"`
-	Model      string           `json:"model"`
-	Content    []anthropicBlock `json:"content"`
-	StopReason *string          `json:"stop_reason"`
-	Usage      any              `json:"usage"` // anthropicUsage or Reply.UsageJSON
-	Error      any              `json:"error,omitempty"`
-}
-
-type anthropicBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-type anthropicUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
-}
-
-type anthropicError struct {
-	Type  string               `json:"type"`
-	Error anthropicErrorDetail `json:"error"`
-}
-
-type anthropicErrorDetail struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
 }
