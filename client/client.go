@@ -132,7 +132,12 @@ func (c *Client) Result(ctx context.Context, r Receipt) (chain.Result, error) {
 	defer tick.Stop()
 	var last error // of the last read that failed
 	for {
-		res, found, err := c.storedResult(ctx, r)
+		var res chain.Result
+		var found bool
+		s, err := c.js.Stream(ctx, wire.ResultsStream)
+		if err == nil {
+			res, _, found, err = storedResult(ctx, s, r)
+		}
 		switch {
 		case found:
 			return res, err
@@ -153,27 +158,24 @@ func (c *Client) Result(ctx context.Context, r Receipt) (chain.Result, error) {
 	}
 }
 
-// storedResult reads the result of r from DETOUR_RESULTS. found is false,
-// with a nil error, when none that answers r is stored yet; it is true, with
-// the decoding error, for one that answers r but does not decode.
-func (c *Client) storedResult(ctx context.Context, r Receipt) (res chain.Result, found bool, err error) {
-	s, err := c.js.Stream(ctx, wire.ResultsStream)
-	if err != nil {
-		return res, false, err
-	}
+// storedResult reads the result of r from s, DETOUR_RESULTS, and when the
+// server stored it. found is false, with a nil error, when none that
+// answers r is stored yet; it is true, with the decoding error, for one that
+// answers r but does not decode.
+func storedResult(ctx context.Context, s jetstream.Stream, r Receipt) (res chain.Result, at time.Time, found bool, err error) {
 	m, err := s.GetLastMsgForSubject(ctx, wire.ResultSubject(r.ID))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return res, false, nil
+		return res, at, false, nil
 	case err != nil:
-		return res, false, err
+		return res, at, false, err
 	case r.Seq != 0 && !wire.Answers(m.Header, time.Time{}, r.Seq, time.Time{}): // the acknowledgement has no time
-		return res, false, nil
+		return res, at, false, nil
 	}
 	if res, err = wire.DecodeResult(m.Data, m.Header); err != nil {
-		return res, true, fmt.Errorf("client: the result stored for %s does not decode: %w", r.ID, err)
+		return res, m.Time, true, fmt.Errorf("client: the result stored for %s does not decode: %w", r.ID, err)
 	}
-	return res, true, nil
+	return res, m.Time, true, nil
 }
 
 // withID gives req a NUID when it has no id, and refuses an id that cannot
