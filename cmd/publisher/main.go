@@ -84,13 +84,18 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 	bulk := len(reqs) > 1
 	bar := newProgress(stderr, len(reqs), f.wait)
 	enc := json.NewEncoder(stdout)
-	opts := client.Options{Wait: f.wait, Rate: f.rate, Timeout: f.timeout, OnPublished: bar.published, OnResult: bar.result, Stop: stop}
+	opts := client.Options{Wait: f.wait, Rate: f.rate, Timeout: f.timeout, Stop: stop}
 	opts.OnRetry = func(err error) { bar.above(func() { complain(fmt.Errorf("publishing failed, retrying: %w", err)) }) }
-	if f.json && f.wait {
+	switch {
+	case f.json && f.wait:
 		opts.OnResult = func(o client.Outcome) {
 			bar.above(func() { _ = enc.Encode(o.Result) })
-			bar.result(o)
+			bar.add(o)
 		}
+	case f.wait:
+		opts.OnResult = bar.add
+	default:
+		opts.OnPublished = bar.add
 	}
 	outcomes, runErr := c.PublishAll(ctx, f.chain, reqs, opts)
 	bar.close()
