@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/detourhq/detour/internal/wait"
 )
 
 // maxBody bounds a request body; real services refuse far smaller ones.
@@ -37,17 +39,18 @@ type Server struct {
 	received []Request
 	keep     int // how many of the last requests received keeps; -1: all
 
-	// done is closed by Close so that handlers waiting in Hang or Delay
+	// closed ends with Close so that handlers waiting in Hang or Delay
 	// return; httptest.Server.Close waits for active handlers and would
 	// otherwise block forever.
-	done      chan struct{}
-	closeOnce sync.Once
+	closed context.Context
+	close  context.CancelFunc
 }
 
 // New starts a server of the given flavour at once, on a random port of
 // 127.0.0.1, answering with script (nil means OK). Close it when done.
 func New(flavor Flavor, script Script) *Server {
-	s := &Server{flavor: flavor, done: make(chan struct{}), keep: -1}
+	s := &Server{flavor: flavor, keep: -1}
+	s.closed, s.close = context.WithCancel(context.Background())
 	s.SetScript(script)
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	s.URL = s.srv.URL + "/v1"
@@ -58,10 +61,8 @@ func New(flavor Flavor, script Script) *Server {
 // see the connection close, then stops the server. It is safe to call more
 // than once.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		close(s.done)
-		s.srv.Close()
-	})
+	s.close()
+	s.srv.Close()
 }
 
 // SetScript replaces the script for the requests that arrive from now on;
@@ -153,41 +154,20 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	reply := (*s.script.Load())(n, req)
-	wait := reply.Delay
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer context.AfterFunc(s.closed, func() { cancel(errClosed) })()
 	if reply.Hang {
-		wait = -1
+		<-ctx.Done()
 	}
-	if err := s.wait(r.Context(), wait); err != nil {
-		if errors.Is(err, errClosed) {
-			// Drop the connection without an answer, as a dying server
-			// would; net/http recovers this panic silently.
-			panic(http.ErrAbortHandler)
-		}
+	if err := wait.Sleep(ctx, reply.Delay); errors.Is(err, errClosed) {
+		// Drop the connection without an answer, as a dying server would;
+		// net/http recovers this panic silently.
+		panic(http.ErrAbortHandler)
+	} else if err != nil {
 		return // the client went away: nobody to answer
 	}
 	s.write(w, n, req, reply)
-}
-
-// wait blocks for d, or until ctx ends or the server closes; d < 0 waits for
-// those alone.
-func (s *Server) wait(ctx context.Context, d time.Duration) error {
-	if d == 0 {
-		return nil
-	}
-	var fired <-chan time.Time
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		fired = t.C
-	}
-	select {
-	case <-fired:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.done:
-		return errClosed
-	}
 }
 
 func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
