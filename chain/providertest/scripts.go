@@ -3,6 +3,7 @@ package providertest
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"time"
 )
@@ -166,7 +167,9 @@ func Malformed() Script {
 func Flaky(failRatio float64, seed int64, fail Script, ok Script) Script {
 	fail, ok = orStatus500(fail), orOK(ok)
 	return func(n int, req Request) Reply {
-		if unitFloat(seed, n) < failRatio {
+		// A generator seeded by (seed, n) alone: no shared one whose draws
+		// would depend on the order in which concurrent requests arrive.
+		if rand.New(rand.NewPCG(uint64(seed), uint64(n))).Float64() < failRatio {
 			return fail(n, req)
 		}
 		return ok(n, req)
@@ -242,15 +245,4 @@ func lastUser(msgs []Message) string {
 		}
 	}
 	return ""
-}
-
-// unitFloat maps (seed, n) to [0, 1) with the splitmix64 finaliser: a pure
-// function, so Flaky needs no shared generator whose draws would depend on
-// the order in which concurrent requests arrive.
-func unitFloat(seed int64, n int) float64 {
-	z := uint64(seed) + uint64(n)*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11) / (1 << 53)
 }

@@ -204,10 +204,7 @@ const maxListedIDs = 10
 // row per provider and model, one for failed results, one for the requests
 // sent without a result and one for those never sent, so that its REQUESTS
 // column adds up to the run's requests and each count matches the heading:
-// FAILED counts failed results only, as "failed" does. Provider and model
-// names come from the results, and ids from the requests: they are shown
-// through text.Visible, so that none can send the terminal a command or
-// break the table.
+// FAILED counts failed results only, as "failed" does.
 func (s Summary) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "chain %s: %d requests, %d sent, %d results", text.Visible(s.Chain), s.Requests, s.Sent, s.Results)
