@@ -90,25 +90,21 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 	return b
 }
 
-// googleStatus is the google.rpc.Code name Google's APIs send with status.
+// googleStatuses are the google.rpc.Code names Google's APIs send with a
+// status; googleStatus falls back to INTERNAL for another 5xx and
+// FAILED_PRECONDITION for another 4xx.
+var googleStatuses = map[int]string{
+	http.StatusBadRequest: "INVALID_ARGUMENT", http.StatusUnauthorized: "UNAUTHENTICATED",
+	http.StatusForbidden: "PERMISSION_DENIED", http.StatusNotFound: "NOT_FOUND",
+	http.StatusTooManyRequests: "RESOURCE_EXHAUSTED", http.StatusServiceUnavailable: "UNAVAILABLE",
+	http.StatusGatewayTimeout: "DEADLINE_EXCEEDED",
+}
+
 func googleStatus(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "INVALID_ARGUMENT"
-	case http.StatusUnauthorized:
-		return "UNAUTHENTICATED"
-	case http.StatusForbidden:
-		return "PERMISSION_DENIED"
-	case http.StatusNotFound:
-		return "NOT_FOUND"
-	case http.StatusTooManyRequests:
-		return "RESOURCE_EXHAUSTED"
-	case http.StatusServiceUnavailable:
-		return "UNAVAILABLE"
-	case http.StatusGatewayTimeout:
-		return "DEADLINE_EXCEEDED"
-	}
-	if status >= 500 {
+	switch s, ok := googleStatuses[status]; {
+	case ok:
+		return s
+	case status >= 500:
 		return "INTERNAL"
 	}
 	return "FAILED_PRECONDITION"
