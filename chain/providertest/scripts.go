@@ -165,27 +165,17 @@ func Malformed() Script {
 // and the request number, so a run is reproducible even with concurrent
 // clients.
 func Flaky(failRatio float64, seed int64, fail Script, ok Script) Script {
-	fail, ok = orStatus500(fail), orOK(ok)
-	return func(n int, req Request) Reply {
-		// A generator seeded by (seed, n) alone: no shared one whose draws
-		// would depend on the order in which concurrent requests arrive.
-		if rand.New(rand.NewPCG(uint64(seed), uint64(n))).Float64() < failRatio {
-			return fail(n, req)
-		}
-		return ok(n, req)
-	}
+	// A generator seeded by (seed, n) alone: no shared one whose draws
+	// would depend on the order in which concurrent requests arrive.
+	return either(func(n int) bool {
+		return rand.New(rand.NewPCG(uint64(seed), uint64(n))).Float64() < failRatio
+	}, fail, ok)
 }
 
 // FailFirst gives requests 1..count fail's reply (nil means Status(500)) and
 // later ones then's (nil means OK).
 func FailFirst(count int, fail Script, then Script) Script {
-	fail, then = orStatus500(fail), orOK(then)
-	return func(n int, req Request) Reply {
-		if n <= count {
-			return fail(n, req)
-		}
-		return then(n, req)
-	}
+	return either(func(n int) bool { return n <= count }, fail, then)
 }
 
 // Sequence gives request i the reply of scripts[i-1]; the last script answers
@@ -204,12 +194,21 @@ func Sequence(scripts ...Script) Script {
 // and after (nil means OK) from then on: "down for its first minute" is
 // Until(time.Now().Add(time.Minute), Status(503), OK()).
 func Until(t time.Time, before Script, after Script) Script {
-	before, after = orStatus500(before), orOK(after)
+	return either(func(int) bool { return time.Now().Before(t) }, before, after)
+}
+
+// either answers the requests that failing picks with fail (nil means
+// Status(500)) and the others with ok (nil means OK).
+func either(failing func(n int) bool, fail, ok Script) Script {
+	if fail == nil {
+		fail = Status(http.StatusInternalServerError)
+	}
+	ok = orOK(ok)
 	return func(n int, req Request) Reply {
-		if time.Now().Before(t) {
-			return before(n, req)
+		if failing(n) {
+			return fail(n, req)
 		}
-		return after(n, req)
+		return ok(n, req)
 	}
 }
 
@@ -227,13 +226,6 @@ func JSON(v any) Script {
 func orOK(s Script) Script {
 	if s == nil {
 		return OK()
-	}
-	return s
-}
-
-func orStatus500(s Script) Script {
-	if s == nil {
-		return Status(http.StatusInternalServerError)
 	}
 	return s
 }
