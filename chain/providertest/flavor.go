@@ -89,7 +89,7 @@ func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
 			"id": fmt.Sprintf("msg_fake%06d", n), "type": "message", "role": "assistant", "model": model,
 			"content":     []any{map[string]any{"type": "text", "text": text}},
 			"stop_reason": f.stopReason(finish, r.NullFinishReason),
-			"usage":       usageMember(r, map[string]any{"input_tokens": in, "output_tokens": out}),
+			"usage":       map[string]any{"input_tokens": in, "output_tokens": out},
 		}
 		withError = v
 	} else {
@@ -105,26 +105,20 @@ func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
 		v = map[string]any{
 			"id": fmt.Sprintf("chatcmpl-fake%06d", n), "object": "chat.completion", "created": time.Now().Unix(), "model": model,
 			"choices": []any{withError},
-			"usage":   usageMember(r, map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}),
+			"usage":   map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
 		}
 	}
 	if e := f.midAnswerError(r); e != nil {
 		withError["error"] = e
+	}
+	if r.UsageJSON != nil {
+		v["usage"] = r.UsageJSON
 	}
 	b, err := json.Marshal(v)
 	if err != nil { // only a UsageJSON that is not JSON: the test is wrong
 		panic(fmt.Sprintf("providertest: Reply.UsageJSON is not JSON: %v", err))
 	}
 	return b
-}
-
-// usageMember is the answer's usage member: r.UsageJSON when the reply
-// sets it, else counted.
-func usageMember(r Reply, counted any) any {
-	if r.UsageJSON != nil {
-		return r.UsageJSON
-	}
-	return counted
 }
 
 func statusText(status int) string {
