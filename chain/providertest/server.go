@@ -22,8 +22,7 @@ const maxBody = 8 << 20
 // errClosed ends a wait because Server.Close was called.
 var errClosed = errors.New("providertest: server closed")
 
-// Server is a fake LLM provider listening on 127.0.0.1. It needs no
-// *testing.T, so the service's -demo mode can run it too.
+// Server is a fake LLM provider listening on 127.0.0.1.
 type Server struct {
 	// URL is the base URL to put in a chain file: the server's root URL
 	// followed by "/v1".

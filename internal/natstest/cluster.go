@@ -14,9 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ClusterName is the route cluster name of StartCluster's servers.
-const ClusterName = "detour-test"
-
 // clusterReadyTimeout bounds how long StartCluster and StreamLeader wait for
 // the cluster to elect; an election after a node loss takes seconds.
 const clusterReadyTimeout = 20 * time.Second
@@ -42,7 +39,7 @@ func StartCluster(t testing.TB, n int) []*server.Server {
 	for i := range n {
 		servers[i] = StartWith(t, &server.Options{
 			ServerName: fmt.Sprintf("n%d", i),
-			Cluster:    server.ClusterOpts{Name: ClusterName, Host: "127.0.0.1", Port: ports[i]},
+			Cluster:    server.ClusterOpts{Name: "detour-test", Host: "127.0.0.1", Port: ports[i]},
 			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
 		})
 	}
