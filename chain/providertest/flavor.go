@@ -26,9 +26,8 @@ func (f Flavor) String() string {
 		return "openai"
 	case Anthropic:
 		return "anthropic"
-	default:
-		return fmt.Sprintf("Flavor(%d)", int(f))
 	}
+	return fmt.Sprintf("Flavor(%d)", int(f))
 }
 
 // completionPath is the one endpoint a flavour answers; everything else is 404.
@@ -128,25 +127,23 @@ func statusText(status int) string {
 	return http.StatusText(status)
 }
 
+// anthropicErrorTypes are the error types Anthropic sends with a status;
+// anthropicErrorType falls back to api_error for another 5xx and
+// invalid_request_error for another 4xx.
+var anthropicErrorTypes = map[int]string{
+	529: "overloaded_error", http.StatusTooManyRequests: "rate_limit_error",
+	http.StatusUnauthorized: "authentication_error", http.StatusForbidden: "permission_error",
+	http.StatusNotFound: "not_found_error", http.StatusRequestEntityTooLarge: "request_too_large",
+}
+
 func anthropicErrorType(status int) string {
-	switch {
-	case status == 529:
-		return "overloaded_error"
+	switch t, ok := anthropicErrorTypes[status]; {
+	case ok:
+		return t
 	case status >= 500:
 		return "api_error"
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusForbidden:
-		return "permission_error"
-	case status == http.StatusNotFound:
-		return "not_found_error"
-	case status == http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	default:
-		return "invalid_request_error"
 	}
+	return "invalid_request_error"
 }
 
 // openAIErrorType returns the error type and code; code is nil (JSON null)
