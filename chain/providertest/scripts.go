@@ -109,9 +109,7 @@ func Answer(content string) Script {
 	return func(int, Request) Reply { return Reply{Content: content} }
 }
 
-// Status answers every request with code and the flavour's error body for it
-// (for Anthropic 529 is overloaded_error, 5xx api_error, 429
-// rate_limit_error, and so on).
+// Status answers every request with code and the flavour's error body for it.
 func Status(code int) Script {
 	return func(int, Request) Reply { return Reply{Status: code} }
 }
