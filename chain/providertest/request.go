@@ -112,14 +112,9 @@ func validate(f Flavor, req Request) error {
 // text accepts content as both APIs allow it: a string, or an array of blocks
 // whose "text" fields are joined.
 func text(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	if raw[0] == '"' {
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
+	var s string // also "" for an absent field and for null
+	if len(raw) == 0 || json.Unmarshal(raw, &s) == nil {
+		return s, nil
 	}
 	var blocks []struct {
 		Text string `json:"text"`
