@@ -57,9 +57,7 @@ func freePorts(t testing.TB, n int) []int {
 	ports := make([]int, n)
 	for i := range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("natstest: reserving a port: %v", err)
-		}
+		fatalIf(t, "reserving a port")(err)
 		defer l.Close()
 		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
@@ -179,9 +177,7 @@ func ConsumerLeader(t testing.TB, servers []*server.Server, stream, consumer str
 func leaderOf(t testing.TB, servers []*server.Server, what string, cluster func(context.Context, jetstream.JetStream) (*jetstream.ClusterInfo, error)) *server.Server {
 	t.Helper()
 	nc, js, err := dial(servers)
-	if err != nil {
-		t.Fatalf("natstest: connect: %v", err)
-	}
+	fatalIf(t, "connect")(err)
 	defer nc.Close()
 	var leader *server.Server
 	err = poll(func() error {

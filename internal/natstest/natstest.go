@@ -28,9 +28,7 @@ func StartWith(t testing.TB, opts *server.Options) *server.Server {
 	opts.Host, opts.Port = cmp.Or(opts.Host, "127.0.0.1"), cmp.Or(opts.Port, -1)
 	opts.NoSigs = true
 	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("natstest: new server: %v", err)
-	}
+	fatalIf(t, "new server")(err)
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
@@ -54,13 +52,9 @@ func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 func ConnectWith(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(url, append([]nats.Option{nats.Timeout(5 * time.Second)}, opts...)...)
-	if err != nil {
-		t.Fatalf("natstest: connect: %v", err)
-	}
+	fatalIf(t, "connect")(err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("natstest: jetstream: %v", err)
-	}
+	fatalIf(t, "jetstream")(err)
 	return nc, js
 }
