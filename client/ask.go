@@ -2,14 +2,12 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/nats-io/nuid"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/wire"
@@ -33,19 +31,13 @@ import (
 // result is then under detour.results.<id>, where Result reads it; give req
 // an ID to know where).
 func (c *Client) Ask(ctx context.Context, chainName string, req wire.Request) (chain.Result, error) {
-	if req.ID == "" {
-		req.ID = nuid.Next()
-	} else if err := wire.ValidateID(req.ID); err != nil {
-		return chain.Result{}, fmt.Errorf("client: %w", err)
+	if err := withID(&req); err != nil {
+		return chain.Result{}, err
 	}
-	body, err := json.Marshal(req)
+	msg, err := requestMsg(wire.AskSubject(chainName), req)
 	if err != nil {
-		return chain.Result{}, fmt.Errorf("client: encoding request %s: %w", req.ID, err)
+		return chain.Result{}, err
 	}
-	msg := nats.NewMsg(wire.AskSubject(chainName))
-	msg.Data = body
-	msg.Header.Set(wire.HeaderContentType, wire.JSON.ContentType())
-	msg.Header.Set(wire.HeaderMsgID, req.ID)
 	reply, err := c.nc.RequestMsgWithContext(ctx, msg)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):

@@ -224,33 +224,24 @@ func (c *Client) await(ctx context.Context, col *collector) {
 	}
 }
 
-// collectStoredTimeout bounds one read of the pending results.
-const collectStoredTimeout = 5 * time.Second
-
-// collectStored reads the results of ids from DETOUR_RESULTS.
+// collectStored reads the results of ids from DETOUR_RESULTS, within 5 s.
 func (c *Client) collectStored(ctx context.Context, col *collector, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, collectStoredTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := c.js.Stream(ctx, wire.ResultsStream)
 	if err != nil {
 		return
 	}
 	for _, id := range ids {
-		m, err := s.GetLastMsgForSubject(ctx, wire.ResultSubject(id))
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				continue
-			}
+		res, at, found, err := storedResult(ctx, s, Receipt{ID: id, Seq: col.seq(id)})
+		switch {
+		case found && err == nil:
+			col.deliver(id, res, at)
+		case !found && err != nil:
 			return // the stream is unreachable: the rest would fail alike
-		}
-		if !col.answers(id, m.Header) {
-			continue // a result of an earlier request that reused the id
-		}
-		if res, err := wire.DecodeResult(m.Data, m.Header); err == nil {
-			col.deliver(id, res, m.Time)
 		}
 	}
 }
@@ -283,13 +274,12 @@ func (col *collector) settle() {
 	}
 }
 
-// answers reports whether a stored result with header h answers the
-// request id of this run.
-func (col *collector) answers(id string, h nats.Header) bool {
+// seq is the sequence of request id's publish, which its stored result
+// must answer (a result of an earlier request that reused the id does not).
+func (col *collector) seq(id string) uint64 {
 	col.mu.Lock()
 	defer col.mu.Unlock()
-	i, ok := col.index[id]
-	return ok && wire.Answers(h, time.Time{}, col.outcomes[i].Seq, time.Time{}) // its acknowledgement has no time
+	return col.outcomes[col.index[id]].Seq
 }
 
 func (col *collector) published(i int, at time.Time, ack *jetstream.PubAck) {

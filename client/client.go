@@ -88,10 +88,8 @@ var ErrStopped = errors.New("stopped")
 // some). The error wraps one of these, wire.ErrBadRequest for an id that
 // cannot be a subject token, or ctx's error.
 func (c *Client) Publish(ctx context.Context, chainName string, req wire.Request) (Receipt, error) {
-	if req.ID == "" {
-		req.ID = nuid.Next()
-	} else if err := wire.ValidateID(req.ID); err != nil {
-		return Receipt{}, fmt.Errorf("client: %w", err)
+	if err := withID(&req); err != nil {
+		return Receipt{}, err
 	}
 	at := time.Now()
 	ack, err := c.publishRetrying(ctx, chainName, req, 0, false, nil)
@@ -120,9 +118,6 @@ func (c *Client) Send(ctx context.Context, chainName string, req wire.Request) (
 	return o.Result, nil
 }
 
-// resultPoll is how often Result reads DETOUR_RESULTS.
-const resultPoll = 500 * time.Millisecond
-
 // Result waits for the stored result of the request r names: it reads
 // detour.results.<r.ID> from DETOUR_RESULTS every half second until the
 // result there answers r's sequence, or ctx ends. A result stored for an
@@ -133,11 +128,16 @@ const resultPoll = 500 * time.Millisecond
 // jetstream.ErrStreamNotFound when no processor has created DETOUR_RESULTS,
 // or the decoding error of a stored result that is not one.
 func (c *Client) Result(ctx context.Context, r Receipt) (chain.Result, error) {
-	tick := time.NewTicker(resultPoll)
+	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	var last error // of the last read that failed
 	for {
-		res, found, err := c.storedResult(ctx, r)
+		var res chain.Result
+		var found bool
+		s, err := c.js.Stream(ctx, wire.ResultsStream)
+		if err == nil {
+			res, _, found, err = storedResult(ctx, s, r)
+		}
 		switch {
 		case found:
 			return res, err
@@ -158,39 +158,56 @@ func (c *Client) Result(ctx context.Context, r Receipt) (chain.Result, error) {
 	}
 }
 
-// storedResult reads the result of r from DETOUR_RESULTS. found is false,
-// with a nil error, when none that answers r is stored yet; it is true, with
-// the decoding error, for one that answers r but does not decode.
-func (c *Client) storedResult(ctx context.Context, r Receipt) (res chain.Result, found bool, err error) {
-	s, err := c.js.Stream(ctx, wire.ResultsStream)
-	if err != nil {
-		return res, false, err
-	}
+// storedResult reads the result of r from s, DETOUR_RESULTS, and when the
+// server stored it. found is false, with a nil error, when none that
+// answers r is stored yet; it is true, with the decoding error, for one that
+// answers r but does not decode.
+func storedResult(ctx context.Context, s jetstream.Stream, r Receipt) (res chain.Result, at time.Time, found bool, err error) {
 	m, err := s.GetLastMsgForSubject(ctx, wire.ResultSubject(r.ID))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return res, false, nil
+		return res, at, false, nil
 	case err != nil:
-		return res, false, err
+		return res, at, false, err
 	case r.Seq != 0 && !wire.Answers(m.Header, time.Time{}, r.Seq, time.Time{}): // the acknowledgement has no time
-		return res, false, nil
+		return res, at, false, nil
 	}
 	if res, err = wire.DecodeResult(m.Data, m.Header); err != nil {
-		return res, true, fmt.Errorf("client: the result stored for %s does not decode: %w", r.ID, err)
+		return res, m.Time, true, fmt.Errorf("client: the result stored for %s does not decode: %w", r.ID, err)
 	}
-	return res, true, nil
+	return res, m.Time, true, nil
 }
 
-// publish makes one attempt at storing r.
-func (c *Client) publish(ctx context.Context, chainName string, r wire.Request) (*jetstream.PubAck, error) {
+// withID gives req a NUID when it has no id, and refuses an id that cannot
+// be a subject token.
+func withID(req *wire.Request) error {
+	if req.ID == "" {
+		req.ID = nuid.Next()
+	} else if err := wire.ValidateID(req.ID); err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	return nil
+}
+
+// requestMsg is r as JSON on subject, with Nats-Msg-Id set to its id.
+func requestMsg(subject string, r wire.Request) (*nats.Msg, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("client: encoding request %s: %w", r.ID, err)
 	}
-	msg := nats.NewMsg(wire.RequestSubject(chainName))
+	msg := nats.NewMsg(subject)
 	msg.Data = body
 	msg.Header.Set(wire.HeaderContentType, wire.JSON.ContentType())
 	msg.Header.Set(wire.HeaderMsgID, r.ID)
+	return msg, nil
+}
+
+// publish makes one attempt at storing r.
+func (c *Client) publish(ctx context.Context, chainName string, r wire.Request) (*jetstream.PubAck, error) {
+	msg, err := requestMsg(wire.RequestSubject(chainName), r)
+	if err != nil {
+		return nil, err
+	}
 	ack, err := c.js.PublishMsg(ctx, msg)
 	if err != nil {
 		if topology.Gone(err) {

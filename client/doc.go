@@ -22,11 +22,6 @@
 // chain.StatusFailed is an answer all the same (the request expired, or was
 // dead-lettered, and Error says why), returned with a nil error.
 //
-// While waiting, results arrive on the reply subject: a private inbox of the
-// connection, or the request's own reply_to. One that was missed there (a
-// reconnect, a duplicate of a request sent earlier) is read back from
-// DETOUR_RESULTS, where every result is stored.
-//
 // A Client holds no goroutine or subscription between calls and needs no
 // closing; it is safe for concurrent use.
 package client

@@ -24,15 +24,11 @@ const (
 	publishAttemptTimeout = 2 * time.Second
 )
 
-// publishRetrying publishes r, retrying a failed publish with backoff for up
-// to budget after the first failure (until ctx ends when budget is 0): a
-// server restart or a leader election must not end a run. Every attempt
-// carries the same Nats-Msg-Id, so an attempt that landed although its ack
-// was lost is not queued twice. "No stream takes the subject" is final while
-// nothing of the run is stored yet (an unknown chain), and retried once the
-// run has stored a request (the stream is coming back after a restart). A
-// full requests stream (wire.ErrFull) is final: it refuses requests until
-// processors have answered some, which is for the caller to wait for.
+// publishRetrying publishes r as Publish documents, retrying for up to budget
+// after the first failure (until ctx ends when budget is 0). ErrNoStream is
+// final while nothing of the run is stored yet (an unknown chain), and
+// retried once the run has stored a request (the stream is coming back
+// after a restart).
 func (c *Client) publishRetrying(ctx context.Context, chainName string, r wire.Request, budget time.Duration, stored bool, onRetry func(error)) (*jetstream.PubAck, error) {
 	var giveUp time.Time
 	for attempt := 0; ; attempt++ {

@@ -5,21 +5,15 @@
 //
 // A Server speaks one Flavor on its completion endpoint (OpenAI's
 // POST {URL}/chat/completions or Anthropic's POST {URL}/messages) and answers
-// each request as its Script says. Scripts are small functions built from
-// the helpers here and composed: Sequence, FailFirst, Flaky and Until choose
-// which script answers request n, WithHeader adds a header to any of them,
-// and the leaves (OK, Answer, Status, RateLimited, Hang, Empty, Truncated,
-// Malformed, JSON, Slow, OutOfCredit, ContextOverflow, ErrorIn200,
-// ErrorArray, ResourceExhausted, HTMLError, ContentFiltered, Refusal,
-// DiedMidAnswer, and the gateways' Moderated, KeyInvalid, NoEndpoints,
-// ModelLoading, DailyLimit) say what the answer is. Every failure the chain
-// classifies can be produced:
-// 5xx and 529, 429 with Retry-After in seconds, decimals or as an HTTP-date
-// or with retry-after-ms, 4xx, a hang until the client's timeout, 2xx
-// answers that are empty, truncated, filtered, refused, ended by an error
-// mid-answer or with no stop reason, or not JSON, error
-// documents in each flavour's shape or a gateway's (ErrorShape), with 200 or
-// inside an array, and a proxy's HTML error page.
+// each request as its Script says. Scripts compose: Sequence, FailFirst,
+// Flaky and Until choose which script answers request n, WithHeader adds a
+// header to any of them, and the leaves say what the answer is. Every
+// failure the chain classifies can be produced: 5xx and 529, 429 with each
+// form of Retry-After, 4xx, a hang until the client's timeout, 2xx answers
+// that are empty, truncated, filtered, refused, ended by an error or with no
+// stop reason, or not JSON, error documents in each flavour's shape or a
+// gateway's (ErrorShape), with 200 or inside an array, and a proxy's HTML
+// error page.
 //
 // The server counts what it receives (Requests, InFlight) and keeps a copy of
 // every decoded request (Received), headers, raw body and arrival time

@@ -1,6 +1,7 @@
 package providertest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -33,10 +34,7 @@ const (
 // errorDocument is the error body for status laid out as r asks (shape,
 // type, code, retry delay, array), in the flavour's words by default.
 func (f Flavor) errorDocument(status int, r Reply) []byte {
-	message := r.ErrorMessage
-	if message == "" {
-		message = fmt.Sprintf("providertest: scripted %d %s", status, statusText(status))
-	}
+	message := cmp.Or(r.ErrorMessage, fmt.Sprintf("providertest: scripted %d %s", status, statusText(status)))
 	var v any
 	switch r.ErrorShape {
 	case ShapeString:
@@ -58,35 +56,27 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 		}
 		v = map[string]any{"error": detail}
 	case ShapeGoogle:
-		typ := r.ErrorType
-		if typ == "" {
-			typ = googleStatus(status)
-		}
-		detail := googleErrorDetail{Code: status, Message: message, Status: typ, Details: []any{}}
+		details := []any{}
 		if r.ErrorReason != "" {
-			detail.Details = append(detail.Details, googleErrorInfo{Type: "type.googleapis.com/google.rpc.ErrorInfo", Reason: r.ErrorReason, Domain: "googleapis.com"})
+			details = append(details, map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": r.ErrorReason, "domain": "googleapis.com"})
 		}
 		if r.RetryDelay != "" {
-			detail.Details = append(detail.Details, googleRetryInfo{Type: "type.googleapis.com/google.rpc.RetryInfo", RetryDelay: r.RetryDelay})
+			details = append(details, map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": r.RetryDelay})
 		}
-		v = googleError{Error: detail}
+		v = map[string]any{"error": map[string]any{
+			"code": status, "message": message, "status": cmp.Or(r.ErrorType, googleStatus(status)), "details": details,
+		}}
 	default:
 		if f == Anthropic {
-			typ := r.ErrorType
-			if typ == "" {
-				typ = anthropicErrorType(status)
-			}
-			v = anthropicError{Type: "error", Error: anthropicErrorDetail{Type: typ, Message: message}}
+			v = map[string]any{"type": "error", "error": map[string]any{"type": cmp.Or(r.ErrorType, anthropicErrorType(status)), "message": message}}
 			break
 		}
 		typ, code := openAIErrorType(status)
-		if r.ErrorType != "" {
-			typ = r.ErrorType
-		}
+		typ = cmp.Or(r.ErrorType, typ)
 		if r.ErrorCode != nil {
 			code = r.ErrorCode
 		}
-		v = openAIError{Error: openAIErrorDetail{Message: message, Type: typ, Code: code}}
+		v = map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": code}}
 	}
 	if r.ErrorArray {
 		v = []any{v}
@@ -100,48 +90,22 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 	return b
 }
 
-// googleStatus is the google.rpc.Code name Google's APIs send with status.
+// googleStatuses are the google.rpc.Code names Google's APIs send with a
+// status; googleStatus falls back to INTERNAL for another 5xx and
+// FAILED_PRECONDITION for another 4xx.
+var googleStatuses = map[int]string{
+	http.StatusBadRequest: "INVALID_ARGUMENT", http.StatusUnauthorized: "UNAUTHENTICATED",
+	http.StatusForbidden: "PERMISSION_DENIED", http.StatusNotFound: "NOT_FOUND",
+	http.StatusTooManyRequests: "RESOURCE_EXHAUSTED", http.StatusServiceUnavailable: "UNAVAILABLE",
+	http.StatusGatewayTimeout: "DEADLINE_EXCEEDED",
+}
+
 func googleStatus(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "INVALID_ARGUMENT"
-	case http.StatusUnauthorized:
-		return "UNAUTHENTICATED"
-	case http.StatusForbidden:
-		return "PERMISSION_DENIED"
-	case http.StatusNotFound:
-		return "NOT_FOUND"
-	case http.StatusTooManyRequests:
-		return "RESOURCE_EXHAUSTED"
-	case http.StatusServiceUnavailable:
-		return "UNAVAILABLE"
-	case http.StatusGatewayTimeout:
-		return "DEADLINE_EXCEEDED"
-	}
-	if status >= 500 {
+	switch s, ok := googleStatuses[status]; {
+	case ok:
+		return s
+	case status >= 500:
 		return "INTERNAL"
 	}
 	return "FAILED_PRECONDITION"
-}
-
-type googleError struct {
-	Error googleErrorDetail `json:"error"`
-}
-
-type googleErrorDetail struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Status  string `json:"status"`
-	Details []any  `json:"details"`
-}
-
-type googleErrorInfo struct {
-	Type   string `json:"@type"`
-	Reason string `json:"reason"`
-	Domain string `json:"domain"`
-}
-
-type googleRetryInfo struct {
-	Type       string `json:"@type"`
-	RetryDelay string `json:"retryDelay"`
 }

@@ -6,40 +6,27 @@ import (
 	"net/http"
 )
 
-// The messages the real services send, so that adapters are tested against
-// the words they will meet.
-const (
-	openAIQuotaMessage     = "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."
-	anthropicCreditMessage = "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."
-	openAIOverflowMessage  = "This model's maximum context length is 16384 tokens. However, your messages resulted in 20512 tokens. Please reduce the length of the messages."
-	anthropicOverflowText  = "prompt is too long: 215000 tokens > 200000 maximum"
-	googleQuotaMessage     = "Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 15, model: gemini-2.0-flash"
-)
-
-// OutOfCredit answers as each service does for an account with no credit
-// left: OpenAI 429 with type and code "insufficient_quota", Anthropic 400
-// invalid_request_error "Your credit balance is too low ...".
+// OutOfCredit answers in each service's words for an account with no credit
+// left: OpenAI 429 with type and code "insufficient_quota", Anthropic 400.
 func OutOfCredit() Script {
 	return func(_ int, req Request) Reply {
 		if req.Flavor == Anthropic {
-			return Reply{Status: http.StatusBadRequest, ErrorMessage: anthropicCreditMessage}
+			return Reply{Status: http.StatusBadRequest, ErrorMessage: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}
 		}
-		return Reply{Status: http.StatusTooManyRequests, ErrorType: "insufficient_quota", ErrorCode: "insufficient_quota", ErrorMessage: openAIQuotaMessage}
+		return Reply{Status: http.StatusTooManyRequests, ErrorType: "insufficient_quota", ErrorCode: "insufficient_quota", ErrorMessage: "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."}
 	}
 }
 
-// ContextOverflow answers status with the service's own words for a prompt
-// longer than the model's context window: OpenAI's "This model's maximum
-// context length is 16384 tokens ..." (with code context_length_exceeded
-// at 400, as OpenAI sends it; other statuses are self-hosted servers that
-// relay only the message), Anthropic's "prompt is too long: 215000 tokens >
-// 200000 maximum".
+// ContextOverflow answers status in each service's words for a prompt longer
+// than the model's context window; OpenAI's has code context_length_exceeded
+// at 400, as OpenAI sends it (other statuses are self-hosted servers that
+// relay only the message).
 func ContextOverflow(status int) Script {
 	return func(_ int, req Request) Reply {
 		if req.Flavor == Anthropic {
-			return Reply{Status: status, ErrorMessage: anthropicOverflowText}
+			return Reply{Status: status, ErrorMessage: "prompt is too long: 215000 tokens > 200000 maximum"}
 		}
-		r := Reply{Status: status, ErrorMessage: openAIOverflowMessage}
+		r := Reply{Status: status, ErrorMessage: "This model's maximum context length is 16384 tokens. However, your messages resulted in 20512 tokens. Please reduce the length of the messages."}
 		if status == http.StatusBadRequest {
 			r.ErrorCode = "context_length_exceeded"
 		}
@@ -66,7 +53,7 @@ func ErrorArray(status int) Script {
 // rate limit, not an account out of credit.
 func ResourceExhausted(retryDelay string) Script {
 	return func(int, Request) Reply {
-		return Reply{Status: http.StatusTooManyRequests, ErrorShape: ShapeGoogle, ErrorMessage: googleQuotaMessage, RetryDelay: retryDelay}
+		return Reply{Status: http.StatusTooManyRequests, ErrorShape: ShapeGoogle, ErrorMessage: "Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 15, model: gemini-2.0-flash", RetryDelay: retryDelay}
 	}
 }
 
@@ -105,10 +92,6 @@ func Refusal(text string) Script {
 	return func(int, Request) Reply { return Reply{Refusal: text} }
 }
 
-// openRouterMidAnswerMessage is the message OpenRouter puts on a choice
-// whose upstream failed after the answer began.
-const openRouterMidAnswerMessage = "Provider returned error"
-
 // DiedMidAnswer answers 200 with the text written before the upstream
 // failed, partial (possibly ""), ended by finish_reason "error" and an
 // error object of code on the choice, as OpenRouter sends it
@@ -116,7 +99,7 @@ const openRouterMidAnswerMessage = "Provider returned error"
 // generation"); the Anthropic flavour carries the error at the top level.
 func DiedMidAnswer(partial string, code int) Script {
 	return func(int, Request) Reply {
-		return Reply{Content: partial, FinishReason: "error", MidAnswerError: code, ErrorMessage: openRouterMidAnswerMessage}
+		return Reply{Content: partial, FinishReason: "error", MidAnswerError: code, ErrorMessage: "Provider returned error"}
 	}
 }
 

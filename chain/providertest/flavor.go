@@ -1,6 +1,7 @@
 package providertest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -25,9 +26,8 @@ func (f Flavor) String() string {
 		return "openai"
 	case Anthropic:
 		return "anthropic"
-	default:
-		return fmt.Sprintf("Flavor(%d)", int(f))
 	}
+	return fmt.Sprintf("Flavor(%d)", int(f))
 }
 
 // completionPath is the one endpoint a flavour answers; everything else is 404.
@@ -38,53 +38,37 @@ func (f Flavor) completionPath() string {
 	return "/v1/chat/completions"
 }
 
-// finishReason spells a stop reason the way this flavour does, so that scripts
-// can say "length" or "max_tokens" without knowing which server runs them.
-func (f Flavor) finishReason(reason string) string {
-	switch reason {
-	case "", "stop", "end_turn":
-		if f == Anthropic {
-			return "end_turn"
-		}
-		return "stop"
-	case "length", "max_tokens":
-		if f == Anthropic {
-			return "max_tokens"
-		}
-		return "length"
-	case "content_filter", "refusal":
-		if f == Anthropic {
-			return "refusal"
-		}
-		return "content_filter"
-	default:
-		return reason
-	}
-}
+// finishReasons pairs each stop reason's spelling by OpenAI with
+// Anthropic's, indexed by Flavor.
+var finishReasons = [][2]string{{"stop", "end_turn"}, {"length", "max_tokens"}, {"content_filter", "refusal"}}
 
-// stopReason is the finish_reason (stop_reason) member: the flavour's
-// spelling of reason, or JSON null.
+// stopReason is the finish_reason (stop_reason) member: JSON null, or the
+// flavour's spelling of reason, so that scripts can say "length" or
+// "max_tokens" without knowing which server runs them ("" is a normal
+// stop; a reason of neither flavour is sent verbatim).
 func (f Flavor) stopReason(reason string, null bool) *string {
 	if null {
 		return nil
 	}
-	s := f.finishReason(reason)
-	return &s
+	reason = cmp.Or(reason, "stop")
+	for _, pair := range finishReasons {
+		if reason == pair[0] || reason == pair[1] {
+			reason = pair[f]
+		}
+	}
+	return &reason
 }
 
 // midAnswerError is the error object beside the text of a reply that
 // sets MidAnswerError, nil for any other: OpenRouter's {"code","message"}
 // on the choice, or the Anthropic error document's "error" member.
-func (f Flavor) midAnswerError(r Reply) any {
+func (f Flavor) midAnswerError(r Reply) map[string]any {
 	if r.MidAnswerError == 0 {
 		return nil
 	}
-	message := r.ErrorMessage
-	if message == "" {
-		message = fmt.Sprintf("providertest: scripted %d %s mid-answer", r.MidAnswerError, statusText(r.MidAnswerError))
-	}
+	message := cmp.Or(r.ErrorMessage, fmt.Sprintf("providertest: scripted %d %s mid-answer", r.MidAnswerError, statusText(r.MidAnswerError)))
 	if f == Anthropic {
-		return anthropicErrorDetail{Type: anthropicErrorType(r.MidAnswerError), Message: message}
+		return map[string]any{"type": anthropicErrorType(r.MidAnswerError), "message": message}
 	}
 	return map[string]any{"code": r.MidAnswerError, "message": message}
 }
@@ -92,70 +76,48 @@ func (f Flavor) midAnswerError(r Reply) any {
 // successBody is the flavour's 2xx answer carrying r's content, stop reason
 // and refusal.
 func (f Flavor) successBody(n int, model string, r Reply, in, out int) []byte {
-	var v any
+	var v, withError map[string]any // withError: where a mid-answer error goes
 	if f == Anthropic {
 		text, finish := r.Content, r.FinishReason
 		if r.Refusal != "" {
 			// Anthropic has no refusal field: the model's text stops with
 			// stop_reason "refusal".
-			finish = "refusal"
-			if text == "" {
-				text = r.Refusal
-			}
+			finish, text = "refusal", cmp.Or(text, r.Refusal)
 		}
-		v = anthropicResponse{
-			ID:         fmt.Sprintf("msg_fake%06d", n),
-			Type:       "message",
-			Role:       "assistant",
-			Model:      model,
-			Content:    []anthropicBlock{{Type: "text", Text: text}},
-			StopReason: f.stopReason(finish, r.NullFinishReason),
-			Usage:      usageMember(r, anthropicUsage{InputTokens: in, OutputTokens: out}),
-			Error:      f.midAnswerError(r),
+		v = map[string]any{
+			"id": fmt.Sprintf("msg_fake%06d", n), "type": "message", "role": "assistant", "model": model,
+			"content":     []any{map[string]any{"type": "text", "text": text}},
+			"stop_reason": f.stopReason(finish, r.NullFinishReason),
+			"usage":       map[string]any{"input_tokens": in, "output_tokens": out},
 		}
+		withError = v
 	} else {
-		msg := openAIMessage{Role: "assistant", Content: &r.Content}
+		msg := map[string]any{"role": "assistant", "content": r.Content, "refusal": nil}
 		if r.Refusal != "" {
 			// The API answers a refusal with content null.
-			msg.Refusal = &r.Refusal
+			msg["refusal"] = r.Refusal
 			if r.Content == "" {
-				msg.Content = nil
+				msg["content"] = nil
 			}
 		}
-		v = openAIResponse{
-			ID:      fmt.Sprintf("chatcmpl-fake%06d", n),
-			Object:  "chat.completion",
-			Created: time.Now().Unix(),
-			Model:   model,
-			Choices: []openAIChoice{{
-				Message:      msg,
-				FinishReason: f.stopReason(r.FinishReason, r.NullFinishReason),
-				Error:        f.midAnswerError(r),
-			}},
-			Usage: usageMember(r, openAIUsage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}),
+		withError = map[string]any{"index": 0, "message": msg, "finish_reason": f.stopReason(r.FinishReason, r.NullFinishReason)}
+		v = map[string]any{
+			"id": fmt.Sprintf("chatcmpl-fake%06d", n), "object": "chat.completion", "created": time.Now().Unix(), "model": model,
+			"choices": []any{withError},
+			"usage":   map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
 		}
+	}
+	if e := f.midAnswerError(r); e != nil {
+		withError["error"] = e
+	}
+	if r.UsageJSON != nil {
+		v["usage"] = r.UsageJSON
 	}
 	b, err := json.Marshal(v)
 	if err != nil { // only a UsageJSON that is not JSON: the test is wrong
 		panic(fmt.Sprintf("providertest: Reply.UsageJSON is not JSON: %v", err))
 	}
 	return b
-}
-
-// usageMember is the answer's usage member: r.UsageJSON when the reply
-// sets it, else counted.
-func usageMember(r Reply, counted any) any {
-	if r.UsageJSON != nil {
-		return r.UsageJSON
-	}
-	return counted
-}
-
-// errorBody is the flavour's error document for a non-2xx status, with the
-// type (and for OpenAI the code) that the real service sends for it, so that
-// adapters are tested against the bodies they will meet.
-func (f Flavor) errorBody(status int, message string) []byte {
-	return f.errorDocument(status, Reply{ErrorMessage: message})
 }
 
 func statusText(status int) string {
@@ -165,25 +127,23 @@ func statusText(status int) string {
 	return http.StatusText(status)
 }
 
+// anthropicErrorTypes are the error types Anthropic sends with a status;
+// anthropicErrorType falls back to api_error for another 5xx and
+// invalid_request_error for another 4xx.
+var anthropicErrorTypes = map[int]string{
+	529: "overloaded_error", http.StatusTooManyRequests: "rate_limit_error",
+	http.StatusUnauthorized: "authentication_error", http.StatusForbidden: "permission_error",
+	http.StatusNotFound: "not_found_error", http.StatusRequestEntityTooLarge: "request_too_large",
+}
+
 func anthropicErrorType(status int) string {
-	switch {
-	case status == 529:
-		return "overloaded_error"
+	switch t, ok := anthropicErrorTypes[status]; {
+	case ok:
+		return t
 	case status >= 500:
 		return "api_error"
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusForbidden:
-		return "permission_error"
-	case status == http.StatusNotFound:
-		return "not_found_error"
-	case status == http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	default:
-		return "invalid_request_error"
 	}
+	return "invalid_request_error"
 }
 
 // openAIErrorType returns the error type and code; code is nil (JSON null)
@@ -203,74 +163,4 @@ func openAIErrorType(status int) (string, any) {
 	default:
 		return "invalid_request_error", nil
 	}
-}
-
-type openAIResponse struct {
-	ID      string         `json:"id"`
-	Object  string         `json:"object"`
-	Created int64          `json:"created"`
-	Model   string         `json:"model"`
-	Choices []openAIChoice `json:"choices"`
-	Usage   any            `json:"usage"` // openAIUsage or Reply.UsageJSON
-}
-
-type openAIChoice struct {
-	Index        int           `json:"index"`
-	Message      openAIMessage `json:"message"`
-	FinishReason *string       `json:"finish_reason"`
-	Error        any           `json:"error,omitempty"`
-}
-
-type openAIMessage struct {
-	Role    string  `json:"role"`
-	Content *string `json:"content"`
-	Refusal *string `json:"refusal"`
-}
-
-type openAIUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
-
-type openAIError struct {
-	Error openAIErrorDetail `json:"error"`
-}
-
-type openAIErrorDetail struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-	Param   any    `json:"param"`
-	Code    any    `json:"code"`
-}
-
-type anthropicResponse struct {
-	ID         string           `json:"id"`
-	Type       string           `json:"type"`
-	Role       string           `json:"role"`
-	Model      string           `json:"model"`
-	Content    []anthropicBlock `json:"content"`
-	StopReason *string          `json:"stop_reason"`
-	Usage      any              `json:"usage"` // anthropicUsage or Reply.UsageJSON
-	Error      any              `json:"error,omitempty"`
-}
-
-type anthropicBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-type anthropicUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
-}
-
-type anthropicError struct {
-	Type  string               `json:"type"`
-	Error anthropicErrorDetail `json:"error"`
-}
-
-type anthropicErrorDetail struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
 }

@@ -2,12 +2,14 @@ package providertest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -70,21 +72,14 @@ func decodeRequest(body []byte, header http.Header) (Request, error) {
 	if err := json.Unmarshal(body, &w); err != nil {
 		return Request{}, fmt.Errorf("body is not valid JSON: %w", err)
 	}
-	req := Request{
-		Model:       w.Model,
-		MaxTokens:   w.MaxTokens,
-		Temperature: w.Temperature,
-		Header:      header.Clone(),
-		Body:        bytes.Clone(body),
-	}
-	if req.MaxTokens == 0 {
-		req.MaxTokens = w.MaxCompletionTokens
-	}
 	system, err := text(w.System)
 	if err != nil {
 		return Request{}, fmt.Errorf("system: %w", err)
 	}
-	req.System = system
+	req := Request{
+		Model: w.Model, MaxTokens: cmp.Or(w.MaxTokens, w.MaxCompletionTokens), Temperature: w.Temperature,
+		System: system, Header: header.Clone(), Body: bytes.Clone(body),
+	}
 	for i, m := range w.Messages {
 		content, err := text(m.Content)
 		if err != nil {
@@ -117,14 +112,9 @@ func validate(f Flavor, req Request) error {
 // text accepts content as both APIs allow it: a string, or an array of blocks
 // whose "text" fields are joined.
 func text(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	if raw[0] == '"' {
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
+	var s string // also "" for an absent field and for null
+	if len(raw) == 0 || json.Unmarshal(raw, &s) == nil {
+		return s, nil
 	}
 	var blocks []struct {
 		Text string `json:"text"`
@@ -142,13 +132,9 @@ func text(raw json.RawMessage) (string, error) {
 // clone copies what a script or a caller of Received could otherwise mutate
 // under the server's feet.
 func (r Request) clone() Request {
-	r.Messages = append([]Message(nil), r.Messages...)
-	r.Header = r.Header.Clone()
-	r.Query = maps.Clone(r.Query)
-	r.Body = bytes.Clone(r.Body)
+	r.Messages, r.Header, r.Query, r.Body = slices.Clone(r.Messages), r.Header.Clone(), maps.Clone(r.Query), bytes.Clone(r.Body)
 	if r.Temperature != nil {
-		t := *r.Temperature
-		r.Temperature = &t
+		r.Temperature = new(*r.Temperature)
 	}
 	return r
 }

@@ -3,6 +3,7 @@ package providertest
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"time"
 )
@@ -13,11 +14,11 @@ type Reply struct {
 	// Status is the HTTP status; 0 means 200. A status of 300 or more gets
 	// the flavour's error body, shaped by the Error fields below.
 	Status int
-	// Content is the assistant text of a 2xx answer; "" gives an empty answer.
+	// Content is the assistant text of a 2xx answer.
 	Content string
-	// FinishReason is the stop reason; "" means a normal stop. "length" and
-	// "max_tokens" are the same reason, as are "stop" and "end_turn": the
-	// server spells it in its flavour. Other values are sent verbatim.
+	// FinishReason is the stop reason; "" means a normal stop. Either
+	// flavour's spelling ("length" or "max_tokens") is sent in the server's;
+	// other values are sent verbatim.
 	FinishReason string
 	// Header holds extra response headers, such as Retry-After; a
 	// Content-Type here replaces the default application/json.
@@ -28,20 +29,16 @@ type Reply struct {
 	// Hang never answers: the handler waits until the client goes away or the
 	// server closes (then the connection is dropped, as a dying server would).
 	Hang bool
-	// RawBody, when set, is written verbatim instead of the flavour's JSON,
-	// with Status: malformed bodies, or non-standard error bodies such as
-	// {"error":"text"}.
+	// RawBody, when set, is written verbatim, with Status, instead of the
+	// flavour's JSON.
 	RawBody string
-	// ErrorMessage is the message of a non-2xx body; a default naming the
-	// status is used when it is empty.
+	// ErrorMessage is the message of an error document; "" names the status.
 	ErrorMessage string
 	// ErrorType replaces the error type the flavour sends for the status
-	// (OpenAI's and Anthropic's error.type, Google's error.status), so that
-	// Status(429) can carry "insufficient_quota".
+	// (OpenAI's and Anthropic's error.type, Google's error.status).
 	ErrorType string
 	// ErrorCode replaces the code of an OpenAI or gateway error document: a
-	// string ("insufficient_quota") or a number (429). Anthropic's own
-	// document has no code and ignores it.
+	// string ("insufficient_quota") or a number (429).
 	ErrorCode any
 	// ErrorShape lays the error document out as a gateway would; the zero
 	// value is the flavour's own.
@@ -50,24 +47,19 @@ type Reply struct {
 	// Gemini's OpenAI-compatible endpoint does.
 	ErrorArray bool
 	// ErrorStatus, on a 2xx reply, sends the error document for this status
-	// in place of an answer, as gateways do that relay an upstream failure
-	// with 200.
+	// in place of an answer, as gateways relay an upstream failure.
 	ErrorStatus int
 	// RetryDelay is the retryDelay of a google.rpc.RetryInfo detail in a
 	// ShapeGoogle document, in its JSON form ("30s", "1.5s").
 	RetryDelay string
 	// ErrorReason is the reason of a google.rpc.ErrorInfo detail in a
-	// ShapeGoogle document ("API_KEY_INVALID", "CONSUMER_SUSPENDED"), which
-	// Google sends to say why a call was refused.
+	// ShapeGoogle document ("API_KEY_INVALID", "CONSUMER_SUSPENDED").
 	ErrorReason string
 	// ErrorMetadata is the metadata object of a ShapeGateway document, as
-	// OpenRouter adds it (https://openrouter.ai/docs/api-reference/errors):
-	// "reasons" and "flagged_input" of a flagged input, "headers" with the
-	// rate-limit headers of a 429, "raw" with the upstream provider's body.
+	// OpenRouter adds it (https://openrouter.ai/docs/api-reference/errors).
 	ErrorMetadata map[string]any
 	// EstimatedTime, when positive, is the estimated_time in seconds that
-	// Hugging Face sends beside a ShapeString error for a model still
-	// loading ({"error":"Model m is currently loading","estimated_time":20.0}).
+	// Hugging Face sends beside a ShapeString error for a model still loading.
 	EstimatedTime float64
 	// Refusal is the model declining to answer: OpenAI's message.refusal
 	// (with content null when Content is empty); for Anthropic the answer
@@ -77,24 +69,18 @@ type Reply struct {
 	// the words of the prompt and of the answer, one token a word.
 	Usage *Usage
 	// UsageJSON, when set, is sent verbatim as the answer's usage member,
-	// for shapes Usage cannot carry: counts written as floats (12.0, as
-	// gateways written in Python send them), exponents, strings, null. It
+	// for shapes Usage cannot carry (12.0, exponents, strings, null). It
 	// must be JSON: the handler panics on one that is not.
 	UsageJSON json.RawMessage
-	// Model is the model a 2xx answer names; "" names the model requested,
-	// as the real APIs do (up to a dated suffix).
+	// Model is the model a 2xx answer names; "" names the model requested.
 	Model string
 	// MidAnswerError, on a 2xx reply, is the code of an error object sent
-	// beside the answer's text, with ErrorMessage (or a default naming the
-	// code): OpenRouter commits a 200 before the model runs, and when the
-	// upstream dies mid-answer it ends the choice with finish_reason
-	// "error" and {"code":502,"message":"Provider returned error"} on the
-	// choice (OpenAI flavour); the Anthropic flavour puts the error
-	// document at the top level of the message, as a gateway would.
+	// beside the answer's text, with ErrorMessage: on the choice, as
+	// OpenRouter ends one whose upstream died mid-answer (OpenAI flavour),
+	// or at the top level of the message (Anthropic flavour).
 	MidAnswerError int
 	// NullFinishReason sends finish_reason (Anthropic: stop_reason) as
-	// JSON null, as servers do whose answer was cut off by their own
-	// failure; FinishReason is then ignored.
+	// JSON null; FinishReason is then ignored.
 	NullFinishReason bool
 }
 
@@ -123,9 +109,7 @@ func Answer(content string) Script {
 	return func(int, Request) Reply { return Reply{Content: content} }
 }
 
-// Status answers every request with code and the flavour's error body for it
-// (for Anthropic 529 is overloaded_error, 5xx api_error, 429
-// rate_limit_error, and so on).
+// Status answers every request with code and the flavour's error body for it.
 func Status(code int) Script {
 	return func(int, Request) Reply { return Reply{Status: code} }
 }
@@ -179,25 +163,17 @@ func Malformed() Script {
 // and the request number, so a run is reproducible even with concurrent
 // clients.
 func Flaky(failRatio float64, seed int64, fail Script, ok Script) Script {
-	fail, ok = orStatus500(fail), orOK(ok)
-	return func(n int, req Request) Reply {
-		if unitFloat(seed, n) < failRatio {
-			return fail(n, req)
-		}
-		return ok(n, req)
-	}
+	// A generator seeded by (seed, n) alone: no shared one whose draws
+	// would depend on the order in which concurrent requests arrive.
+	return either(func(n int) bool {
+		return rand.New(rand.NewPCG(uint64(seed), uint64(n))).Float64() < failRatio
+	}, fail, ok)
 }
 
 // FailFirst gives requests 1..count fail's reply (nil means Status(500)) and
 // later ones then's (nil means OK).
 func FailFirst(count int, fail Script, then Script) Script {
-	fail, then = orStatus500(fail), orOK(then)
-	return func(n int, req Request) Reply {
-		if n <= count {
-			return fail(n, req)
-		}
-		return then(n, req)
-	}
+	return either(func(n int) bool { return n <= count }, fail, then)
 }
 
 // Sequence gives request i the reply of scripts[i-1]; the last script answers
@@ -216,12 +192,21 @@ func Sequence(scripts ...Script) Script {
 // and after (nil means OK) from then on: "down for its first minute" is
 // Until(time.Now().Add(time.Minute), Status(503), OK()).
 func Until(t time.Time, before Script, after Script) Script {
-	before, after = orStatus500(before), orOK(after)
+	return either(func(int) bool { return time.Now().Before(t) }, before, after)
+}
+
+// either answers the requests that failing picks with fail (nil means
+// Status(500)) and the others with ok (nil means OK).
+func either(failing func(n int) bool, fail, ok Script) Script {
+	if fail == nil {
+		fail = Status(http.StatusInternalServerError)
+	}
+	ok = orOK(ok)
 	return func(n int, req Request) Reply {
-		if time.Now().Before(t) {
-			return before(n, req)
+		if failing(n) {
+			return fail(n, req)
 		}
-		return after(n, req)
+		return ok(n, req)
 	}
 }
 
@@ -243,13 +228,6 @@ func orOK(s Script) Script {
 	return s
 }
 
-func orStatus500(s Script) Script {
-	if s == nil {
-		return Status(http.StatusInternalServerError)
-	}
-	return s
-}
-
 func lastUser(msgs []Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == "user" {
@@ -257,15 +235,4 @@ func lastUser(msgs []Message) string {
 		}
 	}
 	return ""
-}
-
-// unitFloat maps (seed, n) to [0, 1) with the splitmix64 finaliser: a pure
-// function, so Flaky needs no shared generator whose draws would depend on
-// the order in which concurrent requests arrive.
-func unitFloat(seed int64, n int) float64 {
-	z := uint64(seed) + uint64(n)*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11) / (1 << 53)
 }

@@ -1,6 +1,7 @@
 package providertest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/detourhq/detour/internal/wait"
 )
 
 // maxBody bounds a request body; real services refuse far smaller ones.
@@ -19,8 +22,7 @@ const maxBody = 8 << 20
 // errClosed ends a wait because Server.Close was called.
 var errClosed = errors.New("providertest: server closed")
 
-// Server is a fake LLM provider listening on 127.0.0.1. It needs no
-// *testing.T, so the service's -demo mode can run it too.
+// Server is a fake LLM provider listening on 127.0.0.1.
 type Server struct {
 	// URL is the base URL to put in a chain file: the server's root URL
 	// followed by "/v1".
@@ -36,17 +38,18 @@ type Server struct {
 	received []Request
 	keep     int // how many of the last requests received keeps; -1: all
 
-	// done is closed by Close so that handlers waiting in Hang or Delay
+	// closed ends with Close so that handlers waiting in Hang or Delay
 	// return; httptest.Server.Close waits for active handlers and would
 	// otherwise block forever.
-	done      chan struct{}
-	closeOnce sync.Once
+	closed context.Context
+	close  context.CancelFunc
 }
 
 // New starts a server of the given flavour at once, on a random port of
 // 127.0.0.1, answering with script (nil means OK). Close it when done.
 func New(flavor Flavor, script Script) *Server {
-	s := &Server{flavor: flavor, done: make(chan struct{}), keep: -1}
+	s := &Server{flavor: flavor, keep: -1}
+	s.closed, s.close = context.WithCancel(context.Background())
 	s.SetScript(script)
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	s.URL = s.srv.URL + "/v1"
@@ -57,10 +60,8 @@ func New(flavor Flavor, script Script) *Server {
 // see the connection close, then stops the server. It is safe to call more
 // than once.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		close(s.done)
-		s.srv.Close()
-	})
+	s.close()
+	s.srv.Close()
 }
 
 // SetScript replaces the script for the requests that arrive from now on;
@@ -86,9 +87,7 @@ func (s *Server) KeepReceived(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.keep = max(n, -1)
-	if n >= 0 {
-		s.received = slices.Clone(s.received[max(len(s.received)-n, 0):])
-	}
+	s.trim()
 }
 
 // Received returns copies of the requests whose body decoded, in order of
@@ -107,15 +106,16 @@ func (s *Server) Received() []Request {
 func (s *Server) remember(req Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.keep == 0:
-		return
-	case s.keep > 0 && len(s.received) >= s.keep:
-		// Shift within the slice: its array does not grow past keep.
-		n := copy(s.received, s.received[len(s.received)-s.keep+1:])
-		s.received = s.received[:n]
-	}
 	s.received = append(s.received, req.clone())
+	s.trim()
+}
+
+// trim drops the oldest requests beyond keep, shifting within the slice so
+// that its array stays bounded.
+func (s *Server) trim() {
+	if s.keep >= 0 && len(s.received) > s.keep {
+		s.received = slices.Delete(s.received, 0, len(s.received)-s.keep)
+	}
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -153,48 +153,24 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	reply := (*s.script.Load())(n, req)
-	wait := reply.Delay
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer context.AfterFunc(s.closed, func() { cancel(errClosed) })()
 	if reply.Hang {
-		wait = -1
+		<-ctx.Done()
 	}
-	if err := s.wait(r.Context(), wait); err != nil {
-		if errors.Is(err, errClosed) {
-			// Drop the connection without an answer, as a dying server
-			// would; net/http recovers this panic silently.
-			panic(http.ErrAbortHandler)
-		}
+	if err := wait.Sleep(ctx, reply.Delay); errors.Is(err, errClosed) {
+		// Drop the connection without an answer, as a dying server would;
+		// net/http recovers this panic silently.
+		panic(http.ErrAbortHandler)
+	} else if err != nil {
 		return // the client went away: nobody to answer
 	}
 	s.write(w, n, req, reply)
 }
 
-// wait blocks for d, or until ctx ends or the server closes; d < 0 waits for
-// those alone.
-func (s *Server) wait(ctx context.Context, d time.Duration) error {
-	if d == 0 {
-		return nil
-	}
-	var fired <-chan time.Time
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		fired = t.C
-	}
-	select {
-	case <-fired:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.done:
-		return errClosed
-	}
-}
-
 func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
-	status := reply.Status
-	if status == 0 {
-		status = http.StatusOK
-	}
+	status := cmp.Or(reply.Status, http.StatusOK)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	for k, vs := range reply.Header {
@@ -216,11 +192,7 @@ func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
 		if reply.Usage != nil {
 			prompt, completion = reply.Usage.Prompt, reply.Usage.Completion
 		}
-		model := req.Model
-		if reply.Model != "" {
-			model = reply.Model
-		}
-		body = s.flavor.successBody(n, model, reply, prompt, completion)
+		body = s.flavor.successBody(n, cmp.Or(reply.Model, req.Model), reply, prompt, completion)
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // a client that left cannot be told
@@ -229,5 +201,5 @@ func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
 func (s *Server) writeError(w http.ResponseWriter, status int, message string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(s.flavor.errorBody(status, message))
+	_, _ = w.Write(s.flavor.errorDocument(status, Reply{ErrorMessage: message}))
 }

@@ -1,22 +1,9 @@
 // Command publisher sends requests to detour and prints their results; with
-// many requests it is a load generator that ends with a summary.
+// many requests it is a load generator that ends with a summary. Its flags,
+// output and exit codes are those of docs/commands.md#publisher.
 //
 //	publisher [-chain default] [-n 1 | -f requests.jsonl] [-rate 0] [-schema FILE]
 //	          [-wait=true] [-timeout 1m] [-json] [PROMPT]
-//
-// One request prints its result as a block (text) or a JSON line (-json).
-// More than one shows a progress bar on stderr when stderr is a terminal,
-// and ends with a summary on stdout: counts, degraded share, failures and
-// p50/p95/p99 latency per provider and model, both the processor's
-// latency_ms and the end-to-end time from publish to result. With -json
-// each result is one JSON line as it arrives and the summary is a final
-// {"summary": {...}} line. The exit code is 1 when any request failed, got
-// no result or was not sent, 2 for bad flags or a bad requests file (which
-// sends nothing), and 78 for a bad DETOUR_* setting.
-//
-// A requests file holds one request a line in the JSON shape of
-// docs/requests.md; as a convenience a line may give "prompt": "text" in place of
-// "messages". Blank lines are skipped; "-f -" reads standard input.
 //
 // It connects to DETOUR_NATS_URL or, when that is empty, to the embedded
 // server of a local processor on DETOUR_LISTEN.
@@ -71,45 +58,49 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdin io.Read
 		fmt.Fprintln(stdout, "publisher", buildinfo.Read())
 		return 0
 	}
+	complain := func(err error) { fmt.Fprintf(stderr, "publisher: %s\n", text.VisibleError(err)) }
 	settings, err := config.LoadSettings()
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %s\n", text.VisibleError(err))
+		complain(err)
 		return config.ExitConfig
 	}
 	reqs, err := requests.Load(requests.Source{Prompt: f.prompt, N: f.n, File: f.file, Schema: f.schema}, stdin, settings.ReplyPrefixes)
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %s\n", text.VisibleError(err))
+		complain(err)
 		return 2
 	}
 	nc, err := natsconn.ConnectClient(settings, "detour-publisher")
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %s\n", text.VisibleError(err))
+		complain(err)
 		return 1
 	}
 	defer nc.Close()
 	c, err := client.New(nc)
 	if err != nil {
-		fmt.Fprintf(stderr, "publisher: %s\n", text.VisibleError(err))
+		complain(err)
 		return 1
 	}
 
 	bulk := len(reqs) > 1
 	bar := newProgress(stderr, len(reqs), f.wait)
 	enc := json.NewEncoder(stdout)
-	opts := client.Options{Wait: f.wait, Rate: f.rate, Timeout: f.timeout, OnPublished: bar.published, OnResult: bar.result, Stop: stop}
-	opts.OnRetry = func(err error) {
-		bar.above(func() { fmt.Fprintf(stderr, "publisher: publishing failed, retrying: %s\n", text.VisibleError(err)) })
-	}
-	if f.json && f.wait {
+	opts := client.Options{Wait: f.wait, Rate: f.rate, Timeout: f.timeout, Stop: stop}
+	opts.OnRetry = func(err error) { bar.above(func() { complain(fmt.Errorf("publishing failed, retrying: %w", err)) }) }
+	switch {
+	case f.json && f.wait:
 		opts.OnResult = func(o client.Outcome) {
 			bar.above(func() { _ = enc.Encode(o.Result) })
-			bar.result(o)
+			bar.add(o)
 		}
+	case f.wait:
+		opts.OnResult = bar.add
+	default:
+		opts.OnPublished = bar.add
 	}
 	outcomes, runErr := c.PublishAll(ctx, f.chain, reqs, opts)
 	bar.close()
 	if runErr != nil {
-		fmt.Fprintf(stderr, "publisher: %s\n", text.VisibleError(runErr))
+		complain(runErr)
 	}
 	sum := report.Summarize(f.chain, outcomes)
 	switch {

@@ -62,20 +62,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// published counts a publish, when the bar counts publishes.
-func (p *progress) published(client.Outcome) {
-	if p.noun == "published" {
-		p.add(client.Outcome{})
-	}
-}
-
-// result counts a result, when the bar counts results.
-func (p *progress) result(o client.Outcome) {
-	if p.noun == "results" {
-		p.add(o)
-	}
-}
-
+// add counts a publish or a result, whichever the bar counts.
 func (p *progress) add(o client.Outcome) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -5,6 +5,7 @@
 package buildinfo
 
 import (
+	"cmp"
 	"regexp"
 	"runtime/debug"
 	"strings"
@@ -47,10 +48,7 @@ func From(bi *debug.BuildInfo, ok bool) Info {
 	if !ok || bi == nil {
 		return Info{Version: "unknown"}
 	}
-	info := Info{Version: bi.Main.Version, GoVersion: bi.GoVersion}
-	if info.Version == "" {
-		info.Version = "(devel)"
-	}
+	info := Info{Version: cmp.Or(bi.Main.Version, "(devel)"), GoVersion: bi.GoVersion}
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":

@@ -17,8 +17,6 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 )
 
@@ -36,49 +34,58 @@ type TLSFiles struct {
 // keys into a temp dir of t.
 func NewTLSFiles(t testing.TB) TLSFiles {
 	t.Helper()
-	f, err := writePKI(t.TempDir())
-	if err != nil {
-		t.Fatalf("natstest: TLS files: %v", err)
-	}
-	return f
-}
-
-func writePKI(dir string) (TLSFiles, error) {
+	check := fatalIf(t, "TLS files")
+	dir := t.TempDir()
 	path := func(name string) string { return filepath.Join(dir, name) }
 	f := TLSFiles{
 		CA:         path("ca.pem"),
 		ServerCert: path("server.pem"), ServerKey: path("server-key.pem"),
 		ClientCert: path("client.pem"), ClientKey: path("client-key.pem"),
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return f, err
+	// issue has parent (nil: tmpl itself) sign tmpl for a new key, and
+	// writes both as PEM.
+	issue := func(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, certPath, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		check(err)
+		if parent == nil {
+			parent, parentKey = tmpl, key
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+		check(err)
+		cert, err := x509.ParseCertificate(der)
+		check(err)
+		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+		check(err)
+		check(writePEM(certPath, "CERTIFICATE", der))
+		if keyPath != "" {
+			check(writePEM(keyPath, "PRIVATE KEY", keyDER))
+		}
+		return cert, key
 	}
 	caTmpl := certTemplate("detour test CA")
 	caTmpl.IsCA, caTmpl.BasicConstraintsValid = true, true
 	caTmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return f, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return f, err
-	}
-	if err := writePEM(f.CA, "CERTIFICATE", caDER); err != nil {
-		return f, err
-	}
+	ca, caKey := issue(caTmpl, nil, nil, f.CA, "")
 
 	srvTmpl := certTemplate("detour test server")
 	srvTmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	srvTmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	srvTmpl.DNSNames = []string{"localhost"}
-	if err := writeLeaf(f.ServerCert, f.ServerKey, srvTmpl, ca, caKey); err != nil {
-		return f, err
-	}
+	issue(srvTmpl, ca, caKey, f.ServerCert, f.ServerKey)
 	cliTmpl := certTemplate("detour test client")
 	cliTmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	return f, writeLeaf(f.ClientCert, f.ClientKey, cliTmpl, ca, caKey)
+	issue(cliTmpl, ca, caKey, f.ClientCert, f.ClientKey)
+	return f
+}
+
+// fatalIf returns a check that fails t on an error, saying what failed.
+func fatalIf(t testing.TB, what string) func(error) {
+	return func(err error) {
+		if err != nil {
+			t.Helper()
+			t.Fatalf("natstest: %s: %v", what, err)
+		}
+	}
 }
 
 // certTemplate is a certificate valid from an hour ago for a day.
@@ -94,26 +101,6 @@ func certTemplate(cn string) *x509.Certificate {
 	}
 }
 
-// writeLeaf creates a key, has ca sign tmpl for it, and writes both as PEM.
-func writeLeaf(certPath, keyPath string, tmpl, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return err
-	}
-	if err := writePEM(certPath, "CERTIFICATE", der); err != nil {
-		return err
-	}
-	return writePEM(keyPath, "PRIVATE KEY", keyDER)
-}
-
 func writePEM(path, kind string, der []byte) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600)
 }
@@ -126,9 +113,7 @@ func StartTLS(t testing.TB, files TLSFiles, verifyClients bool) *server.Server {
 	tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
 		CertFile: files.ServerCert, KeyFile: files.ServerKey, CaFile: files.CA, Verify: verifyClients,
 	})
-	if err != nil {
-		t.Fatalf("natstest: server TLS config: %v", err)
-	}
+	fatalIf(t, "server TLS config")(err)
 	return StartWith(t, &server.Options{TLS: true, TLSVerify: verifyClients, TLSConfig: tc, TLSTimeout: 2})
 }
 
@@ -146,78 +131,55 @@ type Operator struct {
 // with unlimited JetStream, both held in an in-memory account resolver.
 func NewOperator(t testing.TB) *Operator {
 	t.Helper()
-	o, err := newOperator()
-	if err != nil {
-		t.Fatalf("natstest: operator: %v", err)
-	}
-	return o
-}
-
-func newOperator() (*Operator, error) {
+	check := fatalIf(t, "operator")
 	opKP, err := nkeys.CreateOperator()
-	if err != nil {
-		return nil, err
-	}
+	check(err)
 	opPub, err := opKP.PublicKey()
-	if err != nil {
-		return nil, err
-	}
-	oc := jwt.NewOperatorClaims(opPub)
-	oc.Name = "detour-test-operator"
+	check(err)
 	resolver := &server.MemAccResolver{}
 	// addAccount creates an account, signs its JWT with the operator key
 	// and stores it where the server will look it up.
-	addAccount := func(name string, limits jwt.JetStreamLimits) (nkeys.KeyPair, string, error) {
+	addAccount := func(name string, limits jwt.JetStreamLimits) (nkeys.KeyPair, string) {
 		kp, err := nkeys.CreateAccount()
-		if err != nil {
-			return nil, "", err
-		}
+		check(err)
 		pub, err := kp.PublicKey()
-		if err != nil {
-			return nil, "", err
-		}
+		check(err)
 		ac := jwt.NewAccountClaims(pub)
 		ac.Name = name
 		ac.Limits.JetStreamLimits = limits
 		token, err := ac.Encode(opKP)
-		if err != nil {
-			return nil, "", err
-		}
-		return kp, pub, resolver.Store(pub, token)
+		check(err)
+		check(resolver.Store(pub, token))
+		return kp, pub
 	}
-	_, sysPub, err := addAccount("SYS", jwt.JetStreamLimits{})
-	if err != nil {
-		return nil, err
-	}
+	_, sysPub := addAccount("SYS", jwt.JetStreamLimits{})
 	// An account JWT without JetStream limits has no JetStream at all.
-	accKP, _, err := addAccount("DETOUR", jwt.JetStreamLimits{
+	accKP, _ := addAccount("DETOUR", jwt.JetStreamLimits{
 		MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit,
 		Streams: jwt.NoLimit, Consumer: jwt.NoLimit, MaxAckPending: jwt.NoLimit,
 	})
-	if err != nil {
-		return nil, err
-	}
-	oc.SystemAccount = sysPub
+	oc := jwt.NewOperatorClaims(opPub)
+	oc.Name, oc.SystemAccount = "detour-test-operator", sysPub
 	token, err := oc.Encode(opKP)
-	if err != nil {
-		return nil, err
-	}
+	check(err)
 	// The server wants the claims as a decoded, issued JWT: Issuer set.
 	opClaims, err := jwt.DecodeOperatorClaims(token)
-	if err != nil {
-		return nil, err
-	}
-	return &Operator{operator: opClaims, account: accKP, sysPub: sysPub, resolver: resolver}, nil
+	check(err)
+	return &Operator{operator: opClaims, account: accKP, sysPub: sysPub, resolver: resolver}
 }
 
 // Options are server options for operator mode; pass them to [StartWith],
 // after adding TLS or other settings if needed.
 func (o *Operator) Options() *server.Options {
-	return &server.Options{
-		TrustedOperators: []*jwt.OperatorClaims{o.operator},
-		AccountResolver:  o.resolver,
-		SystemAccount:    o.sysPub,
-	}
+	return &server.Options{TrustedOperators: []*jwt.OperatorClaims{o.operator}, AccountResolver: o.resolver, SystemAccount: o.sysPub}
+}
+
+// StartOperator runs a JetStream server in operator mode and returns it with
+// its operator.
+func StartOperator(t testing.TB) (*server.Server, *Operator) {
+	t.Helper()
+	o := NewOperator(t)
+	return StartWith(t, o.Options()), o
 }
 
 // Creds writes a .creds file for a new user of the operator's JetStream
@@ -233,71 +195,30 @@ func (o *Operator) Creds(t testing.TB, user string) string {
 func (o *Operator) WrongCreds(t testing.TB) string {
 	t.Helper()
 	stranger, err := nkeys.CreateAccount()
-	if err != nil {
-		t.Fatalf("natstest: account: %v", err)
-	}
+	fatalIf(t, "account")(err)
 	return writeCreds(t, stranger, "stranger")
 }
 
-// StartOperator runs a JetStream server in operator mode and returns it with
-// its operator.
-func StartOperator(t testing.TB) (*server.Server, *Operator) {
-	t.Helper()
-	o := NewOperator(t)
-	return StartWith(t, o.Options()), o
-}
-
-// ConnectWith opens a client connection to url with opts, closed in cleanup,
-// for servers that [Connect] cannot reach without credentials or TLS.
-func ConnectWith(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
-	t.Helper()
-	nc, err := nats.Connect(url, append([]nats.Option{nats.Timeout(5 * time.Second)}, opts...)...)
-	if err != nil {
-		t.Fatalf("natstest: connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("natstest: jetstream: %v", err)
-	}
-	return nc, js
-}
-
+// writeCreds creates a user signed by account and writes its JWT and seed
+// as a .creds file, returning its path.
 func writeCreds(t testing.TB, account nkeys.KeyPair, user string) string {
 	t.Helper()
-	creds, err := userCreds(account, user)
-	if err != nil {
-		t.Fatalf("natstest: user %s: %v", user, err)
-	}
-	path := filepath.Join(t.TempDir(), user+".creds")
-	if err := os.WriteFile(path, creds, 0o600); err != nil {
-		t.Fatalf("natstest: writing creds: %v", err)
-	}
-	return path
-}
-
-// userCreds creates a user signed by account and formats its JWT and seed
-// as a .creds file.
-func userCreds(account nkeys.KeyPair, user string) ([]byte, error) {
+	check := fatalIf(t, "user "+user)
 	kp, err := nkeys.CreateUser()
-	if err != nil {
-		return nil, err
-	}
+	check(err)
 	pub, err := kp.PublicKey()
-	if err != nil {
-		return nil, err
-	}
+	check(err)
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = user
 	token, err := uc.Encode(account)
-	if err != nil {
-		return nil, err
-	}
+	check(err)
 	seed, err := kp.Seed()
-	if err != nil {
-		return nil, err
-	}
-	return jwt.FormatUserConfig(token, seed)
+	check(err)
+	creds, err := jwt.FormatUserConfig(token, seed)
+	check(err)
+	path := filepath.Join(t.TempDir(), user+".creds")
+	check(os.WriteFile(path, creds, 0o600))
+	return path
 }
 
 // CredsSecrets returns the JWT and the seed of a .creds file (the line after

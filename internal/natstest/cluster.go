@@ -14,9 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ClusterName is the route cluster name of StartCluster's servers.
-const ClusterName = "detour-test"
-
 // clusterReadyTimeout bounds how long StartCluster and StreamLeader wait for
 // the cluster to elect; an election after a node loss takes seconds.
 const clusterReadyTimeout = 20 * time.Second
@@ -42,12 +39,12 @@ func StartCluster(t testing.TB, n int) []*server.Server {
 	for i := range n {
 		servers[i] = StartWith(t, &server.Options{
 			ServerName: fmt.Sprintf("n%d", i),
-			Cluster:    server.ClusterOpts{Name: ClusterName, Host: "127.0.0.1", Port: ports[i]},
+			Cluster:    server.ClusterOpts{Name: "detour-test", Host: "127.0.0.1", Port: ports[i]},
 			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
 		})
 	}
-	if err := waitClusterReady(servers, clusterReadyTimeout); err != nil {
-		t.Fatalf("natstest: %v", err)
+	if err := poll(func() error { return clusterReady(servers) }); err != nil {
+		t.Fatalf("natstest: cluster not ready after %s: %v", clusterReadyTimeout, err)
 	}
 	return servers
 }
@@ -60,31 +57,42 @@ func freePorts(t testing.TB, n int) []int {
 	ports := make([]int, n)
 	for i := range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("natstest: reserving a port: %v", err)
-		}
+		fatalIf(t, "reserving a port")(err)
 		defer l.Close()
 		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
 	return ports
 }
 
-// waitClusterReady waits for a meta leader that sees every server as a peer,
-// every server current with it, and a JetStream API answer through a client.
-func waitClusterReady(servers []*server.Server, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+// poll calls try every 50 ms until it succeeds or clusterReadyTimeout has
+// passed, and returns its last error.
+func poll(try func() error) error {
+	deadline := time.Now().Add(clusterReadyTimeout)
 	for {
-		err := clusterReady(servers)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cluster not ready after %s: %w", timeout, err)
+		err := try()
+		if err == nil || time.Now().After(deadline) {
+			return err
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
+// dial connects to the running servers; the caller closes the connection.
+func dial(servers []*server.Server) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(ClusterURLs(servers))
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// clusterReady checks for a meta leader that sees every server as a peer,
+// every server current with it, and a JetStream API answer through a client.
 func clusterReady(servers []*server.Server) error {
 	var leader *server.Server
 	for _, s := range servers {
@@ -103,15 +111,11 @@ func clusterReady(servers []*server.Server) error {
 			return fmt.Errorf("server %s not current with the meta leader", s.Name())
 		}
 	}
-	nc, err := nats.Connect(ClusterURLs(servers))
+	nc, js, err := dial(servers)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if _, err := js.AccountInfo(ctx); err != nil {
@@ -152,11 +156,7 @@ func StreamLeader(t testing.TB, servers []*server.Server, stream string) *server
 		if err != nil {
 			return nil, err
 		}
-		info, err := s.Info(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return info.Cluster, nil
+		return s.CachedInfo().Cluster, nil
 	})
 }
 
@@ -168,43 +168,37 @@ func ConsumerLeader(t testing.TB, servers []*server.Server, stream, consumer str
 		if err != nil {
 			return nil, err
 		}
-		info, err := c.Info(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return info.Cluster, nil
+		return c.CachedInfo().Cluster, nil
 	})
 }
 
+// leaderOf polls cluster until the leader it names is a running server of
+// servers.
 func leaderOf(t testing.TB, servers []*server.Server, what string, cluster func(context.Context, jetstream.JetStream) (*jetstream.ClusterInfo, error)) *server.Server {
 	t.Helper()
-	nc, err := nats.Connect(ClusterURLs(servers))
-	if err != nil {
-		t.Fatalf("natstest: connect: %v", err)
-	}
+	nc, js, err := dial(servers)
+	fatalIf(t, "connect")(err)
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("natstest: jetstream: %v", err)
-	}
-	deadline := time.Now().Add(clusterReadyTimeout)
-	for {
+	var leader *server.Server
+	err = poll(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
 		ci, err := cluster(ctx, js)
-		cancel()
-		if err == nil && ci != nil && ci.Leader != "" {
-			if s := ServerNamed(servers, ci.Leader); s != nil && s.Running() {
-				return s
-			}
-			err = fmt.Errorf("leader %q is not a running server of the cluster", ci.Leader)
-		} else if err == nil {
-			err = errors.New("no leader")
+		switch {
+		case err != nil:
+			return err
+		case ci == nil || ci.Leader == "":
+			return errors.New("no leader")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("natstest: leader of %s: %v", what, err)
+		if leader = ServerNamed(servers, ci.Leader); leader == nil || !leader.Running() {
+			return fmt.Errorf("leader %q is not a running server of the cluster", ci.Leader)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("natstest: leader of %s: %v", what, err)
 	}
+	return leader
 }
 
 // Stop shuts s down and waits until it has stopped, as a node loss. The

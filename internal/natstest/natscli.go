@@ -44,16 +44,13 @@ func NATSCLI(t testing.TB) string {
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatalf("natstest: nats CLI cache: %v", err)
-	}
+	cacheErr := fatalIf(t, "nats CLI cache")
+	cacheErr(os.MkdirAll(dir, 0o755))
 	// Built into a directory of its own and renamed into place, so that a
 	// test binary of another package building at the same time never sees
 	// half a file.
 	gobin, err := os.MkdirTemp(dir, "build-")
-	if err != nil {
-		t.Fatalf("natstest: nats CLI cache: %v", err)
-	}
+	cacheErr(err)
 	defer os.RemoveAll(gobin)
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -72,9 +69,7 @@ func NATSCLI(t testing.TB) string {
 		}
 		t.Fatalf("natstest: building %s: %v\n%s", NATSCLIModule, err, out)
 	}
-	if err := os.Rename(filepath.Join(gobin, name), bin); err != nil {
-		t.Fatalf("natstest: nats CLI cache: %v", err)
-	}
+	cacheErr(os.Rename(filepath.Join(gobin, name), bin))
 	return bin
 }
 

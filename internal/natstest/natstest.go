@@ -1,6 +1,7 @@
 package natstest
 
 import (
+	"cmp"
 	"testing"
 	"time"
 
@@ -24,17 +25,10 @@ func StartWith(t testing.TB, opts *server.Options) *server.Server {
 	if opts.StoreDir == "" {
 		opts.StoreDir = t.TempDir()
 	}
-	if opts.Host == "" {
-		opts.Host = "127.0.0.1"
-	}
-	if opts.Port == 0 {
-		opts.Port = -1
-	}
+	opts.Host, opts.Port = cmp.Or(opts.Host, "127.0.0.1"), cmp.Or(opts.Port, -1)
 	opts.NoSigs = true
 	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("natstest: new server: %v", err)
-	}
+	fatalIf(t, "new server")(err)
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
@@ -50,14 +44,17 @@ func StartWith(t testing.TB, opts *server.Options) *server.Server {
 // Connect opens a client connection to s, closed in cleanup.
 func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatalf("natstest: connect: %v", err)
-	}
+	return ConnectWith(t, s.ClientURL())
+}
+
+// ConnectWith opens a client connection to url with opts, closed in cleanup,
+// for servers that [Connect] cannot reach without credentials or TLS.
+func ConnectWith(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Timeout(5 * time.Second)}, opts...)...)
+	fatalIf(t, "connect")(err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("natstest: jetstream: %v", err)
-	}
+	fatalIf(t, "jetstream")(err)
 	return nc, js
 }

@@ -7,14 +7,8 @@ import (
 )
 
 // Proxy forwards TCP connections to a server, and cuts them off the ways a
-// network does. Blackhole is a partition: every connection stays open and
-// nothing crosses it either way until Restore, when what was held back
-// arrives, as TCP's retransmissions would deliver it once a partition heals;
-// a client learns of it only from its pings. HoldReplies is half of one:
-// what clients send still reaches the server, and what it sends back is
-// held. Refuse closes every connection and refuses new ones until Restore,
-// as a restarting load balancer would; what was held is then lost.
-// Its methods are safe for concurrent use.
+// network does: Blackhole, HoldReplies and Refuse, each until Restore. Its
+// methods are safe for concurrent use.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -57,7 +51,10 @@ func StartProxy(t testing.TB, target string) *Proxy {
 // URL is the proxy's client URL.
 func (p *Proxy) URL() string { return "nats://" + p.ln.Addr().String() }
 
-// Blackhole holds back everything sent either way, from now until Restore.
+// Blackhole is a partition: every connection stays open and nothing crosses
+// it either way until Restore, when what was held back arrives, as TCP's
+// retransmissions would deliver it once a partition heals; a client learns
+// of it only from its pings.
 func (p *Proxy) Blackhole() { p.set(proxyBlackhole) }
 
 // HoldReplies holds back everything the server sends, from now until
@@ -67,7 +64,8 @@ func (p *Proxy) Blackhole() { p.set(proxyBlackhole) }
 func (p *Proxy) HoldReplies() { p.set(proxyHoldingReplies) }
 
 // Refuse closes every connection through the proxy, and closes each new one
-// at once, until Restore.
+// at once, until Restore, as a restarting load balancer would; what was held
+// back is lost.
 func (p *Proxy) Refuse() { p.set(proxyRefusing) }
 
 // Restore forwards again, and delivers what a black hole held back.

@@ -42,10 +42,7 @@ func PrintMissing(w io.Writer, outcomes []client.Outcome) {
 
 // PrintOutcomes prints each result as a block: a line
 // `<id>  <status>  model=… provider=… degraded=… attempts=… latency=…ms`,
-// then the answer or the error, indented. What the result carries (id,
-// status, model, provider, the answer, a provider's error) is shown through
-// text.Visible: a provider or any client that can publish the result
-// chooses it.
+// then the answer or the error, indented.
 func PrintOutcomes(w io.Writer, outcomes []client.Outcome) {
 	for _, o := range outcomes {
 		if o.Err != nil {

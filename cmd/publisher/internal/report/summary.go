@@ -70,16 +70,17 @@ func formatMs(d time.Duration) string {
 // results, which name no provider, have a row of their own with Provider
 // and Model empty.
 type Row struct {
-	Provider string
-	Model    string
-	Results  int
-	OK       int
-	Degraded int
-	Failed   int
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Results  int    `json:"results"`
+	OK       int    `json:"ok"`
+	Degraded int    `json:"degraded"`
+	Failed   int    `json:"failed"`
 	// Latency is the processor's time for the request (result latency_ms);
 	// EndToEnd is the client's, from publish to the result's arrival, and
 	// includes the time queued.
-	Latency, EndToEnd Quantiles
+	Latency  Quantiles `json:"latency_ms"`
+	EndToEnd Quantiles `json:"end_to_end_ms"`
 
 	position int // the best chain position seen, for ordering rows
 }
@@ -89,21 +90,22 @@ func (r Row) DegradedShare() float64 { return share(r.Degraded, r.OK) }
 
 // Summary is what a run adds up to (docs/commands.md, publisher).
 type Summary struct {
-	Chain      string
-	Requests   int // in the run
-	Sent       int // published
-	Results    int // arrived, ok or failed
-	OK         int
-	Failed     int // results with status failed
-	Missing    int // sent, but no result arrived
-	Unsent     int // never published
-	Degraded   int // ok results not from the chain's first provider
-	Duplicates int // taken by JetStream for requests sent earlier
+	Chain      string `json:"chain"`
+	Requests   int    `json:"requests"` // in the run
+	Sent       int    `json:"sent"`     // published
+	Results    int    `json:"results"`  // arrived, ok or failed
+	OK         int    `json:"ok"`
+	Failed     int    `json:"failed"`     // results with status failed
+	Missing    int    `json:"missing"`    // sent, but no result arrived
+	Unsent     int    `json:"unsent"`     // never published
+	Degraded   int    `json:"degraded"`   // ok results not from the chain's first provider
+	Duplicates int    `json:"duplicates"` // taken by JetStream for requests sent earlier
 	// Span runs from the first publish to the last result's arrival.
-	Span              time.Duration
-	Latency, EndToEnd Quantiles // of all results
-	Rows              []Row     // by chain position, then provider and model; failed last
-	MissingIDs        []string  // ids of the requests sent without a result
+	Span       time.Duration `json:"-"`
+	Latency    Quantiles     `json:"latency_ms"`    // of all results
+	EndToEnd   Quantiles     `json:"end_to_end_ms"` // of all results
+	Rows       []Row         `json:"-"`             // by chain position, then provider and model; failed last
+	MissingIDs []string      `json:"-"`             // ids of the requests sent without a result
 }
 
 // Failures counts the requests that got no answer: failed results, missing
@@ -202,10 +204,7 @@ const maxListedIDs = 10
 // row per provider and model, one for failed results, one for the requests
 // sent without a result and one for those never sent, so that its REQUESTS
 // column adds up to the run's requests and each count matches the heading:
-// FAILED counts failed results only, as "failed" does. Provider and model
-// names come from the results, and ids from the requests: they are shown
-// through text.Visible, so that none can send the terminal a command or
-// break the table.
+// FAILED counts failed results only, as "failed" does.
 func (s Summary) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "chain %s: %d requests, %d sent, %d results", text.Visible(s.Chain), s.Requests, s.Sent, s.Results)
@@ -258,57 +257,33 @@ func degradedCell(degraded, ok int) string {
 
 func percent(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
 
-// jsonRow and jsonSummary are the JSON shapes of Row and Summary; counts
-// that are derived (shares, failures) are written out for scripts.
-type jsonRow struct {
-	Provider      string    `json:"provider"`
-	Model         string    `json:"model"`
-	Results       int       `json:"results"`
-	OK            int       `json:"ok"`
-	Degraded      int       `json:"degraded"`
-	DegradedShare float64   `json:"degraded_share"`
-	Failed        int       `json:"failed"`
-	LatencyMs     Quantiles `json:"latency_ms"`
-	EndToEndMs    Quantiles `json:"end_to_end_ms"`
-}
-
-type jsonSummary struct {
-	Chain         string    `json:"chain"`
-	Requests      int       `json:"requests"`
-	Sent          int       `json:"sent"`
-	Results       int       `json:"results"`
-	OK            int       `json:"ok"`
-	Degraded      int       `json:"degraded"`
-	DegradedShare float64   `json:"degraded_share"`
-	Failed        int       `json:"failed"`
-	Missing       int       `json:"missing"`
-	Unsent        int       `json:"unsent"`
-	Failures      int       `json:"failures"`
-	Duplicates    int       `json:"duplicates"`
-	SpanMs        int64     `json:"span_ms"`
-	LatencyMs     Quantiles `json:"latency_ms"`
-	EndToEndMs    Quantiles `json:"end_to_end_ms"`
-	ByModel       []jsonRow `json:"by_model"`
-	MissingIDs    []string  `json:"missing_ids"`
+// MarshalJSON adds the share of degraded answers, degraded_share.
+func (r Row) MarshalJSON() ([]byte, error) {
+	type fields Row // Row's fields, without this method
+	return json.Marshal(struct {
+		fields
+		DegradedShare float64 `json:"degraded_share"`
+	}{fields(r), r.DegradedShare()})
 }
 
 // MarshalJSON writes the summary with snake_case fields, durations in
-// milliseconds and the derived counts spelled out.
+// milliseconds and the derived counts spelled out; the lists are [] when
+// empty.
 func (s Summary) MarshalJSON() ([]byte, error) {
-	out := jsonSummary{
-		Chain: s.Chain, Requests: s.Requests, Sent: s.Sent, Results: s.Results, OK: s.OK,
-		Degraded: s.Degraded, DegradedShare: s.DegradedShare(), Failed: s.Failed, Missing: s.Missing,
-		Unsent: s.Unsent, Failures: s.Failures(), Duplicates: s.Duplicates, SpanMs: s.Span.Milliseconds(),
-		LatencyMs: s.Latency, EndToEndMs: s.EndToEnd, ByModel: []jsonRow{}, MissingIDs: s.MissingIDs,
+	type fields Summary // Summary's fields, without this method
+	out := struct {
+		fields
+		DegradedShare float64  `json:"degraded_share"`
+		Failures      int      `json:"failures"`
+		SpanMs        int64    `json:"span_ms"`
+		ByModel       []Row    `json:"by_model"`
+		MissingIDs    []string `json:"missing_ids"`
+	}{fields(s), s.DegradedShare(), s.Failures(), s.Span.Milliseconds(), s.Rows, s.MissingIDs}
+	if out.ByModel == nil {
+		out.ByModel = []Row{}
 	}
 	if out.MissingIDs == nil {
 		out.MissingIDs = []string{}
-	}
-	for _, r := range s.Rows {
-		out.ByModel = append(out.ByModel, jsonRow{
-			Provider: r.Provider, Model: r.Model, Results: r.Results, OK: r.OK, Degraded: r.Degraded,
-			DegradedShare: r.DegradedShare(), Failed: r.Failed, LatencyMs: r.Latency, EndToEndMs: r.EndToEnd,
-		})
 	}
 	return json.Marshal(out)
 }
