@@ -92,7 +92,12 @@ func TestResetEndsAnAuthCooldownForEveryProcessor(t *testing.T) {
 		return strings.Contains(logs.String(), `msg="provider reset by an operator: cooldown ended, failures and trips cleared" provider=p by=alice@host`)
 	})
 	// The next 401 opens the auth cooldown again: the reset forgave the
-	// past, not the future.
+	// past, not the future. A call begun in the reset's own millisecond
+	// counts as begun before it (afterReset rounds the reset up), so this
+	// one begins after.
+	for !time.Now().After(h.ResetAt) {
+		time.Sleep(time.Millisecond)
+	}
 	if err := b.RecordFailure(e.ctx, "p", authFailure()); err != nil {
 		t.Fatal(err)
 	}
