@@ -299,3 +299,6 @@ func DecodeResult(data []byte, header nats.Header) (chain.Result, error) {
 	}
 	return res, err
 }
+
+// PayloadSize is what a server counts of m against its max payload.
+func PayloadSize(m *nats.Msg) int64 { return int64(m.Size() - len(m.Subject) - len(m.Reply)) }
