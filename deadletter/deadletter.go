@@ -130,11 +130,4 @@ func isPublishDirective(key string) bool {
 }
 
 // oneLine keeps a header value on one line; NATS headers cannot hold newlines.
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\r' {
-			return ' '
-		}
-		return r
-	}, s)
-}
+var oneLine = strings.NewReplacer("\n", " ", "\r", " ").Replace

@@ -137,11 +137,7 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 	header := replayHeader(m.Header, m.Seq)
 	// ownID switches to the replay's own Nats-Msg-Id.
 	ownID := func() {
-		base := origMsgID
-		if base == "" {
-			base = cmp.Or(m.RequestID, "dlq")
-		}
-		r.MsgID = base + "-replay-" + strconv.FormatUint(m.Seq, 10)
+		r.MsgID = cmp.Or(origMsgID, m.RequestID, "dlq") + "-replay-" + strconv.FormatUint(m.Seq, 10)
 		if fields.ID != "" || m.RequestID == "" {
 			return
 		}

@@ -99,10 +99,10 @@ func (d *delivery) keep(ctx context.Context, res *chain.Result, until time.Time)
 	}
 }
 
-// A failed publish of a result is retried after publishRetryBase, doubling
-// up to publishRetryMax: an answer until its deadline, a failed result for
-// failedResultPatience. resultMargin bytes are kept free below the server's
-// max payload for the headers that differ between stored copy and reply.
+// A failed store is retried as holding paces it: an answer's until its
+// deadline, a failed result's for failedResultPatience. resultMargin bytes
+// are kept free below the max payload for the headers that differ between
+// the stored copy and the reply.
 const (
 	resultMargin     = 256
 	publishRetryBase = 250 * time.Millisecond
