@@ -245,7 +245,7 @@ func (raw *rawFile) build(lookupEnv func(string) (string, bool), r *report) *Fil
 				r.later = append(r.later, problem{path: at.child("output_per_mtok"), text: "required (0 for free)"})
 			}
 		}
-		if p.APIKeyEnv != "" && validEnvName(p.APIKeyEnv) {
+		if p.APIKeyEnv != "" && envNameRE.MatchString(p.APIKeyEnv) {
 			v, _ := lookupEnv(p.APIKeyEnv)
 			// Keys pasted with a stray newline or space would only fail later
 			// as an invalid HTTP header.

@@ -50,7 +50,14 @@ type ConsumerConfig struct {
 
 func (cfg ConsumerConfig) check() error {
 	var p problems
-	chainList(&p, "ConsumerConfig.Chains", cfg.Chains)
+	if len(cfg.Chains) == 0 {
+		p.add("ConsumerConfig.Chains", "must name at least one chain")
+	}
+	for i, c := range cfg.Chains {
+		if c == "" {
+			p.add(fmt.Sprintf("ConsumerConfig.Chains[%d]", i), "must not be empty")
+		}
+	}
 	positive(&p, "ConsumerConfig.Workers", cfg.Workers)
 	positive(&p, "ConsumerConfig.ShutdownTimeout", cfg.ShutdownTimeout)
 	return p.err()

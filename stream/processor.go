@@ -366,8 +366,6 @@ func retryDelay(ex *chain.ExhaustedError, backoff, jitter time.Duration, now, de
 // is one to log: the 1st, 2nd, 4th, 8th…
 func sparse(n uint64) bool { return n&(n-1) == 0 }
 
-// backoff is retryDelayBase, doubling with each delivery, up to
-// retryDelayMax.
 func (d *delivery) backoff() time.Duration {
 	n := min(max(d.meta.NumDelivered, 1)-1, 16)
 	return min(retryDelayBase<<n, retryDelayMax)
