@@ -46,17 +46,10 @@ type Replayed struct {
 }
 
 // Replay republishes the request of dead letter seq to
-// detour.requests.<chain> and removes the dead letter once the stream
-// acknowledged it: a failed publish leaves it.
-//
-// The request keeps its body and headers, without the Detour-DLQ-* ones,
-// with its Nats-Msg-Id restored and Detour-Replay-Of: <seq>. Where it had
-// no Nats-Msg-Id, or the duplicate window still holds it for another
-// message, it is published as "<original or id>-replay-<seq>", fixed per
-// dead letter so that a retried replay is queued once; an id that came
-// from the Nats-Msg-Id or the sequence is then written into the body
-// (docs/failures.md#replay). A passed deadline is ErrDeadlinePassed unless
-// opts.Deadline gives a new one.
+// detour.requests.<chain>, with the headers and Nats-Msg-Id of
+// docs/failures.md#replay, and removes the dead letter once the stream
+// acknowledged it: a failed publish leaves it. A passed deadline is
+// ErrDeadlinePassed unless opts.Deadline gives a new one.
 func (s *Store) Replay(ctx context.Context, seq uint64, opts ReplayOptions) (Replayed, error) {
 	m, err := s.Get(ctx, seq)
 	if err != nil {

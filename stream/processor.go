@@ -397,22 +397,18 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 	d.fail(ctx, deadletter.ReasonExpired, res, errors.New(res.Error))
 }
 
-// fail dead-letters the request, then publishes a failed result saying why.
-//
-// The dead letter comes first: a redelivery would take a stored failed
-// result for the answer, and a dead letter not yet stored would be lost.
-// When a provider was called, a dead letter that cannot be stored is
-// retried until the deadline, since a redelivery would pay again; else the
-// request is handed back at once, to be refused again for free. A failed
-// result that cannot be stored is retried for failedResultPatience only,
-// then the request, safe as a dead letter, is terminated all the same: a
-// burst of refused requests in a results outage must not hold every worker.
+// fail dead-letters the request, then publishes a failed result saying why
+// (docs/failures.md#dead-letters). The dead letter comes first: a
+// redelivery would take a stored failed result for the answer, and a dead
+// letter not yet stored would be lost. A failed result is retried for
+// failedResultPatience only: a burst of refused requests in a results
+// outage must not hold every worker.
 func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain.Result, cause error) {
 	res.Status = chain.StatusFailed
 	res.Error = failedResultError(reason, cause)
-	var keepUntil time.Time // none: hand back at once
+	var keepUntil time.Time // none: hand back at once, to be refused again for free
 	if called(res.Attempts) {
-		keepUntil = d.deadline()
+		keepUntil = d.deadline() // a redelivery would pay a provider again
 	}
 	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts, keepUntil) {
 		return
