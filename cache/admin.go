@@ -93,9 +93,7 @@ func Stats(ctx context.Context, js jetstream.JetStream, chainName string, now ti
 		}
 		rows[name] = row
 	}
-	out := slices.AppendSeq(make([]ChainStats, 0, len(rows)), maps.Values(rows))
-	slices.SortFunc(out, func(a, b ChainStats) int { return strings.Compare(a.Chain, b.Chain) })
-	return out, nil
+	return slices.SortedFunc(maps.Values(rows), func(a, b ChainStats) int { return strings.Compare(a.Chain, b.Chain) }), nil
 }
 
 // Purge removes every entry of chainName ("" for every chain) and returns

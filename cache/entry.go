@@ -109,9 +109,5 @@ func newEntry(res chain.Result, s Settings, now time.Time) Entry {
 // keyTTL is how long the server keeps an entry: until its stale_until, in
 // whole seconds rounded up, at least one (the server's minimum).
 func keyTTL(e Entry) time.Duration {
-	d := e.StaleUntil.Sub(e.CreatedAt)
-	if r := d % time.Second; r != 0 {
-		d += time.Second - r
-	}
-	return max(d, time.Second)
+	return max((e.StaleUntil.Sub(e.CreatedAt) + time.Second - 1).Truncate(time.Second), time.Second)
 }

@@ -58,7 +58,6 @@ func (s *Store) Ensure(ctx context.Context) error {
 // kvStream is the stream that holds the bucket.
 const kvStream = "KV_" + Bucket
 
-// subject is the subject of key in the bucket's stream.
 func subject(key string) string { return "$KV." + Bucket + "." + key }
 
 // Get returns the entry under key and the revision to write over it with

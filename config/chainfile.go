@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -225,11 +226,4 @@ func (f *File) Provider(name string) (Provider, bool) {
 }
 
 // ChainNames returns the chain names in sorted order.
-func (f *File) ChainNames() []string {
-	names := make([]string, 0, len(f.Chains))
-	for name := range f.Chains {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
-}
+func (f *File) ChainNames() []string { return slices.Sorted(maps.Keys(f.Chains)) }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -217,7 +218,7 @@ func (raw *rawFile) build(lookupEnv func(string) (string, bool), r *report) *Fil
 		p := Provider{
 			Name:             rp.Name,
 			Type:             rp.Type,
-			BaseURL:          strings.TrimRight(rp.BaseURL, "/"),
+			BaseURL:          cmp.Or(strings.TrimRight(rp.BaseURL, "/"), defaultBaseURL[rp.Type]),
 			Model:            rp.Model,
 			APIKeyEnv:        rp.APIKeyEnv,
 			Timeout:          d(rp.Timeout, DefaultTimeout),
@@ -244,12 +245,7 @@ func (raw *rawFile) build(lookupEnv func(string) (string, bool), r *report) *Fil
 				r.later = append(r.later, problem{path: at.child("output_per_mtok"), text: "required (0 for free)"})
 			}
 		}
-		if p.BaseURL == "" && p.Type == TypeOpenAI {
-			p.BaseURL = DefaultOpenAIBaseURL
-		} else if p.BaseURL == "" && p.Type == TypeAnthropic {
-			p.BaseURL = DefaultAnthropicBaseURL
-		}
-		if p.APIKeyEnv != "" && validEnvName(p.APIKeyEnv) {
+		if p.APIKeyEnv != "" && envNameRE.MatchString(p.APIKeyEnv) {
 			v, _ := lookupEnv(p.APIKeyEnv)
 			// Keys pasted with a stray newline or space would only fail later
 			// as an invalid HTTP header.
@@ -259,6 +255,8 @@ func (raw *rawFile) build(lookupEnv func(string) (string, bool), r *report) *Fil
 	}
 	return f
 }
+
+var defaultBaseURL = map[ProviderType]string{TypeOpenAI: DefaultOpenAIBaseURL, TypeAnthropic: DefaultAnthropicBaseURL}
 
 func or[T any](v *T, def T) T {
 	if v == nil {

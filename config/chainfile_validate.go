@@ -22,8 +22,6 @@ var (
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-func validEnvName(s string) bool { return envNameRE.MatchString(s) }
-
 // Validate checks a File as Parse does and returns every problem joined, each
 // prefixed by where it is, for example
 // `providers[1] "backup": timeout: must be positive` or
@@ -168,7 +166,7 @@ func (p Provider) check(bad func(key path, format string, args ...any)) {
 	// Only the variable's name is ever printed, never its value.
 	if p.APIKeyEnv != "" && p.Type != TypeRules {
 		switch {
-		case !validEnvName(p.APIKeyEnv):
+		case !envNameRE.MatchString(p.APIKeyEnv):
 			bad(path{"api_key_env"}, "%q is not a valid environment variable name", p.APIKeyEnv)
 		case p.APIKey == "":
 			bad(path{"api_key_env"}, "environment variable %s is not set or empty", p.APIKeyEnv)

@@ -41,10 +41,8 @@ type Settings struct {
 	NATSTLSCA   string `envconfig:"DETOUR_NATS_TLS_CA" desc:"path of a CA certificate (PEM) that signs the NATS server certificate"`
 	NATSTLSCert string `envconfig:"DETOUR_NATS_TLS_CERT" desc:"path of a client certificate (PEM) for NATS; needs DETOUR_NATS_TLS_KEY"`
 	NATSTLSKey  string `envconfig:"DETOUR_NATS_TLS_KEY" desc:"path of the client certificate's private key (PEM); needs DETOUR_NATS_TLS_CERT"`
-	// A connection that the network stops carrying (a partition, a
-	// silent load balancer) stays open; only its pings tell. The client's
-	// own default, 2 minutes, would leave a processor cut off for over
-	// four AckWaits before it reconnected.
+	// The client's own default ping interval, 2 minutes, would leave a
+	// processor cut off by the network for over four AckWaits.
 	NATSPingInterval time.Duration `envconfig:"DETOUR_NATS_PING_INTERVAL" default:"5s" desc:"how often a client pings the NATS server; with DETOUR_NATS_MAX_PINGS_OUT it bounds how long a connection the network stopped carrying goes unnoticed (at least 100ms)"`
 	NATSMaxPingsOut  int           `envconfig:"DETOUR_NATS_MAX_PINGS_OUT" default:"2" desc:"pings a client leaves unanswered before it takes the connection as lost and reconnects (at least 1)"`
 
@@ -61,9 +59,7 @@ type Settings struct {
 	ReplyPrefixes []string      `envconfig:"DETOUR_REPLY_PREFIXES" default:"detour.results.,_INBOX." desc:"subject prefixes a request's reply_to may use; each ends in '.'"`
 	MaxPayload    int           `envconfig:"DETOUR_MAX_PAYLOAD" default:"1048576" desc:"largest request body in bytes; larger ones are dead-lettered as too_large"`
 
-	// The streams' byte limits, reserved in the server's store. A full
-	// requests stream refuses new requests at publish while the results
-	// and dead letters of those queued still have room.
+	// The streams' byte limits, reserved in the server's store.
 	RequestsMaxBytes   int64 `envconfig:"DETOUR_REQUESTS_MAX_BYTES" default:"268435456" desc:"bytes DETOUR_REQUESTS may hold; when full, new requests are refused at publish (at least DETOUR_MAX_PAYLOAD, at most DETOUR_DEADLETTER_MAX_BYTES)"`
 	ResultsMaxBytes    int64 `envconfig:"DETOUR_RESULTS_MAX_BYTES" default:"1073741824" desc:"bytes DETOUR_RESULTS may hold; when full, its oldest results make room for new ones (at least 1048576)"`
 	DeadLetterMaxBytes int64 `envconfig:"DETOUR_DEADLETTER_MAX_BYTES" default:"536870912" desc:"bytes DETOUR_DEADLETTER may hold; when full, requests to dead-letter wait in DETOUR_REQUESTS (at least DETOUR_REQUESTS_MAX_BYTES)"`
@@ -184,12 +180,9 @@ func setSetting(v reflect.Value, raw, def string) error {
 const minResultsBytes = 1 << 20
 
 // reservedSubjects are the prefixes detour consumes, serves or stores dead
-// letters under: a reply prefix overlapping one would let a request make the
-// processor feed its own queues (a result published to detour.ask.<chain>
-// is taken as a request, and its failed result replaces the good one). They
-// are wire.RequestsPrefix, ask.SubjectPrefix and wire.DeadLetterPrefix;
-// config knows no NATS, so a test checks they agree. The API and service
-// subjects ($JS., $KV., $SRV., $SYS.) are refused by their '$'.
+// letters under (wire's, which config does not import: a test checks they
+// agree). A reply prefix overlapping one would let a request make the
+// processor feed its own queues; the API subjects are refused by their '$'.
 var reservedSubjects = []string{"detour.requests.", "detour.ask.", "detour.deadletter."}
 
 var subjectPrefixRE = regexp.MustCompile(`^[^\s*>.]+(\.[^\s*>.]+)*\.$`)
@@ -284,12 +277,9 @@ func checkReplyPrefix(p string) error {
 // natsSchemes are the URL schemes nats.go dials.
 var natsSchemes = []string{"nats", "tls", "ws", "wss"}
 
-// checkNATSURLs checks DETOUR_NATS_URL, a comma-separated list of servers
-// as nats.go v1.55 reads it: empty entries are skipped, each other one is a
-// URL of one of natsSchemes or a bare host:port, with a host and, when it
-// names one, a port from 1 to 65535; websocket servers (ws, wss) cannot be
-// mixed with others. The user part of a URL, a password or a token, is
-// never shown.
+// checkNATSURLs checks DETOUR_NATS_URL as nats.go v1.55 reads it: empty
+// entries are skipped, and websocket servers cannot be mixed with others.
+// The user part of a URL, a password or a token, is never shown.
 func checkNATSURLs(list string) error {
 	servers, websocket := 0, 0
 	for i, server := range strings.Split(list, ",") {

@@ -66,15 +66,10 @@ type Letter struct {
 }
 
 // Publisher writes dead letters.
-type Publisher struct {
-	js  jetstream.JetStream
-	now func() time.Time
-}
+type Publisher struct{ js jetstream.JetStream }
 
 // NewPublisher returns a Publisher on js.
-func NewPublisher(js jetstream.JetStream) *Publisher {
-	return &Publisher{js: js, now: time.Now}
-}
+func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
 
 // Publish stores a dead letter and returns once the stream acknowledged it;
 // only then may the request be terminated.
@@ -104,7 +99,7 @@ func (p *Publisher) Publish(ctx context.Context, l Letter) error {
 	}
 	msg.Header.Set(HeaderSourceSeq, strconv.FormatUint(l.SourceSeq, 10))
 	msg.Header.Set(HeaderDeliveries, strconv.FormatUint(l.Deliveries, 10))
-	msg.Header.Set(HeaderTime, p.now().UTC().Format(time.RFC3339))
+	msg.Header.Set(HeaderTime, time.Now().UTC().Format(time.RFC3339))
 	if len(l.Attempts) > 0 {
 		attempts, err := json.Marshal(l.Attempts)
 		if err != nil {
@@ -130,11 +125,4 @@ func isPublishDirective(key string) bool {
 }
 
 // oneLine keeps a header value on one line; NATS headers cannot hold newlines.
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\r' {
-			return ' '
-		}
-		return r
-	}, s)
-}
+var oneLine = strings.NewReplacer("\n", " ", "\r", " ").Replace

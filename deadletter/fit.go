@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/detourhq/detour/internal/text"
+	"github.com/detourhq/detour/wire"
 )
 
 // Headers added to a dead letter that had to be cut down to fit the server.
@@ -27,33 +28,28 @@ const payloadMargin = 256
 // request's own headers and the error's tail. It reports whether it
 // trimmed more than the attempts.
 func fit(msg *nats.Msg, maxPayload int64) bool {
-	if maxPayload <= 0 || payloadSize(msg) <= maxPayload {
+	if maxPayload <= 0 || wire.PayloadSize(msg) <= maxPayload {
 		return false
 	}
 	limit := max(maxPayload-payloadMargin, 0)
 	msg.Header.Del(HeaderAttempts)
-	if payloadSize(msg) <= limit {
+	if wire.PayloadSize(msg) <= limit {
 		return false
 	}
 	msg.Header.Set(HeaderOriginalSize, strconv.Itoa(len(msg.Data)))
 	msg.Header.Set(HeaderTrimmed, "true")
-	if over := payloadSize(msg) - limit; over > 0 {
+	if over := wire.PayloadSize(msg) - limit; over > 0 {
 		msg.Data = msg.Data[:max(int64(len(msg.Data))-over, 0)]
 	}
-	if payloadSize(msg) > limit {
+	if wire.PayloadSize(msg) > limit {
 		for k := range msg.Header {
 			if !strings.HasPrefix(k, headerDLQPrefix) && k != nats.MsgIdHdr {
 				msg.Header.Del(k)
 			}
 		}
 	}
-	if payloadSize(msg) > limit {
+	if wire.PayloadSize(msg) > limit {
 		msg.Header.Set(HeaderError, text.Cut(msg.Header.Get(HeaderError), 1000))
 	}
 	return true
-}
-
-// payloadSize is what the server counts against its max payload.
-func payloadSize(msg *nats.Msg) int64 {
-	return int64(msg.Size() - len(msg.Subject) - len(msg.Reply))
 }

@@ -46,17 +46,10 @@ type Replayed struct {
 }
 
 // Replay republishes the request of dead letter seq to
-// detour.requests.<chain> and removes the dead letter once the stream
-// acknowledged it: a failed publish leaves it.
-//
-// The request keeps its body and headers, without the Detour-DLQ-* ones,
-// with its Nats-Msg-Id restored and Detour-Replay-Of: <seq>. Where it had
-// no Nats-Msg-Id, or the duplicate window still holds it for another
-// message, it is published as "<original or id>-replay-<seq>", fixed per
-// dead letter so that a retried replay is queued once; an id that came
-// from the Nats-Msg-Id or the sequence is then written into the body
-// (docs/failures.md#replay). A passed deadline is ErrDeadlinePassed unless
-// opts.Deadline gives a new one.
+// detour.requests.<chain>, with the headers and Nats-Msg-Id of
+// docs/failures.md#replay, and removes the dead letter once the stream
+// acknowledged it: a failed publish leaves it. A passed deadline is
+// ErrDeadlinePassed unless opts.Deadline gives a new one.
 func (s *Store) Replay(ctx context.Context, seq uint64, opts ReplayOptions) (Replayed, error) {
 	m, err := s.Get(ctx, seq)
 	if err != nil {
@@ -129,7 +122,7 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 			return fail("cannot set a new deadline: %w", err)
 		}
 		r.BodyChanged = true
-	} else if t, ok := wire.ParseDeadline(fields.Deadline); ok && !s.now().Before(t) {
+	} else if t, ok := wire.ParseDeadline(fields.Deadline); ok && !time.Now().Before(t) {
 		return fail("%w (%s); give it a new deadline", ErrDeadlinePassed, fields.Deadline)
 	}
 
@@ -137,11 +130,7 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 	header := replayHeader(m.Header, m.Seq)
 	// ownID switches to the replay's own Nats-Msg-Id.
 	ownID := func() {
-		base := origMsgID
-		if base == "" {
-			base = cmp.Or(m.RequestID, "dlq")
-		}
-		r.MsgID = base + "-replay-" + strconv.FormatUint(m.Seq, 10)
+		r.MsgID = cmp.Or(origMsgID, m.RequestID, "dlq") + "-replay-" + strconv.FormatUint(m.Seq, 10)
 		if fields.ID != "" || m.RequestID == "" {
 			return
 		}

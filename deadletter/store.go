@@ -113,15 +113,10 @@ func newMessage(seq uint64, stored time.Time, subject string, header nats.Header
 }
 
 // Store reads, replays and removes the dead letters in DETOUR_DEADLETTER.
-type Store struct {
-	js  jetstream.JetStream
-	now func() time.Time
-}
+type Store struct{ js jetstream.JetStream }
 
 // NewStore returns a Store on js; a processor creates the stream.
-func NewStore(js jetstream.JetStream) *Store {
-	return &Store{js: js, now: time.Now}
-}
+func NewStore(js jetstream.JetStream) *Store { return &Store{js: js} }
 
 func (s *Store) stream(ctx context.Context) (jetstream.Stream, error) {
 	str, err := s.js.Stream(ctx, wire.DeadLetterStream)

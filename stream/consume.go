@@ -50,7 +50,14 @@ type ConsumerConfig struct {
 
 func (cfg ConsumerConfig) check() error {
 	var p problems
-	chainList(&p, "ConsumerConfig.Chains", cfg.Chains)
+	if len(cfg.Chains) == 0 {
+		p.add("ConsumerConfig.Chains", "must name at least one chain")
+	}
+	for i, c := range cfg.Chains {
+		if c == "" {
+			p.add(fmt.Sprintf("ConsumerConfig.Chains[%d]", i), "must not be empty")
+		}
+	}
 	positive(&p, "ConsumerConfig.Workers", cfg.Workers)
 	positive(&p, "ConsumerConfig.ShutdownTimeout", cfg.ShutdownTimeout)
 	return p.err()
@@ -105,11 +112,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, h Handler, cfg Consume
 	}
 	var pulling sync.WaitGroup
 	for i, name := range cfg.Chains {
-		pulling.Add(1)
-		go func() {
-			defer pulling.Done()
-			(&chainPuller{puller: p, chain: name, cons: consumers[i], alone: len(cfg.Chains) == 1}).run()
-		}()
+		pulling.Go((&chainPuller{puller: p, chain: name, cons: consumers[i], alone: len(cfg.Chains) == 1}).run)
 	}
 	pulling.Wait() // returns once ctx has ended and every pull is drained
 	settled := make(chan struct{})
@@ -142,8 +145,6 @@ type pulled struct {
 	msg   jetstream.Msg
 }
 
-// worker handles deliveries until work is closed, freeing its slot after
-// each.
 func (p *puller) worker() {
 	for d := range p.work {
 		p.h.Handle(p.workCtx, d.chain, d.msg)
@@ -226,8 +227,14 @@ func (c *chainPuller) settle(err error) {
 // reserve waits for one free worker slot, then takes every other free now.
 // It returns 0 when ctx ends first.
 func (p *puller) reserve() int {
-	if !p.reserveOne() {
+	// Checked first: a select with both cases ready picks one at random.
+	if p.ctx.Err() != nil {
 		return 0
+	}
+	select {
+	case <-p.ctx.Done():
+		return 0
+	case p.slots <- struct{}{}:
 	}
 	n := 1
 	for n < cap(p.slots) {
@@ -241,28 +248,14 @@ func (p *puller) reserve() int {
 	return n
 }
 
-func (p *puller) reserveOne() bool {
-	// Checked first: a select with both cases ready picks one at random.
-	if p.ctx.Err() != nil {
-		return false
-	}
-	select {
-	case <-p.ctx.Done():
-		return false
-	case p.slots <- struct{}{}:
-		return true
-	}
-}
-
 func (p *puller) release(n int) {
 	for range n {
 		<-p.slots
 	}
 }
 
-// dispatch hands each delivery of batch to a worker on a reserved slot, and
-// returns how many it started and the pull's error. One arriving after the
-// stop is NAK'd at once, for another processor.
+// dispatch hands each delivery of batch to a worker on a reserved slot and
+// returns how many it started; one past them or the stop is NAK'd at once.
 func (p *puller) dispatch(chainName string, batch jetstream.MessageBatch, err error, reserved int) (started int, _ error) {
 	if err != nil {
 		return 0, err

@@ -23,7 +23,6 @@ func (d *delivery) hold(ctx context.Context, until time.Time) holding {
 	return holding{d: d, ctx: ctx, until: until, delay: publishRetryBase}
 }
 
-// more reports whether ctx is alive and until still ahead.
 func (h *holding) more() bool {
 	return h.ctx.Err() == nil && h.d.p.cfg.Now().Before(h.until)
 }

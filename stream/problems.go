@@ -20,15 +20,3 @@ func positive[T ~int | ~int64](p *problems, field string, v T) {
 		p.add(field, "must be positive")
 	}
 }
-
-// chainList reports an empty list of chain names, or an empty name.
-func chainList(p *problems, field string, chains []string) {
-	if len(chains) == 0 {
-		p.add(field, "must name at least one chain")
-	}
-	for i, c := range chains {
-		if c == "" {
-			p.add(fmt.Sprintf("%s[%d]", field, i), "must not be empty")
-		}
-	}
-}

@@ -148,9 +148,6 @@ func (p *Processor) Handle(ctx context.Context, chainName string, msg jetstream.
 		return
 	}
 	d := delivery{p: p, chain: chainName, msg: msg, meta: meta, started: p.cfg.Now()}
-	// A consumer made anew delivers again requests a worker here is on or
-	// settled lately (sequences): hand back the first, check the second for
-	// its answer, rather than pay a provider twice.
 	ok, settled := p.seqs.begin(meta.Sequence.Stream)
 	if !ok {
 		p.cfg.Logger.Info("a request being worked on here was delivered again; handing it back", "chain", chainName,
@@ -242,8 +239,7 @@ func (d *delivery) admit(ctx context.Context) Runner {
 	return runner
 }
 
-// run runs an admitted delivery's request through runner, under its
-// deadline and the heartbeat, and settles the delivery with the outcome.
+// run runs the request under its deadline and the heartbeat, and settles.
 func (d *delivery) run(ctx context.Context, runner Runner) {
 	// The deadline is the server's time, the timer the local clock's.
 	runCtx, cancelRun := context.WithTimeout(ctx, d.deadline().Sub(d.p.cfg.Now()))
@@ -261,21 +257,17 @@ func (d *delivery) run(ctx context.Context, runner Runner) {
 	d.settle(ctx, &res, err)
 }
 
-// unrunnable settles a delivery whose chain request could not be made: by
-// a shutdown, the deadline, or a schema that does not compile.
 func (d *delivery) unrunnable(ctx, runCtx context.Context, err error) {
 	switch {
 	case ctx.Err() != nil:
 		d.nak(0, NakShutdown)
 	case runCtx.Err() != nil:
 		d.expire(ctx, nil)
-	default:
+	default: // a schema that does not compile
 		d.deadLetter(ctx, deadletter.ReasonBadRequest, err, nil)
 	}
 }
 
-// settle ends a delivery whose request ran: answered, dead-lettered, handed
-// back to be retried, or expired.
 func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 	d.annotate(res)
 	d.p.cfg.Observer.Attempts(res.Attempts)
@@ -326,8 +318,6 @@ func (d *delivery) answered(ctx context.Context) (bool, error) {
 	return d.answers(m), nil
 }
 
-// answers reports whether m, of the results stream, answers this delivery's
-// request message.
 func (d *delivery) answers(m *jetstream.RawStreamMsg) bool {
 	return wire.Answers(m.Header, m.Time, d.meta.Sequence.Stream, d.meta.Timestamp)
 }
@@ -376,8 +366,6 @@ func retryDelay(ex *chain.ExhaustedError, backoff, jitter time.Duration, now, de
 // is one to log: the 1st, 2nd, 4th, 8th…
 func sparse(n uint64) bool { return n&(n-1) == 0 }
 
-// backoff is retryDelayBase, doubling with each delivery, up to
-// retryDelayMax.
 func (d *delivery) backoff() time.Duration {
 	n := min(max(d.meta.NumDelivered, 1)-1, 16)
 	return min(retryDelayBase<<n, retryDelayMax)
@@ -409,22 +397,18 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 	d.fail(ctx, deadletter.ReasonExpired, res, errors.New(res.Error))
 }
 
-// fail dead-letters the request, then publishes a failed result saying why.
-//
-// The dead letter comes first: a redelivery would take a stored failed
-// result for the answer, and a dead letter not yet stored would be lost.
-// When a provider was called, a dead letter that cannot be stored is
-// retried until the deadline, since a redelivery would pay again; else the
-// request is handed back at once, to be refused again for free. A failed
-// result that cannot be stored is retried for failedResultPatience only,
-// then the request, safe as a dead letter, is terminated all the same: a
-// burst of refused requests in a results outage must not hold every worker.
+// fail dead-letters the request, then publishes a failed result saying why
+// (docs/failures.md#dead-letters). The dead letter comes first: a
+// redelivery would take a stored failed result for the answer, and a dead
+// letter not yet stored would be lost. A failed result is retried for
+// failedResultPatience only: a burst of refused requests in a results
+// outage must not hold every worker.
 func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain.Result, cause error) {
 	res.Status = chain.StatusFailed
 	res.Error = failedResultError(reason, cause)
-	var keepUntil time.Time // none: hand back at once
+	var keepUntil time.Time // none: hand back at once, to be refused again for free
 	if called(res.Attempts) {
-		keepUntil = d.deadline()
+		keepUntil = d.deadline() // a redelivery would pay a provider again
 	}
 	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts, keepUntil) {
 		return
@@ -438,7 +422,6 @@ func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain
 	_ = d.msg.Term()
 }
 
-// called reports whether any of attempts called a provider.
 func called(attempts []chain.Attempt) bool {
 	return slices.ContainsFunc(attempts, func(a chain.Attempt) bool { return a.Outcome != chain.OutcomeSkipped })
 }

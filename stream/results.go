@@ -99,10 +99,10 @@ func (d *delivery) keep(ctx context.Context, res *chain.Result, until time.Time)
 	}
 }
 
-// A failed publish of a result is retried after publishRetryBase, doubling
-// up to publishRetryMax: an answer until its deadline, a failed result for
-// failedResultPatience. resultMargin bytes are kept free below the server's
-// max payload for the headers that differ between stored copy and reply.
+// A failed store is retried as holding paces it: an answer's until its
+// deadline, a failed result's for failedResultPatience. resultMargin bytes
+// are kept free below the max payload for the headers that differ between
+// the stored copy and the reply.
 const (
 	resultMargin     = 256
 	publishRetryBase = 250 * time.Millisecond
@@ -127,13 +127,13 @@ func (d *delivery) publishResult(ctx context.Context, res *chain.Result) error {
 		return fmt.Errorf("encoding result: %w", err)
 	}
 	stored := out.message(d, wire.ResultSubject(d.req.ID), data, res)
-	if limit := d.p.nc.MaxPayload() - resultMargin; limit > 0 && payloadSize(stored) > limit {
+	if limit := d.p.nc.MaxPayload() - resultMargin; limit > 0 && wire.PayloadSize(stored) > limit {
 		if res.Status == chain.StatusOK {
 			return fmt.Errorf("answer of %d bytes (a %d-byte result) does not fit the server's max payload of %d bytes: %w",
-				len(res.Content), payloadSize(stored), d.p.nc.MaxPayload(), errTooLarge)
+				len(res.Content), wire.PayloadSize(stored), d.p.nc.MaxPayload(), errTooLarge)
 		}
 		if res.Metadata == nil && res.Attempts == nil {
-			return fmt.Errorf("failed result of %d bytes: %w", payloadSize(stored), errTooLarge)
+			return fmt.Errorf("failed result of %d bytes: %w", wire.PayloadSize(stored), errTooLarge)
 		}
 		res.Metadata, res.Attempts = nil, nil
 		res.Error += " (metadata and attempts left out: too large for the server)"
@@ -272,9 +272,6 @@ func (out *outgoing) message(d *delivery, subject string, data []byte, res *chai
 	out.msg = nats.Msg{Subject: subject, Data: data, Header: h}
 	return &out.msg
 }
-
-// payloadSize is what the server counts against its max payload.
-func payloadSize(m *nats.Msg) int64 { return int64(m.Size() - len(m.Subject) - len(m.Reply)) }
 
 // resultStored records one attempt to store a result for readiness, and
 // repairs a results stream found gone before the next. errTooLarge is the

@@ -239,14 +239,11 @@ func (d *Decoded) ChainRequest(ctx context.Context, schemas *chain.SchemaCache) 
 
 // EncodeResult encodes a result in the request's format.
 func EncodeResult(res chain.Result, enc Encoding) ([]byte, error) {
-	if enc == JSON {
-		return json.Marshal(res)
-	}
-	return msgpack.Marshal(res)
+	return new(ResultEncoder).Encode(&res, enc)
 }
 
-// ResultEncoder encodes results as EncodeResult does, into a buffer it
-// reuses: what Encode returns is valid until its next call. The zero value
+// ResultEncoder encodes results into a buffer it reuses: what Encode
+// returns is valid until its next call. The zero value
 // is ready; it is not safe for concurrent use.
 type ResultEncoder struct {
 	buf  bytes.Buffer
@@ -254,8 +251,8 @@ type ResultEncoder struct {
 	res  chain.Result  // what is encoded: a copy here costs no allocation
 }
 
-// Encode encodes *res as EncodeResult(*res, enc) would; a pointer, since a
-// result is large and its caller's stack is a worker's (BENCHMARKS.md).
+// Encode encodes *res in enc; a pointer, since a result is large and its
+// caller's stack is a worker's (BENCHMARKS.md).
 func (e *ResultEncoder) Encode(res *chain.Result, enc Encoding) ([]byte, error) {
 	e.buf.Reset()
 	e.res = *res
@@ -294,8 +291,11 @@ func DecodeResult(data []byte, header nats.Header) (chain.Result, error) {
 	}
 	if enc == JSON {
 		err = json.Unmarshal(data, &res)
-	} else {
-		err = unmarshalMsgpack(data, &res)
+	} else if err = checkMsgpack(data); err == nil {
+		err = msgpack.Unmarshal(data, &res)
 	}
 	return res, err
 }
+
+// PayloadSize is what a server counts of m against its max payload.
+func PayloadSize(m *nats.Msg) int64 { return int64(m.Size() - len(m.Subject) - len(m.Reply)) }

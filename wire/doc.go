@@ -14,6 +14,6 @@
 // Decoded.ChainRequest, the only way to the request a chain runs.
 //
 // The contract is written for users in docs/requests.md and docs/results.md.
-// wire depends on nats.go only for its header type; it knows no connection,
-// stream or consumer.
+// wire depends on nats.go only for its header and message types; it knows no
+// connection, stream or consumer.
 package wire
