@@ -65,13 +65,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	chainConflicts := fleet.ChainConflicts(running)
 	if *asJSON {
 		// The rows, then one element per chain conflict: {"chain", "lists"}.
-		out := []any{}
-		for _, r := range fleet.WithConflicts(rows, conflicts) {
-			out = append(out, r)
-		}
-		for _, c := range chainConflicts {
-			out = append(out, c)
-		}
+		out := append(lo.ToAnySlice(fleet.WithConflicts(rows, conflicts)), lo.ToAnySlice(chainConflicts)...)
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(out)

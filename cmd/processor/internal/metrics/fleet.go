@@ -29,9 +29,10 @@ func ReportedProviders(rows []kvstate.ProviderStatus, own []string) (kept []kvst
 	kept = make([]kvstate.ProviderStatus, 0, min(len(rows), len(own)+MaxOtherProviders))
 	others := 0
 	for _, r := range rows {
+		provider, _, circuit := kvstate.SplitCircuit(r.Provider)
 		switch {
 		case slices.Contains(own, r.Provider):
-		case validCircuit(r.Provider) && others < MaxOtherProviders:
+		case circuit && config.ValidName(provider) && others < MaxOtherProviders:
 			others++
 		default:
 			omitted++
@@ -40,13 +41,6 @@ func ReportedProviders(rows []kvstate.ProviderStatus, own []string) (kept []kvst
 		kept = append(kept, r)
 	}
 	return kept, omitted
-}
-
-// validCircuit reports whether name is a valid provider name or a circuit
-// of one.
-func validCircuit(name string) bool {
-	provider, _, ok := kvstate.SplitCircuit(name)
-	return ok && config.ValidName(provider)
 }
 
 // fleetCollector exports the mirror's view at scrape time, so that every

@@ -82,7 +82,8 @@ func New() *Metrics {
 			Name: "detour_config_conflicts",
 			Help: "Names in conflict with another running processor, by kind: provider names it defines differently (type, base URL, model or policy), chain names it runs with different providers.",
 		}, []string{"kind"}),
-		fleet: newFleetCollector(),
+		fleet:  newFleetCollector(),
+		models: modelLabels{seen: map[string]map[string]bool{}},
 	}
 	// Both kinds from the start, at 0, as an unlabelled gauge would be.
 	m.conflicts.WithLabelValues("provider")
