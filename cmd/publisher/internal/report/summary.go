@@ -271,19 +271,12 @@ func (r Row) MarshalJSON() ([]byte, error) {
 // empty.
 func (s Summary) MarshalJSON() ([]byte, error) {
 	type fields Summary // Summary's fields, without this method
-	out := struct {
+	return json.Marshal(struct {
 		fields
 		DegradedShare float64  `json:"degraded_share"`
 		Failures      int      `json:"failures"`
 		SpanMs        int64    `json:"span_ms"`
 		ByModel       []Row    `json:"by_model"`
 		MissingIDs    []string `json:"missing_ids"`
-	}{fields(s), s.DegradedShare(), s.Failures(), s.Span.Milliseconds(), s.Rows, s.MissingIDs}
-	if out.ByModel == nil {
-		out.ByModel = []Row{}
-	}
-	if out.MissingIDs == nil {
-		out.MissingIDs = []string{}
-	}
-	return json.Marshal(out)
+	}{fields(s), s.DegradedShare(), s.Failures(), s.Span.Milliseconds(), append([]Row{}, s.Rows...), append([]string{}, s.MissingIDs...)})
 }
