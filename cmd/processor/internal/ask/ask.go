@@ -106,7 +106,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	subjects := make([]string, 0, len(cfg.Chains))
 	for _, name := range cfg.Chains {
-		err := svc.AddEndpoint(name, s.handler(name),
+		// micro calls an endpoint's handler for one request at a time: the
+		// store is awaited in it, so the endpoint's stats cover it.
+		err := svc.AddEndpoint(name, micro.HandlerFunc(func(r micro.Request) { s.ask(name, r) }),
 			micro.WithEndpointSubject(Subject(name)),
 			micro.WithEndpointMetadata(map[string]string{"chain": name, "stored_on": wire.RequestSubject(name)}))
 		if err != nil {
@@ -143,22 +145,14 @@ type server struct {
 	busy sync.RWMutex
 }
 
-func (s *server) handler(chainName string) micro.HandlerFunc {
-	// micro calls an endpoint's handler for one request at a time: the
-	// store is awaited here, so the endpoint's stats cover it.
-	return func(r micro.Request) {
-		s.busy.RLock()
-		defer s.busy.RUnlock()
-		s.ask(chainName, r)
-	}
-}
-
 // unknownID stands in for the stream sequence, not known before the store.
 const unknownID = math.MaxUint64
 
 // ask checks and stores one request, its reply subject as Detour-Reply-To,
 // with a Nats-Msg-Id of its own if it names no id, else as sent.
 func (s *server) ask(chainName string, r micro.Request) {
+	s.busy.RLock()
+	defer s.busy.RUnlock()
 	msg := nats.NewMsg(wire.RequestSubject(chainName))
 	msg.Data = r.Data()
 	maps.Copy(msg.Header, nats.Header(r.Headers()))
