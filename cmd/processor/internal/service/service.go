@@ -261,12 +261,7 @@ func processorID() string {
 
 // cachedRunners is every chain, behind its response cache when it has one.
 func cachedRunners(opts Options, built map[string]*chain.Chain, store *cache.Store, now func() time.Time) (map[string]stream.Runner, error) {
-	var rules []string
-	for _, p := range opts.File.Providers {
-		if p.Type == config.TypeRules {
-			rules = append(rules, p.Name)
-		}
-	}
+	rules := lo.FilterMap(opts.File.Providers, func(p config.Provider, _ int) (string, bool) { return p.Name, p.Type == config.TypeRules })
 	runners := make(map[string]stream.Runner, len(built))
 	for name, c := range built {
 		settings := opts.File.Cache(name)
@@ -275,7 +270,7 @@ func cachedRunners(opts Options, built map[string]*chain.Chain, store *cache.Sto
 			continue
 		}
 		r, err := cache.New(cache.Config{
-			Chain: name, Next: c, Store: store, Settings: cache.Settings{TTL: settings.TTL, StaleTTL: settings.StaleTTL},
+			Chain: name, Next: c, Store: store, Settings: settings,
 			Providers: opts.File.Chains[name], Rules: rules, Logger: opts.Logger, Observer: opts.Metrics, Now: now,
 		})
 		if err != nil {
