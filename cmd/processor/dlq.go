@@ -50,27 +50,26 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor dlq "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c := &dlqCommand{stdout: stdout, stderr: stderr}
-	reason := func() { fs.StringVar(&c.reason, "reason", "", "only dead letters of this reason") }
-	chainFlag := func() { fs.StringVar(&c.chain, "chain", "", "only dead letters of this chain") }
+	filters := func() {
+		fs.StringVar(&c.reason, "reason", "", "only dead letters of this reason")
+		fs.StringVar(&c.chain, "chain", "", "only dead letters of this chain")
+	}
 	switch cmd {
 	case "list", "ls":
-		reason()
-		chainFlag()
+		filters()
 		fs.BoolVar(&c.json, "json", false, "one JSON object per line")
 		run = c.list
 	case "show":
 		fs.BoolVar(&c.json, "json", false, "print the dead letter as JSON (body base64-encoded)")
 		run = c.show
 	case "replay":
-		reason()
-		chainFlag()
+		filters()
 		fs.BoolVar(&c.all, "all", false, "replay every dead letter the filters select")
 		fs.StringVar(&c.deadline, "deadline", "", "new deadline: a duration from now (30m) or an RFC 3339 time")
 		fs.BoolVar(&c.json, "json", false, "one JSON object per replayed dead letter")
 		run = c.replay
 	case "purge":
-		reason()
-		chainFlag()
+		filters()
 		fs.BoolVar(&c.all, "all", false, "purge every dead letter the filters select (all of them without filters)")
 		run = c.purge
 	case "help", "-h", "-help", "--help":
