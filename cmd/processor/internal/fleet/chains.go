@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/internal/text"
 )
 
@@ -42,11 +44,10 @@ func ChainConflicts(instances []Instance) []ChainConflict {
 	var out []ChainConflict
 	runs := func(in Instance) map[string][]string { return in.Chains }
 	for name, ways := range disagreements(instances, runs, func(p []string) string { return strings.Join(p, ",") }) {
-		c := ChainConflict{Chain: name}
-		for _, w := range ways {
-			c.Lists = append(c.Lists, HeldList{Providers: w.value, Processors: w.processors})
-		}
-		out = append(out, c)
+		lists := lo.Map(ways, func(w variant[[]string], _ int) HeldList {
+			return HeldList{Providers: w.value, Processors: w.processors}
+		})
+		out = append(out, ChainConflict{Chain: name, Lists: lists})
 	}
 	return out
 }

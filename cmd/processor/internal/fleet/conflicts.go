@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/kvstate"
@@ -99,11 +100,8 @@ func Conflicts(instances []Instance) []Conflict {
 	var out []Conflict
 	runs := func(in Instance) map[string]Definition { return in.Providers }
 	for name, ways := range disagreements(instances, runs, func(d Definition) string { return d.Fingerprint }) {
-		c := Conflict{Provider: name}
-		for _, w := range ways {
-			c.Definitions = append(c.Definitions, Held{Definition: w.value, Processors: w.processors})
-		}
-		out = append(out, c)
+		held := lo.Map(ways, func(w variant[Definition], _ int) Held { return Held{Definition: w.value, Processors: w.processors} })
+		out = append(out, Conflict{Provider: name, Definitions: held})
 	}
 	return out
 }
