@@ -85,10 +85,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	rows, omitted := ReportedProviders(status(now), own)
 	for _, r := range rows {
-		left := 0.0
-		if !r.CooldownUntil.IsZero() && r.CooldownUntil.After(now) {
-			left = r.CooldownUntil.Sub(now).Seconds()
-		}
+		left := max(0, r.CooldownUntil.Sub(now).Seconds()) // 0 for none, or one past
 		// A name the registry refuses costs its own series, not the scrape.
 		state, errState := prometheus.NewConstMetric(c.state, prometheus.GaugeValue, float64(r.State), r.Provider)
 		remaining, err := prometheus.NewConstMetric(c.remaining, prometheus.GaugeValue, left, r.Provider)

@@ -54,10 +54,7 @@ func Rows(now time.Time, rows []kvstate.ProviderStatus, own ...string) []Provide
 	rows, _ = metrics.ReportedProviders(rows, own)
 	out := make([]Provider, len(rows))
 	for i, r := range rows {
-		out[i] = Provider{ProviderStatus: r, Operator: r.OperatorNote()}
-		if r.CooldownUntil.After(now) {
-			out[i].RemainingS = r.CooldownUntil.Sub(now).Seconds()
-		}
+		out[i] = Provider{ProviderStatus: r, Operator: r.OperatorNote(), RemainingS: max(0, r.CooldownUntil.Sub(now).Seconds())}
 	}
 	return out
 }
