@@ -57,10 +57,6 @@ func connectClient(name string) (*nats.Conn, jetstream.JetStream, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
+	js, _ := jetstream.New(nc) // fails only on bad options
 	return nc, js, nil
 }

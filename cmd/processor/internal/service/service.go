@@ -85,10 +85,7 @@ type Processor struct {
 func New(ctx context.Context, opts Options) (*Processor, error) {
 	opts.Logger = logs.OrDiscard(opts.Logger)
 	s := opts.Settings
-	js, err := jetstream.New(opts.Conn)
-	if err != nil {
-		return nil, fmt.Errorf("service: jetstream: %w", err)
-	}
+	js, _ := jetstream.New(opts.Conn) // fails only on bad options
 	names := opts.File.ChainNames()
 	streams := topology.Streams{
 		Chains: names, Replicas: s.Replicas, AckWait: s.AckWait, MaxAckPending: s.MaxAckPending, ResultTTL: s.ResultTTL,
