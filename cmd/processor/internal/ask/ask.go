@@ -1,6 +1,7 @@
 package ask
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,10 +91,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if len(cfg.Chains) == 0 {
 		return errors.New("ask: no chains to serve")
 	}
-	version := cfg.Version
-	if version == "" {
-		version = buildinfo.Read().Semver()
-	}
+	version := cmp.Or(cfg.Version, buildinfo.Read().Semver())
 	s := &server{cfg: cfg, log: logs.OrDiscard(cfg.Logger), schemas: chain.NewSchemaCache(askSchemas), dead: deadletter.NewPublisher(cfg.JetStream)}
 	svc, err := micro.AddService(cfg.Conn, micro.Config{
 		Name:        ServiceName,
