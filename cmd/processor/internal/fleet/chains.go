@@ -30,10 +30,9 @@ type HeldList struct {
 
 // String names the chain and each list with its processors.
 func (c ChainConflict) String() string {
-	parts := make([]string, len(c.Lists))
-	for i, l := range c.Lists {
-		parts[i] = fmt.Sprintf("[%s] (on %s)", strings.Join(l.Providers, " "), strings.Join(l.Processors, ", "))
-	}
+	parts := lo.Map(c.Lists, func(l HeldList, _ int) string {
+		return fmt.Sprintf("[%s] (on %s)", strings.Join(l.Providers, " "), strings.Join(l.Processors, ", "))
+	})
 	return fmt.Sprintf("chain %q has different providers: %s", c.Chain, strings.Join(parts, " vs "))
 }
 

@@ -87,10 +87,9 @@ type Held struct {
 
 // String names the provider and each definition with its processors.
 func (c Conflict) String() string {
-	parts := make([]string, len(c.Definitions))
-	for i, h := range c.Definitions {
-		parts[i] = fmt.Sprintf("%s (on %s)", h.Definition, strings.Join(h.Processors, ", "))
-	}
+	parts := lo.Map(c.Definitions, func(h Held, _ int) string {
+		return fmt.Sprintf("%s (on %s)", h.Definition, strings.Join(h.Processors, ", "))
+	})
 	return fmt.Sprintf("provider %q is defined differently: %s", c.Provider, strings.Join(parts, " vs "))
 }
 
