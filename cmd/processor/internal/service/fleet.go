@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -37,10 +38,7 @@ func (p *Processor) watchFleet(ctx context.Context) {
 	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File), Chains: fleet.Chains(p.opts.File)}
 	record := fleet.Record(p.id, p.opts.File)
 	l := newFleetLog(self, p.opts.Logger)
-	every := p.opts.fleetEvery
-	if every <= 0 {
-		every = fleetEvery
-	}
+	every := cmp.Or(p.opts.fleetEvery, fleetEvery)
 	ttl := max(time.Second, (3 * every).Round(time.Second))
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
