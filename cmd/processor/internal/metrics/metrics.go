@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -112,11 +113,7 @@ func (m *Metrics) Attempts(attempts []chain.Attempt) {
 			m.skips.WithLabelValues(provider, a.Class.String()).Inc()
 			continue
 		}
-		class := a.Class.String()
-		if a.Class == chain.ClassNone {
-			class = "ok"
-		}
-		m.providerCalls.WithLabelValues(provider, class).Inc()
+		m.providerCalls.WithLabelValues(provider, cmp.Or(a.Class.String(), "ok")).Inc() // ClassNone's name is ""
 		m.callSeconds.WithLabelValues(provider).Observe(float64(a.LatencyMs) / 1000)
 	}
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -201,10 +202,7 @@ func (p *Processor) mirror(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return err
 	}
-	if err == nil {
-		err = errors.New("kvstate: Run returned")
-	}
-	return fmt.Errorf("service: the provider-state mirror stopped following the bucket: %w", err)
+	return fmt.Errorf("service: the provider-state mirror stopped following the bucket: %w", cmp.Or(err, errors.New("kvstate: Run returned")))
 }
 
 func (p *Processor) serveAsk(ctx context.Context) error {
