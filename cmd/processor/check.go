@@ -31,7 +31,6 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseArgs(fs, args, stderr); !ok {
 		return code
 	}
-	// fail reports a failure and returns code.
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "processor check: "+format+"\n", args...)
 		return code

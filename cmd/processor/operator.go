@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -57,10 +58,7 @@ func runReset(args []string, stdout, stderr io.Writer) int {
 	}
 	return withFleet("processor reset", "detour-reset", &fleet, false, stderr, func(ctx context.Context) error {
 		results, err := fleet.Reset(ctx, names)
-		if werr := operator.WriteReset(stdout, results); err == nil {
-			err = werr
-		}
-		return err
+		return cmp.Or(err, operator.WriteReset(stdout, results))
 	})
 }
 
@@ -89,9 +87,7 @@ func runTrip(args []string, stdout, stderr io.Writer) int {
 	return withFleet("processor trip", "detour-trip", &fleet, true, stderr, func(ctx context.Context) error {
 		res, err := fleet.Trip(ctx, names[0], *d, *reason)
 		if res.Provider != "" {
-			if werr := operator.WriteTrip(stdout, res); err == nil {
-				err = werr
-			}
+			err = cmp.Or(err, operator.WriteTrip(stdout, res))
 		}
 		return err
 	})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,13 +68,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		err = enc.Encode(out)
 	} else {
-		err = kvstate.WriteStatus(stdout, rows)
-		if err == nil {
-			err = fleet.WriteConflicts(stdout, conflicts)
-		}
-		if err == nil {
-			err = fleet.WriteChainConflicts(stdout, chainConflicts)
-		}
+		err = cmp.Or(kvstate.WriteStatus(stdout, rows), fleet.WriteConflicts(stdout, conflicts), fleet.WriteChainConflicts(stdout, chainConflicts))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "processor status: %s\n", text.VisibleError(err))
