@@ -174,19 +174,3 @@ func digest(parts [][]string) string {
 	}
 	return string(h.Sum(nil))
 }
-
-// ChainConflicts returns the chain names this processor and another
-// running one run with different providers, as the last check found them.
-func (p *Processor) ChainConflicts() []fleet.ChainConflict {
-	p.fleetMu.Lock()
-	defer p.fleetMu.Unlock()
-	return slices.Clone(p.chainConflicts)
-}
-
-// Conflicts returns the provider names this processor and another running
-// one define differently, as the last check found them.
-func (p *Processor) Conflicts() []fleet.Conflict {
-	p.fleetMu.Lock()
-	defer p.fleetMu.Unlock()
-	return slices.Clone(p.conflicts)
-}

@@ -73,7 +73,9 @@ type Processor struct {
 	known  func() []string
 	events *statuspage.Events
 	keeper *circuitKeeper
-	// conflicts and chainConflicts are what watchFleet found last.
+	// conflicts and chainConflicts are what watchFleet found last: the
+	// provider and chain names this processor and another running one
+	// define differently. Each check replaces them, never changing them.
 	fleetMu        sync.Mutex
 	conflicts      []fleet.Conflict
 	chainConflicts []fleet.ChainConflict
