@@ -110,8 +110,6 @@ func (m *Metrics) ReportStates(now func() time.Time, status StatusFunc, own ...s
 		now = time.Now
 	}
 	m.fleet.mu.Lock()
-	m.fleet.now = now
-	m.fleet.status = status
-	m.fleet.own = slices.Clone(own)
+	m.fleet.now, m.fleet.status, m.fleet.own = now, status, slices.Clone(own)
 	m.fleet.mu.Unlock()
 }
