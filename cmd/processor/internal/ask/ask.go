@@ -115,8 +115,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 		subjects = append(subjects, Subject(name))
 	}
-	info := svc.Info()
-	s.log.Info("answering requests", "subjects", subjects, "service", ServiceName, "version", version, "instance", info.ID)
+	s.log.Info("answering requests", "subjects", subjects, "service", ServiceName, "version", version, "instance", svc.Info().ID)
 
 	<-ctx.Done()
 	// Stop drains; after the flush, what the server sent before it took the
