@@ -1,18 +1,12 @@
 // Command bench measures detour against a minimal JetStream pipeline on this
-// machine: throughput and CPU per request over a preloaded backlog, latency
-// at a fixed rate, scaling over processors, the cost of an outage and the
-// memory per request in flight (beside what net/http alone needs for the
-// same calls), next to the performance targets of BENCHMARKS.md.
+// machine, next to the performance targets; its scenarios, flags, output and
+// exit codes are those of BENCHMARKS.md#running-the-bench.
 //
 //	bench [-quick] [-run throughput,latency,scaling,outage,memory] [-rounds 5]
 //	      [-json FILE] [-url nats://…] [-processor PATH] [sizes…]
 //
-// It prints progress on stderr and, at the end, a table per scenario on
-// stdout; -json writes the same report as JSON. By default it starts an
-// embedded NATS server and builds ./cmd/processor (run it from the module).
-// Every process it starts is stopped when it ends, Ctrl-C included. The
-// exit code is 0 when every scenario ran (whether or not the targets hold),
-// 1 when one failed or the run was interrupted, and 2 for bad flags.
+// Every process it starts is stopped when it ends, Ctrl-C included; an
+// interrupted run exits 1, and bad flags 2.
 package main
 
 import (

@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/cache"
 	"github.com/detourhq/detour/internal/text"
@@ -54,10 +53,6 @@ func runCache(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, cacheUsage)
-		return 0
-	}
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -65,45 +60,37 @@ func runCache(args []string, stdout, stderr io.Writer) int {
 		err = cache.CheckChainName(*chainName)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "processor cache %s: %v\n%s", cmd, err, cacheUsage)
-		return 2
+		return usageExit(fs, err, cacheUsage, cacheUsage, stdout, stderr)
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	nc, js, err := connectClient("detour-cache")
-	if err != nil {
-		fmt.Fprintf(stderr, "processor cache: %s\n", text.VisibleError(err))
-		return exitCode(err)
-	}
-	defer nc.Close()
-	if cmd == "purge" {
-		n, err := cache.Purge(ctx, js, *chainName)
+	return withClient("processor cache", "detour-cache", stderr, func(ctx context.Context, js jetstream.JetStream) int {
+		if cmd == "purge" {
+			n, err := cache.Purge(ctx, js, *chainName)
+			if err != nil {
+				fmt.Fprintf(stderr, "processor cache purge: %s\n", text.VisibleError(err))
+				return 1
+			}
+			fmt.Fprintf(stdout, "removed %d\n", n)
+			return 0
+		}
+		rows, err := cache.Stats(ctx, js, *chainName, time.Now())
 		if err != nil {
-			fmt.Fprintf(stderr, "processor cache purge: %s\n", text.VisibleError(err))
+			fmt.Fprintf(stderr, "processor cache stats: %s\n", text.VisibleError(err))
 			return 1
 		}
-		fmt.Fprintf(stdout, "removed %d\n", n)
-		return 0
-	}
-	rows, err := cache.Stats(ctx, js, *chainName, time.Now())
-	if err != nil {
-		fmt.Fprintf(stderr, "processor cache stats: %s\n", text.VisibleError(err))
-		return 1
-	}
-	if asJSON {
-		if jsonLines(stdout, rows) != nil {
+		if asJSON {
+			if jsonLines(stdout, rows) != nil {
+				return 1
+			}
+			return 0
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "CHAIN\tENTRIES\tFRESH\tSTALE\tEXPIRED\tBYTES")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", text.Visible(r.Chain), r.Entries, r.Fresh, r.Stale, r.Expired, r.Bytes)
+		}
+		if err := tw.Flush(); err != nil {
 			return 1
 		}
 		return 0
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHAIN\tENTRIES\tFRESH\tSTALE\tEXPIRED\tBYTES")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", text.Visible(r.Chain), r.Entries, r.Fresh, r.Stale, r.Expired, r.Bytes)
-	}
-	if err := tw.Flush(); err != nil {
-		return 1
-	}
-	return 0
+	})
 }

@@ -28,19 +28,18 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	chainName := fs.String("chain", "default", "chain whose providers to check")
 	configPath := fs.String("config", "", "chain file (default $DETOUR_CONFIG, else detour.yaml)")
 	demoMode := fs.Bool("demo", false, "check the demo's chain, with fake providers of its own started as the demo starts them")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if code, ok := parseArgs(fs, args, stderr); !ok {
+		return code
 	}
-	if refuseArgs(fs, stderr) {
-		return 2
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "processor check: "+format+"\n", args...)
+		return code
 	}
 	if *samplesPath == "" {
-		fmt.Fprintln(stderr, "processor check: -samples FILE is required")
-		return 2
+		return fail(2, "-samples FILE is required")
 	}
 	if *demoMode && *configPath != "" {
-		fmt.Fprintln(stderr, "processor check: give -demo or -config, not both")
-		return 2
+		return fail(2, "give -demo or -config, not both")
 	}
 	path := config.ChainFile(*configPath)
 	var file *config.File
@@ -49,8 +48,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		// Started as the demo starts its own: primary is in its first minute.
 		d, err := demo.Start(time.Now())
 		if err != nil {
-			fmt.Fprintf(stderr, "processor check: %v\n", err)
-			return 1
+			return fail(1, "%v", err)
 		}
 		defer d.Close()
 		file, path = d.File, "the demo"
@@ -63,19 +61,16 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	f, err := os.Open(*samplesPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "processor check: %v\n", err)
-		return 2
+		return fail(2, "%v", err)
 	}
 	samples, err := requestfile.ReadSamples(f, *samplesPath)
 	f.Close()
 	if err != nil {
-		fmt.Fprintf(stderr, "processor check: %v\n", err)
-		return 2
+		return fail(2, "%v", err)
 	}
 	built, err := chains.Build(file, nil, nil, nil)
 	if err != nil {
-		fmt.Fprintf(stderr, "processor check: %v\n", err)
-		return 2
+		return fail(2, "%v", err)
 	}
 	c, ok := built[*chainName]
 	if !ok {
@@ -83,15 +78,14 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		if s, ok := suggest.Closest(*chainName, file.ChainNames()); ok {
 			hint = fmt.Sprintf("did you mean %q?", s)
 		}
-		fmt.Fprintf(stderr, "processor check: no chain named %q in %s (%s)\n", *chainName, path, hint)
-		return 2
+		return fail(2, "no chain named %q in %s (%s)", *chainName, path, hint)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	results := chain.Check(ctx, c.Steps, samples)
 	if err := chain.WriteCheck(stdout, results, len(samples)); err != nil {
 		if !errors.Is(err, chain.ErrCheckFailed) {
-			fmt.Fprintf(stderr, "processor check: %v\n", err)
+			return fail(1, "%v", err)
 		}
 		return 1
 	}

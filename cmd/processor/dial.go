@@ -3,14 +3,19 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/cmd/processor/internal/embedded"
 	"github.com/detourhq/detour/config"
+	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/natsconn"
 )
 
@@ -57,10 +62,32 @@ func connectClient(name string) (*nats.Conn, jetstream.JetStream, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
+	js, _ := jetstream.New(nc) // fails only on bad options
 	return nc, js, nil
+}
+
+// withClient runs do on a client connection named name until an interrupt,
+// and returns its exit code; what names the command in the error of a
+// connection that failed.
+func withClient(what, name string, stderr io.Writer, do func(context.Context, jetstream.JetStream) int) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	nc, js, err := connectClient(name)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %s\n", what, text.VisibleError(err))
+		return exitCode(err)
+	}
+	defer nc.Close()
+	return do(ctx, js)
+}
+
+// usageExit is the exit of a command whose flags or arguments err refused:
+// for -help, help on stdout and 0; else the error and usage on stderr, and 2.
+func usageExit(fs *flag.FlagSet, err error, help, usage string, stdout, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, help)
+		return 0
+	}
+	fmt.Fprintf(stderr, "%s: %v\n%s", fs.Name(), err, usage)
+	return 2
 }

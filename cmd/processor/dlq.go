@@ -7,10 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/deadletter"
 	"github.com/detourhq/detour/internal/text"
@@ -50,27 +50,26 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor dlq "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c := &dlqCommand{stdout: stdout, stderr: stderr}
-	reason := func() { fs.StringVar(&c.reason, "reason", "", "only dead letters of this reason") }
-	chainFlag := func() { fs.StringVar(&c.chain, "chain", "", "only dead letters of this chain") }
+	filters := func() {
+		fs.StringVar(&c.reason, "reason", "", "only dead letters of this reason")
+		fs.StringVar(&c.chain, "chain", "", "only dead letters of this chain")
+	}
 	switch cmd {
 	case "list", "ls":
-		reason()
-		chainFlag()
+		filters()
 		fs.BoolVar(&c.json, "json", false, "one JSON object per line")
 		run = c.list
 	case "show":
 		fs.BoolVar(&c.json, "json", false, "print the dead letter as JSON (body base64-encoded)")
 		run = c.show
 	case "replay":
-		reason()
-		chainFlag()
+		filters()
 		fs.BoolVar(&c.all, "all", false, "replay every dead letter the filters select")
 		fs.StringVar(&c.deadline, "deadline", "", "new deadline: a duration from now (30m) or an RFC 3339 time")
 		fs.BoolVar(&c.json, "json", false, "one JSON object per replayed dead letter")
 		run = c.replay
 	case "purge":
-		reason()
-		chainFlag()
+		filters()
 		fs.BoolVar(&c.all, "all", false, "purge every dead letter the filters select (all of them without filters)")
 		run = c.purge
 	case "help", "-h", "-help", "--help":
@@ -81,32 +80,20 @@ func runDLQ(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	positional, err := dlqParse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, dlqUsage)
-		return 0
-	}
 	if err == nil {
 		err = c.setArgs(cmd, positional)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "processor dlq %s: %v\n%s\n", cmd, err, dlqCommandUsage[cmd])
-		return 2
+		return usageExit(fs, err, dlqUsage, dlqCommandUsage[cmd]+"\n", stdout, stderr)
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	nc, js, err := connectClient("detour-dlq")
-	if err != nil {
-		fmt.Fprintf(stderr, "processor dlq: %s\n", text.VisibleError(err))
-		return exitCode(err)
-	}
-	defer nc.Close()
-	c.store = deadletter.NewStore(js)
-	if err := run(ctx); err != nil {
-		fmt.Fprintf(stderr, "processor dlq %s: %s\n", cmd, text.VisibleError(err))
-		return 1
-	}
-	return 0
+	return withClient("processor dlq", "detour-dlq", stderr, func(ctx context.Context, js jetstream.JetStream) int {
+		c.store = deadletter.NewStore(js)
+		if err := run(ctx); err != nil {
+			fmt.Fprintf(stderr, "processor dlq %s: %s\n", cmd, text.VisibleError(err))
+			return 1
+		}
+		return 0
+	})
 }
 
 // dlqCommandUsage is each command's usage line, printed after its error.

@@ -178,19 +178,15 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 			"chains", describeChains(file))
 	}
 
-	conn, err := dial(ctx, settings, dataDir, "detour-processor", logger)
-	if err != nil && ctx.Err() != nil {
-		logger.Info("stopped during start-up", "cause", context.Cause(ctx))
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	logger.Info("connected to NATS", "url", conn.URL())
 	m := metrics.New()
 	m.SetLogger(logger)
-	p, err := service.New(ctx, service.Options{Settings: settings, File: file, Conn: conn.NATS(), Logger: logger, Metrics: m})
+	var p *service.Processor
+	conn, err := dial(ctx, settings, dataDir, "detour-processor", logger)
+	if err == nil {
+		defer conn.Close()
+		logger.Info("connected to NATS", "url", conn.URL())
+		p, err = service.New(ctx, service.Options{Settings: settings, File: file, Conn: conn.NATS(), Logger: logger, Metrics: m})
+	}
 	if err != nil && ctx.Err() != nil { // a stop, not a failure
 		logger.Info("stopped during start-up", "cause", context.Cause(ctx))
 		return nil

@@ -1,14 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/cmd/processor/internal/operator"
@@ -44,13 +46,8 @@ func runReset(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	configPath := fs.String("config", "", "chain file whose providers may be named (default $DETOUR_CONFIG, else detour.yaml)")
 	names, err := dlqParse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, resetUsage)
-		return 0
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "processor reset: %v\n%s", err, resetUsage)
-		return 2
+		return usageExit(fs, err, resetUsage, resetUsage, stdout, stderr)
 	}
 	fleet, code := operatorFleet("processor reset", *configPath, stderr)
 	if code != 0 {
@@ -61,10 +58,7 @@ func runReset(args []string, stdout, stderr io.Writer) int {
 	}
 	return withFleet("processor reset", "detour-reset", &fleet, false, stderr, func(ctx context.Context) error {
 		results, err := fleet.Reset(ctx, names)
-		if werr := operator.WriteReset(stdout, results); err == nil {
-			err = werr
-		}
-		return err
+		return cmp.Or(err, operator.WriteReset(stdout, results))
 	})
 }
 
@@ -77,16 +71,11 @@ func runTrip(args []string, stdout, stderr io.Writer) int {
 	d := fs.Duration("for", 0, "how long the cooldown lasts: whole seconds, at least 1s (30m, 2h)")
 	reason := fs.String("reason", "", "why, for whoever sees the cooldown (at most 300 bytes)")
 	names, err := dlqParse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, tripUsage)
-		return 0
-	}
 	if err == nil && len(names) != 1 {
 		err = errors.New("name one provider to trip")
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "processor trip: %v\n%s", err, tripUsage)
-		return 2
+		return usageExit(fs, err, tripUsage, tripUsage, stdout, stderr)
 	}
 	fleet, code := operatorFleet("processor trip", *configPath, stderr)
 	if code != 0 {
@@ -98,9 +87,7 @@ func runTrip(args []string, stdout, stderr io.Writer) int {
 	return withFleet("processor trip", "detour-trip", &fleet, true, stderr, func(ctx context.Context) error {
 		res, err := fleet.Trip(ctx, names[0], *d, *reason)
 		if res.Provider != "" {
-			if werr := operator.WriteTrip(stdout, res); err == nil {
-				err = werr
-			}
+			err = cmp.Or(err, operator.WriteTrip(stdout, res))
 		}
 		return err
 	})
@@ -153,27 +140,21 @@ func runningFile(cmd string, stderr io.Writer) *config.File {
 // withFleet connects f, asks the running processors what they run when
 // running is set, and runs do; it returns the exit code.
 func withFleet(cmd, name string, f *operator.Fleet, running bool, stderr io.Writer, do func(context.Context) error) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	nc, js, err := connectClient(name)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %s\n", cmd, text.VisibleError(err))
-		return exitCode(err)
-	}
-	defer nc.Close()
-	f.JS = js
-	if running {
-		var err error
-		if f.Running, err = fleet.Running(ctx, js); err != nil {
-			fmt.Fprintf(stderr, "%s: asking the running processors what they run: %s\n", cmd, text.VisibleError(err))
+	return withClient(cmd, name, stderr, func(ctx context.Context, js jetstream.JetStream) int {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		f.JS = js
+		if running {
+			var err error
+			if f.Running, err = fleet.Running(ctx, js); err != nil {
+				fmt.Fprintf(stderr, "%s: asking the running processors what they run: %s\n", cmd, text.VisibleError(err))
+			}
 		}
-	}
-	if err := do(ctx); err != nil {
-		return operatorFailed(cmd, "", err, stderr)
-	}
-	return 0
+		if err := do(ctx); err != nil {
+			return operatorFailed(cmd, "", err, stderr)
+		}
+		return 0
+	})
 }
 
 // operatorFailed reports err: bad usage (exit 2, with the usage when

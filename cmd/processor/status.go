@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,11 +32,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the rows as a JSON array")
 	configPath := fs.String("config", "", "chain file whose providers to list even without state (default $DETOUR_CONFIG, else detour.yaml)")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
-	}
-	if refuseArgs(fs, stderr) {
-		return 2
+	if code, ok := parseArgs(fs, args, stderr); !ok {
+		return code
 	}
 	known, note := chainProviders(*configPath)
 	if note != "" {
@@ -65,24 +63,12 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	chainConflicts := fleet.ChainConflicts(running)
 	if *asJSON {
 		// The rows, then one element per chain conflict: {"chain", "lists"}.
-		out := []any{}
-		for _, r := range fleet.WithConflicts(rows, conflicts) {
-			out = append(out, r)
-		}
-		for _, c := range chainConflicts {
-			out = append(out, c)
-		}
+		out := append(lo.ToAnySlice(fleet.WithConflicts(rows, conflicts)), lo.ToAnySlice(chainConflicts)...)
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(out)
 	} else {
-		err = kvstate.WriteStatus(stdout, rows)
-		if err == nil {
-			err = fleet.WriteConflicts(stdout, conflicts)
-		}
-		if err == nil {
-			err = fleet.WriteChainConflicts(stdout, chainConflicts)
-		}
+		err = cmp.Or(kvstate.WriteStatus(stdout, rows), fleet.WriteConflicts(stdout, conflicts), fleet.WriteChainConflicts(stdout, chainConflicts))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "processor status: %s\n", text.VisibleError(err))
@@ -129,11 +115,8 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print each event as one JSON line")
 	configPath := fs.String("config", "", "chain file whose providers' state to print even without recorded state (default $DETOUR_CONFIG)")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
-	}
-	if refuseArgs(fs, stderr) {
-		return 2
+	if code, ok := parseArgs(fs, args, stderr); !ok {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -195,21 +178,20 @@ func serverClock(ctx context.Context, kv jetstream.KeyValue) *serverclock.Clock 
 	return clock
 }
 
-// refuseArgs reports an argument left after fs's flags as a usage error.
-func refuseArgs(fs *flag.FlagSet, stderr io.Writer) bool {
-	if fs.NArg() == 0 {
-		return false
+// parseArgs parses the flags of a command that takes no arguments; when it
+// should stop, ok is false and code its exit code: 0 for -help, 2 for bad
+// usage, reported to stderr.
+func parseArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		return 0, false
+	case err != nil:
+		return 2, false
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.SetOutput(stderr)
+		fs.Usage()
+		return 2, false
 	}
-	fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-	fs.SetOutput(stderr)
-	fs.Usage()
-	return true
-}
-
-// flagExit maps a flag parsing error to an exit code: 0 for -help.
-func flagExit(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	return 2
+	return 0, true
 }

@@ -5,13 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/nats-io/nuid"
 )
 
 // readyTimeout bounds a process's start, until it is consuming.
@@ -24,8 +25,9 @@ type Bench struct {
 	dir       string
 	processor string
 	// runID makes request ids unique across runs on one server, whose
-	// duplicate window would otherwise drop a request id seen before;
-	// seq numbers the runs within a Bench.
+	// duplicate window would otherwise drop a request id seen before; it
+	// is a NUID, of fixed length, so that no seq runs into it. seq numbers
+	// the runs within a Bench.
 	runID string
 	seq   int
 }
@@ -42,7 +44,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	b := &Bench{opts: opts, dir: dir, processor: opts.Processor, runID: randomID()}
+	b := &Bench{opts: opts, dir: dir, processor: opts.Processor, runID: nuid.Next()}
 	if b.processor == "" {
 		if b.processor, err = buildProcessor(ctx, dir); err != nil {
 			return nil, err
@@ -108,15 +110,6 @@ func rounds[T, R any](b *Bench, scenario string, items []T, measure func(T) (R, 
 
 func (b *Bench) progress(format string, args ...any) {
 	fmt.Fprintf(b.opts.Progress, "bench: "+format+"\n", args...)
-}
-
-// randomID is six random letters: a run's seq digits cannot run into it.
-func randomID() string {
-	id := make([]byte, 6)
-	for i := range id {
-		id[i] = byte('a' + rand.IntN(26))
-	}
-	return string(id)
 }
 
 // buildProcessor builds ./cmd/processor of the module the working directory

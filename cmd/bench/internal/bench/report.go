@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/samber/lo"
 )
 
 // Report is what a run measured: the medians of its rounds, each round's
@@ -217,11 +219,7 @@ func (b *Bench) newReport() *Report {
 
 // each is f of every one of rs.
 func each[T any](rs []T, f func(T) float64) []float64 {
-	xs := make([]float64, len(rs))
-	for i, r := range rs {
-		xs[i] = f(r)
-	}
-	return xs
+	return lo.Map(rs, func(r T, _ int) float64 { return f(r) })
 }
 
 func summarizeBacklog(name string, rs []backlogResult) PipelineThroughput {

@@ -1,6 +1,7 @@
 package ask
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,10 +91,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if len(cfg.Chains) == 0 {
 		return errors.New("ask: no chains to serve")
 	}
-	version := cfg.Version
-	if version == "" {
-		version = buildinfo.Read().Semver()
-	}
+	version := cmp.Or(cfg.Version, buildinfo.Read().Semver())
 	s := &server{cfg: cfg, log: logs.OrDiscard(cfg.Logger), schemas: chain.NewSchemaCache(askSchemas), dead: deadletter.NewPublisher(cfg.JetStream)}
 	svc, err := micro.AddService(cfg.Conn, micro.Config{
 		Name:        ServiceName,
@@ -106,7 +104,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	subjects := make([]string, 0, len(cfg.Chains))
 	for _, name := range cfg.Chains {
-		err := svc.AddEndpoint(name, s.handler(name),
+		// micro calls an endpoint's handler for one request at a time: the
+		// store is awaited in it, so the endpoint's stats cover it.
+		err := svc.AddEndpoint(name, micro.HandlerFunc(func(r micro.Request) { s.ask(name, r) }),
 			micro.WithEndpointSubject(Subject(name)),
 			micro.WithEndpointMetadata(map[string]string{"chain": name, "stored_on": wire.RequestSubject(name)}))
 		if err != nil {
@@ -115,8 +115,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 		subjects = append(subjects, Subject(name))
 	}
-	info := svc.Info()
-	s.log.Info("answering requests", "subjects", subjects, "service", ServiceName, "version", version, "instance", info.ID)
+	s.log.Info("answering requests", "subjects", subjects, "service", ServiceName, "version", version, "instance", svc.Info().ID)
 
 	<-ctx.Done()
 	// Stop drains; after the flush, what the server sent before it took the
@@ -143,22 +142,14 @@ type server struct {
 	busy sync.RWMutex
 }
 
-func (s *server) handler(chainName string) micro.HandlerFunc {
-	// micro calls an endpoint's handler for one request at a time: the
-	// store is awaited here, so the endpoint's stats cover it.
-	return func(r micro.Request) {
-		s.busy.RLock()
-		defer s.busy.RUnlock()
-		s.ask(chainName, r)
-	}
-}
-
 // unknownID stands in for the stream sequence, not known before the store.
 const unknownID = math.MaxUint64
 
 // ask checks and stores one request, its reply subject as Detour-Reply-To,
 // with a Nats-Msg-Id of its own if it names no id, else as sent.
 func (s *server) ask(chainName string, r micro.Request) {
+	s.busy.RLock()
+	defer s.busy.RUnlock()
 	msg := nats.NewMsg(wire.RequestSubject(chainName))
 	msg.Data = r.Data()
 	maps.Copy(msg.Header, nats.Header(r.Headers()))

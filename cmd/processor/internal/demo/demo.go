@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
@@ -61,12 +62,8 @@ func answer() providertest.Script {
 
 // asksForJSON reports whether the last user message mentions JSON.
 func asksForJSON(msgs []providertest.Message) bool {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
-			return strings.Contains(strings.ToLower(msgs[i].Content), "json")
-		}
-	}
-	return false
+	m, _, ok := lo.FindLastIndexOf(msgs, func(m providertest.Message) bool { return m.Role == "user" })
+	return ok && strings.Contains(strings.ToLower(m.Content), "json")
 }
 
 // chainFile is the demo's chain file: short cooldowns so the outage is seen

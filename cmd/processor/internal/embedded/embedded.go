@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,10 +31,10 @@ var ErrListenInUse = errors.New("address in use")
 // ErrListenInUse when another process listens there.
 func CheckListen(listen string) error {
 	l, err := net.Listen("tcp", listen)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		err = ErrListenInUse
+	}
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("stream: embedded server address %s: %w", listen, ErrListenInUse)
-		}
 		return fmt.Errorf("stream: embedded server address %s: %w", listen, err)
 	}
 	return l.Close()
@@ -77,15 +78,10 @@ func Start(ctx context.Context, listen, dataDir string) (*server.Server, error) 
 	}
 	go s.Start()
 	for limit := time.Now().Add(readyLimit); !s.ReadyForConnections(readyPoll); {
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil || time.Now().After(limit) {
 			s.Shutdown()
 			s.WaitForShutdown()
-			return nil, ctx.Err()
-		case time.Now().After(limit):
-			s.Shutdown()
-			s.WaitForShutdown()
-			return nil, fmt.Errorf("stream: embedded server on %s did not start within %s", listen, readyLimit)
+			return nil, cmp.Or(ctx.Err(), fmt.Errorf("stream: embedded server on %s did not start within %s", listen, readyLimit))
 		}
 	}
 	return s, nil

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/internal/text"
 )
 
@@ -28,10 +30,9 @@ type HeldList struct {
 
 // String names the chain and each list with its processors.
 func (c ChainConflict) String() string {
-	parts := make([]string, len(c.Lists))
-	for i, l := range c.Lists {
-		parts[i] = fmt.Sprintf("[%s] (on %s)", strings.Join(l.Providers, " "), strings.Join(l.Processors, ", "))
-	}
+	parts := lo.Map(c.Lists, func(l HeldList, _ int) string {
+		return fmt.Sprintf("[%s] (on %s)", strings.Join(l.Providers, " "), strings.Join(l.Processors, ", "))
+	})
 	return fmt.Sprintf("chain %q has different providers: %s", c.Chain, strings.Join(parts, " vs "))
 }
 
@@ -42,11 +43,10 @@ func ChainConflicts(instances []Instance) []ChainConflict {
 	var out []ChainConflict
 	runs := func(in Instance) map[string][]string { return in.Chains }
 	for name, ways := range disagreements(instances, runs, func(p []string) string { return strings.Join(p, ",") }) {
-		c := ChainConflict{Chain: name}
-		for _, w := range ways {
-			c.Lists = append(c.Lists, HeldList{Providers: w.value, Processors: w.processors})
-		}
-		out = append(out, c)
+		lists := lo.Map(ways, func(w variant[[]string], _ int) HeldList {
+			return HeldList{Providers: w.value, Processors: w.processors}
+		})
+		out = append(out, ChainConflict{Chain: name, Lists: lists})
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/kvstate"
@@ -86,10 +87,9 @@ type Held struct {
 
 // String names the provider and each definition with its processors.
 func (c Conflict) String() string {
-	parts := make([]string, len(c.Definitions))
-	for i, h := range c.Definitions {
-		parts[i] = fmt.Sprintf("%s (on %s)", h.Definition, strings.Join(h.Processors, ", "))
-	}
+	parts := lo.Map(c.Definitions, func(h Held, _ int) string {
+		return fmt.Sprintf("%s (on %s)", h.Definition, strings.Join(h.Processors, ", "))
+	})
 	return fmt.Sprintf("provider %q is defined differently: %s", c.Provider, strings.Join(parts, " vs "))
 }
 
@@ -99,11 +99,8 @@ func Conflicts(instances []Instance) []Conflict {
 	var out []Conflict
 	runs := func(in Instance) map[string]Definition { return in.Providers }
 	for name, ways := range disagreements(instances, runs, func(d Definition) string { return d.Fingerprint }) {
-		c := Conflict{Provider: name}
-		for _, w := range ways {
-			c.Definitions = append(c.Definitions, Held{Definition: w.value, Processors: w.processors})
-		}
-		out = append(out, c)
+		held := lo.Map(ways, func(w variant[Definition], _ int) Held { return Held{Definition: w.value, Processors: w.processors} })
+		out = append(out, Conflict{Provider: name, Definitions: held})
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,17 +60,12 @@ func Define(p config.Provider) Definition {
 
 // String is the definition on one line, for logs and status.
 func (d Definition) String() string {
-	parts := []string{d.Type}
-	for _, s := range []string{d.BaseURL, d.Model} {
-		if s != "" {
-			parts = append(parts, s)
-		}
-	}
+	var rules string
 	if d.Rules != "" {
-		parts = append(parts, "rules="+d.Rules)
+		rules = "rules=" + d.Rules
 	}
-	parts = append(parts, d.Policy)
-	return strings.Join(parts, " ")
+	parts := []string{d.Type, d.BaseURL, d.Model, rules, d.Policy}
+	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), " ")
 }
 
 // digest is the first 16 hex digits of b's SHA-256: enough to tell

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/kvstate"
 )
@@ -79,9 +81,5 @@ func WriteConflicts(w io.Writer, conflicts []Conflict) error {
 // visible is ss each through text.Visible: what the records hold reaches
 // the terminal, and anyone who can write the bucket can write a record.
 func visible(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = text.Visible(s)
-	}
-	return out
+	return lo.Map(ss, func(s string, _ int) string { return text.Visible(s) })
 }

@@ -29,9 +29,10 @@ func ReportedProviders(rows []kvstate.ProviderStatus, own []string) (kept []kvst
 	kept = make([]kvstate.ProviderStatus, 0, min(len(rows), len(own)+MaxOtherProviders))
 	others := 0
 	for _, r := range rows {
+		provider, _, circuit := kvstate.SplitCircuit(r.Provider)
 		switch {
 		case slices.Contains(own, r.Provider):
-		case validCircuit(r.Provider) && others < MaxOtherProviders:
+		case circuit && config.ValidName(provider) && others < MaxOtherProviders:
 			others++
 		default:
 			omitted++
@@ -40,13 +41,6 @@ func ReportedProviders(rows []kvstate.ProviderStatus, own []string) (kept []kvst
 		kept = append(kept, r)
 	}
 	return kept, omitted
-}
-
-// validCircuit reports whether name is a valid provider name or a circuit
-// of one.
-func validCircuit(name string) bool {
-	provider, _, ok := kvstate.SplitCircuit(name)
-	return ok && config.ValidName(provider)
 }
 
 // fleetCollector exports the mirror's view at scrape time, so that every
@@ -91,10 +85,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	rows, omitted := ReportedProviders(status(now), own)
 	for _, r := range rows {
-		left := 0.0
-		if !r.CooldownUntil.IsZero() && r.CooldownUntil.After(now) {
-			left = r.CooldownUntil.Sub(now).Seconds()
-		}
+		left := max(0, r.CooldownUntil.Sub(now).Seconds()) // 0 for none, or one past
 		// A name the registry refuses costs its own series, not the scrape.
 		state, errState := prometheus.NewConstMetric(c.state, prometheus.GaugeValue, float64(r.State), r.Provider)
 		remaining, err := prometheus.NewConstMetric(c.remaining, prometheus.GaugeValue, left, r.Provider)
@@ -119,8 +110,6 @@ func (m *Metrics) ReportStates(now func() time.Time, status StatusFunc, own ...s
 		now = time.Now
 	}
 	m.fleet.mu.Lock()
-	m.fleet.now = now
-	m.fleet.status = status
-	m.fleet.own = slices.Clone(own)
+	m.fleet.now, m.fleet.status, m.fleet.own = now, status, slices.Clone(own)
 	m.fleet.mu.Unlock()
 }

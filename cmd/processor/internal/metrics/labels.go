@@ -4,16 +4,14 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/internal/text"
 )
 
 // list joins label values for a help text: "a, b, c".
 func list[T ~string](values []T) string {
-	s := make([]string, len(values))
-	for i, v := range values {
-		s[i] = string(v)
-	}
-	return strings.Join(s, ", ")
+	return strings.Join(lo.Map(values, func(v T, _ int) string { return string(v) }), ", ")
 }
 
 // maxLabelLen bounds a label value from outside, in bytes: a model name

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -82,7 +83,8 @@ func New() *Metrics {
 			Name: "detour_config_conflicts",
 			Help: "Names in conflict with another running processor, by kind: provider names it defines differently (type, base URL, model or policy), chain names it runs with different providers.",
 		}, []string{"kind"}),
-		fleet: newFleetCollector(),
+		fleet:  newFleetCollector(),
+		models: modelLabels{seen: map[string]map[string]bool{}},
 	}
 	// Both kinds from the start, at 0, as an unlabelled gauge would be.
 	m.conflicts.WithLabelValues("provider")
@@ -111,11 +113,7 @@ func (m *Metrics) Attempts(attempts []chain.Attempt) {
 			m.skips.WithLabelValues(provider, a.Class.String()).Inc()
 			continue
 		}
-		class := a.Class.String()
-		if a.Class == chain.ClassNone {
-			class = "ok"
-		}
-		m.providerCalls.WithLabelValues(provider, class).Inc()
+		m.providerCalls.WithLabelValues(provider, cmp.Or(a.Class.String(), "ok")).Inc() // ClassNone's name is ""
 		m.callSeconds.WithLabelValues(provider).Observe(float64(a.LatencyMs) / 1000)
 	}
 }

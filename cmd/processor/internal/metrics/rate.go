@@ -35,14 +35,18 @@ func (r *rates) add(now time.Time, degraded bool) {
 	}
 }
 
-// get is Rates over the rateWindow seconds before now's, which is still
-// filling.
-func (r *rates) get(now time.Time) (perSecond, degradedShare float64) {
+// Rates returns the answers per second over the last minute and the share
+// degraded (0 to 1), for the status page: over the rateWindow seconds
+// before now's, which is still filling.
+func (m *Metrics) Rates(now time.Time) (perSecond, degradedShare float64) {
+	if m == nil {
+		return 0, 0
+	}
 	sec := now.Unix()
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	m.rates.mu.Lock()
+	defer m.rates.mu.Unlock()
 	answered, degraded := 0, 0
-	for _, b := range r.buckets {
+	for _, b := range m.rates.buckets {
 		if b.sec < sec && b.sec >= sec-rateWindow {
 			answered += b.answered
 			degraded += b.degraded
@@ -52,13 +56,4 @@ func (r *rates) get(now time.Time) (perSecond, degradedShare float64) {
 		return 0, 0
 	}
 	return float64(answered) / rateWindow, float64(degraded) / float64(answered)
-}
-
-// Rates returns the answers per second over the last minute and the share
-// degraded (0 to 1), for the status page.
-func (m *Metrics) Rates(now time.Time) (perSecond, degradedShare float64) {
-	if m == nil {
-		return 0, 0
-	}
-	return m.rates.get(now)
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,11 +50,7 @@ func (m *Metrics) SetLogger(l *slog.Logger) {
 type errorLog struct{ m *Metrics }
 
 func (e errorLog) Println(v ...any) {
-	l := e.m.logger.Load()
-	if l == nil {
-		l = slog.Default()
-	}
-	l.Warn("serving metrics", "err", strings.TrimSpace(fmt.Sprintln(v...)))
+	cmp.Or(e.m.logger.Load(), slog.Default()).Warn("serving metrics", "err", strings.TrimSpace(fmt.Sprintln(v...)))
 }
 
 // serverLimits bound what the metrics server's clients hold: it shares the

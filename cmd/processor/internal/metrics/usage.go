@@ -45,7 +45,7 @@ const (
 // modelLabels keeps the models each provider's series are labelled with.
 type modelLabels struct {
 	mu   sync.Mutex
-	seen map[string]map[string]struct{} // provider → models
+	seen map[string]map[string]bool // provider → models; made by New
 }
 
 // label is the model label of an answer of provider naming model.
@@ -53,20 +53,15 @@ func (l *modelLabels) label(provider, model string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	models := l.seen[provider]
-	if _, ok := models[model]; ok {
-		return model
-	}
-	if len(models) >= maxModelsPerProvider {
+	switch {
+	case models[model]:
+	case len(models) >= maxModelsPerProvider:
 		return otherModel
+	case models == nil:
+		l.seen[provider] = map[string]bool{model: true}
+	default:
+		models[model] = true
 	}
-	if models == nil {
-		if l.seen == nil {
-			l.seen = map[string]map[string]struct{}{}
-		}
-		models = map[string]struct{}{}
-		l.seen[provider] = models
-	}
-	models[model] = struct{}{}
 	return model
 }
 

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,17 +45,11 @@ const maxReason = 300
 // for what cannot be read.
 func Identity() string {
 	name := os.Getenv("USER")
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		name = u.Username
+	if u, err := user.Current(); err == nil {
+		name = cmp.Or(u.Username, name)
 	}
-	if name == "" {
-		name = "unknown"
-	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown"
-	}
-	return name + "@" + host
+	host, _ := os.Hostname() // "" when it cannot be read
+	return cmp.Or(name, "unknown") + "@" + cmp.Or(host, "unknown")
 }
 
 // Fleet is the provider state an operator acts on: the bucket, through JS

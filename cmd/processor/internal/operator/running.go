@@ -1,7 +1,9 @@
 package operator
 
 import (
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
@@ -31,10 +33,5 @@ func RunningFile(instances []fleet.Instance) *config.File {
 	if len(byName) == 0 {
 		return nil
 	}
-	file := &config.File{}
-	for _, p := range byName {
-		file.Providers = append(file.Providers, p)
-	}
-	sort.Slice(file.Providers, func(i, j int) bool { return file.Providers[i].Name < file.Providers[j].Name })
-	return file
+	return &config.File{Providers: slices.SortedFunc(maps.Values(byName), func(a, b config.Provider) int { return strings.Compare(a.Name, b.Name) })}
 }

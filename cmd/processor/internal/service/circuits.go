@@ -102,7 +102,7 @@ func (k *circuitKeeper) keep(ctx context.Context, provider string, others []flee
 	mine := k.own[provider].Fingerprint
 	own := kvstate.DefinitionCircuit(provider, mine)
 	h, held := k.store.Holder(provider)
-	gone := held && h.Fingerprint != mine && complete && !announced(others, provider, h.Fingerprint)
+	gone := held && h.Fingerprint != mine && complete && !announced(others, provider, func(fp string) bool { return fp == h.Fingerprint })
 	switch {
 	case gone && (!unheard[heldKey(provider, h)] || !k.unused(own) || k.cooling(provider)):
 		k.unheard[heldKey(provider, h)] = true // taken over if unheard at the next check too
@@ -127,7 +127,7 @@ func (k *circuitKeeper) keep(ctx context.Context, provider string, others []flee
 	}
 	for _, c := range circuits {
 		_, short, ok := kvstate.SplitCircuit(c)
-		if !ok || short == "" || c == own || announcedShort(others, provider, short) {
+		if !ok || short == "" || c == own || announced(others, provider, func(fp string) bool { return kvstate.DefinitionCircuit(provider, fp) == c }) {
 			continue
 		}
 		if !unheard[c] || k.cooling(c) {
@@ -175,21 +175,12 @@ func (k *circuitKeeper) report(provider string) {
 	}
 }
 
-// announced reports whether any of instances runs provider's definition
-// with fingerprint.
-func announced(instances []fleet.Instance, provider, fingerprint string) bool {
+// announced reports whether any of instances runs a definition of provider
+// whose fingerprint is.
+func announced(instances []fleet.Instance, provider string, is func(fingerprint string) bool) bool {
 	return slices.ContainsFunc(instances, func(in fleet.Instance) bool {
 		d, ok := in.Providers[provider]
-		return ok && d.Fingerprint == fingerprint
-	})
-}
-
-// announcedShort reports whether any of instances runs provider as a
-// definition whose circuit name carries short.
-func announcedShort(instances []fleet.Instance, provider, short string) bool {
-	return slices.ContainsFunc(instances, func(in fleet.Instance) bool {
-		d, ok := in.Providers[provider]
-		return ok && kvstate.DefinitionCircuit(provider, d.Fingerprint) == provider+"="+short
+		return ok && is(d.Fingerprint)
 	})
 }
 

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -37,10 +38,7 @@ func (p *Processor) watchFleet(ctx context.Context) {
 	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File), Chains: fleet.Chains(p.opts.File)}
 	record := fleet.Record(p.id, p.opts.File)
 	l := newFleetLog(self, p.opts.Logger)
-	every := p.opts.fleetEvery
-	if every <= 0 {
-		every = fleetEvery
-	}
+	every := cmp.Or(p.opts.fleetEvery, fleetEvery)
 	ttl := max(time.Second, (3 * every).Round(time.Second))
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -95,20 +93,17 @@ func newFleetLog(self fleet.Instance, logger *slog.Logger) *fleetLog {
 func (l *fleetLog) round(conflicts []fleet.Conflict, first bool) {
 	forget(l.reported, conflicts, func(c fleet.Conflict) string { return c.Provider })
 	for _, c := range conflicts {
-		var parts [][]string
-		for _, d := range c.Definitions {
-			parts = append(parts, []string{d.Fingerprint}, d.Processors)
-		}
 		mine := l.self.Providers[c.Provider]
+		var parts [][]string
+		var theirs []string
+		for _, h := range c.Definitions {
+			parts = append(parts, []string{h.Fingerprint}, h.Processors)
+			if h.Fingerprint != mine.Fingerprint {
+				theirs = append(theirs, text.Cut(h.Definition.String()+" on "+namedProcessors(h.Processors), logDefinitionBytes))
+			}
+		}
 		l.report(l.reported, first, "another processor defines a provider of this name differently; fix the chain files so that they agree",
-			"provider", c.Provider, digest(parts), mine.String(), func() (theirs []string) {
-				for _, h := range c.Definitions {
-					if h.Fingerprint != mine.Fingerprint {
-						theirs = append(theirs, text.Cut(h.Definition.String()+" on "+namedProcessors(h.Processors), logDefinitionBytes))
-					}
-				}
-				return theirs
-			})
+			"provider", c.Provider, digest(parts), mine.String(), theirs)
 	}
 }
 
@@ -116,32 +111,28 @@ func (l *fleetLog) round(conflicts []fleet.Conflict, first bool) {
 func (l *fleetLog) chains(conflicts []fleet.ChainConflict, first bool) {
 	forget(l.reportedChains, conflicts, func(c fleet.ChainConflict) string { return c.Chain })
 	for _, c := range conflicts {
+		mine := strings.Join(l.self.Chains[c.Chain], " ")
 		var parts [][]string
+		var theirs []string
 		for _, list := range c.Lists {
 			parts = append(parts, list.Providers, list.Processors)
+			if joined := strings.Join(list.Providers, " "); joined != mine {
+				theirs = append(theirs, text.Cut("["+joined+"] on "+namedProcessors(list.Processors), logDefinitionBytes))
+			}
 		}
-		mine := strings.Join(l.self.Chains[c.Chain], " ")
 		l.report(l.reportedChains, first, "another processor runs a chain of this name with different providers; its requests go to either: fix the chain files so that they agree",
-			"chain", c.Chain, digest(parts), "["+mine+"]", func() (theirs []string) {
-				for _, list := range c.Lists {
-					if joined := strings.Join(list.Providers, " "); joined != mine {
-						theirs = append(theirs, text.Cut("["+joined+"] on "+namedProcessors(list.Processors), logDefinitionBytes))
-					}
-				}
-				return theirs
-			})
+			"chain", c.Chain, digest(parts), "["+mine+"]", theirs)
 	}
 }
 
 // report logs the conflict over name, naming this processor's side (here)
 // and at most logDefinitions of the others, unless it was logged as it
 // stands (digest).
-func (l *fleetLog) report(reported map[string]string, first bool, msg, kind, name, digest, here string, theirs func() []string) {
+func (l *fleetLog) report(reported map[string]string, first bool, msg, kind, name, digest, here string, others []string) {
 	if reported[name] == digest {
 		return
 	}
 	reported[name] = digest
-	others := theirs()
 	shown := others[:min(len(others), logDefinitions)]
 	args := []any{kind, name, "here", here, "processor", l.self.Processor, "elsewhere", shown}
 	if len(others) > len(shown) {
@@ -182,20 +173,4 @@ func digest(parts [][]string) string {
 		h.Write([]byte{1})
 	}
 	return string(h.Sum(nil))
-}
-
-// ChainConflicts returns the chain names this processor and another
-// running one run with different providers, as the last check found them.
-func (p *Processor) ChainConflicts() []fleet.ChainConflict {
-	p.fleetMu.Lock()
-	defer p.fleetMu.Unlock()
-	return slices.Clone(p.chainConflicts)
-}
-
-// Conflicts returns the provider names this processor and another running
-// one define differently, as the last check found them.
-func (p *Processor) Conflicts() []fleet.Conflict {
-	p.fleetMu.Lock()
-	defer p.fleetMu.Unlock()
-	return slices.Clone(p.conflicts)
 }

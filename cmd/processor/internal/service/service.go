@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,7 +73,9 @@ type Processor struct {
 	known  func() []string
 	events *statuspage.Events
 	keeper *circuitKeeper
-	// conflicts and chainConflicts are what watchFleet found last.
+	// conflicts and chainConflicts are what watchFleet found last: the
+	// provider and chain names this processor and another running one
+	// define differently. Each check replaces them, never changing them.
 	fleetMu        sync.Mutex
 	conflicts      []fleet.Conflict
 	chainConflicts []fleet.ChainConflict
@@ -85,10 +88,7 @@ type Processor struct {
 func New(ctx context.Context, opts Options) (*Processor, error) {
 	opts.Logger = logs.OrDiscard(opts.Logger)
 	s := opts.Settings
-	js, err := jetstream.New(opts.Conn)
-	if err != nil {
-		return nil, fmt.Errorf("service: jetstream: %w", err)
-	}
+	js, _ := jetstream.New(opts.Conn) // fails only on bad options
 	names := opts.File.ChainNames()
 	streams := topology.Streams{
 		Chains: names, Replicas: s.Replicas, AckWait: s.AckWait, MaxAckPending: s.MaxAckPending, ResultTTL: s.ResultTTL,
@@ -204,10 +204,7 @@ func (p *Processor) mirror(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return err
 	}
-	if err == nil {
-		err = errors.New("kvstate: Run returned")
-	}
-	return fmt.Errorf("service: the provider-state mirror stopped following the bucket: %w", err)
+	return fmt.Errorf("service: the provider-state mirror stopped following the bucket: %w", cmp.Or(err, errors.New("kvstate: Run returned")))
 }
 
 func (p *Processor) serveAsk(ctx context.Context) error {
@@ -261,12 +258,7 @@ func processorID() string {
 
 // cachedRunners is every chain, behind its response cache when it has one.
 func cachedRunners(opts Options, built map[string]*chain.Chain, store *cache.Store, now func() time.Time) (map[string]stream.Runner, error) {
-	var rules []string
-	for _, p := range opts.File.Providers {
-		if p.Type == config.TypeRules {
-			rules = append(rules, p.Name)
-		}
-	}
+	rules := lo.FilterMap(opts.File.Providers, func(p config.Provider, _ int) (string, bool) { return p.Name, p.Type == config.TypeRules })
 	runners := make(map[string]stream.Runner, len(built))
 	for name, c := range built {
 		settings := opts.File.Cache(name)
@@ -275,7 +267,7 @@ func cachedRunners(opts Options, built map[string]*chain.Chain, store *cache.Sto
 			continue
 		}
 		r, err := cache.New(cache.Config{
-			Chain: name, Next: c, Store: store, Settings: cache.Settings{TTL: settings.TTL, StaleTTL: settings.StaleTTL},
+			Chain: name, Next: c, Store: store, Settings: settings,
 			Providers: opts.File.Chains[name], Rules: rules, Logger: opts.Logger, Observer: opts.Metrics, Now: now,
 		})
 		if err != nil {

@@ -30,6 +30,9 @@ func (p *Processor) Handler() http.Handler {
 func (p *Processor) snapshot() statuspage.Snapshot {
 	now := p.clock.Now()
 	perSecond, degraded := p.opts.Metrics.Rates(now)
+	p.fleetMu.Lock()
+	conflicts, chainConflicts := p.conflicts, p.chainConflicts
+	p.fleetMu.Unlock()
 	return statuspage.Snapshot{
 		Now:            now.UTC(),
 		Processor:      p.id,
@@ -37,8 +40,8 @@ func (p *Processor) snapshot() statuspage.Snapshot {
 		Events:         p.events.Latest(),
 		PerSecond:      perSecond,
 		DegradedShare:  degraded,
-		Conflicts:      fleet.WithCircuits(p.Conflicts(), p.store.Holder),
-		ChainConflicts: p.ChainConflicts(),
+		Conflicts:      fleet.WithCircuits(conflicts, p.store.Holder),
+		ChainConflicts: chainConflicts,
 	}
 }
 

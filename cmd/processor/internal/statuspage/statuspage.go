@@ -54,10 +54,7 @@ func Rows(now time.Time, rows []kvstate.ProviderStatus, own ...string) []Provide
 	rows, _ = metrics.ReportedProviders(rows, own)
 	out := make([]Provider, len(rows))
 	for i, r := range rows {
-		out[i] = Provider{ProviderStatus: r, Operator: r.OperatorNote()}
-		if r.CooldownUntil.After(now) {
-			out[i].RemainingS = r.CooldownUntil.Sub(now).Seconds()
-		}
+		out[i] = Provider{ProviderStatus: r, Operator: r.OperatorNote(), RemainingS: max(0, r.CooldownUntil.Sub(now).Seconds())}
 	}
 	return out
 }
@@ -74,19 +71,12 @@ func Handler(snapshot func() Snapshot) http.Handler {
 		_, _ = w.Write(page)
 	})
 	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, _ *http.Request) {
+		// The lists are [] when empty, never null.
 		s := snapshot()
-		if s.Providers == nil {
-			s.Providers = []Provider{}
-		}
-		if s.Events == nil {
-			s.Events = []kvstate.Event{}
-		}
-		if s.Conflicts == nil {
-			s.Conflicts = []fleet.Conflict{}
-		}
-		if s.ChainConflicts == nil {
-			s.ChainConflicts = []fleet.ChainConflict{}
-		}
+		s.Providers = append([]Provider{}, s.Providers...)
+		s.Events = append([]kvstate.Event{}, s.Events...)
+		s.Conflicts = append([]fleet.Conflict{}, s.Conflicts...)
+		s.ChainConflicts = append([]fleet.ChainConflict{}, s.ChainConflicts...)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(s)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/client"
 	"github.com/detourhq/detour/internal/text"
@@ -21,12 +23,7 @@ func PrintPublished(w io.Writer, chainName string, asJSON bool, outcomes []clien
 		fmt.Fprintf(w, "published %d request(s) to %s\n", sent, text.Visible(subject))
 		return
 	}
-	ids := []string{}
-	for _, o := range outcomes {
-		if !o.Published.IsZero() {
-			ids = append(ids, o.ID)
-		}
-	}
+	ids := lo.FilterMap(outcomes, func(o client.Outcome, _ int) (string, bool) { return o.ID, !o.Published.IsZero() })
 	_ = json.NewEncoder(w).Encode(map[string]any{"published": sent, "subject": subject, "ids": ids})
 }
 

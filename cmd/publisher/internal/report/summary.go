@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/client"
 	"github.com/detourhq/detour/internal/percentile"
@@ -235,10 +237,7 @@ func (s Summary) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "TOTAL\t\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", s.Requests, s.Results, s.OK,
 		degradedCell(s.Degraded, s.OK), s.Failed, s.Latency, s.EndToEnd)
 	if len(s.MissingIDs) > 0 {
-		ids := slices.Clone(s.MissingIDs[:min(len(s.MissingIDs), maxListedIDs)])
-		for i, id := range ids {
-			ids[i] = text.Visible(id)
-		}
+		ids := lo.Map(s.MissingIDs[:min(len(s.MissingIDs), maxListedIDs)], func(id string, _ int) string { return text.Visible(id) })
 		fmt.Fprintf(tw, "\nno result for: %s", strings.Join(ids, ", "))
 		if more := len(s.MissingIDs) - len(ids); more > 0 {
 			fmt.Fprintf(tw, " … and %d more", more)
@@ -271,19 +270,12 @@ func (r Row) MarshalJSON() ([]byte, error) {
 // empty.
 func (s Summary) MarshalJSON() ([]byte, error) {
 	type fields Summary // Summary's fields, without this method
-	out := struct {
+	return json.Marshal(struct {
 		fields
 		DegradedShare float64  `json:"degraded_share"`
 		Failures      int      `json:"failures"`
 		SpanMs        int64    `json:"span_ms"`
 		ByModel       []Row    `json:"by_model"`
 		MissingIDs    []string `json:"missing_ids"`
-	}{fields(s), s.DegradedShare(), s.Failures(), s.Span.Milliseconds(), s.Rows, s.MissingIDs}
-	if out.ByModel == nil {
-		out.ByModel = []Row{}
-	}
-	if out.MissingIDs == nil {
-		out.MissingIDs = []string{}
-	}
-	return json.Marshal(out)
+	}{fields(s), s.DegradedShare(), s.Failures(), s.Span.Milliseconds(), append([]Row{}, s.Rows...), append([]string{}, s.MissingIDs...)})
 }
