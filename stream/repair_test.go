@@ -3,9 +3,6 @@ package stream_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,33 +29,6 @@ func within(t *testing.T, limit time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// warnings counts the warnings logged, by message.
-type warnings struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (w *warnings) Handle(_ context.Context, r slog.Record) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.n[r.Message]++
-	return nil
-}
-func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
-func (w *warnings) WithGroup(string) slog.Handler      { return w }
-func (w *warnings) count(prefix string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := 0
-	for msg, c := range w.n {
-		if strings.HasPrefix(msg, prefix) {
-			n += c
-		}
-	}
-	return n
 }
 
 // TestConsumeRecreatesTheRequestsStream: when the requests stream is
