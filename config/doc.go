@@ -1,5 +1,5 @@
 // Package config owns everything detour reads from outside before it starts:
-// the DETOUR_* environment settings ([Settings], named by envconfig tags) and the
+// the DETOUR_* environment settings ([Settings], loaded with envconfig) and the
 // YAML chain file ([File]) that names the providers and the chains that order them.
 //
 // It resolves provider API keys from the variables the chain file names, applies
