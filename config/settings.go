@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kelseyhightower/envconfig"
+
 	"github.com/detourhq/detour/internal/text"
 )
 
@@ -32,9 +34,12 @@ const (
 const MaxWorkers = 10_000
 
 // Settings are the DETOUR_* environment variables. The default tags are the
-// documented defaults; [LoadSettings] fills and validates them. Each tag
-// spells the full variable name, the only one read: no bare WORKERS or
-// CONFIG of the host configures detour.
+// documented defaults; [LoadSettings] fills and validates them.
+//
+// Each tag spells the full variable name and Process runs with an empty
+// prefix on purpose: with a prefix, envconfig also falls back to the bare
+// name (WORKERS, LISTEN, CONFIG, LOG_LEVEL...) when the prefixed one is unset,
+// so unrelated variables of the host would silently configure detour.
 type Settings struct {
 	NATSURL     string `envconfig:"DETOUR_NATS_URL" desc:"NATS server URL(s), comma-separated; empty starts an embedded server on DETOUR_LISTEN"`
 	NATSCreds   string `envconfig:"DETOUR_NATS_CREDS" desc:"path of a NATS credentials (.creds) file"`
@@ -84,15 +89,28 @@ func LoadSettings() (Settings, error) {
 	v := reflect.ValueOf(&s).Elem()
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
-		key, def := f.Tag.Get("envconfig"), f.Tag.Get("default")
+		// One variable at a time, so that every bad one is reported: on
+		// the whole struct envconfig stops at the first.
+		one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "V", Type: f.Type, Tag: f.Tag}}))
+		key := f.Tag.Get("envconfig")
 		raw, set := os.LookupEnv(key)
-		if !set {
-			raw = def
+		if set && wholeNumber(f) && readDecimal(strings.TrimSpace(raw), one.Elem().Field(0)) {
+			v.Field(i).Set(one.Elem().Field(0))
+			continue
 		}
-		if err := setSetting(v.Field(i), raw, def); err != nil {
-			problems = append(problems, key+": "+err.Error())
+		if err := envconfig.Process("", one.Interface()); err != nil {
+			problems = append(problems, key+": "+valueProblem(f, err))
 			refused[key] = true
+			continue
 		}
+		if set && wholeNumber(f) {
+			// envconfig read what is not decimal: Go's base prefixes
+			// (0x10, 0b11) or digit separators (1_0).
+			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number in decimal digits", key, strings.TrimSpace(raw)))
+			refused[key] = true
+			continue
+		}
+		v.Field(i).Set(one.Elem().Field(0))
 	}
 	// Forgive the spelling an operator would not think twice about:
 	// "INFO", "JSON", "detour.results., _INBOX.".
@@ -115,64 +133,61 @@ func LoadSettings() (Settings, error) {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-// setSetting reads raw, a variable's value or its default def, into v as
-// envconfig would, except that whole numbers are decimal only (envconfig
-// takes Go's base prefixes: 010 would be eight), and says why it cannot in
-// the words of docs/settings.md.
-func setSetting(v reflect.Value, raw, def string) error {
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString(raw)
-		return nil
-	case reflect.Slice:
-		v.Set(reflect.ValueOf([]string{}))
-		if strings.TrimSpace(raw) != "" {
-			v.Set(reflect.ValueOf(strings.Split(raw, ",")))
+// wholeNumber reports whether f is a whole-number setting.
+func wholeNumber(f reflect.StructField) bool {
+	return f.Type != durationType && f.Type.Kind() >= reflect.Int && f.Type.Kind() <= reflect.Uint64
+}
+
+// readDecimal reads raw in decimal into value, a whole number, and reports
+// whether it could: envconfig reads Go's base prefixes, so that 010 would
+// be eight and 08 no number at all.
+func readDecimal(raw string, value reflect.Value) bool {
+	if value.Kind() >= reflect.Uint {
+		n, err := strconv.ParseUint(raw, 10, 64)
+		if err != nil || value.OverflowUint(n) {
+			return false
 		}
-		return nil
+		value.SetUint(n)
+		return true
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || value.OverflowInt(n) {
+		return false
+	}
+	value.SetInt(n)
+	return true
+}
+
+// valueProblem says, in the words of docs/settings.md, why a variable's
+// value could not be read as its field's type.
+func valueProblem(f reflect.StructField, err error) string {
+	var pe *envconfig.ParseError
+	if !errors.As(err, &pe) {
+		return err.Error()
 	}
 	want := "a whole number"
-	if v.Type() == durationType {
+	switch {
+	case f.Type == durationType:
 		want = "a duration such as 500ms, 30s or 10m"
+	case f.Type.Kind() < reflect.Int || f.Type.Kind() > reflect.Uint64:
+		return fmt.Sprintf("%q cannot be read: %v", pe.Value, pe.Err)
 	}
-	n := strings.TrimSpace(raw)
-	if n == "" {
-		return fmt.Errorf("is set but empty: give %s, or unset it for the default %s", want, def)
+	if strings.TrimSpace(pe.Value) == "" {
+		return fmt.Sprintf("is set but empty: give %s, or unset it for the default %s", want, f.Tag.Get("default"))
 	}
-	if v.Type() == durationType {
-		d, err := time.ParseDuration(raw)
-		if _, ferr := strconv.ParseFloat(raw, 64); err != nil && ferr == nil {
-			return fmt.Errorf("%q is not a duration: give a unit, such as %ss", raw, raw)
-		} else if err != nil {
-			return fmt.Errorf("%q is not %s", raw, want)
+	if errors.Is(pe.Err, strconv.ErrRange) {
+		return fmt.Sprintf("%q is out of range", pe.Value)
+	}
+	if f.Type == durationType {
+		if _, err := strconv.ParseFloat(pe.Value, 64); err == nil {
+			return fmt.Sprintf("%q is not a duration: give a unit, such as %ss", pe.Value, pe.Value)
 		}
-		v.SetInt(int64(d))
-		return nil
+		return fmt.Sprintf("%q is not %s", pe.Value, want)
 	}
-	parse := func(base int) (err error) {
-		if v.Kind() >= reflect.Uint {
-			var u uint64
-			u, err = strconv.ParseUint(n, base, v.Type().Bits())
-			v.SetUint(u)
-		} else {
-			var i int64
-			i, err = strconv.ParseInt(n, base, v.Type().Bits())
-			v.SetInt(i)
-		}
-		return err
+	if f.Type.Kind() >= reflect.Uint && strings.HasPrefix(strings.TrimSpace(pe.Value), "-") {
+		return fmt.Sprintf("%q must not be negative", pe.Value)
 	}
-	err := parse(10)
-	if err == nil {
-		return nil
-	}
-	if err0 := parse(0); err0 == nil {
-		return fmt.Errorf("%q is not a whole number in decimal digits", n)
-	} else if errors.Is(err, strconv.ErrRange) || errors.Is(err0, strconv.ErrRange) {
-		return fmt.Errorf("%q is out of range", n)
-	} else if v.Kind() >= reflect.Uint && strings.HasPrefix(n, "-") {
-		return fmt.Errorf("%q must not be negative", n)
-	}
-	return fmt.Errorf("%q is not %s", n, want)
+	return fmt.Sprintf("%q is not %s", pe.Value, want)
 }
 
 // minResultsBytes is the least DETOUR_RESULTS_MAX_BYTES: one result as
