@@ -35,16 +35,18 @@ type Store struct {
 // it. replicas is the bucket's replica count; zero means 1.
 func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
 	s := &Store{js: js, replicas: max(replicas, 1)}
-	if err := s.Ensure(ctx); err != nil {
+	if err := s.open(ctx, topology.OpenBucket); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// Ensure creates the bucket again, as Open does, for a read or a write that
-// found it gone. Errors are the server's, wrapped.
-func (s *Store) Ensure(ctx context.Context) error {
-	if _, err := topology.OpenBucket(ctx, s.js, Bucket, s.replicas); err != nil {
+// Ensure creates the bucket again (topology.RecreateBucket), for a read or
+// a write that found it gone. Errors are the server's, wrapped.
+func (s *Store) Ensure(ctx context.Context) error { return s.open(ctx, topology.RecreateBucket) }
+
+func (s *Store) open(ctx context.Context, create func(context.Context, jetstream.JetStream, string, int) (jetstream.KeyValue, error)) error {
+	if _, err := create(ctx, s.js, Bucket, s.replicas); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
 	stream, err := s.js.Stream(ctx, kvStream)

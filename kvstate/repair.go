@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/detourhq/detour/internal/topology"
-	"github.com/detourhq/detour/internal/wait"
 )
 
 const (
@@ -48,10 +47,7 @@ func (s *Store) recreateBucket(ctx context.Context) error {
 			return err // back already, or the server cannot say
 		}
 		s.opts.Logger.Warn("provider state bucket missing; recreating it", "bucket", Bucket)
-		if err := wait.Sleep(ctx, topology.RecreatePause); err != nil {
-			return err
-		}
-		if _, err := OpenBucket(ctx, s.js, s.opts.Replicas); err != nil {
+		if _, err := topology.RecreateBucket(ctx, s.js, Bucket, s.opts.Replicas); err != nil {
 			s.opts.Logger.Warn("recreating the provider state bucket failed; will try again", "bucket", Bucket, "err", err)
 			return err
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/detourhq/detour/internal/wait"
 )
 
 // The KV buckets detour creates (docs/state.md, docs/cache.md).
@@ -49,4 +51,17 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, name string, replic
 		return nil, fmt.Errorf("opening bucket %s: %w", name, err)
 	}
 	return kv, nil
+}
+
+// RecreateBucket creates the bucket name again after it was found gone
+// (Gone), as OpenBucket does, once RecreatePause has passed: a bucket
+// created again at once, while the server may still be ending the deleted
+// one, now and then is gone again right after (cache's
+// TestRunnerRecreatesADeletedBucket, 2 of 200 runs under load without the
+// pause). It returns ctx's error if ctx ends during the pause.
+func RecreateBucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
+	if err := wait.Sleep(ctx, RecreatePause); err != nil {
+		return nil, err
+	}
+	return OpenBucket(ctx, js, name, replicas)
 }
