@@ -178,9 +178,12 @@ func TestRecordFailureOpensCooldownSeenByAll(t *testing.T) {
 
 	// B honours it from its mirror, with no call of its own.
 	start := time.Now()
+	// Health is written before the cooldown key, and its trip alone makes
+	// B cooling: wait for the key as well.
 	eventually(t, 3*time.Second, "B sees the cooldown", func() bool {
-		_, ok := b.Cooling("primary", time.Now())
-		return ok
+		_, cooling := b.Cooling("primary", time.Now())
+		_, mirrored := b.CooldownForTest("primary")
+		return cooling && mirrored
 	})
 	t.Logf("B saw the cooldown after %v", time.Since(start))
 	if u, _ := b.Cooling("primary", time.Now()); !u.Equal(wantUntil) {
