@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/config"
 )
 
@@ -108,26 +110,14 @@ func Quick() Options {
 var defaults = func() (s config.Settings) {
 	v := reflect.ValueOf(&s).Elem()
 	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		tag := f.Tag.Get("default")
-		var n int64
-		var err error
+		f, tag := v.Field(i), v.Type().Field(i).Tag.Get("default")
 		switch {
 		case tag == "":
-			continue
-		case f.Type == reflect.TypeFor[time.Duration]():
-			var d time.Duration
-			d, err = time.ParseDuration(tag)
-			n = int64(d)
-		case f.Type.Kind() == reflect.Int || f.Type.Kind() == reflect.Int64:
-			n, err = strconv.ParseInt(tag, 10, 64)
-		default:
-			continue
+		case f.Type() == reflect.TypeFor[time.Duration]():
+			f.SetInt(int64(lo.Must(time.ParseDuration(tag))))
+		case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
+			f.SetInt(lo.Must(strconv.ParseInt(tag, 10, 64)))
 		}
-		if err != nil {
-			panic(fmt.Sprintf("bench: default of config.Settings.%s: %v", f.Name, err))
-		}
-		v.Field(i).SetInt(n)
 	}
 	return s
 }()
