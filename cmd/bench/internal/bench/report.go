@@ -300,12 +300,8 @@ func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
-	s := slices.Sorted(slices.Values(xs))
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	} else {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
+	s, n := slices.Sorted(slices.Values(xs)), len(xs)
+	return (s[(n-1)/2] + s[n/2]) / 2 // one middle value, or the mean of two
 }
 
 func ratio(a, b float64) float64 {

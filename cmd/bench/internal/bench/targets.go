@@ -2,8 +2,9 @@ package bench
 
 import (
 	"fmt"
-	"slices"
 	"strings"
+
+	"github.com/samber/lo"
 )
 
 // scalingNoise is how much lower a step of the in-process scaling series may
@@ -78,9 +79,5 @@ func (r *Report) evaluate() {
 
 // point returns the series' point for procs processors.
 func (s ScalingSeries) point(procs int) (ScalingPoint, bool) {
-	i := slices.IndexFunc(s.Points, func(p ScalingPoint) bool { return p.Processors == procs })
-	if i < 0 {
-		return ScalingPoint{}, false
-	}
-	return s.Points[i], true
+	return lo.Find(s.Points, func(p ScalingPoint) bool { return p.Processors == procs })
 }
