@@ -158,10 +158,10 @@ func TestEvaluateJudgesTheTargets(t *testing.T) {
 // The outage target is judged round by round: medians of calls and of
 // requests in flight taken apart could pair figures of different rounds.
 func TestSummarizeOutageJudgesEachRound(t *testing.T) {
-	rep := summarizeOutage(Default(), []outageResult{
-		{threshold: 3, calls: 96, requestsInFlight: 96, lastCall: -time.Millisecond},
-		{threshold: 3, calls: 96, requestsInFlight: 82, lastCall: 14 * time.Millisecond},
-		{threshold: 3, calls: 96, requestsInFlight: 95, lastCall: 2 * time.Millisecond},
+	rep := summarizeOutage(Default(), []OutageRounds{ // failure_threshold 3
+		{Calls: 96, RequestsInFlightAtOpen: 96, LastCallAfterOpenMs: -1},
+		{Calls: 96, RequestsInFlightAtOpen: 82, LastCallAfterOpenMs: 14},
+		{Calls: 96, RequestsInFlightAtOpen: 95, LastCallAfterOpenMs: 2},
 	})
 	if rep.ExcessCalls != -2 || rep.WorstExcessCalls != 11 {
 		t.Errorf("excess calls: median %v, worst %d; want -2 and 11", rep.ExcessCalls, rep.WorstExcessCalls)

@@ -16,22 +16,12 @@ import (
 // deadProvider is the outage chain's primary (fakeChain's first).
 const deadProvider = "fake"
 
-// outageResult is what one outage run measured.
-type outageResult struct {
-	threshold, maxRetries int
-	calls                 int // completion requests the dead provider received
-	callsBefore           int // of which before the cooldown key was created
-	providerInFlight      int // its calls being answered when the bench saw the key
-	requestsInFlight      int // requests between their chain's start and their result's store then
-	lastCall              time.Duration
-}
-
 // outage runs the outage scenario once a round.
 func (b *Bench) outage(ctx context.Context) (*OutageReport, error) {
-	measured, err := rounds(b, Outage, []string{deadProvider}, func(string) (outageResult, string, error) {
+	measured, err := rounds(b, Outage, []string{deadProvider}, func(string) (OutageRounds, string, error) {
 		res, err := b.outageRun(ctx)
 		return res, fmt.Sprintf("%d calls to the dead provider (threshold %d, %d requests in flight at the cooldown), last %.1f ms after it",
-			res.calls, res.threshold, res.requestsInFlight, millis(res.lastCall)), err
+			res.Calls, fakeFailureThreshold, res.RequestsInFlightAtOpen, res.LastCallAfterOpenMs), err
 	})
 	if err != nil {
 		return nil, err
@@ -42,11 +32,10 @@ func (b *Bench) outage(ctx context.Context) (*OutageReport, error) {
 // outageRun answers the backlog through a dead primary and a healthy backup
 // and reads, from the dead fake and the provider bucket, what the outage
 // cost.
-func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
+func (b *Bench) outageRun(ctx context.Context) (res OutageRounds, _ error) {
 	c := fakeChain(providertest.Status(500), providertest.OK())
 	defer c.close()
 	dead := c.fakes[0]
-	res.threshold, res.maxRetries = fakeFailureThreshold, fakeMaxRetries
 	run := runSpec{pipe: detourPipe, procs: outageProcs, workers: outageWorkers,
 		maxAckPending: max(defaults.MaxAckPending, outageProcs*outageWorkers), chain: c}
 	// What the bench notes when the cooldown key appears, set before seen
@@ -92,24 +81,24 @@ func (b *Bench) outageRun(ctx context.Context) (res outageResult, _ error) {
 	case <-time.After(5 * time.Second):
 		return res, errors.New("no cooldown key appeared for the dead provider")
 	}
-	res.calls, res.providerInFlight = dead.Requests(), inFlight
+	res.Calls, res.ProviderInFlightAtOpen = dead.Requests(), inFlight
 	results.mu.Lock()
 	kept := results.kept
 	results.mu.Unlock()
 	var err error
-	if res.requestsInFlight, err = inFlightAt(kept, created); err != nil {
+	if res.RequestsInFlightAtOpen, err = inFlightAt(kept, created); err != nil {
 		return res, err
 	}
 	var last time.Time
 	for _, r := range dead.Received() {
 		if r.At.Before(created) {
-			res.callsBefore++
+			res.CallsBeforeOpen++
 		}
 		if r.At.After(last) {
 			last = r.At
 		}
 	}
-	res.lastCall = last.Sub(created)
+	res.LastCallAfterOpenMs = millis(last.Sub(created))
 	return res, nil
 }
 

@@ -244,24 +244,21 @@ func summarizeBacklog(name string, rs []backlogResult) PipelineThroughput {
 	return p
 }
 
-func summarizeOutage(o Options, rs []outageResult) *OutageReport {
-	rep := &OutageReport{Processors: outageProcs, Workers: outageWorkers, Requests: o.OutageRequests}
-	for _, r := range rs {
-		rep.FailureThreshold, rep.MaxRetries = r.threshold, r.maxRetries
-		rep.Rounds = append(rep.Rounds, OutageRounds{Calls: r.calls, CallsBeforeOpen: r.callsBefore,
-			ProviderInFlightAtOpen: r.providerInFlight, RequestsInFlightAtOpen: r.requestsInFlight,
-			LastCallAfterOpenMs: millis(r.lastCall)})
-	}
+func summarizeOutage(o Options, rs []OutageRounds) *OutageReport {
+	rep := &OutageReport{Processors: outageProcs, Workers: outageWorkers, Requests: o.OutageRequests,
+		FailureThreshold: fakeFailureThreshold, MaxRetries: fakeMaxRetries, Rounds: rs}
 	// Judged round by round: the medians of calls and of requests in flight
 	// taken apart could pair figures of different rounds.
-	excess := each(rs, func(r outageResult) float64 { return float64(r.calls - r.threshold - r.requestsInFlight) })
-	last := each(rs, func(r outageResult) float64 { return millis(r.lastCall) })
+	excess := each(rs, func(r OutageRounds) float64 {
+		return float64(r.Calls - fakeFailureThreshold - r.RequestsInFlightAtOpen)
+	})
+	last := each(rs, func(r OutageRounds) float64 { return r.LastCallAfterOpenMs })
 	rep.ExcessCalls, rep.WorstExcessCalls = median(excess), int(slices.Max(excess))
 	rep.LastCallAfterOpenMs, rep.WorstLastCallAfterOpenMs = median(last), slices.Max(last)
-	rep.Calls = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.Calls) }))
-	rep.CallsBeforeOpen = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.CallsBeforeOpen) }))
-	rep.ProviderInFlightAtOpen = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.ProviderInFlightAtOpen) }))
-	rep.RequestsInFlightAtOpen = median(each(rep.Rounds, func(r OutageRounds) float64 { return float64(r.RequestsInFlightAtOpen) }))
+	rep.Calls = median(each(rs, func(r OutageRounds) float64 { return float64(r.Calls) }))
+	rep.CallsBeforeOpen = median(each(rs, func(r OutageRounds) float64 { return float64(r.CallsBeforeOpen) }))
+	rep.ProviderInFlightAtOpen = median(each(rs, func(r OutageRounds) float64 { return float64(r.ProviderInFlightAtOpen) }))
+	rep.RequestsInFlightAtOpen = median(each(rs, func(r OutageRounds) float64 { return float64(r.RequestsInFlightAtOpen) }))
 	return rep
 }
 
