@@ -39,7 +39,7 @@ func (b *Bench) backlog(ctx context.Context, run runSpec, n int, released func(c
 	if err != nil {
 		return res, err
 	}
-	defer w.stop()
+	defer w.cc.Stop()
 	if _, err := b.publish(ctx, w, 0, nil); err != nil {
 		return res, err
 	}

@@ -61,7 +61,7 @@ func (b *Bench) latencyRun(ctx context.Context, run runSpec) (res latencyResult,
 	if err != nil {
 		return res, err
 	}
-	defer w.stop()
+	defer w.cc.Stop()
 	published, err := b.publish(ctx, w, b.opts.Rate, ps)
 	if err != nil {
 		return res, err

@@ -87,7 +87,7 @@ func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	defer w.stop()
+	defer w.cc.Stop()
 	if _, err := b.publish(ctx, w, 0, nil); err != nil {
 		return res, err
 	}

@@ -81,8 +81,6 @@ func (w *resultWatch) handle(msg jetstream.Msg) {
 	}
 }
 
-func (w *resultWatch) stop() { w.cc.Stop() }
-
 func (w *resultWatch) seenCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
