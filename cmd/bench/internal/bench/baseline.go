@@ -26,7 +26,7 @@ type baselineResult struct {
 // RunBaseline is the baseline pipeline, the least a JetStream worker must do
 // for what detour does to a request: with the fast pull API (Consume) on its
 // own work-queue stream and durable consumer, workers goroutines each decode
-// a request, store a small result under baselinePrefix + id with a
+// a request, store a small result under the baseline's results prefix + id with a
 // JetStream publish that waits for the PubAck, and only then ack. It runs
 // until ctx ends, then stops pulling, lets the workers finish and returns.
 func RunBaseline(ctx context.Context, url string, workers int, log io.Writer) error {
@@ -36,9 +36,9 @@ func RunBaseline(ctx context.Context, url string, workers int, log io.Writer) er
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc) // fails only on bad options
-	cons, err := js.Consumer(ctx, baselineStream, baselineConsumer)
+	cons, err := js.Consumer(ctx, baselinePipe.stream, baselinePipe.consumer)
 	if err != nil {
-		return fmt.Errorf("consumer %s: %w", baselineConsumer, err)
+		return fmt.Errorf("consumer %s: %w", baselinePipe.consumer, err)
 	}
 	work := make(chan jetstream.Msg)
 	stopping := make(chan struct{})
@@ -82,7 +82,7 @@ func baselineHandle(js jetstream.JetStream, msg jetstream.Msg) {
 		return
 	}
 	data, _ := json.Marshal(baselineResult{ID: req.ID, Status: "ok", Content: "ok", Model: "baseline"}) // strings only
-	res := nats.NewMsg(baselinePrefix + req.ID)
+	res := nats.NewMsg(baselinePipe.prefix + req.ID)
 	res.Data = data
 	res.Header.Set(nats.MsgIdHdr, req.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

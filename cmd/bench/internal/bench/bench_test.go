@@ -85,7 +85,7 @@ func TestRunBaselineAnswersEveryRequest(t *testing.T) {
 	}
 	const n = 50
 	for i := range n {
-		if _, err := js.PublishMsg(ctx, requestMsg(baselineSubject, requestID("t", i), 150)); err != nil {
+		if _, err := js.PublishMsg(ctx, requestMsg(baselinePipe.subject, requestID("t", i), 150)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,8 +95,8 @@ func TestRunBaselineAnswersEveryRequest(t *testing.T) {
 	go func() { done <- RunBaseline(runCtx, srv.ClientURL(), 4, &log) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		results, err1 := js.Stream(ctx, baselineResults)
-		requests, err2 := js.Stream(ctx, baselineStream)
+		results, err1 := js.Stream(ctx, baselinePipe.results)
+		requests, err2 := js.Stream(ctx, baselinePipe.stream)
 		if err1 != nil || err2 != nil {
 			t.Fatal(err1, err2)
 		}

@@ -18,15 +18,6 @@ import (
 // benchChain is the one chain every detour run configures.
 const benchChain = "default"
 
-// The baseline's own streams and consumer, configured as detour's.
-const (
-	baselineStream   = "BENCH_REQUESTS"
-	baselineResults  = "BENCH_RESULTS"
-	baselineConsumer = "bench-default"
-	baselineSubject  = "bench.requests.default"
-	baselinePrefix   = "bench.results."
-)
-
 // broker is the NATS server of a run and the bench's connection to it.
 type broker struct {
 	srv *server.Server // nil for an external server
@@ -99,10 +90,11 @@ func (b *broker) refuseBusy(ctx context.Context) error {
 // baselineTopology creates the baseline's streams and consumer with the
 // configuration of detour's.
 func (b *broker) baselineTopology(ctx context.Context, maxAckPending int) error {
+	p := baselinePipe
 	streams := []jetstream.StreamConfig{
-		{Name: baselineStream, Subjects: []string{baselineSubject}, Retention: jetstream.WorkQueuePolicy,
+		{Name: p.stream, Subjects: []string{p.subject}, Retention: jetstream.WorkQueuePolicy,
 			MaxBytes: defaults.RequestsMaxBytes, Discard: jetstream.DiscardNew, Duplicates: 2 * time.Minute},
-		{Name: baselineResults, Subjects: []string{baselinePrefix + ">"}, Retention: jetstream.LimitsPolicy,
+		{Name: p.results, Subjects: []string{p.prefix + ">"}, Retention: jetstream.LimitsPolicy,
 			MaxAge: defaults.ResultTTL, MaxBytes: defaults.ResultsMaxBytes, Duplicates: min(2*time.Minute, defaults.ResultTTL)},
 	}
 	for _, cfg := range streams {
@@ -110,12 +102,12 @@ func (b *broker) baselineTopology(ctx context.Context, maxAckPending int) error 
 			return fmt.Errorf("creating %s: %w", cfg.Name, err)
 		}
 	}
-	_, err := b.js.CreateOrUpdateConsumer(ctx, baselineStream, jetstream.ConsumerConfig{
-		Durable: baselineConsumer, FilterSubject: baselineSubject, AckPolicy: jetstream.AckExplicitPolicy,
+	_, err := b.js.CreateOrUpdateConsumer(ctx, p.stream, jetstream.ConsumerConfig{
+		Durable: p.consumer, FilterSubject: p.subject, AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: defaults.AckWait, MaxDeliver: -1, MaxAckPending: maxAckPending,
 	})
 	if err != nil {
-		return fmt.Errorf("creating consumer %s: %w", baselineConsumer, err)
+		return fmt.Errorf("creating consumer %s: %w", p.consumer, err)
 	}
 	return nil
 }

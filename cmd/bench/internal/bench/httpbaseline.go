@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -124,7 +125,7 @@ func (b *Bench) httpBaselineRun(ctx context.Context) (res memoryResult, err erro
 	if err != nil {
 		return res, err
 	}
-	argv := b.baselineArgv("-http", fake.URL+"/chat/completions", "-calls", fmt.Sprint(b.opts.MemoryInFlight))
+	argv := append(slices.Clone(b.opts.BaselineCommand), "-http", fake.URL+"/chat/completions", "-calls", fmt.Sprint(b.opts.MemoryInFlight))
 	p, err := startProc(procSpec{name: "HTTP baseline", argv: argv, env: processEnv(), dir: dir, ready: httpBaselineLine})
 	if err != nil {
 		return res, err

@@ -27,8 +27,9 @@ type pipeline struct {
 }
 
 var (
-	baselinePipe = pipeline{baseline: true, subject: baselineSubject,
-		stream: baselineStream, consumer: baselineConsumer, results: baselineResults, prefix: baselinePrefix}
+	// The baseline's own streams and consumer, configured as detour's.
+	baselinePipe = pipeline{baseline: true, subject: "bench.requests.default",
+		stream: "BENCH_REQUESTS", consumer: "bench-default", results: "BENCH_RESULTS", prefix: "bench.results."}
 	detourPipe = pipeline{subject: wire.RequestSubject(benchChain),
 		stream: wire.RequestsStream, consumer: wire.ConsumerName(benchChain), results: wire.ResultsStream,
 		prefix: wire.ResultsPrefix}
@@ -102,11 +103,6 @@ type runSpec struct {
 // processors, well within stopGrace.
 const processorShutdown = 5 * time.Second
 
-// baselineArgv is the command line of a baseline process with flags.
-func (b *Bench) baselineArgv(flags ...string) []string {
-	return append(slices.Clone(b.opts.BaselineCommand), flags...)
-}
-
 // start starts the processes of run and waits until each is consuming. The
 // caller stops them.
 func (b *Bench) start(ctx context.Context, run runSpec) (ps []*proc, err error) {
@@ -127,7 +123,7 @@ func (b *Bench) start(ctx context.Context, run runSpec) (ps []*proc, err error) 
 	}
 	for i := range run.procs {
 		spec := procSpec{name: fmt.Sprintf("baseline %d", i+1), env: processEnv(), dir: dir, ready: baselineReady,
-			argv: b.baselineArgv("-url", b.broker.url, "-workers", strconv.Itoa(run.workers))}
+			argv: append(slices.Clone(b.opts.BaselineCommand), "-url", b.broker.url, "-workers", strconv.Itoa(run.workers))}
 		if !run.pipe.baseline {
 			addr, err := freeAddr()
 			if err != nil {
