@@ -67,7 +67,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if rep != nil {
 		err = errors.Join(err, bench.WriteTable(stdout, rep))
 		if jsonFile != "" {
-			err = errors.Join(err, writeJSON(jsonFile, rep))
+			data, jsonErr := json.MarshalIndent(rep, "", "  ")
+			if jsonErr == nil {
+				jsonErr = os.WriteFile(jsonFile, append(data, '\n'), 0o644)
+			}
+			err = errors.Join(err, jsonErr)
 		}
 	}
 	if err != nil {
@@ -158,12 +162,4 @@ func runBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 1
 	}
 	return 0
-}
-
-func writeJSON(path string, rep *bench.Report) error {
-	data, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
