@@ -22,28 +22,21 @@ func (r *Report) evaluate() {
 		}
 		r.Targets = append(r.Targets, t)
 	}
-	var tp PipelineThroughput
-	if r.Throughput != nil {
-		tp = r.Throughput.Pipelines[1]
-	}
+	// A scenario that did not run reads as zero values.
+	tp := lo.NthOrEmpty(lo.FromPtr(r.Throughput).Pipelines, 1)
 	add(1, Throughput, "in-process: detour's req/s ≥ 0.85× the baseline's",
 		fmt.Sprintf("%.2f×", tp.ThroughputRatio), tp.ThroughputRatio >= 0.85, r.Throughput != nil)
 	add(1, Throughput, "in-process: detour's CPU per request ≤ 1.2× the baseline's",
 		fmt.Sprintf("%.2f×", tp.CPURatio), tp.CPURatio <= 1.2, r.Throughput != nil)
 
-	var lat PipelineLatency
-	if r.Latency != nil {
-		lat = r.Latency.Pipelines[1]
-	}
+	lat := lo.NthOrEmpty(lo.FromPtr(r.Latency).Pipelines, 1)
 	add(2, Latency, "in-process: p50 end to end ≤ 1.5× the baseline's",
 		fmt.Sprintf("%.2f×", lat.P50Ratio), lat.P50Ratio <= 1.5, r.Latency != nil)
 	add(2, Latency, "in-process: p99 end to end ≤ 2× the baseline's",
 		fmt.Sprintf("%.2f×", lat.P99Ratio), lat.P99Ratio <= 2, r.Latency != nil)
 
-	var slow, inProcess ScalingSeries
-	if r.Scaling != nil {
-		slow, inProcess = *r.Scaling.Slow, *r.Scaling.InProcess
-	}
+	sc := lo.FromPtr(r.Scaling)
+	slow, inProcess := lo.FromPtr(sc.Slow), lo.FromPtr(sc.InProcess)
 	four, okFour := slow.point(4)
 	add(3, Scaling, "slow provider: 4 processors ≥ 3.6× one", fmt.Sprintf("%.2f×", four.VsOne), four.VsOne >= 3.6, okFour)
 	one, okOne := slow.point(1)
@@ -59,20 +52,14 @@ func (r *Report) evaluate() {
 	add(4, Scaling, fmt.Sprintf("in-process: no added processor lowers req/s (within %.0f%%)", 100*scalingNoise),
 		strings.Join(steps, ", "), holds, len(steps) > 0)
 
-	var o OutageReport
-	if r.Outage != nil {
-		o = *r.Outage
-	}
+	o := lo.FromPtr(r.Outage)
 	add(5, Outage, "dead provider's calls ≤ failure_threshold + requests in flight at the cooldown",
 		fmt.Sprintf("%+.0f calls (worst round %+d)", o.ExcessCalls, o.WorstExcessCalls), o.ExcessCalls <= 0, r.Outage != nil)
 	add(5, Outage, "every processor skips it within 100 ms of the cooldown",
 		fmt.Sprintf("%.1f ms (worst round %.1f)", o.LastCallAfterOpenMs, o.WorstLastCallAfterOpenMs),
 		o.LastCallAfterOpenMs <= 100, r.Outage != nil)
 
-	var m MemoryReport
-	if r.Memory != nil {
-		m = *r.Memory
-	}
+	m := lo.FromPtr(r.Memory)
 	add(6, Memory, "peak RSS < 20 KiB per in-flight request above the idle process",
 		fmt.Sprintf("%.1f KiB (net/http alone: %.1f KiB)", m.KiBPerRequest, m.Baseline.KiBPerRequest), m.KiBPerRequest < 20, r.Memory != nil)
 }
