@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/chain/providertest"
@@ -61,14 +60,9 @@ func RunHTTPBaseline(ctx context.Context, url string, calls int, out io.Writer) 
 			errs[i] = httpBaselineCall(callCtx, url)
 		})
 	}
-	select {
-	case <-time.After(memorySettle):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	idle, hwm, err := idleMemory(pid)
+	idle, hwm, err := idleMemory(ctx, pid)
 	if err != nil {
-		return fmt.Errorf("reading the idle resident set: %w", err)
+		return err
 	}
 	res := httpBaselineResult{Idle: idle, Peak: idle, PeakFromHWM: hwm}
 	release()

@@ -74,13 +74,8 @@ func (b *Bench) memoryRun(ctx context.Context) (res memoryResult, err error) {
 	}
 	defer func() { err = cmp.Or(err, stopProcs(ps)) }()
 	pid := ps[0].cmd.Process.Pid
-	select {
-	case <-time.After(memorySettle):
-	case <-ctx.Done():
-		return res, context.Cause(ctx)
-	}
-	if res.idle, res.peakFromHWM, err = idleMemory(pid); err != nil {
-		return res, fmt.Errorf("reading the idle resident set: %w", err)
+	if res.idle, res.peakFromHWM, err = idleMemory(ctx, pid); err != nil {
+		return res, err
 	}
 	res.peak = res.idle // the peak window starts at the idle reading
 	w, err := b.watchResults(ctx, run.pipe, n)

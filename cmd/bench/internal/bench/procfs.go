@@ -2,12 +2,15 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/detourhq/detour/internal/wait"
 )
 
 // clockTick is the unit of utime and stime in /proc/<pid>/stat: USER_HZ,
@@ -56,15 +59,21 @@ func procMemory(pid int) (rss, peak int64, err error) {
 	return rss, peak, nil
 }
 
-// idleMemory starts a process's peak window: it resets its VmHWM to its
-// VmRSS (Linux 4.0 and later; hwm reports whether the kernel allowed it),
-// so that the peak measured next excludes start-up, then reads its resident
-// set as the idle one. In that order the peak read later is never below the
-// idle one, even when the process gave memory back in between.
-func idleMemory(pid int) (idle int64, hwm bool, err error) {
+// idleMemory lets a process settle for memorySettle and starts its peak
+// window: it resets its VmHWM to its VmRSS (Linux 4.0 and later; hwm
+// reports whether the kernel allowed it), so that the peak measured next
+// excludes start-up, then reads its resident set as the idle one. In that
+// order the peak read later is never below the idle one, even when the
+// process gave memory back in between.
+func idleMemory(ctx context.Context, pid int) (idle int64, hwm bool, err error) {
+	if err := wait.Sleep(ctx, memorySettle); err != nil {
+		return 0, false, err
+	}
 	hwm = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0) == nil
-	idle, _, err = procMemory(pid)
-	return idle, hwm, err
+	if idle, _, err = procMemory(pid); err != nil {
+		return 0, false, fmt.Errorf("reading the idle resident set: %w", err)
+	}
+	return idle, hwm, nil
 }
 
 // samplePeak is the higher of peak and the process's resident set now, or
