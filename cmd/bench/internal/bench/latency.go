@@ -27,12 +27,10 @@ func (b *Bench) latency(ctx context.Context) (*LatencyReport, error) {
 	}
 	rep := &LatencyReport{Rate: b.opts.Rate, Seconds: b.opts.LatencyFor.Seconds(), WarmUpSeconds: b.opts.LatencyWarmUp.Seconds()}
 	for i, v := range variants {
-		p := PipelineLatency{Name: v.name}
-		for _, r := range measured[i] {
-			p.Requests = r.n
-			p.RoundsP50Ms = append(p.RoundsP50Ms, millis(r.p50))
-			p.RoundsP99Ms = append(p.RoundsP99Ms, millis(r.p99))
-		}
+		rs := measured[i]
+		p := PipelineLatency{Name: v.name, Requests: rs[0].n,
+			RoundsP50Ms: each(rs, func(r latencyResult) float64 { return millis(r.p50) }),
+			RoundsP99Ms: each(rs, func(r latencyResult) float64 { return millis(r.p99) })}
 		p.P50Ms, p.P99Ms = median(p.RoundsP50Ms), median(p.RoundsP99Ms)
 		if len(rep.Pipelines) > 0 {
 			base := rep.Pipelines[0]

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/chain/providertest"
 	"github.com/detourhq/detour/kvstate"
@@ -89,16 +90,10 @@ func (b *Bench) outageRun(ctx context.Context) (res OutageRounds, _ error) {
 	if res.RequestsInFlightAtOpen, err = inFlightAt(kept, created); err != nil {
 		return res, err
 	}
-	var last time.Time
-	for _, r := range dead.Received() {
-		if r.At.Before(created) {
-			res.CallsBeforeOpen++
-		}
-		if r.At.After(last) {
-			last = r.At
-		}
-	}
-	res.LastCallAfterOpenMs = millis(last.Sub(created))
+	received := dead.Received()
+	res.CallsBeforeOpen = lo.CountBy(received, func(r providertest.Request) bool { return r.At.Before(created) })
+	last := lo.MaxBy(received, func(a, b providertest.Request) bool { return a.At.After(b.At) })
+	res.LastCallAfterOpenMs = millis(last.At.Sub(created))
 	return res, nil
 }
 
