@@ -115,12 +115,8 @@ func httpBaselineCall(ctx context.Context, url string) error {
 func (b *Bench) httpBaselineRun(ctx context.Context) (res memoryResult, err error) {
 	fake := providertest.New(providertest.OpenAI, providertest.Slow(b.opts.MemoryDelay, providertest.OK()))
 	defer fake.Close()
-	dir, err := os.MkdirTemp(b.dir, "run-")
-	if err != nil {
-		return res, err
-	}
 	argv := append(slices.Clone(b.opts.BaselineCommand), "-http", fake.URL+"/chat/completions", "-calls", fmt.Sprint(b.opts.MemoryInFlight))
-	p, err := startProc(procSpec{name: "HTTP baseline", argv: argv, env: processEnv(), dir: dir, ready: httpBaselineLine})
+	p, err := startProc(procSpec{name: "HTTP baseline", argv: argv, env: processEnv(), dir: b.dir, ready: httpBaselineLine})
 	if err != nil {
 		return res, err
 	}
