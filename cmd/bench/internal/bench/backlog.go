@@ -7,18 +7,14 @@ import (
 	"time"
 )
 
-// backlogResult is what one run over a preloaded backlog measured.
+// backlogResult is what one run over a preloaded backlog measured, over
+// the window from the release of the backlog to the last result; its
+// figures are those of PipelineThroughput, per request.
 type backlogResult struct {
-	requests  int
-	reqPerSec float64 // from the release of the backlog to the last result
-	// cpuPerReq is the CPU time of every process of the run over that
-	// window, per request; cpuLive is false when /proc could not be read
-	// and the processes' whole-life rusage was used instead.
-	cpuPerReq time.Duration
-	cpuLive   bool
-	// benchCPUPerReq is the bench process's own CPU time over the window,
-	// per request: reading back results, serving any fake provider, and the
-	// embedded server's work. Zero when /proc cannot be read.
+	requests       int
+	reqPerSec      float64
+	cpuPerReq      time.Duration // of every process of the run
+	cpuLive        bool          // PipelineThroughput.CPUFromProc
 	benchCPUPerReq time.Duration
 	resultBytes    float64
 	notOK          int

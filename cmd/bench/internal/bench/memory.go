@@ -23,10 +23,8 @@ type memoryResult struct {
 	idle, peak  int64 // bytes
 	peakFromHWM bool  // VmHWM after a reset; else the highest VmRSS sampled
 	inFlight    int   // most calls the slow provider held at once
-	// waiting and answered are a processor's goroutine stacks and heap
-	// allocations, read when the provider first holds every call and once
-	// every answer is stored; zero for the HTTP baseline, and waiting is
-	// zero when the provider never held every call.
+	// waiting and answered are as MemoryReport reads them; zero for the
+	// HTTP baseline, and waiting when the provider never held every call.
 	waiting, answered goMemory
 }
 
