@@ -60,9 +60,9 @@ func (n *tokenCount) UnmarshalJSON(b []byte) error {
 // its frame is not on the stack meanwhile.
 func refuse(resp *Response, decodeErr error, choice json.RawMessage, status int, header http.Header, body []byte, apiKey string) error {
 	if decodeErr != nil || !resp.Complete || (isBlank(resp.Content) && resp.Refusal == "") {
-		failure := answerFailure(status, header, choice, apiKey)
+		failure := bodyFailure(status, header, choice, apiKey)
 		if failure == nil {
-			failure = answerFailure(status, header, body, apiKey)
+			failure = bodyFailure(status, header, body, apiKey)
 		}
 		if failure != nil {
 			failure.StopReason = text.Cut(resp.StopReason, maxStopReason)

@@ -114,7 +114,7 @@ func (a *adapter) Call(ctx context.Context, req *Request) (Response, error) {
 		return Response{}, redact(err, a.apiKey)
 	}
 	if status/100 != 2 {
-		return Response{}, httpFailure(status, respHeader, data, a.apiKey)
+		return Response{}, bodyFailure(status, respHeader, data, a.apiKey)
 	}
 	resp, choice, decodeErr := a.decode(data)
 	redactAnswer(&resp, a.apiKey)
@@ -233,26 +233,20 @@ func undecodable(err error) bool {
 	return errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt)
 }
 
-// httpFailure builds the CallError for a non-2xx answer: the status's class
-// unless the body overrides it (bodyRules), the longest wait hint, and the
-// body's text.
-func httpFailure(status int, header http.Header, body []byte, apiKey string) *CallError {
+// bodyFailure builds the CallError an error body reports: the status's
+// class unless the body overrides it (bodyRules), the longest wait hint,
+// and the body's text. In a 2xx answer, where gateways send an error
+// object, it is classed by its embedded code or type, and nil when there is
+// none; adapters ask only when the body has no answer (refuse).
+func bodyFailure(status int, header http.Header, body []byte, apiKey string) *CallError {
 	u := decodeErrorBody(body)
-	return &CallError{
-		Class: classifyBody(status, u), StatusCode: status, RetryAfter: waitHint(header, u, answeredAt(header)),
-		Err: errors.New(errorText(u.text(), apiKey)),
+	msg := u.text()
+	if status/100 == 2 {
+		if !u.found {
+			return nil
+		}
+		msg = fmt.Sprintf("error in the %d answer (%s): %s", status, u.label(), msg)
 	}
-}
-
-// answerFailure is the failure an error object in a 2xx body reports, as
-// gateways send, classed by its embedded code or type; nil when there is
-// none. Adapters ask only when the body has no answer (refuse).
-func answerFailure(status int, header http.Header, body []byte, apiKey string) *CallError {
-	u := decodeErrorBody(body)
-	if !u.found {
-		return nil
-	}
-	msg := fmt.Sprintf("error in the %d answer (%s): %s", status, u.label(), u.text())
 	return &CallError{
 		Class: classifyBody(status, u), StatusCode: status, RetryAfter: waitHint(header, u, answeredAt(header)),
 		Err: errors.New(errorText(msg, apiKey)),
