@@ -40,8 +40,5 @@ func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	if d := t.Sub(now); d > 0 {
-		return min(d, maxHint), true
-	}
-	return 0, true
+	return until(t, now), true
 }
