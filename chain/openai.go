@@ -194,8 +194,7 @@ func post(ctx context.Context, client *http.Client, url string, header http.Head
 	httpReq.Header = header
 	resp, err := client.Do(httpReq)
 	if err != nil {
-		var ue *neturl.Error
-		if errors.As(err, &ue) {
+		if ue, ok := errors.AsType[*neturl.Error](err); ok {
 			ue.URL = text.URL(ue.URL) // a base_url's user part or query may carry a key
 		}
 		return 0, nil, nil, err

@@ -62,8 +62,8 @@ func inSchema(url string) string {
 // validationError words a value that does not satisfy its schema: the
 // first specific finding and its place as a JSON pointer, after prefix.
 func validationError(prefix string, err error) error {
-	var found *jsonschema.ValidationError
-	if !errors.As(err, &found) {
+	found, ok := errors.AsType[*jsonschema.ValidationError](err)
+	if !ok {
 		return schemaError(prefix, err)
 	}
 	leaf := firstLeaf(found)
@@ -75,8 +75,8 @@ func validationError(prefix string, err error) error {
 // answer would fail. Checking null finds a loop met before the answer's
 // shape decides the way.
 func refCycle(compiled *jsonschema.Schema) error {
-	var found *jsonschema.ValidationError
-	if !errors.As(compiled.Validate(nil), &found) {
+	found, ok := errors.AsType[*jsonschema.ValidationError](compiled.Validate(nil))
+	if !ok {
 		return nil
 	}
 	for stack := []*jsonschema.ValidationError{found}; len(stack) > 0; {
