@@ -94,12 +94,8 @@ func named(u upstreamError, names []string) bool {
 // rate limit guessed wrong costs a few retries, billing guessed wrong an
 // auth_cooldown. The counted rows, keeping a 429's class, are still read.
 func rateLimited(status int, u upstreamError) bool {
-	if status == http.StatusTooManyRequests || u.code == http.StatusTooManyRequests || u.retryDelay > 0 || messageDelay(u.message) > 0 {
-		return true
-	}
-	return slices.ContainsFunc(u.names, func(name string) bool {
-		return slices.ContainsFunc(rateLimitNames, func(n string) bool { return strings.EqualFold(n, name) })
-	})
+	return status == http.StatusTooManyRequests || u.code == http.StatusTooManyRequests || u.retryDelay > 0 ||
+		messageDelay(u.message) > 0 || named(u, rateLimitNames)
 }
 
 // markdownRow is the rule as a row of the table in docs/failures.md.

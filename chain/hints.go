@@ -1,9 +1,7 @@
 package chain
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"math"
 	"net/http"
 	"regexp"
@@ -73,14 +71,10 @@ func withRelayedHeaders(header, relayed http.Header) http.Header {
 // estimated_time: 300.8891906738281), rounded up; 0 for anything else or
 // not positive; maxHint at most.
 func secondsHint(raw json.RawMessage) time.Duration {
-	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
-	switch {
-	case err != nil && !errors.Is(err, strconv.ErrRange), !(f > 0):
-		return 0
-	case f >= maxHint.Seconds():
-		return maxHint
+	if f := jsonNumber(raw, maxHint.Seconds()); f < maxHint.Seconds() {
+		return time.Duration(math.Ceil(f * float64(time.Second)))
 	}
-	return time.Duration(math.Ceil(f * float64(time.Second)))
+	return maxHint
 }
 
 // parseDecimal reads "digits" or "digits.digits" as a count of unit,
