@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/internal/wait"
 )
 
@@ -256,8 +257,10 @@ func (c *Chain) pass(ctx context.Context, step *Step, req *Request, res *Result,
 // that makes it no answer at all (validate).
 func (c *Chain) answered(ctx context.Context, step *Step, req *Request, started time.Time, resp *Response, res *Result) *CallError {
 	p := step.Provider
-	attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds(),
-		StopReason: recordedStop(resp)}
+	attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds()}
+	if !resp.Complete {
+		attempt.StopReason = text.Cut(resp.StopReason, maxStopReason)
+	}
 	if problem := validate(resp, req.Schema); problem != nil {
 		attempt.Outcome, attempt.Class, attempt.Error = OutcomeFailed, ClassInvalidOutput, problem.Error()
 		res.Attempts = append(res.Attempts, attempt)

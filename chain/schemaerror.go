@@ -66,7 +66,10 @@ func validationError(prefix string, err error) error {
 	if !ok {
 		return schemaError(prefix, err)
 	}
-	leaf := firstLeaf(found)
+	leaf := found // the first, most specific finding without causes of its own
+	for len(leaf.Causes) > 0 {
+		leaf = leaf.Causes[0]
+	}
 	return schemaError(prefix, fmt.Errorf("at %s: %s", pointer(leaf.InstanceLocation), leaf.ErrorKind.LocalizedString(schemaPrinter)))
 }
 
@@ -88,14 +91,6 @@ func refCycle(compiled *jsonschema.Schema) error {
 		}
 	}
 	return nil
-}
-
-// firstLeaf is the first, most specific finding without causes of its own.
-func firstLeaf(e *jsonschema.ValidationError) *jsonschema.ValidationError {
-	for len(e.Causes) > 0 {
-		e = e.Causes[0]
-	}
-	return e
 }
 
 // pointerEscapes escapes a token of a JSON pointer (RFC 6901, section 3).
