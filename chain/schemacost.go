@@ -72,7 +72,7 @@ type schemaGraph struct {
 func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
 	g := &schemaGraph{}
 	index := map[*jsonschema.Schema]int{}
-	add := func(s *jsonschema.Schema) int {
+	add := func(s *jsonschema.Schema, _ int) int {
 		if i, ok := index[s]; ok {
 			return i
 		}
@@ -80,19 +80,12 @@ func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
 		g.nodes = append(g.nodes, s)
 		return len(g.nodes) - 1
 	}
-	add(root)
+	add(root, 0)
 	var rawInPlace [][]int
 	for i := 0; i < len(g.nodes); i++ { // g.nodes grows as parts are found
 		in, down := schemaEdges(g.nodes[i])
-		var ins, downs []int
-		for _, c := range in {
-			ins = append(ins, add(c))
-		}
-		for _, c := range down {
-			downs = append(downs, add(c))
-		}
-		rawInPlace = append(rawInPlace, ins)
-		g.descend = append(g.descend, downs)
+		rawInPlace = append(rawInPlace, lo.Map(in, add))
+		g.descend = append(g.descend, lo.Map(down, add))
 	}
 	// A dynamic reference may land on any part with its anchor.
 	dynamic := map[string][]int{}
