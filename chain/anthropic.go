@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -53,10 +54,7 @@ type anthropicUsage struct {
 // into the top-level system prompt, which is where the Messages API takes
 // them.
 func encodeAnthropic(a *adapter, req *Request) (any, http.Header) {
-	body := anthropicRequest{Model: a.model, MaxTokens: req.MaxTokens, Temperature: req.Temperature}
-	if body.MaxTokens == 0 {
-		body.MaxTokens = anthropicDefaultMaxTokens
-	}
+	body := anthropicRequest{Model: a.model, MaxTokens: cmp.Or(req.MaxTokens, anthropicDefaultMaxTokens), Temperature: req.Temperature}
 	var system []string
 	for _, m := range req.Messages {
 		if m.Role == "system" {

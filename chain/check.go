@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,10 +33,7 @@ func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
 	for _, step := range steps {
 		p := step.Provider
 		for i, req := range samples {
-			r := CheckResult{Provider: p.Name(), Model: p.Model(), Sample: req.ID}
-			if r.Sample == "" {
-				r.Sample = fmt.Sprintf("#%d", i+1)
-			}
+			r := CheckResult{Provider: p.Name(), Model: p.Model(), Sample: cmp.Or(req.ID, fmt.Sprintf("#%d", i+1))}
 			start := time.Now()
 			var resp Response
 			err := callOnce(ctx, &step, &req, &resp)

@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -47,12 +48,7 @@ func compileError(err error) error {
 }
 
 // keywordAt is a keyword's place as a JSON pointer, "/" for the root.
-func keywordAt(loc string) string {
-	if loc == "" {
-		return "/"
-	}
-	return text.Cut(loc, maxSchemaErrorText)
-}
+func keywordAt(loc string) string { return cmp.Or(text.Cut(loc, maxSchemaErrorText), "/") }
 
 // inSchema is a reference into the schema without the compiler's name for it.
 func inSchema(url string) string {
@@ -98,15 +94,12 @@ var pointerEscapes = strings.NewReplacer("~", "~0", "/", "~1")
 
 // pointer is a location as a JSON pointer (RFC 6901), "/" for the root.
 func pointer(tokens []string) string {
-	if len(tokens) == 0 {
-		return "/"
-	}
 	var b strings.Builder
 	for _, t := range tokens {
 		b.WriteByte('/')
 		b.WriteString(pointerEscapes.Replace(t))
 	}
-	return b.String()
+	return cmp.Or(b.String(), "/")
 }
 
 // outsideRefError refuses a schema that refers to ref outside itself.
