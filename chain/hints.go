@@ -39,14 +39,9 @@ const dateSlack = 3 * time.Second
 // name. Zero when there is none.
 func waitHint(header http.Header, u upstreamError, now time.Time) time.Duration {
 	h := withRelayedHeaders(header, u.hintHeader)
-	var d time.Duration
-	if ra, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
-		d = ra
-	}
-	if ms, ok := parseDecimal(strings.TrimSpace(h.Get("Retry-After-Ms")), time.Millisecond); ok {
-		d = max(d, ms)
-	}
-	return max(d, windowWait(h, now), u.retryDelay, u.loadWait, messageDelay(u.message), messageDelay(u.detail))
+	ra, _ := ParseRetryAfter(h.Get("Retry-After"), now) // 0 when there is none
+	ms, _ := parseDecimal(strings.TrimSpace(h.Get("Retry-After-Ms")), time.Millisecond)
+	return max(ra, ms, windowWait(h, now), u.retryDelay, u.loadWait, messageDelay(u.message), messageDelay(u.detail))
 }
 
 // withRelayedHeaders is header with relayed added where it has no value of
