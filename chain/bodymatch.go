@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/samber/lo"
 )
 
 // This file applies the body table of bodyrules.go.
@@ -100,10 +102,7 @@ func rateLimited(status int, u upstreamError) bool {
 
 // markdownRow is the rule as a row of the table in docs/failures.md.
 func (r bodyRule) markdownRow() string {
-	var names []string
-	for _, n := range r.names {
-		names = append(names, "`"+n+"`")
-	}
+	names := lo.Map(r.names, func(n string, _ int) string { return "`" + n + "`" })
 	if r.flagged {
 		names = append(names, "`metadata.reasons`")
 	}
@@ -121,10 +120,7 @@ func (r bodyRule) markdownRow() string {
 	if r.inAnswer {
 		scope = "2xx"
 	}
-	var sources []string
-	for _, s := range r.sources {
-		sources = append(sources, sourceLink(s))
-	}
+	sources := lo.Map(r.sources, func(s string, _ int) string { return sourceLink(s) })
 	return fmt.Sprintf("| %s | %s | %s | %s | %s |", r.description, strings.Join(names, ", "), class, scope, strings.Join(sources, ", "))
 }
 
