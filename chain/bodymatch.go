@@ -71,10 +71,7 @@ func (r bodyRule) matches(u upstreamError, msg string, limited bool) bool {
 		return u.found
 	case r.numericCode:
 		return u.code >= 400 && u.code <= 599
-	case r.flagged && u.flagged:
-		return true
-	}
-	if named(u, r.names) {
+	case r.flagged && u.flagged, named(u, r.names):
 		return true
 	}
 	if len(r.phrases) == 0 || u.html || (limited && !r.counted && !r.limitWords) {

@@ -20,7 +20,7 @@ const maxHint = time.Duration(math.MaxInt64/int64(time.Second)) * time.Second
 // when further from the local time than dateSlack, else the local time.
 func answeredAt(header http.Header) time.Time {
 	now := time.Now()
-	if t, err := http.ParseTime(header.Get("Date")); err == nil && (t.Sub(now) > dateSlack || now.Sub(t) > dateSlack) {
+	if t, err := http.ParseTime(header.Get("Date")); err == nil && t.Sub(now).Abs() > dateSlack {
 		return t
 	}
 	return now
