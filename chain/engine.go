@@ -289,11 +289,9 @@ func (c *Chain) failedAttempt(step *Step, started time.Time, failure *CallError,
 func (c *Chain) again(ctx context.Context, step *Step, failure *CallError, started time.Time, retry, retries int) *CallError {
 	name, pol := step.Provider.Name(), step.Policy
 	coolNow := c.record(ctx, step, failure, started)
-	if coolNow || !failure.Class.Retryable() || retry >= retries {
+	// A hint over max_retry_wait is not worth sleeping for (record opened a cooldown).
+	if coolNow || !failure.Class.Retryable() || retry >= retries || failure.RetryAfter > pol.MaxRetryWait {
 		return failure
-	}
-	if failure.RetryAfter > pol.MaxRetryWait {
-		return failure // not worth sleeping for (record opened a cooldown)
 	}
 	delay := max(Backoff(retry, pol.BackoffBase, pol.BackoffMax, c.rand), failure.RetryAfter)
 	if _, cooling := c.State.Cooling(name, c.now()); cooling {
