@@ -38,18 +38,18 @@ type tokenCount int
 
 // UnmarshalJSON reads any JSON value and never fails.
 func (n *tokenCount) UnmarshalJSON(b []byte) error {
-	f, err := strconv.ParseFloat(string(b), 64)
-	switch {
-	case err != nil && !errors.Is(err, strconv.ErrRange): // not a number
-		*n = 0
-	case f <= 0: // -Inf too
-		*n = 0
-	case f >= MaxUsageTokens: // +Inf too
-		*n = MaxUsageTokens
-	default:
-		*n = tokenCount(f)
-	}
+	*n = tokenCount(jsonNumber(b, MaxUsageTokens))
 	return nil
+}
+
+// jsonNumber is the JSON number raw within 0..limit, beyond which it may
+// be as far as ±Inf; 0 for a value of another kind.
+func jsonNumber(raw []byte, limit float64) float64 {
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
+	if (err != nil && !errors.Is(err, strconv.ErrRange)) || !(f > 0) {
+		return 0
+	}
+	return min(f, limit)
 }
 
 // refuse is the failure a 2xx body is instead of the answer resp decoded
@@ -60,9 +60,9 @@ func (n *tokenCount) UnmarshalJSON(b []byte) error {
 // its frame is not on the stack meanwhile.
 func refuse(resp *Response, decodeErr error, choice json.RawMessage, status int, header http.Header, body []byte, apiKey string) error {
 	if decodeErr != nil || !resp.Complete || (isBlank(resp.Content) && resp.Refusal == "") {
-		failure := answerFailure(status, header, choice, apiKey)
+		failure := bodyFailure(status, header, choice, apiKey)
 		if failure == nil {
-			failure = answerFailure(status, header, body, apiKey)
+			failure = bodyFailure(status, header, body, apiKey)
 		}
 		if failure != nil {
 			failure.StopReason = text.Cut(resp.StopReason, maxStopReason)

@@ -96,7 +96,7 @@ func FuzzAnthropicAnswer(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := decodeAnthropicAnswer(body)
+		got, _, err := decodeAnthropicAnswer(body)
 		agreesWithOnePass(t, body, got, err, func(once *anthropicAnswerAtOnce) Response {
 			var text strings.Builder
 			for _, b := range once.Content {

@@ -1,7 +1,7 @@
 package chain
 
 import (
-	"context"
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -21,7 +21,7 @@ type Anthropic struct{ adapter }
 // NewAnthropic returns an adapter for baseURL (for example
 // https://api.anthropic.com/v1). A nil client uses DefaultHTTPClient.
 func NewAnthropic(name, baseURL, model, apiKey string, client *http.Client) *Anthropic {
-	return &Anthropic{newAdapter(name, baseURL, "/messages", model, apiKey, client)}
+	return &Anthropic{newAdapter(name, baseURL, "/messages", model, apiKey, client, encodeAnthropic, decodeAnthropicAnswer)}
 }
 
 type anthropicRequest struct {
@@ -50,13 +50,11 @@ type anthropicUsage struct {
 	OutputTokens tokenCount `json:"output_tokens"`
 }
 
-// Call sends one message request. System messages are joined into the
-// top-level system prompt, which is where the Messages API takes them.
-func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
-	body := anthropicRequest{Model: a.model, MaxTokens: req.MaxTokens, Temperature: req.Temperature}
-	if body.MaxTokens == 0 {
-		body.MaxTokens = anthropicDefaultMaxTokens
-	}
+// encodeAnthropic writes one message request. System messages are joined
+// into the top-level system prompt, which is where the Messages API takes
+// them.
+func encodeAnthropic(a *adapter, req *Request) (any, http.Header) {
+	body := anthropicRequest{Model: a.model, MaxTokens: cmp.Or(req.MaxTokens, anthropicDefaultMaxTokens), Temperature: req.Temperature}
 	var system []string
 	for _, m := range req.Messages {
 		if m.Role == "system" {
@@ -66,37 +64,20 @@ func (a *Anthropic) Call(ctx context.Context, req *Request) (Response, error) {
 		body.Messages = append(body.Messages, m)
 	}
 	body.System = strings.Join(system, "\n\n")
-	data, err := json.Marshal(body)
-	if err != nil {
-		return Response{}, &CallError{Class: ClassRequest, Err: err}
-	}
-	header := http.Header{
-		"Content-Type":      {"application/json"},
-		"Anthropic-Version": {AnthropicVersion},
-	}
+	header := http.Header{"Anthropic-Version": {AnthropicVersion}}
 	if a.apiKey != "" {
 		header.Set("X-Api-Key", a.apiKey)
 	}
-	status, respHeader, respBody, err := post(ctx, a.client, a.endpoint, header, data)
-	if err != nil {
-		return Response{}, redact(err, a.apiKey)
-	}
-	if status/100 != 2 {
-		return Response{}, httpFailure(status, respHeader, respBody, a.apiKey)
-	}
-	resp, decodeErr := decodeAnthropicAnswer(respBody)
-	redactAnswer(&resp, a.apiKey)
-	if err := refuse(&resp, decodeErr, nil, status, respHeader, respBody, a.apiKey); err != nil {
-		return Response{}, err
-	}
-	return resp, nil
+	return body, header
 }
 
 // decodeAnthropicAnswer reads a message's model, text, stop reason and
-// usage, and the first decoding failure. It decodes a level at a time
-// (decodeLevel): a block's text decoded with the rest took a worker's stack
-// past 8 KiB. Of a member repeated in one object, the last counts.
-func decodeAnthropicAnswer(data []byte) (Response, error) {
+// usage, and the first decoding failure; an error object that ended it is
+// at the top level, so it returns no part to look in beside. It decodes a
+// level at a time (decodeLevel): a block's text decoded with the rest took
+// a worker's stack past 8 KiB. Of a member repeated in one object, the
+// last counts.
+func decodeAnthropicAnswer(data []byte) (Response, json.RawMessage, error) {
 	var out anthropicResponse
 	decodeErr := json.Unmarshal(data, &out)
 	var usage anthropicUsage
@@ -115,5 +96,5 @@ func decodeAnthropicAnswer(data []byte) (Response, error) {
 		Complete:   stopIn(anthropicComplete, string(out.StopReason)),
 		StopReason: string(out.StopReason),
 		Usage:      reportedUsage(int(usage.InputTokens), int(usage.OutputTokens)),
-	}, decodeErr
+	}, nil, decodeErr
 }

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/samber/lo"
 )
 
 // This file applies the body table of bodyrules.go.
@@ -69,10 +71,7 @@ func (r bodyRule) matches(u upstreamError, msg string, limited bool) bool {
 		return u.found
 	case r.numericCode:
 		return u.code >= 400 && u.code <= 599
-	case r.flagged && u.flagged:
-		return true
-	}
-	if named(u, r.names) {
+	case r.flagged && u.flagged, named(u, r.names):
 		return true
 	}
 	if len(r.phrases) == 0 || u.html || (limited && !r.counted && !r.limitWords) {
@@ -94,20 +93,13 @@ func named(u upstreamError, names []string) bool {
 // rate limit guessed wrong costs a few retries, billing guessed wrong an
 // auth_cooldown. The counted rows, keeping a 429's class, are still read.
 func rateLimited(status int, u upstreamError) bool {
-	if status == http.StatusTooManyRequests || u.code == http.StatusTooManyRequests || u.retryDelay > 0 || messageDelay(u.message) > 0 {
-		return true
-	}
-	return slices.ContainsFunc(u.names, func(name string) bool {
-		return slices.ContainsFunc(rateLimitNames, func(n string) bool { return strings.EqualFold(n, name) })
-	})
+	return status == http.StatusTooManyRequests || u.code == http.StatusTooManyRequests || u.retryDelay > 0 ||
+		messageDelay(u.message) > 0 || named(u, rateLimitNames)
 }
 
 // markdownRow is the rule as a row of the table in docs/failures.md.
 func (r bodyRule) markdownRow() string {
-	var names []string
-	for _, n := range r.names {
-		names = append(names, "`"+n+"`")
-	}
+	names := lo.Map(r.names, func(n string, _ int) string { return "`" + n + "`" })
 	if r.flagged {
 		names = append(names, "`metadata.reasons`")
 	}
@@ -125,10 +117,7 @@ func (r bodyRule) markdownRow() string {
 	if r.inAnswer {
 		scope = "2xx"
 	}
-	var sources []string
-	for _, s := range r.sources {
-		sources = append(sources, sourceLink(s))
-	}
+	sources := lo.Map(r.sources, func(s string, _ int) string { return sourceLink(s) })
 	return fmt.Sprintf("| %s | %s | %s | %s | %s |", r.description, strings.Join(names, ", "), class, scope, strings.Join(sources, ", "))
 }
 

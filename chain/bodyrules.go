@@ -45,15 +45,11 @@ type bodyRule struct {
 // rate limit.
 var rateLimitNames = []string{"rate_limit_error", "rate_limit_exceeded", "RESOURCE_EXHAUSTED", "rate_limited", "too_many_requests", "rateLimitExceeded"}
 
-// bodyRules is the table, first match wins. The rows that hold at any
-// status come first, and among them those that name the request: a body
-// that blames one request must not cool the provider for everyone, even
-// when it also carries a generic name (Anthropic's credit balance comes as
-// invalid_request_error, OpenAI's flagged prompt says "please try again").
-// Then what names the credential or the account, which cannot pass by
-// itself, then what names a passing condition. The rows marked inAnswer read
-// an error object sent with a 2xx in place of an answer. For any other
-// non-2xx status the status's class stands.
+// bodyRules is the table, first match wins, in the order docs/failures.md
+// explains: at any status, what names the request (which must not cool the
+// provider for everyone), the credential or the account, a passing
+// condition; then, inAnswer, an error object sent with a 2xx in place of an
+// answer. For any other non-2xx status the status's class stands.
 var bodyRules = []bodyRule{
 	{
 		description: `says the input was flagged by moderation or a content filter (message "Your input was flagged…", "…content management policy…", …)`,

@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +33,7 @@ func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
 	for _, step := range steps {
 		p := step.Provider
 		for i, req := range samples {
-			r := CheckResult{Provider: p.Name(), Model: p.Model(), Sample: sampleName(req, i)}
+			r := CheckResult{Provider: p.Name(), Model: p.Model(), Sample: cmp.Or(req.ID, fmt.Sprintf("#%d", i+1))}
 			start := time.Now()
 			var resp Response
 			err := callOnce(ctx, &step, &req, &resp)
@@ -51,13 +52,6 @@ func Check(ctx context.Context, steps []Step, samples []Request) []CheckResult {
 		}
 	}
 	return out
-}
-
-func sampleName(req Request, i int) string {
-	if req.ID != "" {
-		return req.ID
-	}
-	return fmt.Sprintf("#%d", i+1)
 }
 
 // ErrCheckFailed is returned by WriteCheck when any sample failed.

@@ -3,6 +3,7 @@ package chain
 import (
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -52,13 +53,12 @@ func (c Class) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
 // UnmarshalText decodes a class name written by MarshalText.
 func (c *Class) UnmarshalText(b []byte) error {
-	for i, name := range classNames {
-		if name == string(b) {
-			*c = Class(i)
-			return nil
-		}
+	i := slices.Index(classNames[:], string(b))
+	if i < 0 {
+		return fmt.Errorf("chain: unknown failure class %q", b)
 	}
-	return fmt.Errorf("chain: unknown failure class %q", b)
+	*c = Class(i)
+	return nil
 }
 
 // Retryable reports whether a failure of this class is retried on the same
@@ -73,13 +73,7 @@ func (c Class) Retryable() bool {
 
 // Counts reports whether a failure of this class counts toward the provider's
 // cooldown threshold. A request or output problem is not an outage.
-func (c Class) Counts() bool {
-	switch c {
-	case ClassServer, ClassTimeout, ClassRateLimit, ClassNetwork, ClassAuth:
-		return true
-	}
-	return false
-}
+func (c Class) Counts() bool { return c.Retryable() || c == ClassAuth }
 
 // Classify maps a non-2xx HTTP status to its failure class before the body
 // is read (docs/failures.md). Only 401 says by itself that the credential is

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/internal/logs"
+	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/internal/wait"
 )
 
@@ -256,8 +257,10 @@ func (c *Chain) pass(ctx context.Context, step *Step, req *Request, res *Result,
 // that makes it no answer at all (validate).
 func (c *Chain) answered(ctx context.Context, step *Step, req *Request, started time.Time, resp *Response, res *Result) *CallError {
 	p := step.Provider
-	attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds(),
-		StopReason: recordedStop(resp)}
+	attempt := Attempt{Provider: p.Name(), Model: p.Model(), Outcome: OutcomeOK, LatencyMs: c.now().Sub(started).Milliseconds()}
+	if !resp.Complete {
+		attempt.StopReason = text.Cut(resp.StopReason, maxStopReason)
+	}
 	if problem := validate(resp, req.Schema); problem != nil {
 		attempt.Outcome, attempt.Class, attempt.Error = OutcomeFailed, ClassInvalidOutput, problem.Error()
 		res.Attempts = append(res.Attempts, attempt)
@@ -286,11 +289,9 @@ func (c *Chain) failedAttempt(step *Step, started time.Time, failure *CallError,
 func (c *Chain) again(ctx context.Context, step *Step, failure *CallError, started time.Time, retry, retries int) *CallError {
 	name, pol := step.Provider.Name(), step.Policy
 	coolNow := c.record(ctx, step, failure, started)
-	if coolNow || !failure.Class.Retryable() || retry >= retries {
+	// A hint over max_retry_wait is not worth sleeping for (record opened a cooldown).
+	if coolNow || !failure.Class.Retryable() || retry >= retries || failure.RetryAfter > pol.MaxRetryWait {
 		return failure
-	}
-	if failure.RetryAfter > pol.MaxRetryWait {
-		return failure // not worth sleeping for (record opened a cooldown)
 	}
 	delay := max(Backoff(retry, pol.BackoffBase, pol.BackoffMax, c.rand), failure.RetryAfter)
 	if _, cooling := c.State.Cooling(name, c.now()); cooling {

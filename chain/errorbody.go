@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"html"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -120,18 +121,13 @@ func nameOrCode(raw json.RawMessage) (name string, code int) {
 	s := jsonString(raw)
 	if s == "" {
 		s = string(bytes.TrimSpace(raw)) // a JSON number, or null, or worse
-		if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 100 && f < 1000 && f == float64(int(f)) {
-			return "", int(f)
-		}
-		return "", 0
+	} else if _, err := strconv.Atoi(s); err != nil {
+		return s, 0
 	}
-	if n, err := strconv.Atoi(s); err == nil {
-		if n >= 100 && n < 1000 {
-			return "", n
-		}
-		return "", 0
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 100 && f < 1000 && f == float64(int(f)) {
+		return "", int(f)
 	}
-	return s, 0
+	return "", 0
 }
 
 // jsonString is raw's value when it is a JSON string, else "".
@@ -143,38 +139,16 @@ func jsonString(raw json.RawMessage) string {
 	return s
 }
 
+// titleTag finds a page's <title>, ignoring case.
+var titleTag = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title`)
+
 // htmlTitle is the page's <title>, unescaped with whitespace collapsed.
 func htmlTitle(page []byte) string {
-	page = page[:min(len(page), maxTitleSearch)]
-	// Lowered byte for byte, so that an index into it is one into page
-	// (bytes.ToLower turns a byte that is not UTF-8 into three).
-	lower := asciiLower(page)
-	open := bytes.Index(lower, []byte("<title"))
-	if open < 0 {
+	m := titleTag.FindSubmatch(page[:min(len(page), maxTitleSearch)])
+	if m == nil {
 		return ""
 	}
-	start := bytes.IndexByte(lower[open:], '>')
-	if start < 0 {
-		return ""
-	}
-	start += open + 1
-	end := bytes.Index(lower[start:], []byte("</title"))
-	if end < 0 {
-		return ""
-	}
-	return strings.Join(strings.Fields(html.UnescapeString(string(page[start:start+end]))), " ")
-}
-
-// asciiLower is b with A-Z lowered and every other byte as it is.
-func asciiLower(b []byte) []byte {
-	out := make([]byte, len(b))
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		out[i] = c
-	}
-	return out
+	return oneLine(html.UnescapeString(string(m[1])))
 }
 
 // text is the readable part of the body, before the caller redacts it.

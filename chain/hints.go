@@ -1,9 +1,7 @@
 package chain
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"math"
 	"net/http"
 	"regexp"
@@ -22,7 +20,7 @@ const maxHint = time.Duration(math.MaxInt64/int64(time.Second)) * time.Second
 // when further from the local time than dateSlack, else the local time.
 func answeredAt(header http.Header) time.Time {
 	now := time.Now()
-	if t, err := http.ParseTime(header.Get("Date")); err == nil && (t.Sub(now) > dateSlack || now.Sub(t) > dateSlack) {
+	if t, err := http.ParseTime(header.Get("Date")); err == nil && t.Sub(now).Abs() > dateSlack {
 		return t
 	}
 	return now
@@ -41,14 +39,9 @@ const dateSlack = 3 * time.Second
 // name. Zero when there is none.
 func waitHint(header http.Header, u upstreamError, now time.Time) time.Duration {
 	h := withRelayedHeaders(header, u.hintHeader)
-	var d time.Duration
-	if ra, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
-		d = ra
-	}
-	if ms, ok := parseDecimal(strings.TrimSpace(h.Get("Retry-After-Ms")), time.Millisecond); ok {
-		d = max(d, ms)
-	}
-	return max(d, windowWait(h, now), u.retryDelay, u.loadWait, messageDelay(u.message), messageDelay(u.detail))
+	ra, _ := ParseRetryAfter(h.Get("Retry-After"), now) // 0 when there is none
+	ms, _ := parseDecimal(strings.TrimSpace(h.Get("Retry-After-Ms")), time.Millisecond)
+	return max(ra, ms, windowWait(h, now), u.retryDelay, u.loadWait, messageDelay(u.message), messageDelay(u.detail))
 }
 
 // withRelayedHeaders is header with relayed added where it has no value of
@@ -73,14 +66,10 @@ func withRelayedHeaders(header, relayed http.Header) http.Header {
 // estimated_time: 300.8891906738281), rounded up; 0 for anything else or
 // not positive; maxHint at most.
 func secondsHint(raw json.RawMessage) time.Duration {
-	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
-	switch {
-	case err != nil && !errors.Is(err, strconv.ErrRange), !(f > 0):
-		return 0
-	case f >= maxHint.Seconds():
-		return maxHint
+	if f := jsonNumber(raw, maxHint.Seconds()); f < maxHint.Seconds() {
+		return time.Duration(math.Ceil(f * float64(time.Second)))
 	}
-	return time.Duration(math.Ceil(f * float64(time.Second)))
+	return maxHint
 }
 
 // parseDecimal reads "digits" or "digits.digits" as a count of unit,

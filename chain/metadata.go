@@ -43,13 +43,12 @@ func metadataValueError(key, kind string) error {
 func (m *Metadata) UnmarshalJSON(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	var obj map[string]any // nil for null
+	if err := dec.Decode(&obj); err != nil {
+		if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+			typeErr.Type = reflect.TypeFor[Metadata]()
+		}
 		return err
-	}
-	obj, ok := v.(map[string]any) // nil for null
-	if !ok && v != nil {
-		return &json.UnmarshalTypeError{Value: jsonKind(v), Type: reflect.TypeFor[Metadata]()}
 	}
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		switch obj[k].(type) {
@@ -61,21 +60,6 @@ func (m *Metadata) UnmarshalJSON(data []byte) error {
 	}
 	*m = obj
 	return nil
-}
-
-// jsonKind names a decoded JSON value's kind as an UnmarshalTypeError does.
-func jsonKind(v any) string {
-	switch v.(type) {
-	case []any:
-		return "array"
-	case string:
-		return "string"
-	case json.Number:
-		return "number"
-	case bool:
-		return "bool"
-	}
-	return "object"
 }
 
 // EncodeMsgpack writes the map with its keys sorted, json.Number values as

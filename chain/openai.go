@@ -24,18 +24,26 @@ const maxErrorText = 300
 const maxResponseBytes = 8 << 20
 
 // adapter is what the HTTP adapters share: one attempt per Call, with
-// plain net/http.
+// plain net/http. Its flavour writes the request and reads the answer.
 type adapter struct {
 	name, endpoint, model, apiKey string
 	client                        *http.Client
+	// encode returns the request's body, sent as JSON, and its headers
+	// but Content-Type.
+	encode func(a *adapter, req *Request) (any, http.Header)
+	// decode reads a 2xx answer: the answer, the part of the body beside
+	// the top level that may hold an error object that ended it (nil for
+	// none), and the first decoding failure.
+	decode func(body []byte) (Response, json.RawMessage, error)
 }
 
 // newAdapter resolves path under baseURL; a nil client is DefaultHTTPClient.
-func newAdapter(name, baseURL, path, model, apiKey string, client *http.Client) adapter {
+func newAdapter(name, baseURL, path, model, apiKey string, client *http.Client,
+	encode func(*adapter, *Request) (any, http.Header), decode func([]byte) (Response, json.RawMessage, error)) adapter {
 	if client == nil {
 		client = DefaultHTTPClient
 	}
-	return adapter{name: name, endpoint: endpoint(baseURL, path), model: model, apiKey: apiKey, client: client}
+	return adapter{name: name, endpoint: endpoint(baseURL, path), model: model, apiKey: apiKey, client: client, encode: encode, decode: decode}
 }
 
 // Name returns the provider's name.
@@ -51,7 +59,7 @@ type OpenAI struct{ adapter }
 // NewOpenAI returns an adapter for baseURL (for example
 // https://api.openai.com/v1). A nil client uses DefaultHTTPClient.
 func NewOpenAI(name, baseURL, model, apiKey string, client *http.Client) *OpenAI {
-	return &OpenAI{newAdapter(name, baseURL, "/chat/completions", model, apiKey, client)}
+	return &OpenAI{newAdapter(name, baseURL, "/chat/completions", model, apiKey, client, encodeOpenAI, decodeOpenAIAnswer)}
 }
 
 type openAIRequest struct {
@@ -83,26 +91,34 @@ type openAIMessage struct {
 	Refusal *looseString `json:"refusal"`
 }
 
-// Call sends one chat completion.
-func (o *OpenAI) Call(ctx context.Context, req *Request) (Response, error) {
-	body, err := json.Marshal(openAIRequest{Model: o.model, Messages: req.Messages, MaxTokens: req.MaxTokens, Temperature: req.Temperature})
+// encodeOpenAI writes one chat completion request.
+func encodeOpenAI(a *adapter, req *Request) (any, http.Header) {
+	header := http.Header{}
+	if a.apiKey != "" {
+		header.Set("Authorization", "Bearer "+a.apiKey)
+	}
+	return openAIRequest{Model: a.model, Messages: req.Messages, MaxTokens: req.MaxTokens, Temperature: req.Temperature}, header
+}
+
+// Call makes one attempt: it posts the flavour's request and reads its
+// answer.
+func (a *adapter) Call(ctx context.Context, req *Request) (Response, error) {
+	payload, header := a.encode(a, req)
+	body, err := json.Marshal(payload)
 	if err != nil {
 		return Response{}, &CallError{Class: ClassRequest, Err: err}
 	}
-	header := http.Header{"Content-Type": {"application/json"}}
-	if o.apiKey != "" {
-		header.Set("Authorization", "Bearer "+o.apiKey)
-	}
-	status, respHeader, data, err := post(ctx, o.client, o.endpoint, header, body)
+	header.Set("Content-Type", "application/json")
+	status, respHeader, data, err := post(ctx, a.client, a.endpoint, header, body)
 	if err != nil {
-		return Response{}, redact(err, o.apiKey)
+		return Response{}, redact(err, a.apiKey)
 	}
 	if status/100 != 2 {
-		return Response{}, httpFailure(status, respHeader, data, o.apiKey)
+		return Response{}, bodyFailure(status, respHeader, data, a.apiKey)
 	}
-	resp, choice, decodeErr := decodeOpenAIAnswer(data)
-	redactAnswer(&resp, o.apiKey)
-	if err := refuse(&resp, decodeErr, choice, status, respHeader, data, o.apiKey); err != nil {
+	resp, choice, decodeErr := a.decode(data)
+	redactAnswer(&resp, a.apiKey)
+	if err := refuse(&resp, decodeErr, choice, status, respHeader, data, a.apiKey); err != nil {
 		return Response{}, err
 	}
 	return resp, nil
@@ -178,8 +194,7 @@ func post(ctx context.Context, client *http.Client, url string, header http.Head
 	httpReq.Header = header
 	resp, err := client.Do(httpReq)
 	if err != nil {
-		var ue *neturl.Error
-		if errors.As(err, &ue) {
+		if ue, ok := errors.AsType[*neturl.Error](err); ok {
 			ue.URL = text.URL(ue.URL) // a base_url's user part or query may carry a key
 		}
 		return 0, nil, nil, err
@@ -217,26 +232,20 @@ func undecodable(err error) bool {
 	return errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt)
 }
 
-// httpFailure builds the CallError for a non-2xx answer: the status's class
-// unless the body overrides it (bodyRules), the longest wait hint, and the
-// body's text.
-func httpFailure(status int, header http.Header, body []byte, apiKey string) *CallError {
+// bodyFailure builds the CallError an error body reports: the status's
+// class unless the body overrides it (bodyRules), the longest wait hint,
+// and the body's text. In a 2xx answer, where gateways send an error
+// object, it is classed by its embedded code or type, and nil when there is
+// none; adapters ask only when the body has no answer (refuse).
+func bodyFailure(status int, header http.Header, body []byte, apiKey string) *CallError {
 	u := decodeErrorBody(body)
-	return &CallError{
-		Class: classifyBody(status, u), StatusCode: status, RetryAfter: waitHint(header, u, answeredAt(header)),
-		Err: errors.New(errorText(u.text(), apiKey)),
+	msg := u.text()
+	if status/100 == 2 {
+		if !u.found {
+			return nil
+		}
+		msg = fmt.Sprintf("error in the %d answer (%s): %s", status, u.label(), msg)
 	}
-}
-
-// answerFailure is the failure an error object in a 2xx body reports, as
-// gateways send, classed by its embedded code or type; nil when there is
-// none. Adapters ask only when the body has no answer (refuse).
-func answerFailure(status int, header http.Header, body []byte, apiKey string) *CallError {
-	u := decodeErrorBody(body)
-	if !u.found {
-		return nil
-	}
-	msg := fmt.Sprintf("error in the %d answer (%s): %s", status, u.label(), u.text())
 	return &CallError{
 		Class: classifyBody(status, u), StatusCode: status, RetryAfter: waitHint(header, u, answeredAt(header)),
 		Err: errors.New(errorText(msg, apiKey)),

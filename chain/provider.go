@@ -103,8 +103,7 @@ func (e *CallError) Unwrap() error { return e.Err }
 
 // asCallError turns any error from Provider.Call into a *CallError.
 func asCallError(err error, parent context.Context) *CallError {
-	var ce *CallError
-	if errors.As(err, &ce) {
+	if ce, ok := errors.AsType[*CallError](err); ok {
 		if parent.Err() != nil {
 			return &CallError{Class: ClassCanceled, Err: err}
 		}

@@ -14,10 +14,7 @@ func Backoff(attempt int, base, max time.Duration, rnd func() float64) time.Dura
 	if base <= 0 {
 		return 0
 	}
-	ceiling := float64(base) * math.Pow(2, float64(attempt))
-	if ceiling > float64(max) || math.IsInf(ceiling, 0) {
-		ceiling = float64(max)
-	}
+	ceiling := min(float64(base)*math.Pow(2, float64(attempt)), float64(max)) // +Inf too
 	return time.Duration(rnd() * ceiling)
 }
 
@@ -40,8 +37,5 @@ func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	if d := t.Sub(now); d > 0 {
-		return min(d, maxHint), true
-	}
-	return 0, true
+	return until(t, now), true
 }

@@ -67,7 +67,7 @@ func compileSchemaJSON(raw []byte) (*Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{}) // no scheme may be loaded
 	match := &matchBudget{}
-	patterns := newPatternBudget(match)
+	patterns := &patternBudget{left: MaxSchemaPatternSize, seen: map[string]*boundedRegexp{}, match: match}
 	defer patterns.closed.Store(true)
 	c.UseRegexpEngine(patterns.compile)
 	if err := c.AddResource(schemaURL, parsed); err != nil {
@@ -208,13 +208,6 @@ func (c *SchemaCache) start(ctx context.Context, e *schemaEntry, raw []byte) err
 		e.schema, e.err = c.compile(raw)
 	}()
 	return nil
-}
-
-// held returns how many schemas the cache holds, in any state.
-func (c *SchemaCache) held() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.recent.Len()
 }
 
 // entry returns raw's entry, adding one if need be and evicting the least

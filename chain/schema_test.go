@@ -633,3 +633,10 @@ func TestAnAnswerThatIsNotJSONIsNamedByItsStart(t *testing.T) {
 		t.Fatalf("Validate = %v, want %s", err, want)
 	}
 }
+
+// held returns how many schemas the cache holds, in any state.
+func (c *SchemaCache) held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recent.Len()
+}

@@ -2,8 +2,10 @@ package chain
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
+	"github.com/samber/lo"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -70,7 +72,7 @@ type schemaGraph struct {
 func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
 	g := &schemaGraph{}
 	index := map[*jsonschema.Schema]int{}
-	add := func(s *jsonschema.Schema) int {
+	add := func(s *jsonschema.Schema, _ int) int {
 		if i, ok := index[s]; ok {
 			return i
 		}
@@ -78,19 +80,12 @@ func newSchemaGraph(root *jsonschema.Schema) *schemaGraph {
 		g.nodes = append(g.nodes, s)
 		return len(g.nodes) - 1
 	}
-	add(root)
+	add(root, 0)
 	var rawInPlace [][]int
 	for i := 0; i < len(g.nodes); i++ { // g.nodes grows as parts are found
 		in, down := schemaEdges(g.nodes[i])
-		var ins, downs []int
-		for _, c := range in {
-			ins = append(ins, add(c))
-		}
-		for _, c := range down {
-			downs = append(downs, add(c))
-		}
-		rawInPlace = append(rawInPlace, ins)
-		g.descend = append(g.descend, downs)
+		rawInPlace = append(rawInPlace, lo.Map(in, add))
+		g.descend = append(g.descend, lo.Map(down, add))
 	}
 	// A dynamic reference may land on any part with its anchor.
 	dynamic := map[string][]int{}
@@ -172,47 +167,28 @@ func (g *schemaGraph) sortInPlace(raw [][]int) {
 // schemaEdges returns the parts s applies to the same value and those it
 // applies to values one level down.
 func schemaEdges(s *jsonschema.Schema) (inPlace, descend []*jsonschema.Schema) {
-	add := func(to *[]*jsonschema.Schema, c ...*jsonschema.Schema) {
-		for _, x := range c {
-			if x != nil {
-				*to = append(*to, x)
-			}
-		}
-	}
-	in := func(c ...*jsonschema.Schema) { add(&inPlace, c...) }
-	down := func(c ...*jsonschema.Schema) { add(&descend, c...) }
-	in(s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else)
+	inPlace = []*jsonschema.Schema{s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else}
 	if s.DynamicRef != nil {
-		in(s.DynamicRef.Ref)
+		inPlace = append(inPlace, s.DynamicRef.Ref)
 	}
-	in(s.AllOf...)
-	in(s.AnyOf...)
-	in(s.OneOf...)
-	for _, c := range s.DependentSchemas {
-		in(c)
-	}
+	inPlace = slices.Concat(inPlace, s.AllOf, s.AnyOf, s.OneOf, slices.Collect(maps.Values(s.DependentSchemas)))
 	for _, v := range s.Dependencies {
 		if c, ok := v.(*jsonschema.Schema); ok {
-			in(c)
+			inPlace = append(inPlace, c)
 		}
 	}
-	down(s.PropertyNames, s.Contains, s.Items2020, s.UnevaluatedProperties, s.UnevaluatedItems, s.ContentSchema)
-	for _, c := range s.Properties {
-		down(c)
-	}
-	for _, c := range s.PatternProperties {
-		down(c)
-	}
-	down(s.PrefixItems...)
+	descend = slices.Concat(
+		[]*jsonschema.Schema{s.PropertyNames, s.Contains, s.Items2020, s.UnevaluatedProperties, s.UnevaluatedItems, s.ContentSchema},
+		slices.Collect(maps.Values(s.Properties)), slices.Collect(maps.Values(s.PatternProperties)), s.PrefixItems)
 	for _, v := range []any{s.AdditionalProperties, s.AdditionalItems, s.Items} {
 		switch v := v.(type) {
 		case *jsonschema.Schema:
-			down(v)
+			descend = append(descend, v)
 		case []*jsonschema.Schema:
-			down(v...)
+			descend = append(descend, v...)
 		}
 	}
-	return inPlace, descend
+	return lo.Compact(inPlace), lo.Compact(descend)
 }
 
 // jsonDeeperThan reports whether the JSON text s nests deeper than limit,

@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -47,12 +48,7 @@ func compileError(err error) error {
 }
 
 // keywordAt is a keyword's place as a JSON pointer, "/" for the root.
-func keywordAt(loc string) string {
-	if loc == "" {
-		return "/"
-	}
-	return text.Cut(loc, maxSchemaErrorText)
-}
+func keywordAt(loc string) string { return cmp.Or(text.Cut(loc, maxSchemaErrorText), "/") }
 
 // inSchema is a reference into the schema without the compiler's name for it.
 func inSchema(url string) string {
@@ -62,11 +58,14 @@ func inSchema(url string) string {
 // validationError words a value that does not satisfy its schema: the
 // first specific finding and its place as a JSON pointer, after prefix.
 func validationError(prefix string, err error) error {
-	var found *jsonschema.ValidationError
-	if !errors.As(err, &found) {
+	found, ok := errors.AsType[*jsonschema.ValidationError](err)
+	if !ok {
 		return schemaError(prefix, err)
 	}
-	leaf := firstLeaf(found)
+	leaf := found // the first, most specific finding without causes of its own
+	for len(leaf.Causes) > 0 {
+		leaf = leaf.Causes[0]
+	}
 	return schemaError(prefix, fmt.Errorf("at %s: %s", pointer(leaf.InstanceLocation), leaf.ErrorKind.LocalizedString(schemaPrinter)))
 }
 
@@ -75,8 +74,8 @@ func validationError(prefix string, err error) error {
 // answer would fail. Checking null finds a loop met before the answer's
 // shape decides the way.
 func refCycle(compiled *jsonschema.Schema) error {
-	var found *jsonschema.ValidationError
-	if !errors.As(compiled.Validate(nil), &found) {
+	found, ok := errors.AsType[*jsonschema.ValidationError](compiled.Validate(nil))
+	if !ok {
 		return nil
 	}
 	for stack := []*jsonschema.ValidationError{found}; len(stack) > 0; {
@@ -90,28 +89,17 @@ func refCycle(compiled *jsonschema.Schema) error {
 	return nil
 }
 
-// firstLeaf is the first, most specific finding without causes of its own.
-func firstLeaf(e *jsonschema.ValidationError) *jsonschema.ValidationError {
-	for len(e.Causes) > 0 {
-		e = e.Causes[0]
-	}
-	return e
-}
-
 // pointerEscapes escapes a token of a JSON pointer (RFC 6901, section 3).
 var pointerEscapes = strings.NewReplacer("~", "~0", "/", "~1")
 
 // pointer is a location as a JSON pointer (RFC 6901), "/" for the root.
 func pointer(tokens []string) string {
-	if len(tokens) == 0 {
-		return "/"
-	}
 	var b strings.Builder
 	for _, t := range tokens {
 		b.WriteByte('/')
 		b.WriteString(pointerEscapes.Replace(t))
 	}
-	return b.String()
+	return cmp.Or(b.String(), "/")
 }
 
 // outsideRefError refuses a schema that refers to ref outside itself.

@@ -144,10 +144,6 @@ type patternBudget struct {
 	closed atomic.Bool
 }
 
-func newPatternBudget(match *matchBudget) *patternBudget {
-	return &patternBudget{left: MaxSchemaPatternSize, seen: map[string]*boundedRegexp{}, match: match}
-}
-
 // compile is a jsonschema.RegexpEngine.
 func (b *patternBudget) compile(s string) (jsonschema.Regexp, error) {
 	if b.closed.Load() {

@@ -45,14 +45,6 @@ func stopIn(reasons []string, reason string) bool {
 	return slices.ContainsFunc(reasons, func(r string) bool { return strings.EqualFold(r, reason) })
 }
 
-// recordedStop is the stop reason an attempt records: "" when complete.
-func recordedStop(resp *Response) string {
-	if resp.Complete {
-		return ""
-	}
-	return text.Cut(resp.StopReason, maxStopReason)
-}
-
 // stopProblem says why an answer that is not complete is no answer: its
 // text is a fragment, an apology or a filter's leftover.
 func stopProblem(resp *Response) error {
