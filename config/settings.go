@@ -94,7 +94,7 @@ func LoadSettings() (Settings, error) {
 		one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "V", Type: f.Type, Tag: f.Tag}}))
 		key := f.Tag.Get("envconfig")
 		raw, set := os.LookupEnv(key)
-		if set && wholeNumber(f) && readDecimal(strings.TrimSpace(raw), one.Elem().Field(0)) {
+		if set && wholeNumber(f.Type) && readDecimal(strings.TrimSpace(raw), one.Elem().Field(0)) {
 			v.Field(i).Set(one.Elem().Field(0))
 			continue
 		}
@@ -103,7 +103,7 @@ func LoadSettings() (Settings, error) {
 			refused[key] = true
 			continue
 		}
-		if set && wholeNumber(f) {
+		if set && wholeNumber(f.Type) {
 			// envconfig read what is not decimal: Go's base prefixes
 			// (0x10, 0b11) or digit separators (1_0).
 			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number in decimal digits", key, strings.TrimSpace(raw)))
@@ -133,29 +133,23 @@ func LoadSettings() (Settings, error) {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-// wholeNumber reports whether f is a whole-number setting.
-func wholeNumber(f reflect.StructField) bool {
-	return f.Type != durationType && f.Type.Kind() >= reflect.Int && f.Type.Kind() <= reflect.Uint64
+// wholeNumber reports whether t is the type of a whole-number setting.
+func wholeNumber(t reflect.Type) bool {
+	return t != durationType && t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64
 }
 
 // readDecimal reads raw in decimal into value, a whole number, and reports
 // whether it could: envconfig reads Go's base prefixes, so that 010 would
 // be eight and 08 no number at all.
 func readDecimal(raw string, value reflect.Value) bool {
-	if value.Kind() >= reflect.Uint {
-		n, err := strconv.ParseUint(raw, 10, 64)
-		if err != nil || value.OverflowUint(n) {
-			return false
-		}
+	if value.CanUint() {
+		n, err := strconv.ParseUint(raw, 10, value.Type().Bits())
 		value.SetUint(n)
-		return true
+		return err == nil
 	}
-	n, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || value.OverflowInt(n) {
-		return false
-	}
+	n, err := strconv.ParseInt(raw, 10, value.Type().Bits())
 	value.SetInt(n)
-	return true
+	return err == nil
 }
 
 // valueProblem says, in the words of docs/settings.md, why a variable's
@@ -169,7 +163,7 @@ func valueProblem(f reflect.StructField, err error) string {
 	switch {
 	case f.Type == durationType:
 		want = "a duration such as 500ms, 30s or 10m"
-	case f.Type.Kind() < reflect.Int || f.Type.Kind() > reflect.Uint64:
+	case !wholeNumber(f.Type):
 		return fmt.Sprintf("%q cannot be read: %v", pe.Value, pe.Err)
 	}
 	if strings.TrimSpace(pe.Value) == "" {
@@ -416,7 +410,7 @@ func valueKind(t reflect.Type) string {
 		return "duration"
 	case t.Kind() == reflect.Slice:
 		return "list, comma-separated"
-	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+	case wholeNumber(t):
 		return "whole number"
 	}
 	return "text"
