@@ -24,23 +24,15 @@ type Entry struct {
 // duplicates included, ignoring bytes after it. It refuses a value that is not
 // a map (ErrNotMap) or is cut short, never allocating by a declared length.
 func MapEntries(data []byte) ([]Entry, error) {
-	n, pos, err := containerLen(data, 0x80, 0xde, 0xdf, 2, ErrNotMap)
+	spans, err := values(data, 0x80, 0xde, 0xdf, 2, ErrNotMap)
 	if err != nil {
 		return nil, err
 	}
-	entries := make([]Entry, 0, n)
-	for range n {
-		e := Entry{KeyStart: pos}
-		end, err := ValueEnd(data, pos)
-		if err != nil {
-			return nil, err
-		}
-		e.Key, e.KeyIsString = String(data[pos:end])
-		e.ValStart = end
-		if e.ValEnd, err = ValueEnd(data, end); err != nil {
-			return nil, err
-		}
-		pos = e.ValEnd
+	entries := make([]Entry, 0, len(spans)/2)
+	for i := 0; i < len(spans); i += 2 {
+		key, val := spans[i], spans[i+1]
+		e := Entry{KeyStart: key[0], ValStart: val[0], ValEnd: val[1]}
+		e.Key, e.KeyIsString = String(data[key[0]:key[1]])
 		entries = append(entries, e)
 	}
 	return entries, nil
@@ -49,12 +41,36 @@ func MapEntries(data []byte) ([]Entry, error) {
 // Elements returns the start and end offsets of each element of the array
 // that starts data, refusing as MapEntries does (ErrNotArray).
 func Elements(data []byte) ([][2]int, error) {
-	n, pos, err := containerLen(data, 0x90, 0xdc, 0xdd, 1, ErrNotArray)
-	if err != nil {
-		return nil, err
+	return values(data, 0x90, 0xdc, 0xdd, 1, ErrNotArray)
+}
+
+// values returns the start and end offsets of each value in the map or
+// array with the codes fix (16 values), c16 and c32 that starts data: per
+// values an item, an item of a map being its key and its value. It refuses
+// another value with wrongKind, and a length whose items, of per values of
+// a byte at least, the bytes after the header could not hold.
+func values(data []byte, fix, c16, c32 byte, per uint64, wrongKind error) ([][2]int, error) {
+	var n uint64
+	var pos int
+	switch {
+	case len(data) == 0:
+		return nil, ErrTruncated
+	case data[0] >= fix && data[0] <= fix|0x0f:
+		n, pos = uint64(data[0]&0x0f), 1
+	case data[0] == c16 && len(data) >= 3:
+		n, pos = uint64(binary.BigEndian.Uint16(data[1:])), 3
+	case data[0] == c32 && len(data) >= 5:
+		n, pos = uint64(binary.BigEndian.Uint32(data[1:])), 5
+	case data[0] == c16, data[0] == c32:
+		return nil, ErrTruncated
+	default:
+		return nil, wrongKind
 	}
-	spans := make([][2]int, 0, n)
-	for range n {
+	if n > uint64(len(data)-pos)/per {
+		return nil, ErrTruncated
+	}
+	spans := make([][2]int, 0, n*per)
+	for range n * per {
 		end, err := ValueEnd(data, pos)
 		if err != nil {
 			return nil, err
@@ -63,31 +79,6 @@ func Elements(data []byte) ([][2]int, error) {
 		pos = end
 	}
 	return spans, nil
-}
-
-// containerLen reads the header of a map or array with the codes fix (16
-// values), c16 and c32: its length and the offset past the header. It
-// refuses another value with wrongKind, and a length whose items, of per
-// values of a byte at least, the bytes after the header could not hold.
-func containerLen(data []byte, fix, c16, c32 byte, per uint64, wrongKind error) (n uint64, pos int, err error) {
-	switch {
-	case len(data) == 0:
-		return 0, 0, ErrTruncated
-	case data[0] >= fix && data[0] <= fix|0x0f:
-		n, pos = uint64(data[0]&0x0f), 1
-	case data[0] == c16 && len(data) >= 3:
-		n, pos = uint64(binary.BigEndian.Uint16(data[1:])), 3
-	case data[0] == c32 && len(data) >= 5:
-		n, pos = uint64(binary.BigEndian.Uint32(data[1:])), 5
-	case data[0] == c16, data[0] == c32:
-		return 0, 0, ErrTruncated
-	default:
-		return 0, 0, wrongKind
-	}
-	if n > uint64(len(data)-pos)/per {
-		return 0, 0, ErrTruncated
-	}
-	return n, pos, nil
 }
 
 // String decodes b when it is exactly one msgpack str or bin (which the
