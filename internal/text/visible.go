@@ -35,17 +35,15 @@ func visible(s string, lines bool) string {
 	}
 	var b strings.Builder
 	b.Grow(len(s) + 16)
-	b.WriteString(s[:i])
 	for i < len(s) {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || escaped(r, lines) {
-			q := strconv.Quote(s[i : i+size]) // "\x1b", "\n", "\u202e", "\xff"
-			b.WriteString(q[1 : len(q)-1])
-		} else {
-			b.WriteString(s[i : i+size])
-		}
-		i += size
+		_, size := utf8.DecodeRuneInString(s[i:])
+		q := strconv.Quote(s[i : i+size]) // "\x1b", "\n", "\u202e", "\xff"
+		b.WriteString(s[:i])
+		b.WriteString(q[1 : len(q)-1])
+		s = s[i+size:]
+		i = firstToEscape(s, lines)
 	}
+	b.WriteString(s)
 	return b.String()
 }
 
@@ -53,14 +51,6 @@ func visible(s string, lines bool) string {
 // an escape, len(s) when there is none.
 func firstToEscape(s string, lines bool) int {
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if escaped(rune(c), lines) {
-				return i
-			}
-			i++
-			continue
-		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if (r == utf8.RuneError && size == 1) || escaped(r, lines) {
 			return i
