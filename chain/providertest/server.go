@@ -119,13 +119,16 @@ func (s *Server) trim() {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	refuse := func(status int, message string) {
+		s.write(w, 0, Request{}, Reply{Status: status, ErrorMessage: "providertest: " + message})
+	}
 	if r.URL.Path != s.flavor.completionPath() {
-		s.writeError(w, http.StatusNotFound, fmt.Sprintf("providertest: no %s endpoint at %s", s.flavor, r.URL.Path))
+		refuse(http.StatusNotFound, fmt.Sprintf("no %s endpoint at %s", s.flavor, r.URL.Path))
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		s.writeError(w, http.StatusMethodNotAllowed, "providertest: use POST")
+		refuse(http.StatusMethodNotAllowed, "use POST")
 		return
 	}
 	arrived := time.Now()
@@ -137,18 +140,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// away, which ends r.Context() for Hang and Delay.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		s.writeError(w, http.StatusBadRequest, "providertest: reading body: "+err.Error())
+		refuse(http.StatusBadRequest, "reading body: "+err.Error())
 		return
 	}
 	req, err := decodeRequest(body, r.Header)
 	if err != nil {
-		s.writeError(w, http.StatusBadRequest, "providertest: "+err.Error())
+		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
 	req.Flavor, req.At, req.Query = s.flavor, arrived, r.URL.Query()
 	s.remember(req)
 	if err := validate(s.flavor, req); err != nil {
-		s.writeError(w, http.StatusBadRequest, "providertest: "+err.Error())
+		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
 
@@ -196,10 +199,4 @@ func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // a client that left cannot be told
-}
-
-func (s *Server) writeError(w http.ResponseWriter, status int, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(s.flavor.errorDocument(status, Reply{ErrorMessage: message}))
 }
