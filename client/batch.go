@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/wait"
@@ -217,16 +218,14 @@ func (c *Client) await(ctx context.Context, col *collector) {
 		case <-tick.C:
 			// Every 5 s, look for all pending results too: a reply lost on
 			// the inbox (a reconnect) is still stored.
-			if ids := col.pending(n%10 != 0); len(ids) > 0 {
-				c.collectStored(ctx, col, ids)
-			}
+			c.collectStored(ctx, col, col.pending(n%10 != 0))
 		}
 	}
 }
 
-// collectStored reads the results of ids from DETOUR_RESULTS, within 5 s.
-func (c *Client) collectStored(ctx context.Context, col *collector, ids []string) {
-	if len(ids) == 0 {
+// collectStored reads the results of pending from DETOUR_RESULTS, within 5 s.
+func (c *Client) collectStored(ctx context.Context, col *collector, pending []Receipt) {
+	if len(pending) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -235,11 +234,11 @@ func (c *Client) collectStored(ctx context.Context, col *collector, ids []string
 	if err != nil {
 		return
 	}
-	for _, id := range ids {
-		res, at, found, err := storedResult(ctx, s, Receipt{ID: id, Seq: col.seq(id)})
+	for _, r := range pending {
+		res, at, found, err := storedResult(ctx, s, r)
 		switch {
 		case found && err == nil:
-			col.deliver(id, res, at)
+			col.deliver(r.ID, res, at)
 		case !found && err != nil:
 			return // the stream is unreachable: the rest would fail alike
 		}
@@ -272,14 +271,6 @@ func (col *collector) settle() {
 	if col.waiting--; col.waiting == 0 {
 		close(col.done)
 	}
-}
-
-// seq is the sequence of request id's publish, which its stored result
-// must answer (a result of an earlier request that reused the id does not).
-func (col *collector) seq(id string) uint64 {
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	return col.outcomes[col.index[id]].Seq
 }
 
 func (col *collector) published(i int, at time.Time, ack *jetstream.PubAck) {
@@ -322,18 +313,16 @@ func (col *collector) deliver(id string, res chain.Result, at time.Time) {
 	}
 }
 
-// pending lists the sent requests still without a result; onlyDuplicates
-// narrows it to those JetStream took for duplicates.
-func (col *collector) pending(onlyDuplicates bool) []string {
+// pending lists the receipts of the sent requests still without a result,
+// whose sequence a stored result must answer (one of an earlier request
+// that used the id does not); onlyDuplicates narrows it to those JetStream
+// took for duplicates.
+func (col *collector) pending(onlyDuplicates bool) []Receipt {
 	col.mu.Lock()
 	defer col.mu.Unlock()
-	var ids []string
-	for _, o := range col.outcomes {
-		if !o.HasResult() && o.Err == nil && !o.Published.IsZero() && (o.Duplicate || !onlyDuplicates) {
-			ids = append(ids, o.ID)
-		}
-	}
-	return ids
+	return lo.FilterMap(col.outcomes, func(o Outcome, _ int) (Receipt, bool) {
+		return o.Receipt, !o.HasResult() && o.Err == nil && !o.Published.IsZero() && (o.Duplicate || !onlyDuplicates)
+	})
 }
 
 // finish marks every request still waiting as without a result.
