@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -221,23 +220,18 @@ func writeCreds(t testing.TB, account nkeys.KeyPair, user string) string {
 	return path
 }
 
-// CredsSecrets returns the JWT and the seed of a .creds file (the line after
-// each BEGIN marker), for tests that check they never appear in output.
+// CredsSecrets returns the JWT and the seed of a .creds file, for tests that
+// check they never appear in output.
 func CredsSecrets(t testing.TB, path string) []string {
 	t.Helper()
+	check := fatalIf(t, "secrets of "+path)
 	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secrets []string
-	lines := strings.Split(string(data), "\n")
-	for i, line := range lines[:len(lines)-1] {
-		if strings.HasPrefix(line, "-----BEGIN") {
-			secrets = append(secrets, strings.TrimSpace(lines[i+1]))
-		}
-	}
-	if len(secrets) != 2 {
-		t.Fatalf("found %d secrets in %s, want a JWT and a seed", len(secrets), path)
-	}
-	return secrets
+	check(err)
+	token, err := jwt.ParseDecoratedJWT(data)
+	check(err)
+	user, err := jwt.ParseDecoratedUserNKey(data)
+	check(err)
+	seed, err := user.Seed()
+	check(err)
+	return []string{token, string(seed)}
 }
