@@ -120,15 +120,13 @@ func StartTLS(t testing.TB, files TLSFiles, verifyClients bool) *server.Server {
 // operator, a system account and one JetStream-enabled account whose users
 // [Operator.Creds] issues.
 type Operator struct {
-	operator *jwt.OperatorClaims
-	account  nkeys.KeyPair
-	sysPub   string
-	resolver *server.MemAccResolver
+	account nkeys.KeyPair
 }
 
-// NewOperator creates an operator with a system account and one account
-// with unlimited JetStream, both held in an in-memory account resolver.
-func NewOperator(t testing.TB) *Operator {
+// StartOperator runs a JetStream server in operator mode and returns it with
+// its operator: a new one, with a system account and one account with
+// unlimited JetStream, both held in the server's in-memory account resolver.
+func StartOperator(t testing.TB) (*server.Server, *Operator) {
 	t.Helper()
 	check := fatalIf(t, "operator")
 	opKP, err := nkeys.CreateOperator()
@@ -164,21 +162,8 @@ func NewOperator(t testing.TB) *Operator {
 	// The server wants the claims as a decoded, issued JWT: Issuer set.
 	opClaims, err := jwt.DecodeOperatorClaims(token)
 	check(err)
-	return &Operator{operator: opClaims, account: accKP, sysPub: sysPub, resolver: resolver}
-}
-
-// Options are server options for operator mode; pass them to [StartWith],
-// after adding TLS or other settings if needed.
-func (o *Operator) Options() *server.Options {
-	return &server.Options{TrustedOperators: []*jwt.OperatorClaims{o.operator}, AccountResolver: o.resolver, SystemAccount: o.sysPub}
-}
-
-// StartOperator runs a JetStream server in operator mode and returns it with
-// its operator.
-func StartOperator(t testing.TB) (*server.Server, *Operator) {
-	t.Helper()
-	o := NewOperator(t)
-	return StartWith(t, o.Options()), o
+	srv := StartWith(t, &server.Options{TrustedOperators: []*jwt.OperatorClaims{opClaims}, AccountResolver: resolver, SystemAccount: sysPub})
+	return srv, &Operator{account: accKP}
 }
 
 // Creds writes a .creds file for a new user of the operator's JetStream
