@@ -133,6 +133,9 @@ func (c *Client) PublishAll(ctx context.Context, chainName string, reqs []wire.R
 	}
 
 	sent, pubErr := c.publishAll(ctx, chainName, reqs, col, opts)
+	if pubErr != nil {
+		col.unsent(sent, pubErr)
+	}
 	if errors.Is(pubErr, ErrStopped) {
 		pubErr = nil
 	}
@@ -152,7 +155,7 @@ func (c *Client) PublishAll(ctx context.Context, chainName string, reqs []wire.R
 	defer cancel()
 	c.await(waitCtx, col)
 	c.collectStored(context.WithoutCancel(ctx), col, col.pending(false))
-	col.finish()
+	col.fail(0, ErrNoResult)
 	return col.outcomes, pubErr
 }
 
@@ -170,8 +173,7 @@ func checkID(i int, id string, index map[string]int) error {
 }
 
 // publishAll publishes reqs in order, paced, and stops at the first error
-// or when opts.Stop closes; the requests after that are marked as not
-// published.
+// or when opts.Stop closes, returning how many it published.
 func (c *Client) publishAll(ctx context.Context, chainName string, reqs []wire.Request, col *collector, opts Options) (int, error) {
 	pacer := wait.NewPacer(opts.Rate)
 	pacing, cancel := context.WithCancelCause(ctx)
@@ -188,14 +190,11 @@ func (c *Client) publishAll(ctx context.Context, chainName string, reqs []wire.R
 	}
 	for i, r := range reqs {
 		if err := pacer.Wait(pacing); err != nil {
-			err = context.Cause(pacing)
-			col.unsent(i, err)
-			return i, err
+			return i, context.Cause(pacing)
 		}
 		at := time.Now()
 		ack, err := c.publishRetrying(pacing, chainName, r, opts.Timeout, i > 0, opts.OnRetry)
 		if err != nil {
-			col.unsent(i, err)
 			return i, err
 		}
 		col.published(i, at, ack)
@@ -285,11 +284,17 @@ func (col *collector) published(i int, at time.Time, ack *jetstream.PubAck) {
 
 // unsent marks requests from..end as never published because of err.
 func (col *collector) unsent(from int, err error) {
+	col.fail(from, fmt.Errorf("%w: %w", ErrNotPublished, err))
+}
+
+// fail gives err to the requests from..end that have neither a result nor
+// an error yet.
+func (col *collector) fail(from int, err error) {
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	for i := from; i < len(col.outcomes); i++ {
-		if !col.outcomes[i].HasResult() {
-			col.outcomes[i].Err = fmt.Errorf("%w: %w", ErrNotPublished, err)
+		if o := &col.outcomes[i]; !o.HasResult() && o.Err == nil {
+			o.Err = err
 			col.settle()
 		}
 	}
@@ -323,15 +328,4 @@ func (col *collector) pending(onlyDuplicates bool) []Receipt {
 	return lo.FilterMap(col.outcomes, func(o Outcome, _ int) (Receipt, bool) {
 		return o.Receipt, !o.HasResult() && o.Err == nil && !o.Published.IsZero() && (o.Duplicate || !onlyDuplicates)
 	})
-}
-
-// finish marks every request still waiting as without a result.
-func (col *collector) finish() {
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	for i := range col.outcomes {
-		if o := &col.outcomes[i]; !o.HasResult() && o.Err == nil {
-			o.Err = ErrNoResult
-		}
-	}
 }
