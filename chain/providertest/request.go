@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/samber/lo"
 )
 
 // Request is a completion request as the server decoded it, whichever the
@@ -141,9 +143,5 @@ func (r Request) clone() Request {
 
 // tokens is a rough, deterministic token count (words) for usage fields.
 func tokens(s ...string) int {
-	n := 0
-	for _, x := range s {
-		n += len(strings.Fields(x))
-	}
-	return n
+	return lo.SumBy(s, func(x string) int { return len(strings.Fields(x)) })
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/internal/wait"
 )
 
@@ -95,11 +97,7 @@ func (s *Server) KeepReceived(n int) {
 func (s *Server) Received() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Request, len(s.received))
-	for i, r := range s.received {
-		out[i] = r.clone()
-	}
-	return out
+	return lo.Map(s.received, func(r Request, _ int) Request { return r.clone() })
 }
 
 // remember keeps a copy of req for Received, within KeepReceived's bound.
@@ -188,10 +186,8 @@ func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
 	case reply.ErrorStatus != 0:
 		body = s.flavor.errorDocument(reply.ErrorStatus, reply)
 	default:
-		prompt, completion := tokens(req.System), tokens(reply.Content, reply.Refusal)
-		for _, m := range req.Messages {
-			prompt += tokens(m.Content)
-		}
+		prompt := tokens(req.System) + lo.SumBy(req.Messages, func(m Message) int { return tokens(m.Content) })
+		completion := tokens(reply.Content, reply.Refusal)
 		if reply.Usage != nil {
 			prompt, completion = reply.Usage.Prompt, reply.Usage.Completion
 		}
