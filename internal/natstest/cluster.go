@@ -32,10 +32,7 @@ func StartCluster(t testing.TB, n int) []*server.Server {
 	// JetStream sizes its meta group from the configured routes, so the
 	// route ports must be known before any server starts.
 	ports := freePorts(t, n)
-	routes := make([]string, n)
-	for i, p := range ports {
-		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
-	}
+	routes := lo.Map(ports, func(p, _ int) string { return fmt.Sprintf("nats-route://127.0.0.1:%d", p) })
 	servers := make([]*server.Server, n)
 	for i := range n {
 		servers[i] = StartWith(t, &server.Options{
