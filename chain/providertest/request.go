@@ -103,10 +103,8 @@ func validate(f Flavor, req Request) error {
 	case f == Anthropic && req.MaxTokens <= 0:
 		return errors.New("max_tokens: field required")
 	}
-	for i, m := range req.Messages {
-		if m.Role == "" {
-			return fmt.Errorf("messages[%d].role: field required", i)
-		}
+	if i := slices.IndexFunc(req.Messages, func(m Message) bool { return m.Role == "" }); i >= 0 {
+		return fmt.Errorf("messages[%d].role: field required", i)
 	}
 	return nil
 }
