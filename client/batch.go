@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/internal/wait"
@@ -132,6 +133,9 @@ func (c *Client) PublishAll(ctx context.Context, chainName string, reqs []wire.R
 	}
 
 	sent, pubErr := c.publishAll(ctx, chainName, reqs, col, opts)
+	if pubErr != nil {
+		col.unsent(sent, pubErr)
+	}
 	if errors.Is(pubErr, ErrStopped) {
 		pubErr = nil
 	}
@@ -151,7 +155,7 @@ func (c *Client) PublishAll(ctx context.Context, chainName string, reqs []wire.R
 	defer cancel()
 	c.await(waitCtx, col)
 	c.collectStored(context.WithoutCancel(ctx), col, col.pending(false))
-	col.finish()
+	col.fail(0, ErrNoResult)
 	return col.outcomes, pubErr
 }
 
@@ -169,8 +173,7 @@ func checkID(i int, id string, index map[string]int) error {
 }
 
 // publishAll publishes reqs in order, paced, and stops at the first error
-// or when opts.Stop closes; the requests after that are marked as not
-// published.
+// or when opts.Stop closes, returning how many it published.
 func (c *Client) publishAll(ctx context.Context, chainName string, reqs []wire.Request, col *collector, opts Options) (int, error) {
 	pacer := wait.NewPacer(opts.Rate)
 	pacing, cancel := context.WithCancelCause(ctx)
@@ -187,14 +190,11 @@ func (c *Client) publishAll(ctx context.Context, chainName string, reqs []wire.R
 	}
 	for i, r := range reqs {
 		if err := pacer.Wait(pacing); err != nil {
-			err = context.Cause(pacing)
-			col.unsent(i, err)
-			return i, err
+			return i, context.Cause(pacing)
 		}
 		at := time.Now()
 		ack, err := c.publishRetrying(pacing, chainName, r, opts.Timeout, i > 0, opts.OnRetry)
 		if err != nil {
-			col.unsent(i, err)
 			return i, err
 		}
 		col.published(i, at, ack)
@@ -217,16 +217,14 @@ func (c *Client) await(ctx context.Context, col *collector) {
 		case <-tick.C:
 			// Every 5 s, look for all pending results too: a reply lost on
 			// the inbox (a reconnect) is still stored.
-			if ids := col.pending(n%10 != 0); len(ids) > 0 {
-				c.collectStored(ctx, col, ids)
-			}
+			c.collectStored(ctx, col, col.pending(n%10 != 0))
 		}
 	}
 }
 
-// collectStored reads the results of ids from DETOUR_RESULTS, within 5 s.
-func (c *Client) collectStored(ctx context.Context, col *collector, ids []string) {
-	if len(ids) == 0 {
+// collectStored reads the results of pending from DETOUR_RESULTS, within 5 s.
+func (c *Client) collectStored(ctx context.Context, col *collector, pending []Receipt) {
+	if len(pending) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -235,11 +233,11 @@ func (c *Client) collectStored(ctx context.Context, col *collector, ids []string
 	if err != nil {
 		return
 	}
-	for _, id := range ids {
-		res, at, found, err := storedResult(ctx, s, Receipt{ID: id, Seq: col.seq(id)})
+	for _, r := range pending {
+		res, at, found, err := storedResult(ctx, s, r)
 		switch {
 		case found && err == nil:
-			col.deliver(id, res, at)
+			col.deliver(r.ID, res, at)
 		case !found && err != nil:
 			return // the stream is unreachable: the rest would fail alike
 		}
@@ -274,14 +272,6 @@ func (col *collector) settle() {
 	}
 }
 
-// seq is the sequence of request id's publish, which its stored result
-// must answer (a result of an earlier request that reused the id does not).
-func (col *collector) seq(id string) uint64 {
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	return col.outcomes[col.index[id]].Seq
-}
-
 func (col *collector) published(i int, at time.Time, ack *jetstream.PubAck) {
 	col.mu.Lock()
 	defer col.mu.Unlock()
@@ -294,11 +284,17 @@ func (col *collector) published(i int, at time.Time, ack *jetstream.PubAck) {
 
 // unsent marks requests from..end as never published because of err.
 func (col *collector) unsent(from int, err error) {
+	col.fail(from, fmt.Errorf("%w: %w", ErrNotPublished, err))
+}
+
+// fail gives err to the requests from..end that have neither a result nor
+// an error yet.
+func (col *collector) fail(from int, err error) {
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	for i := from; i < len(col.outcomes); i++ {
-		if !col.outcomes[i].HasResult() {
-			col.outcomes[i].Err = fmt.Errorf("%w: %w", ErrNotPublished, err)
+		if o := &col.outcomes[i]; !o.HasResult() && o.Err == nil {
+			o.Err = err
 			col.settle()
 		}
 	}
@@ -322,27 +318,14 @@ func (col *collector) deliver(id string, res chain.Result, at time.Time) {
 	}
 }
 
-// pending lists the sent requests still without a result; onlyDuplicates
-// narrows it to those JetStream took for duplicates.
-func (col *collector) pending(onlyDuplicates bool) []string {
+// pending lists the receipts of the sent requests still without a result,
+// whose sequence a stored result must answer (one of an earlier request
+// that used the id does not); onlyDuplicates narrows it to those JetStream
+// took for duplicates.
+func (col *collector) pending(onlyDuplicates bool) []Receipt {
 	col.mu.Lock()
 	defer col.mu.Unlock()
-	var ids []string
-	for _, o := range col.outcomes {
-		if !o.HasResult() && o.Err == nil && !o.Published.IsZero() && (o.Duplicate || !onlyDuplicates) {
-			ids = append(ids, o.ID)
-		}
-	}
-	return ids
-}
-
-// finish marks every request still waiting as without a result.
-func (col *collector) finish() {
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	for i := range col.outcomes {
-		if o := &col.outcomes[i]; !o.HasResult() && o.Err == nil {
-			o.Err = ErrNoResult
-		}
-	}
+	return lo.FilterMap(col.outcomes, func(o Outcome, _ int) (Receipt, bool) {
+		return o.Receipt, !o.HasResult() && o.Err == nil && !o.Published.IsZero() && (o.Duplicate || !onlyDuplicates)
+	})
 }

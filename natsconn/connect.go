@@ -9,6 +9,7 @@ import (
 	"net"
 	neturl "net/url"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -133,15 +134,8 @@ var clientCertAlerts = []tls.AlertError{
 // error" around an unexported type, so the alert is known by its text.
 func clientCertRefused(err error) bool {
 	var op *net.OpError
-	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
-		return false
-	}
-	for _, a := range clientCertAlerts {
-		if op.Err.Error() == a.Error() {
-			return true
-		}
-	}
-	return false
+	return errors.As(err, &op) && op.Op == "remote error" && op.Err != nil &&
+		slices.ContainsFunc(clientCertAlerts, func(a tls.AlertError) bool { return op.Err.Error() == a.Error() })
 }
 
 // connectReason explains a failed connection in terms of the settings that
@@ -179,10 +173,11 @@ func connectReason(err error, o ConnectOptions, urlAuth bool) string {
 		return "the server's TLS certificate is not valid (expired, or not for server use)"
 	case clientCertRefused(err):
 		return clientCertReason("the server", o)
-	case errors.Is(err, nats.ErrTLS) && closedByPeer(err):
+	case errors.Is(err, nats.ErrTLS) && (errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)):
 		// With TLS 1.3 the server checks the client certificate after the
 		// client's side of the handshake; the client may see its next write
-		// fail before it reads the server's alert.
+		// fail, the server having closed the connection, before it reads the
+		// server's alert.
 		return clientCertReason("the server closed the connection after the TLS handshake: it likely", o)
 	case errors.As(err, &urlErr) && urlErr.Op == "parse":
 		return "the URL is malformed"
@@ -201,9 +196,4 @@ func clientCertReason(subject string, o ConnectOptions) string {
 		return subject + " requires a TLS client certificate and none was given"
 	}
 	return subject + " refused the TLS client certificate " + o.TLSCert
-}
-
-// closedByPeer reports whether err is the other end closing the connection.
-func closedByPeer(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }

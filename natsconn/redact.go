@@ -5,11 +5,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-)
 
-// redacted replaces a secret in printed URLs and errors, as url.URL.Redacted
-// does.
-const redacted = "xxxxx"
+	"github.com/detourhq/detour/internal/text"
+)
 
 // redactURL hides the secrets of a NATS URL, or of a comma-separated list of
 // them, before it is printed: the password of user:password@, and the whole
@@ -21,9 +19,9 @@ func redactURL(raw string) string {
 	for i, p := range parts {
 		if head, user, tail, ok := splitUserinfo(p); ok {
 			if name, _, hasPassword := strings.Cut(user, ":"); hasPassword {
-				parts[i] = head + name + ":" + redacted + tail
+				parts[i] = head + name + ":" + text.Redacted + tail
 			} else {
-				parts[i] = head + redacted + tail
+				parts[i] = head + text.Redacted + tail
 			}
 		}
 	}
@@ -81,13 +79,13 @@ func splitUserinfo(u string) (head, user, tail string, ok bool) {
 var credentialRE = regexp.MustCompile(`\bS[OPANUXC][A-Z2-7]{50,}|\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*`)
 
 // scrub hides secrets (longest first, so none is left half-shown) and
-// anything shaped like a seed or JWT in text.
-func scrub(text string, secrets []string) string {
-	text = credentialRE.ReplaceAllString(text, redacted)
+// anything shaped like a seed or JWT in msg, each by text.Redacted.
+func scrub(msg string, secrets []string) string {
+	msg = credentialRE.ReplaceAllString(msg, text.Redacted)
 	sorted := slices.Clone(secrets)
 	slices.SortFunc(sorted, func(a, b string) int { return len(b) - len(a) })
 	for _, s := range sorted {
-		text = strings.ReplaceAll(text, s, redacted)
+		msg = strings.ReplaceAll(msg, s, text.Redacted)
 	}
-	return text
+	return msg
 }

@@ -64,19 +64,18 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 			details = append(details, map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": r.RetryDelay})
 		}
 		v = map[string]any{"error": map[string]any{
-			"code": status, "message": message, "status": cmp.Or(r.ErrorType, googleStatus(status)), "details": details,
+			"code": status, "message": message, "status": cmp.Or(r.ErrorType, googleStatuses.of(status)), "details": details,
 		}}
 	default:
 		if f == Anthropic {
-			v = map[string]any{"type": "error", "error": map[string]any{"type": cmp.Or(r.ErrorType, anthropicErrorType(status)), "message": message}}
+			v = map[string]any{"type": "error", "error": map[string]any{"type": cmp.Or(r.ErrorType, anthropicErrorTypes.of(status)), "message": message}}
 			break
 		}
-		typ, code := openAIErrorType(status)
-		typ = cmp.Or(r.ErrorType, typ)
+		e := openAIErrors.of(status)
 		if r.ErrorCode != nil {
-			code = r.ErrorCode
+			e.code = r.ErrorCode
 		}
-		v = map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": code}}
+		v = map[string]any{"error": map[string]any{"message": message, "type": cmp.Or(r.ErrorType, e.typ), "param": nil, "code": e.code}}
 	}
 	if r.ErrorArray {
 		v = []any{v}
@@ -91,21 +90,10 @@ func (f Flavor) errorDocument(status int, r Reply) []byte {
 }
 
 // googleStatuses are the google.rpc.Code names Google's APIs send with a
-// status; googleStatus falls back to INTERNAL for another 5xx and
-// FAILED_PRECONDITION for another 4xx.
-var googleStatuses = map[int]string{
+// status.
+var googleStatuses = statusNames[string]{map[int]string{
 	http.StatusBadRequest: "INVALID_ARGUMENT", http.StatusUnauthorized: "UNAUTHENTICATED",
 	http.StatusForbidden: "PERMISSION_DENIED", http.StatusNotFound: "NOT_FOUND",
 	http.StatusTooManyRequests: "RESOURCE_EXHAUSTED", http.StatusServiceUnavailable: "UNAVAILABLE",
 	http.StatusGatewayTimeout: "DEADLINE_EXCEEDED",
-}
-
-func googleStatus(status int) string {
-	switch s, ok := googleStatuses[status]; {
-	case ok:
-		return s
-	case status >= 500:
-		return "INTERNAL"
-	}
-	return "FAILED_PRECONDITION"
-}
+}, "INTERNAL", "FAILED_PRECONDITION"}

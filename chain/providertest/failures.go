@@ -40,13 +40,6 @@ func ErrorIn200(code int) Script {
 	return func(int, Request) Reply { return Reply{ErrorStatus: code, ErrorShape: ShapeGateway} }
 }
 
-// ErrorArray answers status with a one-element array holding a Google-style
-// error, [{"error":{"code":...,"status":...}}], as Gemini's
-// OpenAI-compatible endpoint does.
-func ErrorArray(status int) Script {
-	return func(int, Request) Reply { return Reply{Status: status, ErrorShape: ShapeGoogle, ErrorArray: true} }
-}
-
 // ResourceExhausted answers 429 as Google does for a per-minute quota:
 // status RESOURCE_EXHAUSTED, "Quota exceeded for metric ...", and a
 // RetryInfo detail with retryDelay ("30s", "1.5s"; "" sends none). It is a

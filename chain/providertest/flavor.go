@@ -68,7 +68,7 @@ func (f Flavor) midAnswerError(r Reply) map[string]any {
 	}
 	message := cmp.Or(r.ErrorMessage, fmt.Sprintf("providertest: scripted %d %s mid-answer", r.MidAnswerError, statusText(r.MidAnswerError)))
 	if f == Anthropic {
-		return map[string]any{"type": anthropicErrorType(r.MidAnswerError), "message": message}
+		return map[string]any{"type": anthropicErrorTypes.of(r.MidAnswerError), "message": message}
 	}
 	return map[string]any{"code": r.MidAnswerError, "message": message}
 }
@@ -127,40 +127,40 @@ func statusText(status int) string {
 	return http.StatusText(status)
 }
 
-// anthropicErrorTypes are the error types Anthropic sends with a status;
-// anthropicErrorType falls back to api_error for another 5xx and
-// invalid_request_error for another 4xx.
-var anthropicErrorTypes = map[int]string{
+// statusNames names an HTTP status as a service does: by the table, else
+// by the name of any other 5xx (server) or of any other status (client).
+type statusNames[V any] struct {
+	table          map[int]V
+	server, client V
+}
+
+func (n statusNames[V]) of(status int) V {
+	if v, ok := n.table[status]; ok {
+		return v
+	}
+	if status >= 500 {
+		return n.server
+	}
+	return n.client
+}
+
+// anthropicErrorTypes are the error types Anthropic sends with a status.
+var anthropicErrorTypes = statusNames[string]{map[int]string{
 	529: "overloaded_error", http.StatusTooManyRequests: "rate_limit_error",
 	http.StatusUnauthorized: "authentication_error", http.StatusForbidden: "permission_error",
 	http.StatusNotFound: "not_found_error", http.StatusRequestEntityTooLarge: "request_too_large",
+}, "api_error", "invalid_request_error"}
+
+// openAIError is the type and code OpenAI sends with a status; code is nil
+// (JSON null) where OpenAI sends none.
+type openAIError struct {
+	typ  string
+	code any
 }
 
-func anthropicErrorType(status int) string {
-	switch t, ok := anthropicErrorTypes[status]; {
-	case ok:
-		return t
-	case status >= 500:
-		return "api_error"
-	}
-	return "invalid_request_error"
-}
-
-// openAIErrorType returns the error type and code; code is nil (JSON null)
-// where OpenAI sends none.
-func openAIErrorType(status int) (string, any) {
-	switch {
-	case status >= 500:
-		return "server_error", nil
-	case status == http.StatusTooManyRequests:
-		return "requests", "rate_limit_exceeded"
-	case status == http.StatusUnauthorized:
-		return "invalid_request_error", "invalid_api_key"
-	case status == http.StatusForbidden:
-		return "permission_error", nil
-	case status == http.StatusNotFound:
-		return "invalid_request_error", "model_not_found"
-	default:
-		return "invalid_request_error", nil
-	}
-}
+var openAIErrors = statusNames[openAIError]{map[int]openAIError{
+	http.StatusTooManyRequests: {"requests", "rate_limit_exceeded"},
+	http.StatusUnauthorized:    {"invalid_request_error", "invalid_api_key"},
+	http.StatusForbidden:       {"permission_error", nil},
+	http.StatusNotFound:        {"invalid_request_error", "model_not_found"},
+}, openAIError{"server_error", nil}, openAIError{"invalid_request_error", nil}}

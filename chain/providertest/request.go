@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/samber/lo"
 )
 
 // Request is a completion request as the server decoded it, whichever the
@@ -101,10 +103,8 @@ func validate(f Flavor, req Request) error {
 	case f == Anthropic && req.MaxTokens <= 0:
 		return errors.New("max_tokens: field required")
 	}
-	for i, m := range req.Messages {
-		if m.Role == "" {
-			return fmt.Errorf("messages[%d].role: field required", i)
-		}
+	if i := slices.IndexFunc(req.Messages, func(m Message) bool { return m.Role == "" }); i >= 0 {
+		return fmt.Errorf("messages[%d].role: field required", i)
 	}
 	return nil
 }
@@ -141,9 +141,5 @@ func (r Request) clone() Request {
 
 // tokens is a rough, deterministic token count (words) for usage fields.
 func tokens(s ...string) int {
-	n := 0
-	for _, x := range s {
-		n += len(strings.Fields(x))
-	}
-	return n
+	return lo.SumBy(s, func(x string) int { return len(strings.Fields(x)) })
 }

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/samber/lo"
 )
 
 // Reply is what the server does with one request. The zero Reply is a 200
@@ -229,10 +231,6 @@ func orOK(s Script) Script {
 }
 
 func lastUser(msgs []Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
-			return msgs[i].Content
-		}
-	}
-	return ""
+	m, _, _ := lo.FindLastIndexOf(msgs, func(m Message) bool { return m.Role == "user" })
+	return m.Content
 }

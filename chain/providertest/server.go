@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/internal/wait"
 )
 
@@ -95,11 +97,7 @@ func (s *Server) KeepReceived(n int) {
 func (s *Server) Received() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Request, len(s.received))
-	for i, r := range s.received {
-		out[i] = r.clone()
-	}
-	return out
+	return lo.Map(s.received, func(r Request, _ int) Request { return r.clone() })
 }
 
 // remember keeps a copy of req for Received, within KeepReceived's bound.
@@ -119,13 +117,16 @@ func (s *Server) trim() {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	refuse := func(status int, message string) {
+		s.write(w, 0, Request{}, Reply{Status: status, ErrorMessage: "providertest: " + message})
+	}
 	if r.URL.Path != s.flavor.completionPath() {
-		s.writeError(w, http.StatusNotFound, fmt.Sprintf("providertest: no %s endpoint at %s", s.flavor, r.URL.Path))
+		refuse(http.StatusNotFound, fmt.Sprintf("no %s endpoint at %s", s.flavor, r.URL.Path))
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		s.writeError(w, http.StatusMethodNotAllowed, "providertest: use POST")
+		refuse(http.StatusMethodNotAllowed, "use POST")
 		return
 	}
 	arrived := time.Now()
@@ -137,18 +138,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// away, which ends r.Context() for Hang and Delay.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		s.writeError(w, http.StatusBadRequest, "providertest: reading body: "+err.Error())
+		refuse(http.StatusBadRequest, "reading body: "+err.Error())
 		return
 	}
 	req, err := decodeRequest(body, r.Header)
 	if err != nil {
-		s.writeError(w, http.StatusBadRequest, "providertest: "+err.Error())
+		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
 	req.Flavor, req.At, req.Query = s.flavor, arrived, r.URL.Query()
 	s.remember(req)
 	if err := validate(s.flavor, req); err != nil {
-		s.writeError(w, http.StatusBadRequest, "providertest: "+err.Error())
+		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
 
@@ -185,10 +186,8 @@ func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
 	case reply.ErrorStatus != 0:
 		body = s.flavor.errorDocument(reply.ErrorStatus, reply)
 	default:
-		prompt, completion := tokens(req.System), tokens(reply.Content, reply.Refusal)
-		for _, m := range req.Messages {
-			prompt += tokens(m.Content)
-		}
+		prompt := tokens(req.System) + lo.SumBy(req.Messages, func(m Message) int { return tokens(m.Content) })
+		completion := tokens(reply.Content, reply.Refusal)
 		if reply.Usage != nil {
 			prompt, completion = reply.Usage.Prompt, reply.Usage.Completion
 		}
@@ -196,10 +195,4 @@ func (s *Server) write(w http.ResponseWriter, n int, req Request, reply Reply) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // a client that left cannot be told
-}
-
-func (s *Server) writeError(w http.ResponseWriter, status int, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(s.flavor.errorDocument(status, Reply{ErrorMessage: message}))
 }

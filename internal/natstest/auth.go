@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -121,15 +120,13 @@ func StartTLS(t testing.TB, files TLSFiles, verifyClients bool) *server.Server {
 // operator, a system account and one JetStream-enabled account whose users
 // [Operator.Creds] issues.
 type Operator struct {
-	operator *jwt.OperatorClaims
-	account  nkeys.KeyPair
-	sysPub   string
-	resolver *server.MemAccResolver
+	account nkeys.KeyPair
 }
 
-// NewOperator creates an operator with a system account and one account
-// with unlimited JetStream, both held in an in-memory account resolver.
-func NewOperator(t testing.TB) *Operator {
+// StartOperator runs a JetStream server in operator mode and returns it with
+// its operator: a new one, with a system account and one account with
+// unlimited JetStream, both held in the server's in-memory account resolver.
+func StartOperator(t testing.TB) (*server.Server, *Operator) {
 	t.Helper()
 	check := fatalIf(t, "operator")
 	opKP, err := nkeys.CreateOperator()
@@ -165,21 +162,8 @@ func NewOperator(t testing.TB) *Operator {
 	// The server wants the claims as a decoded, issued JWT: Issuer set.
 	opClaims, err := jwt.DecodeOperatorClaims(token)
 	check(err)
-	return &Operator{operator: opClaims, account: accKP, sysPub: sysPub, resolver: resolver}
-}
-
-// Options are server options for operator mode; pass them to [StartWith],
-// after adding TLS or other settings if needed.
-func (o *Operator) Options() *server.Options {
-	return &server.Options{TrustedOperators: []*jwt.OperatorClaims{o.operator}, AccountResolver: o.resolver, SystemAccount: o.sysPub}
-}
-
-// StartOperator runs a JetStream server in operator mode and returns it with
-// its operator.
-func StartOperator(t testing.TB) (*server.Server, *Operator) {
-	t.Helper()
-	o := NewOperator(t)
-	return StartWith(t, o.Options()), o
+	srv := StartWith(t, &server.Options{TrustedOperators: []*jwt.OperatorClaims{opClaims}, AccountResolver: resolver, SystemAccount: sysPub})
+	return srv, &Operator{account: accKP}
 }
 
 // Creds writes a .creds file for a new user of the operator's JetStream
@@ -221,23 +205,18 @@ func writeCreds(t testing.TB, account nkeys.KeyPair, user string) string {
 	return path
 }
 
-// CredsSecrets returns the JWT and the seed of a .creds file (the line after
-// each BEGIN marker), for tests that check they never appear in output.
+// CredsSecrets returns the JWT and the seed of a .creds file, for tests that
+// check they never appear in output.
 func CredsSecrets(t testing.TB, path string) []string {
 	t.Helper()
+	check := fatalIf(t, "secrets of "+path)
 	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secrets []string
-	lines := strings.Split(string(data), "\n")
-	for i, line := range lines[:len(lines)-1] {
-		if strings.HasPrefix(line, "-----BEGIN") {
-			secrets = append(secrets, strings.TrimSpace(lines[i+1]))
-		}
-	}
-	if len(secrets) != 2 {
-		t.Fatalf("found %d secrets in %s, want a JWT and a seed", len(secrets), path)
-	}
-	return secrets
+	check(err)
+	token, err := jwt.ParseDecoratedJWT(data)
+	check(err)
+	user, err := jwt.ParseDecoratedUserNKey(data)
+	check(err)
+	seed, err := user.Seed()
+	check(err)
+	return []string{token, string(seed)}
 }

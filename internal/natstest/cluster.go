@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/samber/lo"
 )
 
 // clusterReadyTimeout bounds how long StartCluster and StreamLeader wait for
@@ -31,10 +32,7 @@ func StartCluster(t testing.TB, n int) []*server.Server {
 	// JetStream sizes its meta group from the configured routes, so the
 	// route ports must be known before any server starts.
 	ports := freePorts(t, n)
-	routes := make([]string, n)
-	for i, p := range ports {
-		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
-	}
+	routes := lo.Map(ports, func(p, _ int) string { return fmt.Sprintf("nats-route://127.0.0.1:%d", p) })
 	servers := make([]*server.Server, n)
 	for i := range n {
 		servers[i] = StartWith(t, &server.Options{
@@ -94,22 +92,15 @@ func dial(servers []*server.Server) (*nats.Conn, jetstream.JetStream, error) {
 // clusterReady checks for a meta leader that sees every server as a peer,
 // every server current with it, and a JetStream API answer through a client.
 func clusterReady(servers []*server.Server) error {
-	var leader *server.Server
-	for _, s := range servers {
-		if s.JetStreamIsLeader() {
-			leader = s
-		}
-	}
+	leader := lo.FindOrElse(servers, nil, (*server.Server).JetStreamIsLeader)
 	if leader == nil {
 		return errors.New("no JetStream meta leader")
 	}
 	if peers := leader.JetStreamClusterPeers(); len(peers) != len(servers) {
 		return fmt.Errorf("meta leader %s sees %d of %d peers", leader.Name(), len(peers), len(servers))
 	}
-	for _, s := range servers {
-		if !s.JetStreamIsCurrent() {
-			return fmt.Errorf("server %s not current with the meta leader", s.Name())
-		}
+	if s, behind := lo.Find(servers, func(s *server.Server) bool { return !s.JetStreamIsCurrent() }); behind {
+		return fmt.Errorf("server %s not current with the meta leader", s.Name())
 	}
 	nc, js, err := dial(servers)
 	if err != nil {
@@ -127,23 +118,13 @@ func clusterReady(servers []*server.Server) error {
 // ClusterURLs is the comma-separated client URL list of the servers that are
 // running, the form nats.Connect takes to fail over between them.
 func ClusterURLs(servers []*server.Server) string {
-	var urls []string
-	for _, s := range servers {
-		if s.Running() {
-			urls = append(urls, s.ClientURL())
-		}
-	}
-	return strings.Join(urls, ",")
+	running := lo.Filter(servers, func(s *server.Server, _ int) bool { return s.Running() })
+	return strings.Join(lo.Map(running, func(s *server.Server, _ int) string { return s.ClientURL() }), ",")
 }
 
 // ServerNamed returns the server whose ServerName is name, or nil.
 func ServerNamed(servers []*server.Server, name string) *server.Server {
-	for _, s := range servers {
-		if s.Name() == name {
-			return s
-		}
-	}
-	return nil
+	return lo.FindOrElse(servers, nil, func(s *server.Server) bool { return s.Name() == name })
 }
 
 // StreamLeader returns the running server that leads stream (in the default

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -76,16 +77,11 @@ func NATSCLI(t testing.TB) string {
 // offline reports whether go's output says it could not reach the module
 // proxy or a repository.
 func offline(out string) bool {
-	for _, s := range []string{
+	return slices.ContainsFunc([]string{
 		"dial tcp", "no such host", "connection refused", "i/o timeout", "network is unreachable",
 		"TLS handshake timeout", "proxyconnect", "Temporary failure in name resolution",
 		"server misbehaving", "connection reset", "GOPROXY=off", "module lookup disabled",
-	} {
-		if strings.Contains(out, s) {
-			return true
-		}
-	}
-	return false
+	}, func(s string) bool { return strings.Contains(out, s) })
 }
 
 func lastLines(s string, n int) string {

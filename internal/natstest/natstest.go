@@ -34,10 +34,7 @@ func StartWith(t testing.TB, opts *server.Options) *server.Server {
 		s.Shutdown()
 		t.Fatal("natstest: server did not become ready")
 	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
+	t.Cleanup(func() { Stop(s) })
 	return s
 }
 

@@ -39,8 +39,7 @@ func (q Quantiles) MarshalJSON() ([]byte, error) {
 		if q.N == 0 {
 			return nil
 		}
-		v := float64(d.Round(time.Microsecond)) / float64(time.Millisecond)
-		return &v
+		return new(float64(d.Round(time.Microsecond)) / float64(time.Millisecond))
 	}
 	return json.Marshal(struct {
 		N   int      `json:"n"`

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/chain"
 	"github.com/detourhq/detour/cmd/internal/requestfile"
 	"github.com/detourhq/detour/wire"
@@ -63,11 +65,9 @@ func Load(src Source, stdin io.Reader, replyPrefixes []string) ([]wire.Request, 
 
 // Copies returns n requests that each ask prompt as one user message.
 func Copies(prompt string, n int) []wire.Request {
-	reqs := make([]wire.Request, n)
-	for i := range reqs {
-		reqs[i] = wire.Request{Messages: []chain.Message{{Role: "user", Content: prompt}}}
-	}
-	return reqs
+	return lo.Times(n, func(int) wire.Request {
+		return wire.Request{Messages: []chain.Message{{Role: "user", Content: prompt}}}
+	})
 }
 
 // maxSchemaFile bounds the schema file read, in bytes: well above
