@@ -19,6 +19,7 @@ import (
 	"github.com/detourhq/detour/internal/coalesce"
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/topology"
+	"github.com/detourhq/detour/internal/wait"
 )
 
 // Bucket is the KV bucket that holds provider state.
@@ -323,15 +324,7 @@ func (s *Store) writeSlot(ctx context.Context, provider string) (release func(),
 // casPause waits before compare-and-set retry n (from 0) a random time up
 // to 1ms·2^n, at most 100ms, out of step with the winner's next write.
 func casPause(ctx context.Context, n int) error {
-	limit := min(time.Millisecond<<min(n, 7), 100*time.Millisecond)
-	t := time.NewTimer(rand.N(limit))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	return wait.Sleep(ctx, rand.N(min(time.Millisecond<<min(n, 7), 100*time.Millisecond)))
 }
 
 func (s *Store) fetchHealth(ctx context.Context, provider string) (versioned[Health], error) {
