@@ -12,7 +12,7 @@ import (
 )
 
 // EventState is not a change: it is a provider's state when a watch
-// began (see WatchEventsWithState).
+// began (see WatchEvents).
 const EventState EventKind = "state"
 
 // tracker turns bucket entries into outage events in the order they
