@@ -2,7 +2,6 @@ package kvstate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -99,7 +98,7 @@ func (s *Store) Run(ctx context.Context) error {
 // fresh mirror that replaces the old one once complete.
 func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 	w, err := openWatch(ctx, s.kv, s.conn)
-	if errors.Is(err, errBucketGone) && s.js != nil {
+	if topology.Gone(err) && s.js != nil {
 		if err = s.recreateBucket(ctx); err == nil {
 			w, err = openWatch(ctx, s.kv, s.conn)
 		}
@@ -161,7 +160,7 @@ type bucketWatch struct {
 }
 
 // openWatch watches every key of kv. A bucket that does not exist is
-// reported as errBucketGone.
+// reported as topology.Gone.
 func openWatch(ctx context.Context, kv jetstream.KeyValue, conn *nats.Conn) (*bucketWatch, error) {
 	// Read before the watch starts, lest it name a bucket created after.
 	created, err := incarnation(ctx, kv)
@@ -185,15 +184,12 @@ func openWatch(ctx context.Context, kv jetstream.KeyValue, conn *nats.Conn) (*bu
 
 // incarnation returns when the bucket's stream was created, which tells a
 // bucket created again, whose revisions start over, from the one before. A
-// bucket that does not exist is errBucketGone.
+// bucket that does not exist is topology.Gone.
 func incarnation(ctx context.Context, kv jetstream.KeyValue) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	st, err := kv.Status(ctx)
-	switch {
-	case topology.Gone(err):
-		return time.Time{}, fmt.Errorf("kvstate: %s: %w: %w", Bucket, errBucketGone, err)
-	case err != nil:
+	if err != nil {
 		return time.Time{}, fmt.Errorf("kvstate: checking %s: %w", Bucket, err)
 	}
 	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
@@ -242,7 +238,7 @@ func (w *bucketWatch) check(ctx context.Context) (ended string, err error) {
 	}
 	created, err := incarnation(ctx, w.kv)
 	switch {
-	case errors.Is(err, errBucketGone):
+	case topology.Gone(err):
 		return "bucket deleted", nil
 	case err != nil:
 		return "", err
