@@ -101,9 +101,9 @@ func (s *Store) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	provider, _, _ := strings.Cut(e.Key(), ".")
-	before := s.operatorView(provider)
+	logActs := s.operatorActs(provider)
 	s.applyTo(func() *mirror { return s.m }, e)
-	s.logOperatorAct(provider, before)
+	logActs()
 }
 
 // applyTo folds e into the mirror that target returns under s.mu, and logs
@@ -285,7 +285,7 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 		}
 		// A conflict may be how this processor learns of an operator's
 		// reset first: the watch then brings a revision it holds already.
-		before := s.operatorView(provider)
+		logActs := s.operatorActs(provider)
 		if s.refreshHealth(provider, cur) {
 			// Read again: the watcher's newer value comes back, a deleted
 			// bucket's does not.
@@ -293,7 +293,7 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 				s.keep(func(m *mirror) bool { return m.health.set(provider, again.value, again.rev) })
 			}
 		}
-		s.logOperatorAct(provider, before)
+		logActs()
 	}
 	return fmt.Errorf("kvstate: writing %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
 }
