@@ -117,8 +117,8 @@ func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 		w.stop()
 		return nil, err
 	}
-	timeout := time.NewTimer(loadTimeout)
-	defer timeout.Stop()
+	ctx, cancel := context.WithTimeoutCause(ctx, loadTimeout, fmt.Errorf("initial values not read within %s", loadTimeout))
+	defer cancel()
 	for {
 		select {
 		case e, ok := <-w.Updates():
@@ -133,8 +133,6 @@ func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 				return w, nil
 			}
 			s.applyTo(func() *mirror { return fresh }, e)
-		case <-timeout.C:
-			return fail(fmt.Errorf("kvstate: reading %s: initial values not read within %s", Bucket, loadTimeout))
 		case <-ctx.Done():
 			return fail(fmt.Errorf("kvstate: reading %s: %w", Bucket, context.Cause(ctx)))
 		}

@@ -66,14 +66,12 @@ func (s Streams) check() error {
 			bad(fmt.Sprintf("Chains[%d]", i), "must not be empty")
 		}
 	}
-	if s.Replicas < 0 {
-		bad("Replicas", "must not be negative")
-	}
 	for _, f := range []struct {
 		name     string
 		v        int64
 		positive bool
 	}{
+		{"Replicas", int64(s.Replicas), false},
 		{"AckWait", int64(s.AckWait), true}, {"MaxAckPending", int64(s.MaxAckPending), true}, {"ResultTTL", int64(s.ResultTTL), true},
 		{"RequestsMaxBytes", s.RequestsMaxBytes, false}, {"ResultsMaxBytes", s.ResultsMaxBytes, false}, {"DeadLetterMaxBytes", s.DeadLetterMaxBytes, false},
 	} {
