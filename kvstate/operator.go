@@ -56,13 +56,9 @@ func (s *Store) Reset(ctx context.Context, provider, by string) (ResetOutcome, e
 // resettable reports whether the mirror holds anything of provider that a
 // reset would clear.
 func (s *Store) resettable(provider string) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	h, hasHealth := s.m.health[provider]
-	c, hasCooldown := s.m.cooldowns[provider]
-	_, hasProbe := s.m.probes[provider]
-	tripped := h.value.ConsecutiveFailures > 0 || h.value.Trips > 0 || !h.value.LastTrip.IsZero()
-	return hasProbe || hasCooldown && !resetEnds(c.value, h.value) || hasHealth && tripped
+	h, c := s.view(provider)
+	_, hasProbe := s.probe(provider)
+	return hasProbe || c != nil || h.ConsecutiveFailures > 0 || h.Trips > 0 || !h.LastTrip.IsZero()
 }
 
 // deleteKey deletes circuit's key of kind at the revision read, unless keep
