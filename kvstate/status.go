@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/internal/text"
 )
 
@@ -55,10 +57,7 @@ func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 	names := slices.Concat(known, slices.Collect(maps.Keys(s.m.health)), slices.Collect(maps.Keys(s.m.cooldowns)))
 	s.mu.RUnlock()
 	slices.Sort(names)
-	rows := make([]ProviderStatus, 0, len(names))
-	for _, p := range slices.Compact(names) {
-		rows = append(rows, s.row(p, now))
-	}
+	rows := lo.Map(slices.Compact(names), func(p string, _ int) ProviderStatus { return s.row(p, now) })
 	slices.SortFunc(rows, func(a, b ProviderStatus) int {
 		return cmp.Or(strings.Compare(CircuitProvider(a.Provider), CircuitProvider(b.Provider)), strings.Compare(a.Provider, b.Provider))
 	})
