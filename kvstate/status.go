@@ -97,14 +97,11 @@ func WriteStatus(w io.Writer, rows []ProviderStatus) error {
 		if !r.CooldownUntil.IsZero() {
 			until = r.CooldownUntil.UTC().Format(time.RFC3339)
 		}
-		lastError := "-"
-		if r.LastError != "" {
-			// Written by anyone who may write the bucket, and by a
-			// provider: no control reaches the terminal.
-			lastError = text.Visible(r.LastError)
-			if len([]rune(lastError)) > 80 {
-				lastError = string([]rune(lastError)[:79]) + "…"
-			}
+		// Written by anyone who may write the bucket, and by a provider:
+		// no control reaches the terminal.
+		lastError := cmp.Or(text.Visible(r.LastError), "-")
+		if len([]rune(lastError)) > 80 {
+			lastError = string([]rune(lastError)[:79]) + "…"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", text.Visible(r.Provider), r.State, r.ConsecutiveFailures, until, r.Trips, lastError)
 	}

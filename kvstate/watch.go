@@ -3,11 +3,13 @@ package kvstate
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/internal/wait"
@@ -62,11 +64,8 @@ func (s *Store) Run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				log := s.opts.Logger.Debug
-				if tries == 0 {
-					log = s.opts.Logger.Warn
-				}
-				log("watching the provider state bucket failed; will try again", "bucket", Bucket, "err", err)
+				s.opts.Logger.Log(ctx, lo.Ternary(tries == 0, slog.LevelWarn, slog.LevelDebug),
+					"watching the provider state bucket failed; will try again", "bucket", Bucket, "err", err)
 				tries++
 				if wait.Sleep(ctx, retryPause(tries)) != nil {
 					return nil
