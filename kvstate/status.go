@@ -56,12 +56,10 @@ func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 	s.mu.RLock()
 	names := slices.Concat(known, slices.Collect(maps.Keys(s.m.health)), slices.Collect(maps.Keys(s.m.cooldowns)))
 	s.mu.RUnlock()
-	slices.Sort(names)
-	rows := lo.Map(slices.Compact(names), func(p string, _ int) ProviderStatus { return s.row(p, now) })
-	slices.SortFunc(rows, func(a, b ProviderStatus) int {
-		return cmp.Or(strings.Compare(CircuitProvider(a.Provider), CircuitProvider(b.Provider)), strings.Compare(a.Provider, b.Provider))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(strings.Compare(CircuitProvider(a), CircuitProvider(b)), strings.Compare(a, b))
 	})
-	return rows
+	return lo.Map(slices.Compact(names), func(p string, _ int) ProviderStatus { return s.row(p, now) })
 }
 
 // row is provider's status at now, from the mirror.
