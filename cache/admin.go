@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/config"
 )
@@ -115,10 +116,7 @@ func Purge(ctx context.Context, js jetstream.JetStream, chainName string) (uint6
 	if err != nil {
 		return 0, fmt.Errorf("cache: counting %s: %w", Bucket, err)
 	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
+	n := lo.Sum(lo.Values(info.State.Subjects))
 	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 		return 0, fmt.Errorf("cache: purging %s: %w", Bucket, err)
 	}

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,9 +80,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Observer == nil {
-		cfg.Observer = nobody{}
-	}
+	cfg.Observer = cmp.Or[Observer](cfg.Observer, nobody{})
 	cfg.Logger = logs.OrDiscard(cfg.Logger).With("chain", cfg.Chain)
 	return &Runner{cfg: cfg}, nil
 }
@@ -153,23 +152,18 @@ func (r *Runner) follow(req *chain.Request, o outcome) chain.Result {
 func (r *Runner) lookup(ctx context.Context, key string, req chain.Request) (chain.Result, error) {
 	now := r.cfg.Now()
 	e, rev, found, err := r.cfg.Store.Get(ctx, key)
-	readable := err == nil
+	if found && e.CreatedAt.After(now.Add(maxClockSkew)) {
+		found, err = false, fmt.Errorf("%w: created_at %s is in the future", ErrInvalidEntry, e.CreatedAt.Format(time.RFC3339))
+	}
+	readable := err == nil || errors.Is(err, ErrInvalidEntry)
 	switch {
 	case errors.Is(err, ErrInvalidEntry):
 		// Not served; the answer of this miss replaces it.
 		r.cfg.Logger.Warn("an invalid entry in the response cache; treating it as absent", "err", err)
-		readable = true
 	case topology.Gone(err):
-		// Created again now, so that this answer is kept at revision 0.
-		r.cfg.Logger.Warn("the response cache bucket is gone; creating it again", "err", err)
-		readable = r.ensure(ctx)
+		readable = r.ensure(ctx, err) // now, so that this answer is kept at revision 0
 	case err != nil:
 		r.cfg.Logger.Warn("reading the response cache; answering without it", "err", err)
-	}
-	if found && e.CreatedAt.After(now.Add(maxClockSkew)) {
-		r.cfg.Logger.Warn("an invalid entry in the response cache; treating it as absent",
-			"err", fmt.Errorf("%w: created_at %s is in the future", ErrInvalidEntry, e.CreatedAt.Format(time.RFC3339)))
-		found = false
 	}
 	if found && !req.Cache.NoCache && e.Fresh(now) {
 		r.cfg.Observer.Cache(r.cfg.Chain, chain.CacheHit)
@@ -230,16 +224,16 @@ func (r *Runner) store(ctx context.Context, key string, rev uint64, res chain.Re
 	switch {
 	case err == nil, errors.Is(err, ErrConflict):
 	case topology.Gone(err):
-		r.cfg.Logger.Warn("the response cache bucket is gone; creating it again", "err", err)
-		r.ensure(ctx)
+		r.ensure(ctx, err)
 	default:
 		r.cfg.Logger.Warn("storing an answer in the response cache", "err", err)
 	}
 }
 
-// ensure creates the bucket again, within writeTimeout, and reports
-// whether it exists now; a failure is logged.
-func (r *Runner) ensure(ctx context.Context) bool {
+// ensure creates the bucket again, found gone by err, within writeTimeout,
+// and reports whether it exists now; a failure is logged.
+func (r *Runner) ensure(ctx context.Context, err error) bool {
+	r.cfg.Logger.Warn("the response cache bucket is gone; creating it again", "err", err)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	if err := r.cfg.Store.Ensure(ctx); err != nil {

@@ -58,7 +58,7 @@ func TestTripPastYear9999CostsOnlyItsProvider(t *testing.T) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	states := 0
-	err := kvstate.WatchEventsWithState(ctx, e.kv, []string{"quiet"}, time.Now, func(ev kvstate.Event) {
+	err := kvstate.WatchEvents(ctx, e.kv, []string{"quiet"}, time.Now, func(ev kvstate.Event) {
 		if _, err := json.Marshal(ev); err != nil {
 			t.Errorf("state event of %s as JSON: %v", ev.Provider, err)
 		}

@@ -59,7 +59,8 @@ func (s *Store) put(ctx context.Context, key string, data []byte, ttl time.Durat
 		case stays != nil && stays(cur):
 			return 0, cur.Revision(), nil
 		}
-		rev, err = s.replace(ctx, key, data, cur.Revision(), ttl)
+		// One atomic step: KeyValue.Update would make the key permanent.
+		rev, err = topology.Replace(ctx, s.js, "$KV."+Bucket+"."+key, data, cur.Revision(), ttl)
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return rev, 0, err
 		}
@@ -68,13 +69,6 @@ func (s *Store) put(ctx context.Context, key string, data []byte, ttl time.Durat
 		}
 	}
 	return 0, 0, fmt.Errorf("%d compare-and-set conflicts in a row", maxCASRetries)
-}
-
-// replace writes value to key at revision rev with a fresh TTL, in one
-// atomic step: KeyValue.Update would make the key permanent. A conflict is
-// jetstream.ErrKeyRevisionMismatch.
-func (s *Store) replace(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
-	return topology.Replace(ctx, s.js, "$KV."+Bucket+"."+key, value, rev, ttl)
 }
 
 // opened applies a cooldown this store wrote to its mirror at once and

@@ -1,13 +1,11 @@
 // Package kvstate keeps provider health in the JetStream KV bucket
-// detour_providers and implements chain.State on it.
+// detour_providers and implements chain.State on it; docs/state.md says
+// which keys it writes, when, and what they hold.
 //
 // Every processor holds a local mirror of the bucket, fed by a watcher, so
-// deciding whether to skip a provider costs no network round trip. Writes
-// happen only on transitions: a failure updates <provider>.health with
-// compare-and-set, reaching the threshold creates <provider>.cooldown with a
-// per-key TTL (the server expires it; nothing resets it by hand), and the
-// first success after failures resets the count. A processor applies its own
-// successful writes to its mirror at once instead of waiting for the watcher.
+// deciding whether to skip a provider costs no network round trip. It
+// applies its own successful writes to its mirror at once instead of
+// waiting for the watcher.
 //
 // The mirror is only as good as its watch, and a watch can end without a
 // word: a bucket deleted and created anew leaves the watcher waiting for

@@ -74,15 +74,12 @@ func (e Event) String() string {
 // ended by then returns nil). A watch that ends later is opened again and
 // what changed meanwhile reported: the latest entry of each key, or, in a
 // bucket created anew, the end of every outage of the old one first.
-func WatchEvents(ctx context.Context, kv jetstream.KeyValue, report func(Event)) error {
-	return WatchEventsWithState(ctx, kv, nil, nil, report)
-}
-
-// WatchEventsWithState is WatchEvents that first reports, as one EventState
-// event each, the state of every provider the bucket holds and of known, as
-// the values read at the start show it at now (the NATS server's time, by
-// which processors judge); a nil now reports no state.
-func WatchEventsWithState(ctx context.Context, kv jetstream.KeyValue, known []string, now func() time.Time, report func(Event)) error {
+//
+// Before the events, unless now is nil, it reports, as one EventState event
+// each, the state of every provider the bucket holds and of known, as the
+// values read at the start show it at now (the NATS server's time, by which
+// processors judge).
+func WatchEvents(ctx context.Context, kv jetstream.KeyValue, known []string, now func() time.Time, report func(Event)) error {
 	w, err := openWatch(ctx, kv, nil)
 	if err != nil && ctx.Err() != nil {
 		return nil // stopped while starting (Ctrl-C): a stop, not a failure

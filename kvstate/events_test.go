@@ -19,7 +19,7 @@ func TestOutageEventsAndStatus(t *testing.T) {
 	e := setup(t)
 	s := e.store(t, "proc-1", nil)
 	events := make(chan kvstate.Event, 16)
-	go func() { _ = kvstate.WatchEvents(e.ctx, e.kv, func(ev kvstate.Event) { events <- ev }) }()
+	go func() { _ = kvstate.WatchEvents(e.ctx, e.kv, nil, nil, func(ev kvstate.Event) { events <- ev }) }()
 	next := func(want kvstate.EventKind) kvstate.Event {
 		t.Helper()
 		select {
@@ -101,7 +101,7 @@ func TestWatchEventsResumesOnABucketCreatedAnew(t *testing.T) {
 	events := make(chan kvstate.Event, 16)
 	watching := make(chan error, 1)
 	go func() {
-		watching <- kvstate.WatchEvents(e.ctx, e.kv, func(ev kvstate.Event) { events <- ev })
+		watching <- kvstate.WatchEvents(e.ctx, e.kv, nil, nil, func(ev kvstate.Event) { events <- ev })
 	}()
 	next := func(provider string) {
 		t.Helper()
@@ -163,7 +163,7 @@ func TestWatchStoppedWhileStartingIsNoFailure(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := kvstate.WatchEvents(ctx, kv, func(kvstate.Event) {}); err != nil {
+	if err := kvstate.WatchEvents(ctx, kv, nil, nil, func(kvstate.Event) {}); err != nil {
 		t.Fatalf("WatchEvents stopped while starting: %v, want nil", err)
 	}
 }
@@ -176,7 +176,7 @@ func TestWatchEventsEndTheOutagesOfADeletedBucket(t *testing.T) {
 	e := setup(t)
 	s := e.store(t, "proc", nil)
 	events := make(chan kvstate.Event, 64)
-	go func() { _ = kvstate.WatchEvents(e.ctx, e.kv, func(ev kvstate.Event) { events <- ev }) }()
+	go func() { _ = kvstate.WatchEvents(e.ctx, e.kv, nil, nil, func(ev kvstate.Event) { events <- ev }) }()
 	// Opened is reported once the watch is live: trip until it is.
 	n := 0
 	eventually(t, 10*time.Second, "the watch reporting", func() bool {

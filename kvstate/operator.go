@@ -56,13 +56,9 @@ func (s *Store) Reset(ctx context.Context, provider, by string) (ResetOutcome, e
 // resettable reports whether the mirror holds anything of provider that a
 // reset would clear.
 func (s *Store) resettable(provider string) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	h, hasHealth := s.m.health[provider]
-	c, hasCooldown := s.m.cooldowns[provider]
-	_, hasProbe := s.m.probes[provider]
-	tripped := h.value.ConsecutiveFailures > 0 || h.value.Trips > 0 || !h.value.LastTrip.IsZero()
-	return hasProbe || hasCooldown && !resetEnds(c.value, h.value) || hasHealth && tripped
+	h, c := s.view(provider)
+	_, hasProbe := s.probe(provider)
+	return hasProbe || c != nil || h.ConsecutiveFailures > 0 || h.Trips > 0 || !h.LastTrip.IsZero()
 }
 
 // deleteKey deletes circuit's key of kind at the revision read, unless keep
@@ -170,32 +166,29 @@ func (s *Store) Trip(ctx context.Context, provider string, t OperatorTrip) (Trip
 	return out, s.updateHealth(ctx, provider, func(h Health) (Health, bool) { return afterOperatorTrip(h, now, t.For) })
 }
 
-// operatorView is what tells an operator's act on a provider when the watch
-// brings it: see logOperatorAct.
-type operatorView struct {
-	healthRev, cooldownRev uint64
-	resetAt                time.Time
-}
-
-func (s *Store) operatorView(provider string) operatorView {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	h := s.m.health[provider]
-	return operatorView{healthRev: h.rev, cooldownRev: s.m.cooldowns[provider].rev, resetAt: h.value.ResetAt}
-}
-
-// logOperatorAct logs, once, an operator's reset or trip of provider that
-// the watch just brought to the mirror, whose view of it was before.
-func (s *Store) logOperatorAct(provider string, before operatorView) {
-	after := s.operatorView(provider)
-	if after.healthRev != before.healthRev && !after.resetAt.IsZero() && !after.resetAt.Equal(before.resetAt) {
-		h, _ := s.Health(provider)
-		s.opts.Logger.Info("provider reset by an operator: cooldown ended, failures and trips cleared",
-			"provider", provider, "by", h.ResetBy, "at", h.ResetAt)
-	}
-	if after.cooldownRev != before.cooldownRev {
-		if _, c := s.view(provider); c != nil && c.Operator {
-			s.opts.Logger.Info("provider tripped by an operator", "provider", provider, "until", c.Until, "reason", c.Reason, "by", c.By)
+// operatorActs notes what the mirror holds of provider; the function it
+// returns logs, once, an operator's reset or trip of provider that has
+// reached the mirror since.
+func (s *Store) operatorActs(provider string) (log func()) {
+	health, cooldownRev := s.operatorView(provider)
+	return func() {
+		h, rev := s.operatorView(provider)
+		if h.rev != health.rev && !h.value.ResetAt.IsZero() && !h.value.ResetAt.Equal(health.value.ResetAt) {
+			s.opts.Logger.Info("provider reset by an operator: cooldown ended, failures and trips cleared",
+				"provider", provider, "by", h.value.ResetBy, "at", h.value.ResetAt)
+		}
+		if rev != cooldownRev {
+			if _, c := s.view(provider); c != nil && c.Operator {
+				s.opts.Logger.Info("provider tripped by an operator", "provider", provider, "until", c.Until, "reason", c.Reason, "by", c.By)
+			}
 		}
 	}
+}
+
+// operatorView is provider's mirrored health and the revision of its
+// cooldown key.
+func (s *Store) operatorView(provider string) (versioned[Health], uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.m.health[provider], s.m.cooldowns[provider].rev
 }

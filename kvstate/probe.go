@@ -16,6 +16,10 @@ import (
 // SuffixProbe names the half-open lease key: <provider>.probe.
 const SuffixProbe = "probe"
 
+// clockSkew is how far a processor's clock may run ahead of another's: a
+// probe lease is lapsed only this long past its until.
+const clockSkew = time.Minute
+
 // ProbeKey returns the bucket key of a provider's probe lease.
 func ProbeKey(provider string) string { return provider + "." + SuffixProbe }
 

@@ -2,7 +2,6 @@ package kvstate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -17,9 +16,6 @@ const (
 	recreateEvery   = 500 * time.Millisecond
 	recreateTimeout = 10 * time.Second
 )
-
-// errBucketGone marks the bucket found not to exist (topology.Gone).
-var errBucketGone = fmt.Errorf("bucket %w", topology.ErrGone)
 
 // create is kv.Create that, finding the bucket gone, recreates it and
 // tries once more: a write must not be lost to a deleted bucket.
@@ -39,11 +35,11 @@ func (s *Store) create(ctx context.Context, key string, data []byte, opts ...jet
 // mirror from it. A store without js waits for a processor to do it.
 func (s *Store) recreateBucket(ctx context.Context) error {
 	if s.js == nil {
-		return fmt.Errorf("kvstate: %s: %w", Bucket, errBucketGone)
+		return fmt.Errorf("kvstate: %s: bucket %w", Bucket, topology.ErrGone)
 	}
 	s.checkSoon()
 	return s.recreate.Do(ctx, func(ctx context.Context) error {
-		if _, err := incarnation(ctx, s.kv); !errors.Is(err, errBucketGone) {
+		if _, err := incarnation(ctx, s.kv); !topology.Gone(err) {
 			return err // back already, or the server cannot say
 		}
 		s.opts.Logger.Warn("provider state bucket missing; recreating it", "bucket", Bucket)

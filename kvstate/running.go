@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/samber/lo"
 )
 
 // SuffixRunning names the key in which a running processor records what it
@@ -38,11 +40,9 @@ func (r *Running) check() error { return nil }
 func (s *Store) Running() []json.RawMessage {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]json.RawMessage, 0, len(s.m.running))
-	for _, token := range slices.Sorted(maps.Keys(s.m.running)) {
-		out = append(out, s.m.running[token].value.RawMessage)
-	}
-	return out
+	return lo.Map(slices.Sorted(maps.Keys(s.m.running)), func(token string, _ int) json.RawMessage {
+		return s.m.running[token].value.RawMessage
+	})
 }
 
 // Record writes processor's record, data, with a TTL of ttl (whole

@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/internal/text"
 )
 
@@ -54,15 +56,10 @@ func (s *Store) Status(now time.Time, known ...string) []ProviderStatus {
 	s.mu.RLock()
 	names := slices.Concat(known, slices.Collect(maps.Keys(s.m.health)), slices.Collect(maps.Keys(s.m.cooldowns)))
 	s.mu.RUnlock()
-	slices.Sort(names)
-	rows := make([]ProviderStatus, 0, len(names))
-	for _, p := range slices.Compact(names) {
-		rows = append(rows, s.row(p, now))
-	}
-	slices.SortFunc(rows, func(a, b ProviderStatus) int {
-		return cmp.Or(strings.Compare(CircuitProvider(a.Provider), CircuitProvider(b.Provider)), strings.Compare(a.Provider, b.Provider))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(strings.Compare(CircuitProvider(a), CircuitProvider(b)), strings.Compare(a, b))
 	})
-	return rows
+	return lo.Map(slices.Compact(names), func(p string, _ int) ProviderStatus { return s.row(p, now) })
 }
 
 // row is provider's status at now, from the mirror.
@@ -98,14 +95,11 @@ func WriteStatus(w io.Writer, rows []ProviderStatus) error {
 		if !r.CooldownUntil.IsZero() {
 			until = r.CooldownUntil.UTC().Format(time.RFC3339)
 		}
-		lastError := "-"
-		if r.LastError != "" {
-			// Written by anyone who may write the bucket, and by a
-			// provider: no control reaches the terminal.
-			lastError = text.Visible(r.LastError)
-			if len([]rune(lastError)) > 80 {
-				lastError = string([]rune(lastError)[:79]) + "…"
-			}
+		// Written by anyone who may write the bucket, and by a provider:
+		// no control reaches the terminal.
+		lastError := cmp.Or(text.Visible(r.LastError), "-")
+		if len([]rune(lastError)) > 80 {
+			lastError = string([]rune(lastError)[:79]) + "…"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", text.Visible(r.Provider), r.State, r.ConsecutiveFailures, until, r.Trips, lastError)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/detourhq/detour/internal/coalesce"
 	"github.com/detourhq/detour/internal/logs"
 	"github.com/detourhq/detour/internal/topology"
+	"github.com/detourhq/detour/internal/wait"
 )
 
 // Bucket is the KV bucket that holds provider state.
@@ -100,9 +101,9 @@ func (s *Store) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	provider, _, _ := strings.Cut(e.Key(), ".")
-	before := s.operatorView(provider)
+	logActs := s.operatorActs(provider)
 	s.applyTo(func() *mirror { return s.m }, e)
-	s.logOperatorAct(provider, before)
+	logActs()
 }
 
 // applyTo folds e into the mirror that target returns under s.mu, and logs
@@ -284,7 +285,7 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 		}
 		// A conflict may be how this processor learns of an operator's
 		// reset first: the watch then brings a revision it holds already.
-		before := s.operatorView(provider)
+		logActs := s.operatorActs(provider)
 		if s.refreshHealth(provider, cur) {
 			// Read again: the watcher's newer value comes back, a deleted
 			// bucket's does not.
@@ -292,7 +293,7 @@ func (s *Store) updateHealth(ctx context.Context, provider string, change func(H
 				s.keep(func(m *mirror) bool { return m.health.set(provider, again.value, again.rev) })
 			}
 		}
-		s.logOperatorAct(provider, before)
+		logActs()
 	}
 	return fmt.Errorf("kvstate: writing %s: %d compare-and-set conflicts in a row", key, maxCASRetries)
 }
@@ -323,15 +324,7 @@ func (s *Store) writeSlot(ctx context.Context, provider string) (release func(),
 // casPause waits before compare-and-set retry n (from 0) a random time up
 // to 1ms·2^n, at most 100ms, out of step with the winner's next write.
 func casPause(ctx context.Context, n int) error {
-	limit := min(time.Millisecond<<min(n, 7), 100*time.Millisecond)
-	t := time.NewTimer(rand.N(limit))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	return wait.Sleep(ctx, rand.N(min(time.Millisecond<<min(n, 7), 100*time.Millisecond)))
 }
 
 func (s *Store) fetchHealth(ctx context.Context, provider string) (versioned[Health], error) {

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/chain"
 )
 
 // EventState is not a change: it is a provider's state when a watch
-// began (see WatchEventsWithState).
+// began (see WatchEvents).
 const EventState EventKind = "state"
 
 // tracker turns bucket entries into outage events in the order they
@@ -171,17 +172,14 @@ func (t *tracker) end(provider string, at time.Time) []Event {
 // states returns an EventState event for every provider tracked and every
 // one of known, sorted by name, as the values read so far show them at now.
 func (t *tracker) states(now time.Time, known []string) []Event {
-	names := t.names(known)
-	out := make([]Event, 0, len(names))
-	for _, p := range names {
+	return lo.Map(t.names(known), func(p string, _ int) Event {
 		var cooling *Cooldown
 		if c, ok := t.cooling[p]; ok {
 			cooling = &c
 		}
 		row := statusOf(p, t.health[p], cooling, now)
-		out = append(out, Event{Time: now.UTC(), Provider: p, Kind: EventState, State: &row})
-	}
-	return out
+		return Event{Time: now.UTC(), Provider: p, Kind: EventState, State: &row}
+	})
 }
 
 // names returns known and every provider tracked, sorted, each once.

@@ -2,13 +2,14 @@ package kvstate
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/internal/topology"
 	"github.com/detourhq/detour/internal/wait"
@@ -63,11 +64,8 @@ func (s *Store) Run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				log := s.opts.Logger.Debug
-				if tries == 0 {
-					log = s.opts.Logger.Warn
-				}
-				log("watching the provider state bucket failed; will try again", "bucket", Bucket, "err", err)
+				s.opts.Logger.Log(ctx, lo.Ternary(tries == 0, slog.LevelWarn, slog.LevelDebug),
+					"watching the provider state bucket failed; will try again", "bucket", Bucket, "err", err)
 				tries++
 				if wait.Sleep(ctx, retryPause(tries)) != nil {
 					return nil
@@ -99,7 +97,7 @@ func (s *Store) Run(ctx context.Context) error {
 // fresh mirror that replaces the old one once complete.
 func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 	w, err := openWatch(ctx, s.kv, s.conn)
-	if errors.Is(err, errBucketGone) && s.js != nil {
+	if topology.Gone(err) && s.js != nil {
 		if err = s.recreateBucket(ctx); err == nil {
 			w, err = openWatch(ctx, s.kv, s.conn)
 		}
@@ -118,8 +116,8 @@ func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 		w.stop()
 		return nil, err
 	}
-	timeout := time.NewTimer(loadTimeout)
-	defer timeout.Stop()
+	ctx, cancel := context.WithTimeoutCause(ctx, loadTimeout, fmt.Errorf("initial values not read within %s", loadTimeout))
+	defer cancel()
 	for {
 		select {
 		case e, ok := <-w.Updates():
@@ -134,8 +132,6 @@ func (s *Store) load(ctx context.Context) (*bucketWatch, error) {
 				return w, nil
 			}
 			s.applyTo(func() *mirror { return fresh }, e)
-		case <-timeout.C:
-			return fail(fmt.Errorf("kvstate: reading %s: initial values not read within %s", Bucket, loadTimeout))
 		case <-ctx.Done():
 			return fail(fmt.Errorf("kvstate: reading %s: %w", Bucket, context.Cause(ctx)))
 		}
@@ -161,7 +157,7 @@ type bucketWatch struct {
 }
 
 // openWatch watches every key of kv. A bucket that does not exist is
-// reported as errBucketGone.
+// reported as topology.Gone.
 func openWatch(ctx context.Context, kv jetstream.KeyValue, conn *nats.Conn) (*bucketWatch, error) {
 	// Read before the watch starts, lest it name a bucket created after.
 	created, err := incarnation(ctx, kv)
@@ -185,15 +181,12 @@ func openWatch(ctx context.Context, kv jetstream.KeyValue, conn *nats.Conn) (*bu
 
 // incarnation returns when the bucket's stream was created, which tells a
 // bucket created again, whose revisions start over, from the one before. A
-// bucket that does not exist is errBucketGone.
+// bucket that does not exist is topology.Gone.
 func incarnation(ctx context.Context, kv jetstream.KeyValue) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	st, err := kv.Status(ctx)
-	switch {
-	case topology.Gone(err):
-		return time.Time{}, fmt.Errorf("kvstate: %s: %w: %w", Bucket, errBucketGone, err)
-	case err != nil:
+	if err != nil {
 		return time.Time{}, fmt.Errorf("kvstate: checking %s: %w", Bucket, err)
 	}
 	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
@@ -242,7 +235,7 @@ func (w *bucketWatch) check(ctx context.Context) (ended string, err error) {
 	}
 	created, err := incarnation(ctx, w.kv)
 	switch {
-	case errors.Is(err, errBucketGone):
+	case topology.Gone(err):
 		return "bucket deleted", nil
 	case err != nil:
 		return "", err

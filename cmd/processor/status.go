@@ -137,7 +137,7 @@ func watch(ctx context.Context, configPath string, asJSON bool, stdout, stderr i
 	defer nc.Close()
 	enc := json.NewEncoder(stdout)
 	fmt.Fprintf(stderr, "watching %s: the state of every provider, then outage events (opened, expired, probe, closed, reset); Ctrl-C to stop\n", kvstate.Bucket)
-	err = kvstate.WatchEventsWithState(ctx, kv, known, serverClock(ctx, kv).Now, func(e kvstate.Event) {
+	err = kvstate.WatchEvents(ctx, kv, known, serverClock(ctx, kv).Now, func(e kvstate.Event) {
 		if asJSON {
 			_ = enc.Encode(e)
 			return

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/wire"
 )
@@ -65,14 +66,12 @@ func (s Streams) check() error {
 			bad(fmt.Sprintf("Chains[%d]", i), "must not be empty")
 		}
 	}
-	if s.Replicas < 0 {
-		bad("Replicas", "must not be negative")
-	}
 	for _, f := range []struct {
 		name     string
 		v        int64
 		positive bool
 	}{
+		{"Replicas", int64(s.Replicas), false},
 		{"AckWait", int64(s.AckWait), true}, {"MaxAckPending", int64(s.MaxAckPending), true}, {"ResultTTL", int64(s.ResultTTL), true},
 		{"RequestsMaxBytes", s.RequestsMaxBytes, false}, {"ResultsMaxBytes", s.ResultsMaxBytes, false}, {"DeadLetterMaxBytes", s.DeadLetterMaxBytes, false},
 	} {
@@ -103,10 +102,6 @@ func Ensure(ctx context.Context, js jetstream.JetStream, t Streams) error {
 		return err
 	}
 	replicas := max(t.Replicas, 1)
-	subjects := make([]string, len(t.Chains))
-	for i, c := range t.Chains {
-		subjects[i] = wire.RequestSubject(c)
-	}
 	// The requests stream has no age limit: a request leaves only with its
 	// result or dead letter stored, and a processor expires it at its
 	// deadline. An age limit would lose without a trace a request whose
@@ -114,7 +109,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, t Streams) error {
 	streams := []jetstream.StreamConfig{{
 		Name:        wire.RequestsStream,
 		Description: "detour requests, one subject per chain",
-		Subjects:    subjects,
+		Subjects:    lo.Map(t.Chains, func(c string, _ int) string { return wire.RequestSubject(c) }),
 		Retention:   jetstream.WorkQueuePolicy,
 		MaxBytes:    t.RequestsMaxBytes,
 		Discard:     jetstream.DiscardNew,
@@ -193,13 +188,10 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		cur := s.CachedInfo().Config
 		cfg := cur
 		cfg.Description, cfg.Retention = want.Description, want.Retention
-		cfg.Subjects = slices.Clone(want.Subjects)
-		for _, subject := range cur.Subjects {
-			if !slices.Contains(cfg.Subjects, subject) && keep(subject) {
-				cfg.Subjects = append(cfg.Subjects, subject)
-			}
-		}
-		if slices.Equal(slices.Sorted(slices.Values(cfg.Subjects)), slices.Sorted(slices.Values(cur.Subjects))) {
+		cfg.Subjects = slices.Concat(want.Subjects, lo.Filter(cur.Subjects, func(subject string, _ int) bool {
+			return !slices.Contains(want.Subjects, subject) && keep(subject)
+		}))
+		if lo.ElementsMatch(cfg.Subjects, cur.Subjects) {
 			cfg.Subjects = cur.Subjects // the same set: no update for its order
 		}
 		cfg.MaxAge = longerAge(cur.MaxAge, want.MaxAge)
@@ -298,10 +290,7 @@ func served(ctx context.Context, js jetstream.JetStream, subject string) bool {
 // largerBytes is want where the stream has no byte limit (cur 0 or -1, an
 // older processor's), else the larger; want 0 leaves cur.
 func largerBytes(cur, want int64) int64 {
-	if cur <= 0 {
-		if want > 0 {
-			return want
-		}
+	if cur <= 0 && want <= 0 {
 		return cur
 	}
 	return max(cur, want)

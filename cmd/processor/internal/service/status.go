@@ -47,7 +47,7 @@ func (p *Processor) snapshot() statuspage.Snapshot {
 
 // watchEvents keeps the latest outage events until ctx ends.
 func (p *Processor) watchEvents(ctx context.Context) {
-	if err := kvstate.WatchEvents(ctx, p.kv, p.events.Add); err != nil && ctx.Err() == nil {
+	if err := kvstate.WatchEvents(ctx, p.kv, nil, nil, p.events.Add); err != nil && ctx.Err() == nil {
 		p.opts.Logger.Warn("the status page lists no outage events: watching the bucket failed", "err", err)
 	}
 }
