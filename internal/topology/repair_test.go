@@ -20,17 +20,6 @@ func repairTopology() topology.Streams {
 	}
 }
 
-// within polls cond every 10ms until it holds or limit passes.
-func within(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", limit, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // warnings counts the warnings logged, by message.
 type warnings struct {
 	mu sync.Mutex
