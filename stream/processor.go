@@ -210,7 +210,7 @@ func (d *delivery) admit(ctx context.Context) Runner {
 	d.req = req
 	runner, ok := d.p.cfg.Chains[d.chain]
 	if !ok {
-		d.deadLetter(ctx, deadletter.ReasonBadRequest, fmt.Errorf("no chain named %q is configured", d.chain), nil)
+		d.fail(ctx, deadletter.ReasonBadRequest, chain.Result{}, fmt.Errorf("no chain named %q is configured", d.chain))
 		return nil
 	}
 	// Checked before the deadline: a request answered just in time whose ack
@@ -264,7 +264,7 @@ func (d *delivery) unrunnable(ctx, runCtx context.Context, err error) {
 	case runCtx.Err() != nil:
 		d.expire(ctx, nil)
 	default: // a schema that does not compile
-		d.deadLetter(ctx, deadletter.ReasonBadRequest, err, nil)
+		d.fail(ctx, deadletter.ReasonBadRequest, chain.Result{}, err)
 	}
 }
 
@@ -392,18 +392,18 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 		why = fmt.Sprintf("no provider answered within DETOUR_REQUEST_TTL (%s), the longest a request may wait; its own deadline was later",
 			d.p.cfg.RequestTTL)
 	}
-	res := chain.Result{Status: chain.StatusFailed, Attempts: attempts, Error: why}
-	d.annotate(&res)
-	d.fail(ctx, deadletter.ReasonExpired, res, errors.New(res.Error))
+	d.fail(ctx, deadletter.ReasonExpired, chain.Result{Attempts: attempts}, errors.New(why))
 }
 
 // fail dead-letters the request, then publishes a failed result saying why
-// (docs/failures.md#dead-letters). The dead letter comes first: a
-// redelivery would take a stored failed result for the answer, and a dead
-// letter not yet stored would be lost. A failed result is retried for
-// failedResultPatience only: a burst of refused requests in a results
-// outage must not hold every worker.
+// when the request has an id (docs/failures.md#dead-letters), and
+// terminates it; a dead letter not stored NAKs instead. The dead letter
+// comes first: a redelivery would take a stored failed result for the
+// answer, and a dead letter not yet stored would be lost. A failed result
+// is retried for failedResultPatience only: a burst of refused requests in
+// a results outage must not hold every worker.
 func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain.Result, cause error) {
+	d.annotate(&res)
 	res.Status = chain.StatusFailed
 	res.Error = failedResultError(reason, cause)
 	var keepUntil time.Time // none: hand back at once, to be refused again for free
@@ -413,11 +413,13 @@ func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain
 	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts, keepUntil) {
 		return
 	}
-	switch attempts, err := d.keep(ctx, &res, d.p.cfg.Now().Add(failedResultPatience)); {
-	case errors.Is(err, errAnswered): // the dead letter stays, safe
-		d.log().Info("another delivery answered the request meanwhile; its result stands, not this failed one", "reason", reason)
-	case err != nil:
-		d.log().Error("publishing failed result; giving up", "attempts", attempts, "err", err)
+	if d.req.ID != "" { // else nowhere to answer: the dead letter is all
+		switch attempts, err := d.keep(ctx, &res, d.p.cfg.Now().Add(failedResultPatience)); {
+		case errors.Is(err, errAnswered): // the dead letter stays, safe
+			d.log().Info("another delivery answered the request meanwhile; its result stands, not this failed one", "reason", reason)
+		case err != nil:
+			d.log().Error("publishing failed result; giving up", "attempts", attempts, "err", err)
+		}
 	}
 	_ = d.msg.Term()
 }
@@ -450,21 +452,7 @@ func (d *delivery) refuse(ctx context.Context, reason deadletter.Reason, cause e
 	if addr, ok := wire.RefusedAddress(d.msg.Data(), d.msg.Headers(), d.meta.Sequence.Stream, d.p.cfg.ReplyPrefixes); ok {
 		d.req = wire.Decoded{Request: wire.Request{ID: addr.ID, ReplyTo: addr.ReplyTo}, Encoding: addr.Encoding}
 	}
-	d.deadLetter(ctx, reason, cause, nil)
-}
-
-// deadLetter stores the dead letter, with a failed result when the request
-// has an id, and terminates it; a dead letter not stored NAKs instead.
-func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt) {
-	if d.req.ID == "" { // nowhere to answer: the dead letter is all
-		if d.storeDeadLetter(ctx, reason, cause, attempts, time.Time{}) {
-			_ = d.msg.Term()
-		}
-		return
-	}
-	res := chain.Result{Attempts: attempts}
-	d.annotate(&res)
-	d.fail(ctx, reason, res, cause)
+	d.fail(ctx, reason, chain.Result{}, cause)
 }
 
 // storeDeadLetter publishes the dead letter and reports whether it is
