@@ -117,7 +117,7 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 	body := m.Data
 	if !opts.Deadline.IsZero() {
 		var err error
-		body, err = setFields(body, m.Header, map[string]string{fieldDeadline: opts.Deadline.UTC().Format(time.RFC3339)})
+		body, err = setFields(body, m.Header, map[string]string{"deadline": opts.Deadline.UTC().Format(time.RFC3339)})
 		if err != nil {
 			return fail("cannot set a new deadline: %w", err)
 		}
@@ -135,7 +135,7 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 			return
 		}
 		// The id came from the Nats-Msg-Id or the sequence, which change.
-		if rewritten, err := setFields(body, m.Header, map[string]string{fieldID: m.RequestID}); err == nil {
+		if rewritten, err := setFields(body, m.Header, map[string]string{"id": m.RequestID}); err == nil {
 			body, r.BodyChanged = rewritten, true
 		} else {
 			r.RequestID = r.MsgID // a body with no fields is refused again anyway

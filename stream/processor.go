@@ -480,7 +480,7 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 		if topology.Gone(err) {
 			_ = d.p.cfg.Repair.Ensure(context.WithoutCancel(ctx))
 		}
-		if wire.NoRoom(err) {
+		if wire.Full(err) != nil {
 			// A full stream or store: no wait here makes room, and a flood
 			// of poison requests held would take every worker. Handed back
 			// with the backoff, it costs its providers once a minute.
