@@ -283,7 +283,7 @@ func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 		// provider once a minute for a day.
 		d.fail(ctx, deadletter.ReasonInvalidOutput, *res, err)
 	case errors.As(err, &exhausted):
-		d.retryLater(ctx, *res, exhausted)
+		d.retryLater(exhausted)
 	case ctx.Err() != nil: // shutdown: another processor takes it at once
 		d.nak(0, NakShutdown)
 	default: // the request's own deadline ended the run
@@ -330,7 +330,7 @@ func (d *delivery) annotate(res *chain.Result) {
 }
 
 // retryLater NAKs with retryDelay's delay, counting why.
-func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.ExhaustedError) {
+func (d *delivery) retryLater(ex *chain.ExhaustedError) {
 	delay := retryDelay(ex, d.backoff(), time.Duration(rand.Int64N(int64(reopenJitter))), d.p.cfg.Now(), d.deadline())
 	d.log().Info("no provider answered; retrying later", "delay", delay, "all_cooling", ex.AllCooling, "undecided", ex.Undecided, "deliveries", d.meta.NumDelivered)
 	reason := NakFailures
