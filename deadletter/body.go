@@ -20,12 +20,6 @@ import (
 // walker that neither recurses nor allocates by declared lengths, so a
 // hostile body cannot exhaust an operator's `processor dlq`.
 
-// Request field names, as in wire.Request.
-const (
-	fieldID       = "id"
-	fieldDeadline = "deadline"
-)
-
 // encUnknown stands for a body in a format the processor refuses.
 const encUnknown wire.Encoding = -1
 
@@ -63,25 +57,19 @@ func readFields(data []byte, header nats.Header) bodyFields {
 			return bodyFields{}
 		}
 		for _, e := range entries {
-			if !e.KeyIsString {
-				continue
-			}
 			val := data[e.ValStart:e.ValEnd]
 			v, ok := msgpackwalk.String(val)
-			if !ok && e.Key == fieldDeadline && msgpackwalk.IsTimestamp(val) {
-				// A deadline may be a msgpack timestamp (docs/requests.md).
-				var err error
-				v, err = wire.MsgpackDeadline(val)
-				ok = err == nil
-			}
-			if !ok {
-				continue
-			}
-			switch e.Key {
-			case fieldID:
+			switch {
+			case !e.KeyIsString:
+			case e.Key == "id" && ok:
 				f.ID = v
-			case fieldDeadline:
+			case e.Key == "deadline" && ok:
 				f.Deadline = v
+			case e.Key == "deadline" && msgpackwalk.IsTimestamp(val):
+				// A deadline may be a msgpack timestamp (docs/requests.md).
+				if t, err := wire.MsgpackDeadline(val); err == nil {
+					f.Deadline = t
+				}
 			}
 		}
 	}

@@ -117,7 +117,7 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 	body := m.Data
 	if !opts.Deadline.IsZero() {
 		var err error
-		body, err = setFields(body, m.Header, map[string]string{fieldDeadline: opts.Deadline.UTC().Format(time.RFC3339)})
+		body, err = setFields(body, m.Header, map[string]string{"deadline": opts.Deadline.UTC().Format(time.RFC3339)})
 		if err != nil {
 			return fail("cannot set a new deadline: %w", err)
 		}
@@ -135,7 +135,7 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 			return
 		}
 		// The id came from the Nats-Msg-Id or the sequence, which change.
-		if rewritten, err := setFields(body, m.Header, map[string]string{fieldID: m.RequestID}); err == nil {
+		if rewritten, err := setFields(body, m.Header, map[string]string{"id": m.RequestID}); err == nil {
 			body, r.BodyChanged = rewritten, true
 		} else {
 			r.RequestID = r.MsgID // a body with no fields is refused again anyway
@@ -145,11 +145,11 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 	if origMsgID == "" {
 		ownID()
 	}
-	ack, dup, err := s.publish(ctx, r.Subject, header, body, r.MsgID)
+	ack, err := s.publish(ctx, r.Subject, header, body, r.MsgID)
 	if err != nil {
 		return fail("%w", err)
 	}
-	if dup && r.MsgID == origMsgID {
+	if ack.Duplicate && r.MsgID == origMsgID {
 		// The duplicate window holds the id: only an earlier replay of this
 		// dead letter means the request is queued.
 		ours, err := s.replays(ctx, ack.Sequence, m.Seq)
@@ -158,12 +158,12 @@ func (s *Store) replay(ctx context.Context, m Message, opts ReplayOptions) (Repl
 		}
 		if !ours {
 			ownID()
-			if ack, dup, err = s.publish(ctx, r.Subject, header, body, r.MsgID); err != nil {
+			if ack, err = s.publish(ctx, r.Subject, header, body, r.MsgID); err != nil {
 				return fail("%w", err)
 			}
 		}
 	}
-	r.StreamSeq, r.AlreadyQueued = ack.Sequence, dup
+	r.StreamSeq, r.AlreadyQueued = ack.Sequence, ack.Duplicate
 	str, err := s.stream(ctx)
 	if err == nil {
 		err = deleteMsg(ctx, str, m.Seq)
@@ -193,18 +193,17 @@ func (s *Store) replays(ctx context.Context, seq, letterSeq uint64) (bool, error
 	return msg.Header.Get(HeaderReplayOf) == strconv.FormatUint(letterSeq, 10), nil
 }
 
-// publish publishes a replayed request with msgID and reports whether it
-// was a duplicate.
-func (s *Store) publish(ctx context.Context, subject string, header nats.Header, body []byte, msgID string) (*jetstream.PubAck, bool, error) {
+// publish publishes a replayed request with msgID.
+func (s *Store) publish(ctx context.Context, subject string, header nats.Header, body []byte, msgID string) (*jetstream.PubAck, error) {
 	msg := nats.NewMsg(subject)
 	msg.Data = body
 	maps.Copy(msg.Header, header)
 	msg.Header.Set(nats.MsgIdHdr, msgID)
 	ack, err := s.js.PublishMsg(ctx, msg)
 	if err != nil {
-		return nil, false, fmt.Errorf("publishing to %s: %w", subject, err)
+		return nil, fmt.Errorf("publishing to %s: %w", subject, err)
 	}
-	return ack, ack.Duplicate, nil
+	return ack, nil
 }
 
 // replayHeader is a dead letter's header without the Detour-DLQ-* ones, its

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/wire"
@@ -35,11 +36,7 @@ func ParseReason(s string) (Reason, error) {
 
 // ReasonNames is Reasons, comma-separated: "bad_request, bad_reply_subject, …".
 func ReasonNames() string {
-	names := make([]string, 0, len(Reasons()))
-	for _, r := range Reasons() {
-		names = append(names, string(r))
-	}
-	return strings.Join(names, ", ")
+	return strings.Join(lo.Map(Reasons(), func(r Reason, _ int) string { return string(r) }), ", ")
 }
 
 // Filter selects dead letters; the zero Filter selects all of them.
@@ -194,17 +191,13 @@ func (s *Store) Purge(ctx context.Context, f Filter) (int, error) {
 		return int(n), nil
 	}
 	// The server cannot filter on a header: one by one.
-	var seqs []uint64
-	err = s.each(ctx, f, func(m Message) error {
-		seqs = append(seqs, m.Seq)
-		return nil
-	})
+	entries, err := s.List(ctx, f)
 	if err != nil {
 		return 0, err
 	}
 	removed := 0
-	for _, seq := range seqs {
-		err := deleteMsg(ctx, str, seq)
+	for _, e := range entries {
+		err := deleteMsg(ctx, str, e.Seq)
 		switch {
 		case errors.Is(err, ErrNotFound): // removed meanwhile by someone else
 		case err != nil:

@@ -210,7 +210,7 @@ func (d *delivery) admit(ctx context.Context) Runner {
 	d.req = req
 	runner, ok := d.p.cfg.Chains[d.chain]
 	if !ok {
-		d.deadLetter(ctx, deadletter.ReasonBadRequest, fmt.Errorf("no chain named %q is configured", d.chain), nil)
+		d.fail(ctx, deadletter.ReasonBadRequest, chain.Result{}, fmt.Errorf("no chain named %q is configured", d.chain))
 		return nil
 	}
 	// Checked before the deadline: a request answered just in time whose ack
@@ -264,7 +264,7 @@ func (d *delivery) unrunnable(ctx, runCtx context.Context, err error) {
 	case runCtx.Err() != nil:
 		d.expire(ctx, nil)
 	default: // a schema that does not compile
-		d.deadLetter(ctx, deadletter.ReasonBadRequest, err, nil)
+		d.fail(ctx, deadletter.ReasonBadRequest, chain.Result{}, err)
 	}
 }
 
@@ -283,7 +283,7 @@ func (d *delivery) settle(ctx context.Context, res *chain.Result, err error) {
 		// provider once a minute for a day.
 		d.fail(ctx, deadletter.ReasonInvalidOutput, *res, err)
 	case errors.As(err, &exhausted):
-		d.retryLater(ctx, *res, exhausted)
+		d.retryLater(exhausted)
 	case ctx.Err() != nil: // shutdown: another processor takes it at once
 		d.nak(0, NakShutdown)
 	default: // the request's own deadline ended the run
@@ -330,7 +330,7 @@ func (d *delivery) annotate(res *chain.Result) {
 }
 
 // retryLater NAKs with retryDelay's delay, counting why.
-func (d *delivery) retryLater(ctx context.Context, res chain.Result, ex *chain.ExhaustedError) {
+func (d *delivery) retryLater(ex *chain.ExhaustedError) {
 	delay := retryDelay(ex, d.backoff(), time.Duration(rand.Int64N(int64(reopenJitter))), d.p.cfg.Now(), d.deadline())
 	d.log().Info("no provider answered; retrying later", "delay", delay, "all_cooling", ex.AllCooling, "undecided", ex.Undecided, "deliveries", d.meta.NumDelivered)
 	reason := NakFailures
@@ -392,18 +392,18 @@ func (d *delivery) expire(ctx context.Context, attempts []chain.Attempt) {
 		why = fmt.Sprintf("no provider answered within DETOUR_REQUEST_TTL (%s), the longest a request may wait; its own deadline was later",
 			d.p.cfg.RequestTTL)
 	}
-	res := chain.Result{Status: chain.StatusFailed, Attempts: attempts, Error: why}
-	d.annotate(&res)
-	d.fail(ctx, deadletter.ReasonExpired, res, errors.New(res.Error))
+	d.fail(ctx, deadletter.ReasonExpired, chain.Result{Attempts: attempts}, errors.New(why))
 }
 
 // fail dead-letters the request, then publishes a failed result saying why
-// (docs/failures.md#dead-letters). The dead letter comes first: a
-// redelivery would take a stored failed result for the answer, and a dead
-// letter not yet stored would be lost. A failed result is retried for
-// failedResultPatience only: a burst of refused requests in a results
-// outage must not hold every worker.
+// when the request has an id (docs/failures.md#dead-letters), and
+// terminates it; a dead letter not stored NAKs instead. The dead letter
+// comes first: a redelivery would take a stored failed result for the
+// answer, and a dead letter not yet stored would be lost. A failed result
+// is retried for failedResultPatience only: a burst of refused requests in
+// a results outage must not hold every worker.
 func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain.Result, cause error) {
+	d.annotate(&res)
 	res.Status = chain.StatusFailed
 	res.Error = failedResultError(reason, cause)
 	var keepUntil time.Time // none: hand back at once, to be refused again for free
@@ -413,11 +413,13 @@ func (d *delivery) fail(ctx context.Context, reason deadletter.Reason, res chain
 	if !d.storeDeadLetter(ctx, reason, cause, res.Attempts, keepUntil) {
 		return
 	}
-	switch attempts, err := d.keep(ctx, &res, d.p.cfg.Now().Add(failedResultPatience)); {
-	case errors.Is(err, errAnswered): // the dead letter stays, safe
-		d.log().Info("another delivery answered the request meanwhile; its result stands, not this failed one", "reason", reason)
-	case err != nil:
-		d.log().Error("publishing failed result; giving up", "attempts", attempts, "err", err)
+	if d.req.ID != "" { // else nowhere to answer: the dead letter is all
+		switch attempts, err := d.keep(ctx, &res, d.p.cfg.Now().Add(failedResultPatience)); {
+		case errors.Is(err, errAnswered): // the dead letter stays, safe
+			d.log().Info("another delivery answered the request meanwhile; its result stands, not this failed one", "reason", reason)
+		case err != nil:
+			d.log().Error("publishing failed result; giving up", "attempts", attempts, "err", err)
+		}
 	}
 	_ = d.msg.Term()
 }
@@ -450,21 +452,7 @@ func (d *delivery) refuse(ctx context.Context, reason deadletter.Reason, cause e
 	if addr, ok := wire.RefusedAddress(d.msg.Data(), d.msg.Headers(), d.meta.Sequence.Stream, d.p.cfg.ReplyPrefixes); ok {
 		d.req = wire.Decoded{Request: wire.Request{ID: addr.ID, ReplyTo: addr.ReplyTo}, Encoding: addr.Encoding}
 	}
-	d.deadLetter(ctx, reason, cause, nil)
-}
-
-// deadLetter stores the dead letter, with a failed result when the request
-// has an id, and terminates it; a dead letter not stored NAKs instead.
-func (d *delivery) deadLetter(ctx context.Context, reason deadletter.Reason, cause error, attempts []chain.Attempt) {
-	if d.req.ID == "" { // nowhere to answer: the dead letter is all
-		if d.storeDeadLetter(ctx, reason, cause, attempts, time.Time{}) {
-			_ = d.msg.Term()
-		}
-		return
-	}
-	res := chain.Result{Attempts: attempts}
-	d.annotate(&res)
-	d.fail(ctx, reason, res, cause)
+	d.fail(ctx, reason, chain.Result{}, cause)
 }
 
 // storeDeadLetter publishes the dead letter and reports whether it is
@@ -492,7 +480,7 @@ func (d *delivery) storeDeadLetter(ctx context.Context, reason deadletter.Reason
 		if topology.Gone(err) {
 			_ = d.p.cfg.Repair.Ensure(context.WithoutCancel(ctx))
 		}
-		if wire.NoRoom(err) {
+		if wire.Full(err) != nil {
 			// A full stream or store: no wait here makes room, and a flood
 			// of poison requests held would take every worker. Handed back
 			// with the backoff, it costs its providers once a minute.

@@ -65,9 +65,7 @@ func (d *delivery) unstored(ctx context.Context, res *chain.Result, attempts int
 	default:
 		d.log().Error("publishing result; the request expires before its answer can be stored", "attempts", attempts, "err", err)
 		// A failed result names no answer, only what was tried.
-		failed := chain.Result{Attempts: res.Attempts}
-		d.annotate(&failed)
-		d.fail(ctx, deadletter.ReasonExpired, failed, fmt.Errorf("the answer could not be stored before the deadline: %w", err))
+		d.fail(ctx, deadletter.ReasonExpired, chain.Result{Attempts: res.Attempts}, fmt.Errorf("the answer could not be stored before the deadline: %w", err))
 	}
 }
 

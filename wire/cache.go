@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -169,10 +170,7 @@ func validateCacheScope(scope string) error {
 }
 
 func (d Decoded) cacheControl() chain.CacheControl {
-	c := chain.CacheControl{Scope: d.CacheScope, Fingerprint: d.Fingerprint}
-	if c.Scope == "" {
-		c.Scope = DefaultCacheScope
-	}
+	c := chain.CacheControl{Scope: cmp.Or(d.CacheScope, DefaultCacheScope), Fingerprint: d.Fingerprint}
 	if d.Cache != nil {
 		c.NoCache, c.NoStore = d.Cache.NoCache, d.Cache.NoStore
 		if s := d.Cache.StaleIfError; s != nil {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -186,11 +187,8 @@ func validateRequest(d *Decoded, header nats.Header, replyPrefixes []string) err
 		}
 		d.DeadlineAt = t
 	}
-	if d.ReplyTo == "" {
-		d.ReplyTo = header.Get(HeaderReplyTo)
-	}
 	var err error
-	d.ReplyTo, err = replySubject(d.ID, d.ReplyTo, replyPrefixes)
+	d.ReplyTo, err = replySubject(d.ID, cmp.Or(d.ReplyTo, header.Get(HeaderReplyTo)), replyPrefixes)
 	return err
 }
 

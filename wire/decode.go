@@ -17,10 +17,6 @@ import (
 	"github.com/detourhq/detour/internal/text"
 )
 
-// This file decodes a request body in either encoding; its errors wrap
-// ErrBadRequest and say, as docs/requests.md does, the field, what it must
-// be and what was found, never a decoder's Go types.
-
 // What each request field must be, as an error says it.
 var fieldWants = map[string]string{
 	"id":               "a string",

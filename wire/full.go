@@ -26,12 +26,9 @@ var fullStore = map[string]string{
 	"maximum messages exceeded": "the message limit an operator set",
 }
 
-// NoRoom reports whether err, from a publish to a stream, is its refusal
-// for want of room, which waiting a moment does not make.
-func NoRoom(err error) bool { return Full(err) != nil }
-
 // Full returns an error wrapping ErrFull that says which limit was reached,
-// when err is a refusal for want of room; nil otherwise.
+// when err, from a publish to a stream, is its refusal for want of room
+// (which waiting a moment does not make); nil otherwise.
 func Full(err error) error {
 	var apiErr *jetstream.APIError
 	switch {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 
 	"github.com/nats-io/nats.go"
@@ -28,22 +29,15 @@ type Address struct {
 // result subject. The encoding is RefusedEncoding's.
 func RefusedAddress(data []byte, header nats.Header, seq uint64, replyPrefixes []string) (a Address, ok bool) {
 	enc, f := refusedEncoding(data, header)
-	if f.badID {
+	id := RequestID(f.id, header.Get(HeaderMsgID), seq)
+	if f.badID || ValidateID(id) != nil {
 		return Address{}, false
 	}
-	a.ID = RequestID(f.id, header.Get(HeaderMsgID), seq)
-	if ValidateID(a.ID) != nil {
-		return Address{}, false
-	}
-	replyTo := f.replyTo
-	if replyTo == "" && !f.badReplyTo {
-		replyTo = header.Get(HeaderReplyTo)
-	}
-	a.ReplyTo = ResultSubject(a.ID)
-	if s, err := replySubject(a.ID, replyTo, replyPrefixes); err == nil && !f.badReplyTo {
+	a = Address{ID: id, ReplyTo: ResultSubject(id), Encoding: enc}
+	// A reply_to that is no string names no reply subject, not even the header's.
+	if s, err := replySubject(id, cmp.Or(f.replyTo, header.Get(HeaderReplyTo)), replyPrefixes); err == nil && !f.badReplyTo {
 		a.ReplyTo = s
 	}
-	a.Encoding = enc
 	return a, true
 }
 
