@@ -160,6 +160,10 @@ func (r *report) walk(n *yaml.Node, p path, merged map[*yaml.Node]bool) {
 		case k.Kind != yaml.ScalarNode:
 			r.entries = append(r.entries, entry{path: p, line: k.Line, value: k, isKey: true})
 			continue
+		case resolve(k).ShortTag() == "!!null":
+			// yaml leaves such a key out, even from a struct, and says nothing.
+			r.problems = append(r.problems, problem{path: p, line: k.Line, text: "a key must be a plain word (got nothing)"})
+			continue
 		case written && merged != nil:
 			continue // a merged key written out
 		}

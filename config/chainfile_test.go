@@ -137,6 +137,8 @@ func TestParseErrors(t *testing.T) {
 		{"wrong kind in a flow mapping", "providers:\n  - {name: p, type: openai, model: m, rules: 3, timeout: -1s}\nchains:\n  d: [p]\n",
 			"line 2: providers[0] \"p\": rules: must be a list of rules, each - match: [...] and reply: (got \"3\")\nline 2: providers[0] \"p\": timeout: must be positive"},
 		{"key that is a list", "providers:\n  - {name: p, type: openai, model: m, [x]: 1}\nchains:\n  d: [p]\n", "line 2: providers[0] \"p\": a key must be a plain word (got a list)"},
+		{"empty key", "providers:\n  - {name: p, type: openai, model: m}\nchains:\n  d: [p]\n  ~: [p]\n", "line 5: chains: a key must be a plain word (got nothing)"},
+		{"empty provider key", provider(base + "~: 3s"), "line 5: providers[0] \"p\": a key must be a plain word (got nothing)"},
 		{"empty list item", "providers:\n  - ~\n  - {name: p, type: openai, model: m}\nchains:\n  d: [p]\n", "line 2: providers[0]: must not be empty"},
 		{"bare number duration", provider(base + "timeout: 30"), "line 5: providers[0] \"p\": timeout: must be a duration such as 500ms, 30s or 10m (got \"30\")"},
 		{"bad duration", provider(base + "cooldown: soon"), "line 5: providers[0] \"p\": cooldown: must be a duration such as 500ms, 30s or 10m (got \"soon\")"},
