@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -94,16 +95,14 @@ func (l *fleetLog) round(conflicts []fleet.Conflict, first bool) {
 	forget(l.reported, conflicts, func(c fleet.Conflict) string { return c.Provider })
 	for _, c := range conflicts {
 		mine := l.self.Providers[c.Provider]
-		var parts [][]string
 		var theirs []string
 		for _, h := range c.Definitions {
-			parts = append(parts, []string{h.Fingerprint}, h.Processors)
 			if h.Fingerprint != mine.Fingerprint {
 				theirs = append(theirs, text.Cut(h.Definition.String()+" on "+namedProcessors(h.Processors), logDefinitionBytes))
 			}
 		}
 		l.report(l.reported, first, "another processor defines a provider of this name differently; fix the chain files so that they agree",
-			"provider", c.Provider, digest(parts), mine.String(), theirs)
+			"provider", c.Provider, digest(c), mine.String(), theirs)
 	}
 }
 
@@ -112,16 +111,14 @@ func (l *fleetLog) chains(conflicts []fleet.ChainConflict, first bool) {
 	forget(l.reportedChains, conflicts, func(c fleet.ChainConflict) string { return c.Chain })
 	for _, c := range conflicts {
 		mine := strings.Join(l.self.Chains[c.Chain], " ")
-		var parts [][]string
 		var theirs []string
 		for _, list := range c.Lists {
-			parts = append(parts, list.Providers, list.Processors)
 			if joined := strings.Join(list.Providers, " "); joined != mine {
 				theirs = append(theirs, text.Cut("["+joined+"] on "+namedProcessors(list.Processors), logDefinitionBytes))
 			}
 		}
 		l.report(l.reportedChains, first, "another processor runs a chain of this name with different providers; its requests go to either: fix the chain files so that they agree",
-			"chain", c.Chain, digest(parts), "["+mine+"]", theirs)
+			"chain", c.Chain, digest(c), "["+mine+"]", theirs)
 	}
 }
 
@@ -163,14 +160,9 @@ func namedProcessors(processors []string) string {
 }
 
 // digest stands for a conflict in fleetLog's memory: it changes when any of
-// its parts (a fingerprint, a list of providers or of processors) does.
-func digest(parts [][]string) string {
-	h := sha256.New()
-	for _, part := range parts {
-		for _, s := range part {
-			fmt.Fprintf(h, "%s\x00", s)
-		}
-		h.Write([]byte{1})
-	}
-	return string(h.Sum(nil))
+// its parts (a definition, a list of providers or of processors) does.
+func digest(conflict any) string {
+	b, _ := json.Marshal(conflict) // strings, numbers and slices: it cannot fail
+	sum := sha256.Sum256(b)
+	return string(sum[:])
 }
