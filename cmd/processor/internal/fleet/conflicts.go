@@ -20,7 +20,7 @@ import (
 // Record is what processor, running file, records in the provider bucket
 // (kvstate.Store.Record): its Instance as JSON.
 func Record(processor string, file *config.File) []byte {
-	b, _ := json.Marshal(Instance{Processor: processor, Providers: Definitions(file), Chains: Chains(file)})
+	b, _ := json.Marshal(Instance{Processor: processor, Providers: Definitions(file), Chains: maps.Clone(file.Chains)})
 	return b
 }
 
@@ -36,9 +36,6 @@ func Instances(records []json.RawMessage) []Instance {
 	}
 	return out
 }
-
-// Chains returns file's chains' providers by chain name.
-func Chains(file *config.File) map[string][]string { return maps.Clone(file.Chains) }
 
 // Definitions returns file's providers' definitions by name.
 func Definitions(file *config.File) map[string]Definition {

@@ -36,7 +36,7 @@ const (
 // check keeps the circuits (circuitKeeper), counts the conflicts and logs
 // them (fleetLog).
 func (p *Processor) watchFleet(ctx context.Context) {
-	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File), Chains: fleet.Chains(p.opts.File)}
+	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File), Chains: maps.Clone(p.opts.File.Chains)}
 	record := fleet.Record(p.id, p.opts.File)
 	l := newFleetLog(self, p.opts.Logger)
 	every := cmp.Or(p.opts.fleetEvery, fleetEvery)
