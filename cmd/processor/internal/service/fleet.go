@@ -62,8 +62,7 @@ func (p *Processor) watchFleet(ctx context.Context) {
 		p.fleetMu.Lock()
 		p.conflicts, p.chainConflicts = conflicts, chainConflicts
 		p.fleetMu.Unlock()
-		p.opts.Metrics.ConfigConflicts(len(conflicts))
-		p.opts.Metrics.ChainConflicts(len(chainConflicts))
+		p.opts.Metrics.ConfigConflicts(len(conflicts), len(chainConflicts))
 		l.round(conflicts, first)
 		l.chains(chainConflicts, first)
 		if wait.Sleep(ctx, every) != nil {
