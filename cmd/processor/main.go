@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/cmd/processor/internal/demo"
+	"github.com/detourhq/detour/cmd/processor/internal/embedded"
 	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/service"
 	"github.com/detourhq/detour/cmd/processor/internal/supervise"
@@ -147,8 +148,10 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	}
 	// A busy DETOUR_LISTEN or DETOUR_METRICS_ADDR fails here, before a store
 	// is created or the shared streams are touched.
-	if err := checkListen(settings); err != nil {
-		return err
+	if settings.NATSURL == "" {
+		if err := listenError(settings.Listen, embedded.CheckListen(settings.Listen)); err != nil {
+			return err
+		}
 	}
 	var metricsListener net.Listener
 	if settings.MetricsAddr != "" {
