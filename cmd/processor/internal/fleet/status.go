@@ -23,10 +23,7 @@ type StatusRow struct {
 // WithConflicts joins the conflicts to the rows of their providers; a
 // conflict about a provider without a row gets one of its own.
 func WithConflicts(rows []kvstate.ProviderStatus, conflicts []Conflict) []StatusRow {
-	byName := map[string][]Held{}
-	for _, c := range conflicts {
-		byName[c.Provider] = c.Definitions
-	}
+	byName := lo.SliceToMap(conflicts, func(c Conflict) (string, []Held) { return c.Provider, c.Definitions })
 	out := make([]StatusRow, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, StatusRow{ProviderStatus: r, Conflict: byName[r.Provider]})
