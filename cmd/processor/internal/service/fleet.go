@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/samber/lo"
+
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/internal/text"
 	"github.com/detourhq/detour/internal/wait"
@@ -94,12 +96,10 @@ func (l *fleetLog) round(conflicts []fleet.Conflict, first bool) {
 	forget(l.reported, conflicts, func(c fleet.Conflict) string { return c.Provider })
 	for _, c := range conflicts {
 		mine := l.self.Providers[c.Provider]
-		var theirs []string
-		for _, h := range c.Definitions {
-			if h.Fingerprint != mine.Fingerprint {
-				theirs = append(theirs, text.Cut(h.Definition.String()+" on "+namedProcessors(h.Processors), logDefinitionBytes))
-			}
-		}
+		theirs := lo.FilterMap(c.Definitions, func(h fleet.Held, _ int) (string, bool) {
+			line := text.Cut(h.Definition.String()+" on "+namedProcessors(h.Processors), logDefinitionBytes)
+			return line, h.Fingerprint != mine.Fingerprint
+		})
 		l.report(l.reported, first, "another processor defines a provider of this name differently; fix the chain files so that they agree",
 			"provider", c.Provider, digest(c), mine.String(), theirs)
 	}
@@ -110,12 +110,10 @@ func (l *fleetLog) chains(conflicts []fleet.ChainConflict, first bool) {
 	forget(l.reportedChains, conflicts, func(c fleet.ChainConflict) string { return c.Chain })
 	for _, c := range conflicts {
 		mine := strings.Join(l.self.Chains[c.Chain], " ")
-		var theirs []string
-		for _, list := range c.Lists {
-			if joined := strings.Join(list.Providers, " "); joined != mine {
-				theirs = append(theirs, text.Cut("["+joined+"] on "+namedProcessors(list.Processors), logDefinitionBytes))
-			}
-		}
+		theirs := lo.FilterMap(c.Lists, func(list fleet.HeldList, _ int) (string, bool) {
+			joined := strings.Join(list.Providers, " ")
+			return text.Cut("["+joined+"] on "+namedProcessors(list.Processors), logDefinitionBytes), joined != mine
+		})
 		l.report(l.reportedChains, first, "another processor runs a chain of this name with different providers; its requests go to either: fix the chain files so that they agree",
 			"chain", c.Chain, digest(c), "["+mine+"]", theirs)
 	}
