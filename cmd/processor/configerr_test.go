@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/detourhq/detour/cmd/processor/internal/ask"
 	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/wire"
 )
@@ -76,7 +75,7 @@ func TestBadSettingsExit78(t *testing.T) {
 // code 78 naming DETOUR_REPLY_PREFIXES, before it connects anywhere.
 func TestReplyPrefixesThatLoopExit78(t *testing.T) {
 	for _, prefix := range []string{
-		ask.SubjectPrefix, ask.Subject("default") + ".", wire.RequestsPrefix, wire.DeadLetterPrefix,
+		wire.AskPrefix, wire.AskSubject("default") + ".", wire.RequestsPrefix, wire.DeadLetterPrefix,
 		"detour.", "$JS.", "$KV.", "$SRV.", "$SYS.", ">.", "detour.>.",
 	} {
 		unsetDetourEnv(t)

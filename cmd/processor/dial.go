@@ -34,14 +34,6 @@ func dial(ctx context.Context, s config.Settings, dataDir, name string, logger *
 	return natsconn.DialInProcess(srv, name, logger)
 }
 
-// checkListen fails when the embedded server could not listen.
-func checkListen(s config.Settings) error {
-	if s.NATSURL != "" {
-		return nil
-	}
-	return listenError(s.Listen, embedded.CheckListen(s.Listen))
-}
-
 // listenError says what to do about a busy DETOUR_LISTEN.
 func listenError(listen string, err error) error {
 	if errors.Is(err, embedded.ErrListenInUse) {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/cmd/processor/internal/demo"
+	"github.com/detourhq/detour/cmd/processor/internal/embedded"
 	"github.com/detourhq/detour/cmd/processor/internal/metrics"
 	"github.com/detourhq/detour/cmd/processor/internal/service"
 	"github.com/detourhq/detour/cmd/processor/internal/supervise"
@@ -146,16 +148,18 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	}
 	// A busy DETOUR_LISTEN or DETOUR_METRICS_ADDR fails here, before a store
 	// is created or the shared streams are touched.
-	if err := checkListen(settings); err != nil {
-		return err
+	if settings.NATSURL == "" {
+		if err := listenError(settings.Listen, embedded.CheckListen(settings.Listen)); err != nil {
+			return err
+		}
 	}
-	var metricsPort *metrics.Port
+	var metricsListener net.Listener
 	if settings.MetricsAddr != "" {
 		var err error
-		if metricsPort, err = metrics.Listen(settings.MetricsAddr); err != nil {
-			return fmt.Errorf("%w (set DETOUR_METRICS_ADDR to a free host:port, or empty to serve no metrics)", err)
+		if metricsListener, err = net.Listen("tcp", settings.MetricsAddr); err != nil {
+			return fmt.Errorf("metrics: listening on %s: %w (set DETOUR_METRICS_ADDR to a free host:port, or empty to serve no metrics)", settings.MetricsAddr, err)
 		}
-		defer metricsPort.Close()
+		defer metricsListener.Close() // unless served: Serve closes it
 	}
 	dataDir := settings.DataDir
 	if demoMode {
@@ -198,9 +202,9 @@ func serve(settings config.Settings, demoMode bool, configPath string, logger *s
 	// while it drains. A connection closed for good stops it with an error,
 	// for its supervisor to restart it.
 	var outside, inside []supervise.Part
-	if metricsPort != nil {
+	if metricsListener != nil {
 		outside = append(outside, func(ctx context.Context) error {
-			if err := metricsPort.Serve(ctx, p.Handler()); err != nil {
+			if err := metrics.Serve(ctx, metricsListener, p.Handler()); err != nil {
 				logger.Warn("metrics server", "err", err)
 			}
 			return nil

@@ -68,7 +68,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		err = enc.Encode(out)
 	} else {
-		err = cmp.Or(kvstate.WriteStatus(stdout, rows), fleet.WriteConflicts(stdout, conflicts), fleet.WriteChainConflicts(stdout, chainConflicts))
+		err = cmp.Or(kvstate.WriteStatus(stdout, rows), fleet.WriteConflicts(stdout, conflicts, chainConflicts))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "processor status: %s\n", text.VisibleError(err))

@@ -28,15 +28,9 @@ import (
 	"github.com/detourhq/detour/wire"
 )
 
-// The service's name and its subjects: part of the contract
-// (docs/requests.md#requestreply).
-const (
-	ServiceName   = "detour"
-	SubjectPrefix = wire.AskPrefix
-)
-
-// Subject is the endpoint of chain.
-func Subject(chain string) string { return wire.AskSubject(chain) }
+// ServiceName is the micro service's name, part of the contract
+// (docs/requests.md#requestreply); its endpoints are on wire.AskSubject.
+const ServiceName = "detour"
 
 // Codes of the error replies (micro's Nats-Service-Error-Code header),
 // after the HTTP statuses of the same meaning (docs/requests.md#error-replies).
@@ -96,7 +90,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	svc, err := micro.AddService(cfg.Conn, micro.Config{
 		Name:        ServiceName,
 		Version:     version,
-		Description: "detour: LLM requests with provider fallback; a request to " + SubjectPrefix + "<chain> is answered with its result",
+		Description: "detour: LLM requests with provider fallback; a request to " + wire.AskPrefix + "<chain> is answered with its result",
 		Metadata:    cfg.Metadata,
 	})
 	if err != nil {
@@ -107,13 +101,13 @@ func Serve(ctx context.Context, cfg Config) error {
 		// micro calls an endpoint's handler for one request at a time: the
 		// store is awaited in it, so the endpoint's stats cover it.
 		err := svc.AddEndpoint(name, micro.HandlerFunc(func(r micro.Request) { s.ask(name, r) }),
-			micro.WithEndpointSubject(Subject(name)),
+			micro.WithEndpointSubject(wire.AskSubject(name)),
 			micro.WithEndpointMetadata(map[string]string{"chain": name, "stored_on": wire.RequestSubject(name)}))
 		if err != nil {
 			_ = svc.Stop()
-			return fmt.Errorf("ask: adding the endpoint %s: %w", Subject(name), err)
+			return fmt.Errorf("ask: adding the endpoint %s: %w", wire.AskSubject(name), err)
 		}
-		subjects = append(subjects, Subject(name))
+		subjects = append(subjects, wire.AskSubject(name))
 	}
 	s.log.Info("answering requests", "subjects", subjects, "service", ServiceName, "version", version, "instance", svc.Info().ID)
 

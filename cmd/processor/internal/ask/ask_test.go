@@ -184,7 +184,7 @@ func TestAskStoresTheRequestAsSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := `{"id":"q1","messages":[{"role":"user","content":"hi"}]}`
-	msg := nats.NewMsg(ask.Subject("default"))
+	msg := nats.NewMsg(wire.AskSubject("default"))
 	msg.Reply = inbox
 	msg.Data = []byte(body)
 	msg.Header.Set("Content-Type", "application/json; charset=utf-8")
@@ -222,7 +222,7 @@ func TestAskStoresTheRequestAsSent(t *testing.T) {
 // hands out again.
 func TestAskWithoutIDGetsOne(t *testing.T) {
 	s := serve(t, 1<<20)
-	msg := nats.NewMsg(ask.Subject("default"))
+	msg := nats.NewMsg(wire.AskSubject("default"))
 	msg.Reply = s.nc.NewRespInbox()
 	msg.Data = []byte(`{"messages":[{"role":"user","content":"hi"}]}`)
 	if err := s.nc.PublishMsg(msg); err != nil {
@@ -243,7 +243,7 @@ func TestAskWithoutIDGetsOne(t *testing.T) {
 func TestAskWithoutReplySubjectIsStored(t *testing.T) {
 	s := serve(t, 1<<20)
 	body := `{"messages":[{"role":"user","content":"fire and forget"}]}`
-	if err := s.nc.Publish(ask.Subject("default"), []byte(body)); err != nil {
+	if err := s.nc.Publish(wire.AskSubject("default"), []byte(body)); err != nil {
 		t.Fatal(err)
 	}
 	m := s.stored()
@@ -259,7 +259,7 @@ func TestAskRefusals(t *testing.T) {
 	s := serve(t, 1024)
 	send := func(body string, h nats.Header) *nats.Msg {
 		t.Helper()
-		msg := nats.NewMsg(ask.Subject("default"))
+		msg := nats.NewMsg(wire.AskSubject("default"))
 		msg.Data = []byte(body)
 		for k, v := range h {
 			msg.Header[k] = v
@@ -329,7 +329,7 @@ func TestAskOverServerMaxPayload(t *testing.T) {
 	limit := int(s.nc.MaxPayload())
 	prefix, suffix := `{"id":"big","messages":[{"role":"user","content":"`, `"}]}`
 	body := prefix + strings.Repeat("x", limit-20-len(prefix)-len(suffix)) + suffix
-	reply, err := s.nc.Request(ask.Subject("default"), []byte(body), 10*time.Second)
+	reply, err := s.nc.Request(wire.AskSubject("default"), []byte(body), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestAskOverServerMaxPayload(t *testing.T) {
 func TestAskDuplicate(t *testing.T) {
 	s := serve(t, 1<<20)
 	body := []byte(`{"id":"dup","messages":[{"role":"user","content":"hi"}]}`)
-	first := nats.NewMsg(ask.Subject("default"))
+	first := nats.NewMsg(wire.AskSubject("default"))
 	first.Reply = s.nc.NewRespInbox()
 	first.Data = body
 	first.Header.Set(wire.HeaderMsgID, "dup")
@@ -349,7 +349,7 @@ func TestAskDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.stored()
-	again := nats.NewMsg(ask.Subject("default"))
+	again := nats.NewMsg(wire.AskSubject("default"))
 	again.Data = body
 	again.Header.Set(wire.HeaderMsgID, "dup")
 	reply, err := s.nc.RequestMsg(again, 10*time.Second)
@@ -367,7 +367,7 @@ func TestAskWithoutStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	reply, err := s.nc.Request(ask.Subject("default"), []byte(`{"messages":[{"role":"user","content":"hi"}]}`), 10*time.Second)
+	reply, err := s.nc.Request(wire.AskSubject("default"), []byte(`{"messages":[{"role":"user","content":"hi"}]}`), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +391,7 @@ func TestAskToAFullQueue(t *testing.T) {
 			}
 		}
 	}
-	reply, err := s.nc.Request(ask.Subject("default"), []byte(`{"id":"late","messages":[{"role":"user","content":"hi"}]}`), 10*time.Second)
+	reply, err := s.nc.Request(wire.AskSubject("default"), []byte(`{"id":"late","messages":[{"role":"user","content":"hi"}]}`), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +406,7 @@ func TestServeStops(t *testing.T) {
 	if err := s.stop(); err != nil {
 		t.Fatalf("Serve returned %v", err)
 	}
-	_, err := s.nc.Request(ask.Subject("default"), []byte(`{"messages":[{"role":"user","content":"hi"}]}`), 5*time.Second)
+	_, err := s.nc.Request(wire.AskSubject("default"), []byte(`{"messages":[{"role":"user","content":"hi"}]}`), 5*time.Second)
 	if !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("request after the stop: %v, want no responders", err)
 	}
@@ -484,7 +484,7 @@ func TestAskNeverRepliesWhereAProcessorMayNot(t *testing.T) {
 	sent := 0
 	for _, subject := range subjects {
 		for _, body := range bodies {
-			msg := nats.NewMsg(ask.Subject("default"))
+			msg := nats.NewMsg(wire.AskSubject("default"))
 			msg.Reply, msg.Data = subject, []byte(body)
 			if err := s.nc.PublishMsg(msg); err != nil {
 				t.Fatal(err)
@@ -494,7 +494,7 @@ func TestAskNeverRepliesWhereAProcessorMayNot(t *testing.T) {
 	}
 	// micro hands one endpoint's requests to its handler in order: once a
 	// later request's refusal is back, the ones before it were handled.
-	reply, err := s.nc.Request(ask.Subject("default"), []byte(`{"messages":"last"}`), 10*time.Second)
+	reply, err := s.nc.Request(wire.AskSubject("default"), []byte(`{"messages":"last"}`), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,12 +31,10 @@ func Build(file *config.File, state chain.State, client *http.Client, logger *sl
 		}
 		providers[p.Name] = step
 	}
-	chains := make(map[string]*chain.Chain, len(file.Chains))
-	for name, members := range file.Chains {
+	return lo.MapValues(file.Chains, func(members []string, name string) *chain.Chain {
 		steps := lo.Map(members, func(m string, _ int) chain.Step { return providers[m] })
-		chains[name] = &chain.Chain{Name: name, Steps: steps, State: state, Logger: logger.With("chain", name)}
-	}
-	return chains, nil
+		return &chain.Chain{Name: name, Steps: steps, State: state, Logger: logger.With("chain", name)}
+	}), nil
 }
 
 // newProvider builds the adapter for one provider of the chain file.

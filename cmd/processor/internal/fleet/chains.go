@@ -2,13 +2,10 @@ package fleet
 
 import (
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
 	"github.com/samber/lo"
-
-	"github.com/detourhq/detour/internal/text"
 )
 
 // ChainConflict is a chain name that processors run with different
@@ -57,18 +54,4 @@ func ChainsInvolving(conflicts []ChainConflict, processor string) []ChainConflic
 	return slices.DeleteFunc(slices.Clone(conflicts), func(c ChainConflict) bool {
 		return !slices.ContainsFunc(c.Lists, func(l HeldList) bool { return slices.Contains(l.Processors, processor) })
 	})
-}
-
-// WriteChainConflicts prints, after the table, each chain name that
-// running processors run with different providers.
-func WriteChainConflicts(w io.Writer, conflicts []ChainConflict) error {
-	var b strings.Builder
-	for _, c := range conflicts {
-		fmt.Fprintf(&b, "\nCONFLICT: chain %s has different providers on running processors (its requests go to either):\n", text.Visible(c.Chain))
-		for _, l := range c.Lists {
-			fmt.Fprintf(&b, "  [%s]  on %v\n", text.Visible(strings.Join(l.Providers, " ")), visible(l.Processors))
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }

@@ -44,12 +44,12 @@ func TestChainConflicts(t *testing.T) {
 		t.Errorf("String: %s", s)
 	}
 	var buf bytes.Buffer
-	if err := fleet.WriteChainConflicts(&buf, c); err != nil {
+	if err := fleet.WriteConflicts(&buf, nil, c); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"CONFLICT: chain default has different providers", "[primary backup]  on [p1 p3]", "[backup primary]  on [p2]"} {
 		if !strings.Contains(buf.String(), want) {
-			t.Errorf("WriteChainConflicts lacks %q:\n%s", want, buf.String())
+			t.Errorf("WriteConflicts lacks %q:\n%s", want, buf.String())
 		}
 	}
 }
@@ -109,7 +109,7 @@ func TestWithCircuits(t *testing.T) {
 		t.Error("WithCircuits changed the conflicts it was given")
 	}
 	var buf bytes.Buffer
-	if err := fleet.WriteConflicts(&buf, got); err != nil {
+	if err := fleet.WriteConflicts(&buf, got, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(buf.String(), "on [p2]  circuit primary=bbbbbbbb") {

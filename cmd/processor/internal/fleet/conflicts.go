@@ -20,33 +20,23 @@ import (
 // Record is what processor, running file, records in the provider bucket
 // (kvstate.Store.Record): its Instance as JSON.
 func Record(processor string, file *config.File) []byte {
-	b, _ := json.Marshal(Instance{Processor: processor, Providers: Definitions(file), Chains: Chains(file)})
+	b, _ := json.Marshal(Instance{Processor: processor, Providers: Definitions(file), Chains: maps.Clone(file.Chains)})
 	return b
 }
 
 // Instances reads the records of running processors (kvstate.Store.Running);
 // a record that is not an Instance with a processor is left out.
 func Instances(records []json.RawMessage) []Instance {
-	var out []Instance
-	for _, r := range records {
+	return lo.FilterMap(records, func(r json.RawMessage, _ int) (Instance, bool) {
 		var in Instance
-		if json.Unmarshal(r, &in) == nil && in.Processor != "" {
-			out = append(out, in)
-		}
-	}
-	return out
+		ok := json.Unmarshal(r, &in) == nil && in.Processor != ""
+		return in, ok
+	})
 }
-
-// Chains returns file's chains' providers by chain name.
-func Chains(file *config.File) map[string][]string { return maps.Clone(file.Chains) }
 
 // Definitions returns file's providers' definitions by name.
 func Definitions(file *config.File) map[string]Definition {
-	out := make(map[string]Definition, len(file.Providers))
-	for _, p := range file.Providers {
-		out[p.Name] = Define(p)
-	}
-	return out
+	return lo.SliceToMap(file.Providers, func(p config.Provider) (string, Definition) { return p.Name, Define(p) })
 }
 
 // Instance is one running processor as its record shows it.

@@ -23,10 +23,7 @@ type StatusRow struct {
 // WithConflicts joins the conflicts to the rows of their providers; a
 // conflict about a provider without a row gets one of its own.
 func WithConflicts(rows []kvstate.ProviderStatus, conflicts []Conflict) []StatusRow {
-	byName := map[string][]Held{}
-	for _, c := range conflicts {
-		byName[c.Provider] = c.Definitions
-	}
+	byName := lo.SliceToMap(conflicts, func(c Conflict) (string, []Held) { return c.Provider, c.Definitions })
 	out := make([]StatusRow, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, StatusRow{ProviderStatus: r, Conflict: byName[r.Provider]})
@@ -61,8 +58,8 @@ func WithCircuits(conflicts []Conflict, holder func(provider string) (kvstate.Ho
 
 // WriteConflicts prints, after the table, each provider name that running
 // processors define differently, each definition with its processors and
-// circuit.
-func WriteConflicts(w io.Writer, conflicts []Conflict) error {
+// circuit, then each chain name that they run with different providers.
+func WriteConflicts(w io.Writer, conflicts []Conflict, chains []ChainConflict) error {
 	var b strings.Builder
 	for _, c := range conflicts {
 		fmt.Fprintf(&b, "\nCONFLICT: provider %s is defined differently by running processors:\n", text.Visible(c.Provider))
@@ -72,6 +69,12 @@ func WriteConflicts(w io.Writer, conflicts []Conflict) error {
 				circuit = "  circuit " + text.Visible(h.Circuit)
 			}
 			fmt.Fprintf(&b, "  %s  on %v%s\n", text.Visible(h.Definition.String()), visible(h.Processors), circuit)
+		}
+	}
+	for _, c := range chains {
+		fmt.Fprintf(&b, "\nCONFLICT: chain %s has different providers on running processors (its requests go to either):\n", text.Visible(c.Chain))
+		for _, l := range c.Lists {
+			fmt.Fprintf(&b, "  [%s]  on %v\n", text.Visible(strings.Join(l.Providers, " ")), visible(l.Processors))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

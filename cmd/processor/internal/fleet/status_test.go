@@ -25,7 +25,7 @@ func TestWithConflicts(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 	var buf bytes.Buffer
-	if err := fleet.WriteConflicts(&buf, conflicts); err != nil {
+	if err := fleet.WriteConflicts(&buf, conflicts, nil); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()

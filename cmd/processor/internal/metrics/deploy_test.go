@@ -44,7 +44,7 @@ func exported(t *testing.T) map[string]bool {
 	m.InFlight(1)
 	cost := 0.5
 	m.Usage(chain.Result{Status: chain.StatusOK, Provider: "p", Model: "m", Usage: chain.Usage{PromptTokens: 1}, Cost: &cost})
-	m.ConfigConflicts(0)
+	m.ConfigConflicts(0, 0)
 	m.ReportStates(nil, func(time.Time) []kvstate.ProviderStatus { return []kvstate.ProviderStatus{{Provider: "p"}} })
 	rec := httptest.NewRecorder()
 	m.Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

@@ -64,7 +64,7 @@ type serverLimits struct {
 	maxConns                      int
 }
 
-// defaultLimits are Listen's: a GET without a body has 10 s to arrive, a
+// defaultLimits are Serve's: a GET without a body has 10 s to arrive, a
 // scrape 30 s to be written, an idle connection is kept 30 s for the
 // status page's polls, and 64 connections serve a scraper or two and a few
 // browsers.
@@ -77,31 +77,15 @@ var defaultLimits = serverLimits{
 	maxConns:       64,
 }
 
-// Port is the metrics server's address, bound before the processor starts
-// so that a taken port fails start-up before anything changes on NATS.
-type Port struct{ l net.Listener }
-
-// Listen binds addr; Serve the port, or Close it if the processor does not
-// start.
-func Listen(addr string) (*Port, error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: listening on %s: %w", addr, err)
-	}
-	return &Port{l: l}, nil
+// Serve serves h on l, within defaultLimits, until ctx ends, then closes
+// l. The caller binds l before the processor starts, so that a taken port
+// fails start-up before anything changes on NATS.
+func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	return serve(ctx, l, h, defaultLimits)
 }
 
-// Serve serves h on the port, within defaultLimits, until ctx ends, then
-// closes it.
-func (p *Port) Serve(ctx context.Context, h http.Handler) error {
-	return serveOn(p.l, h, defaultLimits)(ctx)
-}
-
-// Close releases a port that was never served.
-func (p *Port) Close() error { return p.l.Close() }
-
-// serveOn returns Listen's Serve function on l, with the limits lim.
-func serveOn(l net.Listener, h http.Handler, lim serverLimits) func(ctx context.Context) error {
+// serve is Serve with the limits lim.
+func serve(ctx context.Context, l net.Listener, h http.Handler, lim serverLimits) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: lim.readHeader,
@@ -111,20 +95,18 @@ func serveOn(l net.Listener, h http.Handler, lim serverLimits) func(ctx context.
 		MaxHeaderBytes:    lim.maxHeaderBytes,
 	}
 	l = netutil.LimitListener(l, lim.maxConns)
-	return func(ctx context.Context) error {
-		done := make(chan error, 1)
-		go func() { done <- srv.Serve(l) }()
-		select {
-		case err := <-done:
-			return err
-		case <-ctx.Done():
-		}
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		err := srv.Shutdown(shutdownCtx)
-		if serveErr := <-done; !errors.Is(serveErr, http.ErrServerClosed) {
-			return serveErr
-		}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	select {
+	case err := <-done:
 		return err
+	case <-ctx.Done():
 	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if serveErr := <-done; !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return err
 }

@@ -36,10 +36,10 @@ func startServer(t *testing.T, lim serverLimits, wrap func(net.Listener) net.Lis
 	if wrap != nil {
 		l = wrap(l)
 	}
-	serve := serveOn(l, New().Handler(func() bool { return true }), lim)
+	h := New().Handler(func() bool { return true })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx) }()
+	go func() { done <- serve(ctx, l, h, lim) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

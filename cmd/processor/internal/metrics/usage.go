@@ -65,16 +65,11 @@ func (l *modelLabels) label(provider, model string) string {
 	return model
 }
 
-// ConfigConflicts sets detour_config_conflicts{kind="provider"}.
-func (m *Metrics) ConfigConflicts(n int) {
+// ConfigConflicts sets detour_config_conflicts: kind="provider" to
+// providers, kind="chain" to chains.
+func (m *Metrics) ConfigConflicts(providers, chains int) {
 	if m != nil {
-		m.conflicts.WithLabelValues("provider").Set(float64(n))
-	}
-}
-
-// ChainConflicts sets detour_config_conflicts{kind="chain"}.
-func (m *Metrics) ChainConflicts(n int) {
-	if m != nil {
-		m.conflicts.WithLabelValues("chain").Set(float64(n))
+		m.conflicts.WithLabelValues("provider").Set(float64(providers))
+		m.conflicts.WithLabelValues("chain").Set(float64(chains))
 	}
 }

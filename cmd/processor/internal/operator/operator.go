@@ -175,9 +175,7 @@ func (f Fleet) Reset(ctx context.Context, names []string) ([]ResetResult, error)
 
 // TripResult is what a trip did to one circuit.
 type TripResult struct {
-	// Provider is the circuit: the provider's name, or provider=<short
-	// fingerprint> for another definition's.
-	Provider string
+	Provider string // the circuit, as ResetResult's
 	For      time.Duration
 	Reason   string
 	HalfOpen bool // see kvstate.OperatorTrip.HalfOpen
@@ -234,12 +232,10 @@ func (f Fleet) otherCircuits(store *kvstate.Store, name string) []string {
 		return nil
 	}
 	circuits := store.Circuits(name)
-	var fingerprints []string
-	for _, in := range f.Running {
-		if d, ok := in.Providers[name]; ok && !slices.Contains(fingerprints, d.Fingerprint) {
-			fingerprints = append(fingerprints, d.Fingerprint)
-		}
-	}
+	fingerprints := lo.Uniq(lo.FilterMap(f.Running, func(in fleet.Instance, _ int) (string, bool) {
+		d, ok := in.Providers[name]
+		return d.Fingerprint, ok
+	}))
 	_, held := store.Holder(name)
 	for _, fp := range fingerprints {
 		circuits = append(circuits, store.CircuitOf(name, fp))

@@ -1,10 +1,12 @@
 package serverclock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,7 +62,7 @@ type Clock struct {
 	logger *slog.Logger
 
 	mu      sync.Mutex
-	samples []sample // the latest window, oldest first
+	samples []sample // the latest window, newest first
 	offset  time.Duration
 	logged  time.Duration // the offset last reported far off; 0: agrees
 }
@@ -119,16 +121,9 @@ func (c *Clock) Observe(sent, received, server time.Time) {
 	roundTrip := received.Sub(sent)
 	s := sample{offset: server.Sub(sent.Add(roundTrip / 2)), roundTrip: roundTrip}
 	c.mu.Lock()
-	if len(c.samples) == window {
-		c.samples = append(c.samples[:0], c.samples[1:]...)
-	}
-	c.samples = append(c.samples, s)
-	best := c.samples[0]
-	for _, x := range c.samples[1:] {
-		if x.roundTrip <= best.roundTrip {
-			best = x
-		}
-	}
+	c.samples = slices.Insert(c.samples[:min(len(c.samples), window-1)], 0, s)
+	// Of round trips alike, the newest sample counts: MinFunc takes the first.
+	best := slices.MinFunc(c.samples, func(a, b sample) int { return cmp.Compare(a.roundTrip, b.roundTrip) })
 	c.offset = best.offset
 	far := c.offset.Abs() > farOff
 	farAgain := far && (c.logged == 0 || (c.offset-c.logged).Abs() > farOff)

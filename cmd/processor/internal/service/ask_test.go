@@ -84,7 +84,7 @@ func TestAskAnswersWithTheResult(t *testing.T) {
 	startAskers(t, h)
 
 	t.Run("json", func(t *testing.T) {
-		msg := nats.NewMsg(ask.Subject("default"))
+		msg := nats.NewMsg(wire.AskSubject("default"))
 		msg.Data = []byte(`{"id":"ask-json","messages":[{"role":"user","content":"hi"}],"metadata":{"tenant":"acme"}}`)
 		reply, err := h.nc.RequestMsg(msg, 15*time.Second)
 		if err != nil {
@@ -103,7 +103,7 @@ func TestAskAnswersWithTheResult(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg := nats.NewMsg(ask.Subject("other"))
+		msg := nats.NewMsg(wire.AskSubject("other"))
 		msg.Data = body
 		msg.Header.Set("Content-Type", "application/msgpack")
 		reply, err := h.nc.RequestMsg(msg, 15*time.Second)
@@ -116,7 +116,7 @@ func TestAskAnswersWithTheResult(t *testing.T) {
 	})
 	t.Run("no id", func(t *testing.T) {
 		// A unique id, not the request's sequence.
-		reply, err := h.nc.Request(ask.Subject("default"), []byte(`{"messages":[{"role":"user","content":"hi"}]}`), 15*time.Second)
+		reply, err := h.nc.Request(wire.AskSubject("default"), []byte(`{"messages":[{"role":"user","content":"hi"}]}`), 15*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +164,7 @@ func TestAskRefusedAtOnce(t *testing.T) {
 		{"refused by the stream", `{"id":"expects","messages":[{"role":"user","content":"hi"}]}`, "400", "not stored"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			msg := nats.NewMsg(ask.Subject("default"))
+			msg := nats.NewMsg(wire.AskSubject("default"))
 			msg.Data = []byte(tc.body)
 			if tc.name == "refused by the stream" {
 				msg.Header.Set(jetstream.ExpectedStreamHeader, "ELSEWHERE")
@@ -295,7 +295,7 @@ chains:
 		t.Fatal(err)
 	}
 	body := []byte(`{"id":"asked-before","messages":[{"role":"user","content":"take your time"}]}`)
-	if err := h.nc.PublishRequest(ask.Subject("default"), inbox, body); err != nil {
+	if err := h.nc.PublishRequest(wire.AskSubject("default"), inbox, body); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the call in flight", func() bool { return slow.InFlight() == 1 })
@@ -305,7 +305,7 @@ chains:
 		p.stop()
 	}()
 	eventually(t, callTime/2, "the service gone while the call is in flight", func() bool { return len(askInstances(t, h.nc)) == 0 })
-	if _, err := h.nc.Request(ask.Subject("default"), body, 5*time.Second); !errors.Is(err, nats.ErrNoResponders) {
+	if _, err := h.nc.Request(wire.AskSubject("default"), body, 5*time.Second); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("a request while draining: %v, want no responders", err)
 	}
 	if slow.InFlight() != 1 {

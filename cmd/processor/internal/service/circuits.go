@@ -184,13 +184,14 @@ func announced(instances []fleet.Instance, provider string, is func(fingerprint 
 	})
 }
 
-// knownCircuits is every provider of the chain file and the circuit its
+// known is every provider of the chain file and the circuit its
 // definition keeps now, reported besides the bucket's other names.
-func knownCircuits(providers []string, state circuitState) []string {
-	out := slices.Clone(providers)
-	for _, p := range providers {
-		if c := state.circuit(p); c != p {
-			out = append(out, c)
+func (c circuitState) known() []string {
+	var out []string
+	for provider := range c.holders {
+		out = append(out, provider)
+		if circuit := c.circuit(provider); circuit != provider {
+			out = append(out, circuit)
 		}
 	}
 	return out

@@ -4,12 +4,15 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/samber/lo"
 
 	"github.com/detourhq/detour/cmd/processor/internal/fleet"
 	"github.com/detourhq/detour/internal/text"
@@ -35,7 +38,7 @@ const (
 // check keeps the circuits (circuitKeeper), counts the conflicts and logs
 // them (fleetLog).
 func (p *Processor) watchFleet(ctx context.Context) {
-	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File), Chains: fleet.Chains(p.opts.File)}
+	self := fleet.Instance{Processor: p.id, Providers: fleet.Definitions(p.opts.File), Chains: maps.Clone(p.opts.File.Chains)}
 	record := fleet.Record(p.id, p.opts.File)
 	l := newFleetLog(self, p.opts.Logger)
 	every := cmp.Or(p.opts.fleetEvery, fleetEvery)
@@ -61,8 +64,7 @@ func (p *Processor) watchFleet(ctx context.Context) {
 		p.fleetMu.Lock()
 		p.conflicts, p.chainConflicts = conflicts, chainConflicts
 		p.fleetMu.Unlock()
-		p.opts.Metrics.ConfigConflicts(len(conflicts))
-		p.opts.Metrics.ChainConflicts(len(chainConflicts))
+		p.opts.Metrics.ConfigConflicts(len(conflicts), len(chainConflicts))
 		l.round(conflicts, first)
 		l.chains(chainConflicts, first)
 		if wait.Sleep(ctx, every) != nil {
@@ -94,16 +96,12 @@ func (l *fleetLog) round(conflicts []fleet.Conflict, first bool) {
 	forget(l.reported, conflicts, func(c fleet.Conflict) string { return c.Provider })
 	for _, c := range conflicts {
 		mine := l.self.Providers[c.Provider]
-		var parts [][]string
-		var theirs []string
-		for _, h := range c.Definitions {
-			parts = append(parts, []string{h.Fingerprint}, h.Processors)
-			if h.Fingerprint != mine.Fingerprint {
-				theirs = append(theirs, text.Cut(h.Definition.String()+" on "+namedProcessors(h.Processors), logDefinitionBytes))
-			}
-		}
+		theirs := lo.FilterMap(c.Definitions, func(h fleet.Held, _ int) (string, bool) {
+			line := text.Cut(h.Definition.String()+" on "+namedProcessors(h.Processors), logDefinitionBytes)
+			return line, h.Fingerprint != mine.Fingerprint
+		})
 		l.report(l.reported, first, "another processor defines a provider of this name differently; fix the chain files so that they agree",
-			"provider", c.Provider, digest(parts), mine.String(), theirs)
+			"provider", c.Provider, digest(c), mine.String(), theirs)
 	}
 }
 
@@ -112,16 +110,12 @@ func (l *fleetLog) chains(conflicts []fleet.ChainConflict, first bool) {
 	forget(l.reportedChains, conflicts, func(c fleet.ChainConflict) string { return c.Chain })
 	for _, c := range conflicts {
 		mine := strings.Join(l.self.Chains[c.Chain], " ")
-		var parts [][]string
-		var theirs []string
-		for _, list := range c.Lists {
-			parts = append(parts, list.Providers, list.Processors)
-			if joined := strings.Join(list.Providers, " "); joined != mine {
-				theirs = append(theirs, text.Cut("["+joined+"] on "+namedProcessors(list.Processors), logDefinitionBytes))
-			}
-		}
+		theirs := lo.FilterMap(c.Lists, func(list fleet.HeldList, _ int) (string, bool) {
+			joined := strings.Join(list.Providers, " ")
+			return text.Cut("["+joined+"] on "+namedProcessors(list.Processors), logDefinitionBytes), joined != mine
+		})
 		l.report(l.reportedChains, first, "another processor runs a chain of this name with different providers; its requests go to either: fix the chain files so that they agree",
-			"chain", c.Chain, digest(parts), "["+mine+"]", theirs)
+			"chain", c.Chain, digest(c), "["+mine+"]", theirs)
 	}
 }
 
@@ -163,14 +157,9 @@ func namedProcessors(processors []string) string {
 }
 
 // digest stands for a conflict in fleetLog's memory: it changes when any of
-// its parts (a fingerprint, a list of providers or of processors) does.
-func digest(parts [][]string) string {
-	h := sha256.New()
-	for _, part := range parts {
-		for _, s := range part {
-			fmt.Fprintf(h, "%s\x00", s)
-		}
-		h.Write([]byte{1})
-	}
-	return string(h.Sum(nil))
+// its parts (a definition, a list of providers or of processors) does.
+func digest(conflict any) string {
+	b, _ := json.Marshal(conflict) // strings, numbers and slices: it cannot fail
+	sum := sha256.Sum256(b)
+	return string(sum[:])
 }

@@ -123,10 +123,8 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		}})
 	keeper := &circuitKeeper{store: store, own: holders, now: clock.Now, logger: opts.Logger,
 		kept: map[string]string{}, unheard: map[string]bool{}}
-	providers := lo.Map(opts.File.Providers, func(p config.Provider, _ int) string { return p.Name })
 	state := circuitState{store: store, holders: holders}
-	known := func() []string { return knownCircuits(providers, state) }
-	opts.Metrics.ReportStates(clock.Now, func(now time.Time) []kvstate.ProviderStatus { return store.Status(now, known()...) }, own...)
+	opts.Metrics.ReportStates(clock.Now, func(now time.Time) []kvstate.ProviderStatus { return store.Status(now, state.known()...) }, own...)
 	built, err := chains.Build(opts.File, state, opts.HTTPClient, opts.Logger)
 	if err != nil {
 		return nil, err
@@ -155,7 +153,7 @@ func New(ctx context.Context, opts Options) (*Processor, error) {
 		return nil, err
 	}
 	return &Processor{opts: opts, js: js, store: store, clock: clock, handler: handler, chains: names, repair: repair, health: health, id: id,
-		kv: kv, own: own, known: known, keeper: keeper, events: statuspage.NewEvents(keptEvents)}, nil
+		kv: kv, own: own, known: state.known, keeper: keeper, events: statuspage.NewEvents(keptEvents)}, nil
 }
 
 // topologyEvery is how often a running processor checks the topology: a
