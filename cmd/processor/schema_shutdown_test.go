@@ -23,13 +23,15 @@ func TestSIGTERMWhileCompilingLargeSchemas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the processor and runs it as an OS process")
 	}
-	const shutdownTimeout = time.Second
+	// An AckWait far above the wait for results below tells a delivery
+	// handed back from one left to expire, however loaded the machine.
+	const shutdownTimeout, ackWait = time.Second, 2 * time.Minute
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	fake := providertest.New(providertest.OpenAI, providertest.Slow(200*time.Millisecond, providertest.Answer(`{"p0":"x"}`)))
 	t.Cleanup(fake.Close)
 	p := startProcess(t, buildProcessor(t), "P", processorEnv(t, srv.ClientURL(), writeChainFile(t, fake.URL, "m"),
-		"DETOUR_WORKERS=8", fmt.Sprintf("DETOUR_SHUTDOWN_TIMEOUT=%s", shutdownTimeout)))
+		"DETOUR_WORKERS=8", fmt.Sprintf("DETOUR_SHUTDOWN_TIMEOUT=%s", shutdownTimeout), fmt.Sprintf("DETOUR_ACK_WAIT=%s", ackWait)))
 	waitConsuming(t, p)
 
 	const n = 64
@@ -63,12 +65,13 @@ func TestSIGTERMWhileCompilingLargeSchemas(t *testing.T) {
 		t.Fatalf("processor exited with %v after SIGTERM, want status 0", err)
 	}
 	t.Logf("exited %v after SIGTERM; %d provider calls", p.at.Sub(term).Round(time.Millisecond), fake.Requests())
-	// Nothing it held waits for AckWait (30 s): a processor started now
-	// answers every request within seconds. (A delivery handed back stays
-	// counted as ack-pending on the server until a pull takes it.)
-	b := startProcess(t, buildProcessor(t), "B", processorEnv(t, srv.ClientURL(), writeChainFile(t, fake.URL, "m"), "DETOUR_WORKERS=16"))
+	// Nothing it held waits for AckWait: a processor started now answers
+	// every request well before it. (A delivery handed back stays counted
+	// as ack-pending on the server until a pull takes it.)
+	b := startProcess(t, buildProcessor(t), "B", processorEnv(t, srv.ClientURL(), writeChainFile(t, fake.URL, "m"),
+		"DETOUR_WORKERS=16", fmt.Sprintf("DETOUR_ACK_WAIT=%s", ackWait)))
 	waitConsuming(t, b)
-	waitAllResults(t, js, n, 20*time.Second, b) // 20 s < AckWait
+	waitAllResults(t, js, n, ackWait/2, b)
 }
 
 // wideSchema is an object schema of at most size bytes of JSON, with
