@@ -72,7 +72,8 @@ func (c Class) Retryable() bool {
 }
 
 // Counts reports whether a failure of this class counts toward the provider's
-// cooldown threshold. A request or output problem is not an outage.
+// cooldown threshold. A request or output problem is not an outage; every
+// class worth retrying on the provider is one, and so is a refused key.
 func (c Class) Counts() bool { return c.Retryable() || c == ClassAuth }
 
 // Classify maps a non-2xx HTTP status to its failure class before the body
