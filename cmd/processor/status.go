@@ -114,7 +114,7 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("processor watch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print each event as one JSON line")
-	configPath := fs.String("config", "", "chain file whose providers' state to print even without recorded state (default $DETOUR_CONFIG)")
+	configPath := fs.String("config", "", "chain file whose providers' state to print even without recorded state (default $DETOUR_CONFIG, else detour.yaml)")
 	if code, ok := parseArgs(fs, args, stderr); !ok {
 		return code
 	}
@@ -135,6 +135,15 @@ func watch(ctx context.Context, configPath string, asJSON bool, stdout, stderr i
 		return exitCode(err)
 	}
 	defer nc.Close()
+	if known == nil {
+		// As status lists them: the running processors' providers.
+		store := kvstate.New(nil, kv, kvstate.Options{})
+		if err := store.Load(ctx); err != nil {
+			fmt.Fprintf(stderr, "processor watch: %s\n", text.VisibleError(err))
+			return 1
+		}
+		known = fleet.Providers(fleet.Instances(store.Running()))
+	}
 	enc := json.NewEncoder(stdout)
 	fmt.Fprintf(stderr, "watching %s: the state of every provider, then outage events (opened, expired, probe, closed, reset); Ctrl-C to stop\n", kvstate.Bucket)
 	err = kvstate.WatchEvents(ctx, kv, known, serverClock(ctx, kv).Now, func(e kvstate.Event) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain"
+	"github.com/detourhq/detour/cmd/processor/internal/fleet"
+	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/kvstate/kvstatetest"
@@ -72,6 +75,46 @@ func TestWatchPrintsStateThenARecoveryInOrder(t *testing.T) {
 	}
 	if got := strings.Join(kinds, " "); got != "expired probe closed" {
 		t.Errorf("events %q, want \"expired probe closed\":\n%s", got, out.String())
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("watch: exit %d, stderr %s", code, errOut.String())
+	}
+}
+
+// TestWatchBesideADemoPrintsTheRunningProcessorsProviders: with no chain
+// file (beside `processor -demo`), watch starts with the state of the
+// providers the running processors record, as status lists them, those
+// without recorded state too.
+func TestWatchBesideADemoPrintsTheRunningProcessorsProviders(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
+	t.Setenv("DETOUR_CONFIG", "")
+	os.Unsetenv("DETOUR_CONFIG") // restored by t.Setenv's cleanup
+	t.Chdir(t.TempDir())
+	store := processorStore(t, js)
+	file, err := config.Parse([]byte("providers:\n  - {name: primary, type: openai, model: m1}\n"+
+		"  - {name: template, type: rules, default_reply: later}\nchains:\n  default: [primary, template]\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Record(context.Background(), "proc-1", fleet.Record("proc-1", file), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- watch(ctx, "", false, &out, &errOut) }()
+	waitUntil(t, 10*time.Second, "the state of both providers", func() bool {
+		return strings.Count(out.String(), " state ") == 2
+	})
+	for _, want := range []string{`(?m) primary +state +closed, 0 failures`, `(?m) template +state +closed, 0 failures`} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("watch start lacks %s:\n%s", want, out.String())
+		}
 	}
 	cancel()
 	if code := <-done; code != 0 {
