@@ -94,8 +94,38 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 		return chain.Admission{Until: until}
 	}
 	s.keep(func(m *mirror) bool { return m.probes.set(provider, p, rev) })
+	if adm, ended := s.probeEnded(ctx, provider, now); ended {
+		if err := s.ReleaseProbe(ctx, provider, rev); err != nil {
+			s.opts.Logger.Warn("releasing the probe lease", "provider", provider, "err", err)
+		}
+		return adm
+	}
 	s.opts.Logger.Info("probing provider after its cooldown", "provider", provider)
 	return chain.Admission{Allowed: true, Probe: true, Lease: rev}
+}
+
+// probeEnded reads provider's health from the bucket once its lease is
+// won: the lease may be free because another's probe just released it,
+// having recorded an outcome this mirror has not seen yet, a trip (no
+// call then) or a success (a plain call). An unreadable health leaves the
+// mirror's judgement standing.
+func (s *Store) probeEnded(ctx context.Context, provider string, now time.Time) (chain.Admission, bool) {
+	e, err := s.kv.Get(ctx, HealthKey(provider))
+	if err != nil {
+		return chain.Admission{}, false
+	}
+	h, err := decode[Health](e.Value())
+	if err != nil {
+		return chain.Admission{}, false
+	}
+	s.keep(func(m *mirror) bool { return m.health.set(provider, h, e.Revision()) })
+	if until, cooling := s.Cooling(provider, now); cooling {
+		return chain.Admission{Until: until}, true
+	}
+	if h, _ := s.Health(provider); !halfOpen(h) {
+		return chain.Admission{Allowed: true}, true
+	}
+	return chain.Admission{}, false
 }
 
 // ReleaseProbe gives up the probe lease that Admit granted as lease (the

@@ -304,3 +304,72 @@ func TestAProbesSuccessIsLogged(t *testing.T) {
 		t.Fatalf("a success short of a trip logged a circuit closing:\n%s", logs.String())
 	}
 }
+
+// TestALeaseFreedByAProbesTripIsNoProbe: a processor whose mirror has not
+// yet seen the trip another's probe recorded finds the lease free, the
+// probe having released it; the trip ended the half-open state all the
+// same, so it takes no probe, and the lease it won is given back.
+func TestALeaseFreedByAProbesTripIsNoProbe(t *testing.T) {
+	e := setup(t)
+	a, _ := halfOpen(t, e, kvstate.Options{ID: "proc-a"})
+	// B's mirror is a snapshot from before the probe: half-open, no lease.
+	b := kvstate.New(e.js, e.kv, kvstate.Options{ID: "proc-b"})
+	if err := b.Load(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	probe := a.Admit(e.ctx, "p", time.Now(), 5*time.Second)
+	if !probe.Probe {
+		t.Fatalf("A's admission %+v, want the probe", probe)
+	}
+	if err := a.RecordFailure(e.ctx, "p", serverFailure(policy(1, time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseProbe(e.ctx, "p", probe.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if b.State("p", time.Now()) != kvstate.StateHalfOpen {
+		t.Fatalf("B's snapshot is %s, want half-open", b.State("p", time.Now()))
+	}
+
+	adm := b.Admit(e.ctx, "p", time.Now(), 5*time.Second)
+	if adm.Allowed {
+		t.Fatalf("B admitted %+v while the probe's trip runs", adm)
+	}
+	if h, _ := getHealth(t, e, "p"); !adm.Until.Equal(h.LastTrip.Add(time.Duration(h.LastTripS) * time.Second)) {
+		t.Errorf("B's admission until %v, want the trip's end", adm.Until)
+	}
+	if _, err := e.kv.Get(e.ctx, kvstate.ProbeKey("p")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("probe key after B's refusal: %v, want none", err)
+	}
+}
+
+// TestALeaseFreedByAProbesSuccessIsAPlainCall: as above, but the probe
+// succeeded and closed the circuit: the call goes through, as no probe.
+func TestALeaseFreedByAProbesSuccessIsAPlainCall(t *testing.T) {
+	e := setup(t)
+	a, _ := halfOpen(t, e, kvstate.Options{ID: "proc-a"})
+	b := kvstate.New(e.js, e.kv, kvstate.Options{ID: "proc-b"})
+	if err := b.Load(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	probe := a.Admit(e.ctx, "p", time.Now(), 5*time.Second)
+	if !probe.Probe {
+		t.Fatalf("A's admission %+v, want the probe", probe)
+	}
+	if err := a.RecordSuccess(e.ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseProbe(e.ctx, "p", probe.Lease); err != nil {
+		t.Fatal(err)
+	}
+
+	if adm := b.Admit(e.ctx, "p", time.Now(), 5*time.Second); !adm.Allowed || adm.Probe {
+		t.Fatalf("B admitted %+v after the probe closed the circuit, want a plain call", adm)
+	}
+	if b.State("p", time.Now()) != kvstate.StateClosed {
+		t.Errorf("B's state %s, want closed", b.State("p", time.Now()))
+	}
+	if _, err := e.kv.Get(e.ctx, kvstate.ProbeKey("p")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("probe key after B's plain call: %v, want none", err)
+	}
+}
