@@ -305,14 +305,12 @@ func TestAProbesSuccessIsLogged(t *testing.T) {
 	}
 }
 
-// TestALeaseFreedByAProbesTripIsNoProbe: a processor whose mirror has not
-// yet seen the trip another's probe recorded finds the lease free, the
-// probe having released it; the trip ended the half-open state all the
-// same, so it takes no probe, and the lease it won is given back.
-func TestALeaseFreedByAProbesTripIsNoProbe(t *testing.T) {
-	e := setup(t)
+// probedBehindAStaleMirror returns a store B whose mirror is a snapshot of
+// a half-open provider p with no lease, taken before another store A
+// probes p, records the probe's outcome and releases the lease.
+func probedBehindAStaleMirror(t *testing.T, e env, outcome func(a *kvstate.Store) error) *kvstate.Store {
+	t.Helper()
 	a, _ := halfOpen(t, e, kvstate.Options{ID: "proc-a"})
-	// B's mirror is a snapshot from before the probe: half-open, no lease.
 	b := kvstate.New(e.js, e.kv, kvstate.Options{ID: "proc-b"})
 	if err := b.Load(e.ctx); err != nil {
 		t.Fatal(err)
@@ -321,7 +319,7 @@ func TestALeaseFreedByAProbesTripIsNoProbe(t *testing.T) {
 	if !probe.Probe {
 		t.Fatalf("A's admission %+v, want the probe", probe)
 	}
-	if err := a.RecordFailure(e.ctx, "p", serverFailure(policy(1, time.Minute))); err != nil {
+	if err := outcome(a); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.ReleaseProbe(e.ctx, "p", probe.Lease); err != nil {
@@ -330,6 +328,18 @@ func TestALeaseFreedByAProbesTripIsNoProbe(t *testing.T) {
 	if b.State("p", time.Now()) != kvstate.StateHalfOpen {
 		t.Fatalf("B's snapshot is %s, want half-open", b.State("p", time.Now()))
 	}
+	return b
+}
+
+// TestALeaseFreedByAProbesTripIsNoProbe: a processor whose mirror has not
+// yet seen the trip another's probe recorded finds the lease free, the
+// probe having released it; the trip ended the half-open state all the
+// same, so it takes no probe, and the lease it won is given back.
+func TestALeaseFreedByAProbesTripIsNoProbe(t *testing.T) {
+	e := setup(t)
+	b := probedBehindAStaleMirror(t, e, func(a *kvstate.Store) error {
+		return a.RecordFailure(e.ctx, "p", serverFailure(policy(1, time.Minute)))
+	})
 
 	adm := b.Admit(e.ctx, "p", time.Now(), 5*time.Second)
 	if adm.Allowed {
@@ -347,21 +357,7 @@ func TestALeaseFreedByAProbesTripIsNoProbe(t *testing.T) {
 // succeeded and closed the circuit: the call goes through, as no probe.
 func TestALeaseFreedByAProbesSuccessIsAPlainCall(t *testing.T) {
 	e := setup(t)
-	a, _ := halfOpen(t, e, kvstate.Options{ID: "proc-a"})
-	b := kvstate.New(e.js, e.kv, kvstate.Options{ID: "proc-b"})
-	if err := b.Load(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	probe := a.Admit(e.ctx, "p", time.Now(), 5*time.Second)
-	if !probe.Probe {
-		t.Fatalf("A's admission %+v, want the probe", probe)
-	}
-	if err := a.RecordSuccess(e.ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.ReleaseProbe(e.ctx, "p", probe.Lease); err != nil {
-		t.Fatal(err)
-	}
+	b := probedBehindAStaleMirror(t, e, func(a *kvstate.Store) error { return a.RecordSuccess(e.ctx, "p") })
 
 	if adm := b.Admit(e.ctx, "p", time.Now(), 5*time.Second); !adm.Allowed || adm.Probe {
 		t.Fatalf("B admitted %+v after the probe closed the circuit, want a plain call", adm)
