@@ -241,19 +241,27 @@ func TestWatchShowsTheOperatorsActs(t *testing.T) {
 	}
 }
 
-// TestOperatorCommandsBesideADemo: with no chain file named and no
-// detour.yaml at hand (beside `processor -demo`), reset and trip take the
-// providers and their longest cooldowns from the running processors'
-// announcements, and status lists those providers; with none running, the
-// missing chain file is exit 78.
-func TestOperatorCommandsBesideADemo(t *testing.T) {
+// besideADemo starts a NATS server for the client commands, with no chain
+// file named or at hand, and returns a store on the bucket a processor
+// creates.
+func besideADemo(t *testing.T) *kvstate.Store {
+	t.Helper()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
 	t.Setenv("DETOUR_CONFIG", "")
 	os.Unsetenv("DETOUR_CONFIG") // restored by t.Setenv's cleanup
 	t.Chdir(t.TempDir())
-	store := processorStore(t, js) // the bucket, as a processor creates it
+	return processorStore(t, js)
+}
+
+// TestOperatorCommandsBesideADemo: with no chain file named and no
+// detour.yaml at hand (beside `processor -demo`), reset and trip take the
+// providers and their longest cooldowns from the running processors'
+// announcements, and status lists those providers; with none running, the
+// missing chain file is exit 78.
+func TestOperatorCommandsBesideADemo(t *testing.T) {
+	store := besideADemo(t)
 
 	_, errOut := command(t, 78, "reset", "primary")
 	if !strings.Contains(errOut, "no chain file detour.yaml here, and no running processor answered") || !strings.Contains(errOut, "-config FILE") {

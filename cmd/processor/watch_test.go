@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -87,13 +86,7 @@ func TestWatchPrintsStateThenARecoveryInOrder(t *testing.T) {
 // providers the running processors record, as status lists them, those
 // without recorded state too.
 func TestWatchBesideADemoPrintsTheRunningProcessorsProviders(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	t.Setenv("DETOUR_NATS_URL", srv.ClientURL())
-	t.Setenv("DETOUR_CONFIG", "")
-	os.Unsetenv("DETOUR_CONFIG") // restored by t.Setenv's cleanup
-	t.Chdir(t.TempDir())
-	store := processorStore(t, js)
+	store := besideADemo(t)
 	file, err := config.Parse([]byte("providers:\n  - {name: primary, type: openai, model: m1}\n"+
 		"  - {name: template, type: rules, default_reply: later}\nchains:\n  default: [primary, template]\n"), func(string) (string, bool) { return "", false })
 	if err != nil {
