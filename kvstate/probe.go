@@ -107,18 +107,14 @@ func (s *Store) Admit(ctx context.Context, provider string, now time.Time, lease
 // probeEnded reads provider's health from the bucket once its lease is
 // won: the lease may be free because another's probe just released it,
 // having recorded an outcome this mirror has not seen yet, a trip (no
-// call then) or a success (a plain call). An unreadable health leaves the
-// mirror's judgement standing.
+// call then) or a success (a plain call). A health the bucket cannot give
+// leaves the mirror's judgement standing.
 func (s *Store) probeEnded(ctx context.Context, provider string, now time.Time) (chain.Admission, bool) {
-	e, err := s.kv.Get(ctx, HealthKey(provider))
-	if err != nil {
+	cur, err := s.fetchHealth(ctx, provider)
+	if err != nil || cur.rev == 0 {
 		return chain.Admission{}, false
 	}
-	h, err := decode[Health](e.Value())
-	if err != nil {
-		return chain.Admission{}, false
-	}
-	s.keep(func(m *mirror) bool { return m.health.set(provider, h, e.Revision()) })
+	s.keep(func(m *mirror) bool { return m.health.set(provider, cur.value, cur.rev) })
 	if until, cooling := s.Cooling(provider, now); cooling {
 		return chain.Admission{Until: until}, true
 	}
