@@ -255,6 +255,19 @@ func besideADemo(t *testing.T) *kvstate.Store {
 	return processorStore(t, js)
 }
 
+// recordRunning records in the bucket, as processor running chainFile
+// does.
+func recordRunning(t *testing.T, store *kvstate.Store, processor, chainFile string) {
+	t.Helper()
+	file, err := config.Parse([]byte(chainFile), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Record(context.Background(), processor, fleet.Record(processor, file), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestOperatorCommandsBesideADemo: with no chain file named and no
 // detour.yaml at hand (beside `processor -demo`), reset and trip take the
 // providers and their longest cooldowns from the running processors'
@@ -268,15 +281,8 @@ func TestOperatorCommandsBesideADemo(t *testing.T) {
 		t.Errorf("with no processor running: %q, want the missing chain file and processor named, and what to do", errOut)
 	}
 
-	file, err := config.Parse([]byte("providers:\n  - {name: primary, type: openai, model: m1, max_cooldown: 20m, auth_cooldown: 1h}\n"+
-		"  - {name: template, type: rules, default_reply: later}\nchains:\n  default: [primary, template]\n"), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A processor running file records it in the bucket.
-	if err := store.Record(context.Background(), "proc-1", fleet.Record("proc-1", file), time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	recordRunning(t, store, "proc-1", "providers:\n  - {name: primary, type: openai, model: m1, max_cooldown: 20m, auth_cooldown: 1h}\n"+
+		"  - {name: template, type: rules, default_reply: later}\nchains:\n  default: [primary, template]\n")
 
 	// status lists them too, with or without recorded state.
 	if out, _ := command(t, 0, "status"); !strings.Contains(out, "template  closed") {

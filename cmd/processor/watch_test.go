@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/detourhq/detour/chain"
-	"github.com/detourhq/detour/cmd/processor/internal/fleet"
-	"github.com/detourhq/detour/config"
 	"github.com/detourhq/detour/internal/natstest"
 	"github.com/detourhq/detour/kvstate"
 	"github.com/detourhq/detour/kvstate/kvstatetest"
@@ -87,14 +85,8 @@ func TestWatchPrintsStateThenARecoveryInOrder(t *testing.T) {
 // without recorded state too.
 func TestWatchBesideADemoPrintsTheRunningProcessorsProviders(t *testing.T) {
 	store := besideADemo(t)
-	file, err := config.Parse([]byte("providers:\n  - {name: primary, type: openai, model: m1}\n"+
-		"  - {name: template, type: rules, default_reply: later}\nchains:\n  default: [primary, template]\n"), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Record(context.Background(), "proc-1", fleet.Record("proc-1", file), time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	recordRunning(t, store, "proc-1", "providers:\n  - {name: primary, type: openai, model: m1}\n"+
+		"  - {name: template, type: rules, default_reply: later}\nchains:\n  default: [primary, template]\n")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
